@@ -1,0 +1,168 @@
+//! The catalog: tables, their columns, constraints and indexes.
+//!
+//! The catalog is an immutable value ([`Catalog`]) published through a [`CatalogStore`]; a
+//! statement takes the current version (an `Arc` clone) and plans against it without locks.
+//! DDL builds a new version and publishes it after the partitions have applied the change, so a
+//! statement never sees a table whose storage does not exist yet. Every version has a number;
+//! a prepared statement re-plans when the number it was planned with is no longer current.
+//!
+//! Names are stored as they are after identifier folding (unquoted names in lower case). There
+//! is one schema, `public`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+
+use crate::error::{Error, Result, SqlState};
+use crate::types::{DataType, Value};
+
+pub type TableId = u32;
+
+/// The default of a column.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ColumnDefault {
+    Value(Value),
+    /// CURRENT_TIMESTAMP / now(): the statement's start time.
+    CurrentTimestamp,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ColumnDef {
+    pub name: String,
+    pub ty: DataType,
+    pub nullable: bool,
+    pub default: Option<ColumnDefault>,
+}
+
+/// An index on a table. The primary key is a hash index; every other index is ordered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IndexDef {
+    pub name: String,
+    /// Positions of the key columns in the table.
+    pub columns: Vec<usize>,
+    pub unique: bool,
+    pub primary: bool,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct TableDef {
+    pub id: TableId,
+    pub name: String,
+    pub columns: Vec<ColumnDef>,
+    /// Indexes; the primary key, if any, comes first.
+    pub indexes: Vec<IndexDef>,
+}
+
+impl TableDef {
+    pub fn column_index(&self, name: &str) -> Option<usize> {
+        self.columns.iter().position(|c| c.name == name)
+    }
+
+    pub fn primary_key(&self) -> Option<&IndexDef> {
+        self.indexes.first().filter(|i| i.primary)
+    }
+
+    pub fn types(&self) -> Vec<DataType> {
+        self.columns.iter().map(|c| c.ty).collect()
+    }
+
+    pub fn index_position(&self, name: &str) -> Option<usize> {
+        self.indexes.iter().position(|i| i.name == name)
+    }
+}
+
+/// One version of the catalog.
+#[derive(Clone, Debug, Default)]
+pub struct Catalog {
+    pub version: u64,
+    tables: BTreeMap<String, Arc<TableDef>>,
+}
+
+impl Catalog {
+    pub fn table(&self, name: &str) -> Option<&Arc<TableDef>> {
+        self.tables.get(name)
+    }
+
+    pub fn table_by_id(&self, id: TableId) -> Option<&Arc<TableDef>> {
+        self.tables.values().find(|t| t.id == id)
+    }
+
+    pub fn require_table(&self, name: &str) -> Result<&Arc<TableDef>> {
+        self.table(name).ok_or_else(|| Error::undefined_table(name))
+    }
+
+    pub fn tables(&self) -> impl Iterator<Item = &Arc<TableDef>> {
+        self.tables.values()
+    }
+
+    /// The table that owns the index called `name`.
+    pub fn index_owner(&self, name: &str) -> Option<(&Arc<TableDef>, usize)> {
+        self.tables.values().find_map(|t| t.index_position(name).map(|i| (t, i)))
+    }
+
+    /// Whether `name` is taken by a table or an index (they share one namespace).
+    pub fn relation_exists(&self, name: &str) -> bool {
+        self.tables.contains_key(name) || self.index_owner(name).is_some()
+    }
+}
+
+/// Publishes catalog versions; serialises DDL.
+#[derive(Debug, Default)]
+pub struct CatalogStore {
+    current: RwLock<Arc<Catalog>>,
+    next_table_id: Mutex<TableId>,
+    /// Held for the whole of a DDL statement, so that DDL runs one at a time.
+    pub ddl_lock: Mutex<()>,
+}
+
+impl CatalogStore {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn current(&self) -> Arc<Catalog> {
+        self.current.read().clone()
+    }
+
+    pub fn allocate_table_id(&self) -> TableId {
+        let mut next = self.next_table_id.lock();
+        *next += 1;
+        *next
+    }
+
+    /// Publishes a catalog with `table` added or replaced.
+    pub fn put_table(&self, table: Arc<TableDef>) {
+        let mut cur = self.current.write();
+        let mut next = (**cur).clone();
+        next.version += 1;
+        next.tables.insert(table.name.clone(), table);
+        *cur = Arc::new(next);
+    }
+
+    /// Publishes a catalog without table `name`.
+    pub fn remove_table(&self, name: &str) -> Result<Arc<TableDef>> {
+        let mut cur = self.current.write();
+        let mut next = (**cur).clone();
+        let removed = next.tables.remove(name).ok_or_else(|| Error::undefined_table(name))?;
+        next.version += 1;
+        *cur = Arc::new(next);
+        Ok(removed)
+    }
+}
+
+/// Checks a new table definition: unique column names, key columns not null.
+pub fn validate_table(def: &TableDef) -> Result<()> {
+    for (i, c) in def.columns.iter().enumerate() {
+        if def.columns[..i].iter().any(|d| d.name == c.name) {
+            return Err(Error::new(
+                SqlState::DuplicateColumn,
+                format!("column \"{}\" specified more than once", c.name),
+            ));
+        }
+    }
+    if def.columns.is_empty() {
+        return Err(Error::unsupported("a table without columns"));
+    }
+    Ok(())
+}

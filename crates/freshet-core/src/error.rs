@@ -1,0 +1,217 @@
+//! Errors of the transactional core.
+//!
+//! One error type for the layer, [`Error`]. Every error a user can cause carries the SQLSTATE
+//! class it belongs to ([`SqlState`]), so the edge (the wire protocol, the embedded API) maps it
+//! without string matching. [`SqlState::Internal`] means a bug in Freshet, never bad input.
+//! Retryable conflicts are their own code (40001) so clients can tell them apart.
+
+use std::fmt;
+
+/// The SQLSTATE codes Freshet raises. The string form is PostgreSQL's five-character code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SqlState {
+    SyntaxError,
+    UndefinedTable,
+    UndefinedColumn,
+    UndefinedObject,
+    UndefinedFunction,
+    DuplicateTable,
+    DuplicateObject,
+    DuplicateColumn,
+    InvalidTableDefinition,
+    AmbiguousColumn,
+    UniqueViolation,
+    NotNullViolation,
+    ForeignKeyViolation,
+    CheckViolation,
+    InvalidTextRepresentation,
+    InvalidDatetimeFormat,
+    DatetimeFieldOverflow,
+    DivisionByZero,
+    NumericValueOutOfRange,
+    StringDataRightTruncation,
+    CharacterNotInRepertoire,
+    InvalidParameterValue,
+    InvalidEscapeSequence,
+    BadCopyFileFormat,
+    DatatypeMismatch,
+    CannotCoerce,
+    GroupingError,
+    InvalidColumnReference,
+    WrongObjectType,
+    DependentObjectsStillExist,
+    FeatureNotSupported,
+    ProtocolViolation,
+    UndefinedParameter,
+    InvalidParameterReference,
+    CardinalityViolation,
+    InvalidCursorName,
+    InvalidSqlStatementName,
+    DuplicatePreparedStatement,
+    InvalidTransactionState,
+    ActiveSqlTransaction,
+    InFailedSqlTransaction,
+    ReadOnlySqlTransaction,
+    SerializationFailure,
+    QueryCanceled,
+    ProgramLimitExceeded,
+    OutOfMemory,
+    DiskFull,
+    IoError,
+    AdminShutdown,
+    Internal,
+}
+
+impl SqlState {
+    /// PostgreSQL's five-character code.
+    pub fn code(self) -> &'static str {
+        use SqlState::*;
+        match self {
+            SyntaxError => "42601",
+            UndefinedTable => "42P01",
+            UndefinedColumn => "42703",
+            UndefinedObject => "42704",
+            UndefinedFunction => "42883",
+            DuplicateTable => "42P07",
+            DuplicateObject => "42710",
+            DuplicateColumn => "42701",
+            InvalidTableDefinition => "42P16",
+            AmbiguousColumn => "42702",
+            UniqueViolation => "23505",
+            NotNullViolation => "23502",
+            ForeignKeyViolation => "23503",
+            CheckViolation => "23514",
+            InvalidTextRepresentation => "22P02",
+            InvalidDatetimeFormat => "22007",
+            DatetimeFieldOverflow => "22008",
+            DivisionByZero => "22012",
+            NumericValueOutOfRange => "22003",
+            StringDataRightTruncation => "22001",
+            CharacterNotInRepertoire => "22021",
+            InvalidParameterValue => "22023",
+            InvalidEscapeSequence => "22025",
+            BadCopyFileFormat => "22P04",
+            DatatypeMismatch => "42804",
+            CannotCoerce => "42846",
+            GroupingError => "42803",
+            InvalidColumnReference => "42P10",
+            WrongObjectType => "42809",
+            DependentObjectsStillExist => "2BP01",
+            FeatureNotSupported => "0A000",
+            ProtocolViolation => "08P01",
+            UndefinedParameter => "42P02",
+            InvalidParameterReference => "42P08",
+            CardinalityViolation => "21000",
+            InvalidCursorName => "34000",
+            InvalidSqlStatementName => "26000",
+            DuplicatePreparedStatement => "42P05",
+            InvalidTransactionState => "25000",
+            ActiveSqlTransaction => "25001",
+            InFailedSqlTransaction => "25P02",
+            ReadOnlySqlTransaction => "25006",
+            SerializationFailure => "40001",
+            QueryCanceled => "57014",
+            ProgramLimitExceeded => "54000",
+            OutOfMemory => "53200",
+            DiskFull => "53100",
+            IoError => "58030",
+            AdminShutdown => "57P01",
+            Internal => "XX000",
+        }
+    }
+}
+
+/// An error of the core: a SQLSTATE, a message in PostgreSQL's style (lower case, no final
+/// period), and optionally a detail and a 1-based character position in the statement text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Error {
+    pub state: SqlState,
+    pub message: String,
+    pub detail: Option<String>,
+    pub hint: Option<String>,
+    pub position: Option<u32>,
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub fn new(state: SqlState, message: impl Into<String>) -> Self {
+        Error { state, message: message.into(), detail: None, hint: None, position: None }
+    }
+
+    pub fn with_detail(mut self, detail: impl Into<String>) -> Self {
+        self.detail = Some(detail.into());
+        self
+    }
+
+    pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    pub fn with_position(mut self, position: u32) -> Self {
+        self.position = Some(position);
+        self
+    }
+
+    pub fn syntax(message: impl Into<String>) -> Self {
+        Self::new(SqlState::SyntaxError, message)
+    }
+
+    /// 0A000, naming the feature that is missing.
+    pub fn unsupported(feature: impl fmt::Display) -> Self {
+        Self::new(SqlState::FeatureNotSupported, format!("{feature} is not supported"))
+    }
+
+    pub fn undefined_table(name: &str) -> Self {
+        Self::new(SqlState::UndefinedTable, format!("relation \"{name}\" does not exist"))
+    }
+
+    pub fn undefined_column(name: &str) -> Self {
+        Self::new(SqlState::UndefinedColumn, format!("column \"{name}\" does not exist"))
+    }
+
+    pub fn invalid_text(type_name: &str, input: &str) -> Self {
+        Self::new(
+            SqlState::InvalidTextRepresentation,
+            format!("invalid input syntax for type {type_name}: \"{input}\""),
+        )
+    }
+
+    pub fn out_of_range(type_name: &str) -> Self {
+        Self::new(SqlState::NumericValueOutOfRange, format!("{type_name} out of range"))
+    }
+
+    pub fn division_by_zero() -> Self {
+        Self::new(SqlState::DivisionByZero, "division by zero")
+    }
+
+    pub fn mismatch(message: impl Into<String>) -> Self {
+        Self::new(SqlState::DatatypeMismatch, message)
+    }
+
+    /// A bug in Freshet: an invariant did not hold.
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(SqlState::Internal, message)
+    }
+
+    pub fn serialization(message: impl Into<String>) -> Self {
+        Self::new(SqlState::SerializationFailure, message)
+    }
+
+    pub fn canceled() -> Self {
+        Self::new(SqlState::QueryCanceled, "canceling statement due to user request")
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.message)?;
+        if let Some(detail) = &self.detail {
+            write!(f, " ({detail})")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Error {}

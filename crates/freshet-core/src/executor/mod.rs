@@ -1,0 +1,150 @@
+//! Partition executors: one thread per partition owns that partition's rows and indexes and
+//! runs every job that touches them, one after another (HyPer §3.1, §3.4).
+//!
+//! A job is a closure over `&mut Partition`. Because only the executor thread ever holds the
+//! `Partition`, nothing inside it needs a latch. A job runs start to finish without
+//! interruption, so a job that runs a whole statement (or a whole one-shot transaction) is
+//! serial with respect to every other job of the partition; a snapshot taken by a job is
+//! therefore transaction-consistent.
+//!
+//! The executor never waits on I/O or on an analytical query: it hands out snapshots and
+//! answers through [`Reply`]. A job that panics (a bug) is caught, reported to its submitter as
+//! an internal error, and the executor goes on with the next job.
+
+mod reply;
+
+use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use crossbeam_channel::{Receiver, Sender};
+
+pub use reply::{reply_channel, Reply, ReplySender};
+
+use crate::catalog::{TableDef, TableId};
+use crate::error::{Error, Result, SqlState};
+use crate::storage::TableStore;
+
+/// The data one executor owns.
+#[derive(Debug)]
+pub struct Partition {
+    pub id: usize,
+    tables: HashMap<TableId, TableStore>,
+}
+
+impl Partition {
+    pub fn new(id: usize) -> Self {
+        Partition { id, tables: HashMap::new() }
+    }
+
+    pub fn table(&self, id: TableId) -> Result<&TableStore> {
+        self.tables.get(&id).ok_or_else(|| dropped(id))
+    }
+
+    pub fn table_mut(&mut self, id: TableId) -> Result<&mut TableStore> {
+        self.tables
+            .get_mut(&id)
+            .ok_or_else(|| dropped(id))
+    }
+
+    pub fn create_table(&mut self, def: Arc<TableDef>) {
+        self.tables.insert(def.id, TableStore::new(def));
+    }
+
+    pub fn drop_table(&mut self, id: TableId) -> Option<TableStore> {
+        self.tables.remove(&id)
+    }
+}
+
+/// A statement planned against a table that a concurrent DROP removed.
+fn dropped(id: TableId) -> Error {
+    Error::new(SqlState::UndefinedTable, format!("relation with id {id} was dropped"))
+}
+
+type Job = Box<dyn FnOnce(&mut Partition) + Send + 'static>;
+
+/// The handle of one partition's executor thread.
+pub struct Executor {
+    pub id: usize,
+    sender: Option<Sender<Job>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Executor {
+    pub fn spawn(id: usize) -> std::io::Result<Executor> {
+        let (sender, receiver) = crossbeam_channel::unbounded::<Job>();
+        let thread = std::thread::Builder::new()
+            .name(format!("freshet-exec-{id}"))
+            .spawn(move || run(Partition::new(id), receiver))?;
+        Ok(Executor { id, sender: Some(sender), thread: Some(thread) })
+    }
+
+    /// Runs `f` on the executor and returns its result through a [`Reply`].
+    pub fn call<R, F>(&self, f: F) -> Reply<R>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut Partition) -> R + Send + 'static,
+    {
+        let (tx, rx) = reply_channel();
+        self.submit(Box::new(move |p: &mut Partition| tx.send(f(p))));
+        rx
+    }
+
+    /// Queues a job without waiting for it. If the executor has stopped, the job is dropped
+    /// (and with it any reply sender, which its receiver sees as an error).
+    pub fn submit(&self, job: Box<dyn FnOnce(&mut Partition) + Send + 'static>) {
+        if let Some(sender) = &self.sender {
+            let _ = sender.send(job);
+        }
+    }
+
+    /// Jobs waiting in the queue.
+    pub fn queue_len(&self) -> usize {
+        self.sender.as_ref().map_or(0, |s| s.len())
+    }
+}
+
+impl Drop for Executor {
+    fn drop(&mut self) {
+        self.sender.take();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn run(mut partition: Partition, jobs: Receiver<Job>) {
+    while let Ok(job) = jobs.recv() {
+        if let Err(panic) = catch_unwind(AssertUnwindSafe(|| job(&mut partition))) {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            tracing::error!(partition = partition.id, "executor job panicked: {what}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jobs_run_in_order_and_answer() {
+        let exec = Executor::spawn(0).unwrap();
+        let replies: Vec<_> = (0..100).map(|i| exec.call(move |p| (p.id, i))).collect();
+        for (i, r) in replies.into_iter().enumerate() {
+            assert_eq!(r.wait().unwrap(), (0, i));
+        }
+    }
+
+    #[test]
+    fn a_panicking_job_does_not_stop_the_executor() {
+        let exec = Executor::spawn(1).unwrap();
+        let bad = exec.call(|_| -> u32 { panic!("boom") });
+        assert!(bad.wait().is_err());
+        assert_eq!(exec.call(|p| p.id).wait().unwrap(), 1);
+    }
+}

@@ -1,0 +1,636 @@
+//! Binding SQL expressions of the short-statement path: names to columns, literals and
+//! parameters to types.
+//!
+//! Literals in quotes, NULL and parameters without a declared type have no type of their own;
+//! they take the type their context asks for (the other side of a comparison, the column they
+//! are assigned to), as in PostgreSQL. What the short path cannot evaluate comes back as
+//! `0A000`; for a SELECT the caller then hands the statement to the analytical side instead.
+
+use sqlparser::ast;
+
+use super::expr::{arithmetic_type, BinaryOp, Expr, Func};
+use super::functions;
+use super::names::{fold_ident, is_aggregate};
+use crate::catalog::TableDef;
+use crate::error::{Error, Result, SqlState};
+use crate::types::{value::assignable, DataType, Decimal, TypeFamily, Value};
+
+/// A bound expression, or a value whose type is still open.
+#[derive(Clone, Debug)]
+pub enum Item {
+    Typed(Expr),
+    /// A quoted literal: its text is parsed once the type is known.
+    Str(String),
+    Null,
+    /// A parameter whose type is not known yet.
+    Param(usize),
+}
+
+/// The table an expression may refer to, with the names it can be qualified by.
+pub struct Scope<'a> {
+    pub table: &'a TableDef,
+    pub qualifiers: Vec<String>,
+}
+
+/// Binds expressions against at most one table, collecting parameter types.
+pub struct Binder<'a> {
+    pub scope: Option<Scope<'a>>,
+    /// Types of `$1..$n`: declared by the client, or inferred here.
+    pub params: &'a mut Vec<Option<DataType>>,
+}
+
+pub fn unsupported(what: impl std::fmt::Display) -> Error {
+    Error::unsupported(what)
+}
+
+impl<'a> Binder<'a> {
+    pub fn new(scope: Option<Scope<'a>>, params: &'a mut Vec<Option<DataType>>) -> Self {
+        Binder { scope, params }
+    }
+
+    /// Binds `e` and resolves any open type, using `hint` if given and TEXT otherwise.
+    pub fn bind_expr(&mut self, e: &ast::Expr, hint: Option<DataType>) -> Result<Expr> {
+        let item = self.bind(e)?;
+        self.resolve(item, hint.unwrap_or(DataType::Text))
+    }
+
+    /// Binds a predicate: it must be boolean.
+    pub fn bind_predicate(&mut self, e: &ast::Expr) -> Result<Expr> {
+        let expr = self.bind_expr(e, Some(DataType::Bool))?;
+        if expr.ty() != DataType::Bool {
+            return Err(Error::mismatch(format!(
+                "argument of WHERE must be type boolean, not type {}",
+                expr.ty().pg_name()
+            )));
+        }
+        Ok(expr)
+    }
+
+    /// Binds a value to be stored in a column of type `ty`.
+    pub fn bind_assignment(&mut self, e: &ast::Expr, ty: DataType, column: &str) -> Result<Expr> {
+        let item = self.bind(e)?;
+        let expr = self.resolve(item, ty)?;
+        let from = expr.ty();
+        if from == ty {
+            return Ok(expr);
+        }
+        if !assignable(from.family(), ty) {
+            return Err(Error::mismatch(format!(
+                "column \"{column}\" is of type {} but expression is of type {}",
+                ty.pg_name(),
+                from.pg_name()
+            ))
+            .with_hint("You will need to rewrite or cast the expression."));
+        }
+        Ok(expr)
+    }
+
+    /// Gives an open item the type `ty`; a typed expression is returned as it is.
+    pub fn resolve(&mut self, item: Item, ty: DataType) -> Result<Expr> {
+        Ok(match item {
+            Item::Typed(e) => e,
+            Item::Str(s) => Expr::literal(Value::parse(&s, ty)?, ty),
+            Item::Null => Expr::literal(Value::Null, ty),
+            Item::Param(i) => {
+                let declared = *self.params[i].get_or_insert(ty);
+                Expr::Param { index: i, ty: declared }
+            }
+        })
+    }
+
+    fn param_index(&mut self, text: &str) -> Result<usize> {
+        let n: usize = text
+            .strip_prefix('$')
+            .and_then(|d| d.parse().ok())
+            .filter(|n| (1..=65_535).contains(n))
+            .ok_or_else(|| Error::syntax(format!("syntax error at or near \"{text}\"")))?;
+        if self.params.len() < n {
+            self.params.resize(n, None);
+        }
+        Ok(n - 1)
+    }
+
+    pub fn bind(&mut self, e: &ast::Expr) -> Result<Item> {
+        use ast::Expr as A;
+        Ok(match e {
+            A::Identifier(ident) => self.column(None, ident)?,
+            A::CompoundIdentifier(parts) => match parts.as_slice() {
+                [t, c] => self.column(Some(t), c)?,
+                [s, t, c] if fold_ident(s) == "public" => self.column(Some(t), c)?,
+                _ => return Err(Error::undefined_column(&parts.iter().map(fold_ident).collect::<Vec<_>>().join("."))),
+            },
+            A::Value(v) => self.literal(&v.value)?,
+            A::Nested(inner) => self.bind(inner)?,
+            A::TypedString(ts) => {
+                let ty = sql_type(&ts.data_type)?;
+                let text = match &ts.value.value {
+                    ast::Value::SingleQuotedString(s) => s.clone(),
+                    other => return Err(unsupported(format!("typed literal {other}"))),
+                };
+                Item::Typed(Expr::literal(Value::parse(&text, ty)?, ty))
+            }
+            A::Cast { expr, data_type, format: None, array: false, .. } => {
+                let to = sql_type(data_type)?;
+                match self.bind(expr)? {
+                    Item::Str(s) => Item::Typed(Expr::literal(Value::parse(&s, to)?.cast(to)?, to)),
+                    Item::Null => Item::Typed(Expr::literal(Value::Null, to)),
+                    Item::Param(i) => Item::Typed(self.resolve(Item::Param(i), to)?).cast_to(to),
+                    Item::Typed(e) => {
+                        check_castable(e.ty(), to)?;
+                        Item::Typed(e).cast_to(to)
+                    }
+                }
+            }
+            A::UnaryOp { op, expr } => self.unary(*op, expr)?,
+            A::BinaryOp { left, op, right } => self.binary(left, op, right)?,
+            A::IsNull(x) => self.is_null(x, false)?,
+            A::IsNotNull(x) => self.is_null(x, true)?,
+            A::IsTrue(x) => self.is_bool(x, true, false)?,
+            A::IsNotTrue(x) => self.is_bool(x, true, true)?,
+            A::IsFalse(x) => self.is_bool(x, false, false)?,
+            A::IsNotFalse(x) => self.is_bool(x, false, true)?,
+            A::IsDistinctFrom(l, r) => self.distinct(l, r, false)?,
+            A::IsNotDistinctFrom(l, r) => self.distinct(l, r, true)?,
+            A::Between { expr, negated, low, high } => {
+                let ge = self.comparison(expr, BinaryOp::GtEq, low)?;
+                let le = self.comparison(expr, BinaryOp::LtEq, high)?;
+                let both = Expr::Binary { op: BinaryOp::And, left: Box::new(ge), right: Box::new(le), ty: DataType::Bool };
+                Item::Typed(if *negated { Expr::Not(Box::new(both)) } else { both })
+            }
+            A::InList { expr, list, negated } => self.in_list(expr, list, *negated)?,
+            A::Like { negated, any: false, expr, pattern, escape_char: None } => self.like(expr, pattern, *negated, false)?,
+            A::ILike { negated, any: false, expr, pattern, escape_char: None } => self.like(expr, pattern, *negated, true)?,
+            A::Case { operand, conditions, else_result, .. } => self.case(operand.as_deref(), conditions, else_result.as_deref())?,
+            A::Function(f) => self.function(f)?,
+            A::Substring { expr, substring_from, substring_for, .. } => {
+                let mut args = vec![self.bind_expr(expr, Some(DataType::Text))?];
+                let from = match substring_from {
+                    Some(f) => self.bind_expr(f, Some(DataType::Int64))?,
+                    None => Expr::literal(Value::Int64(1), DataType::Int64),
+                };
+                args.push(from);
+                if let Some(n) = substring_for {
+                    args.push(self.bind_expr(n, Some(DataType::Int64))?);
+                }
+                self.call("substring", Func::Substring, args)?
+            }
+            A::Trim { expr, trim_where, trim_what, trim_characters: None } => {
+                let func = match trim_where {
+                    Some(ast::TrimWhereField::Leading) => Func::Ltrim,
+                    Some(ast::TrimWhereField::Trailing) => Func::Rtrim,
+                    _ => Func::Btrim,
+                };
+                let mut args = vec![self.bind_expr(expr, Some(DataType::Text))?];
+                if let Some(w) = trim_what {
+                    args.push(self.bind_expr(w, Some(DataType::Text))?);
+                }
+                self.call("trim", func, args)?
+            }
+            A::Extract { field, expr, .. } => {
+                let name = extract_field(field)?;
+                let value = self.bind_expr(expr, Some(DataType::Timestamp))?;
+                if !matches!(value.ty().family(), TypeFamily::Date | TypeFamily::Timestamp) {
+                    return Err(unsupported(format!("EXTRACT from {}", value.ty().pg_name())));
+                }
+                let args = vec![Expr::literal(Value::Text(name.into()), DataType::Text), value];
+                Item::Typed(Expr::Func { func: Func::Extract, args, ty: DataType::Float64 })
+            }
+            A::Ceil { expr, field: ast::CeilFloorKind::DateTimeField(ast::DateTimeField::NoDateTime) } => {
+                let arg = self.bind_expr(expr, Some(DataType::Float64))?;
+                self.call("ceil", Func::Ceil, vec![arg])?
+            }
+            A::Floor { expr, field: ast::CeilFloorKind::DateTimeField(ast::DateTimeField::NoDateTime) } => {
+                let arg = self.bind_expr(expr, Some(DataType::Float64))?;
+                self.call("floor", Func::Floor, vec![arg])?
+            }
+            A::Subquery(_) | A::InSubquery { .. } | A::Exists { .. } => {
+                return Err(unsupported("a subquery on the short-statement path"))
+            }
+            other => return Err(unsupported(format!("expression {other}"))),
+        })
+    }
+
+    fn column(&mut self, qualifier: Option<&ast::Ident>, ident: &ast::Ident) -> Result<Item> {
+        let name = fold_ident(ident);
+        let Some(scope) = &self.scope else {
+            // Without a table, a bare word is a column reference that cannot resolve.
+            if ident.quote_style.is_none() && matches!(name.as_str(), "current_timestamp" | "localtimestamp" | "current_date") {
+                let func = functions::lookup(&name).unwrap_or(Func::Now);
+                return self.call(&name, func, vec![]);
+            }
+            return Err(Error::undefined_column(&name));
+        };
+        if let Some(q) = qualifier {
+            let q = fold_ident(q);
+            if !scope.qualifiers.contains(&q) {
+                return Err(Error::new(
+                    SqlState::UndefinedTable,
+                    format!("missing FROM-clause entry for table \"{q}\""),
+                ));
+            }
+        }
+        match scope.table.column_index(&name) {
+            Some(index) => Ok(Item::Typed(Expr::Column { index, ty: scope.table.columns[index].ty })),
+            None if qualifier.is_none()
+                && ident.quote_style.is_none()
+                && matches!(name.as_str(), "current_timestamp" | "localtimestamp" | "current_date") =>
+            {
+                let func = functions::lookup(&name).unwrap_or(Func::Now);
+                self.call(&name, func, vec![])
+            }
+            None => Err(Error::undefined_column(&match qualifier {
+                Some(q) => format!("{}.{name}", fold_ident(q)),
+                None => name,
+            })),
+        }
+    }
+
+    fn literal(&mut self, v: &ast::Value) -> Result<Item> {
+        Ok(match v {
+            ast::Value::Number(text, _) => Item::Typed(number_literal(text)?),
+            ast::Value::SingleQuotedString(s)
+            | ast::Value::EscapedStringLiteral(s)
+            | ast::Value::NationalStringLiteral(s) => {
+                if s.contains('\0') {
+                    return Err(Error::new(SqlState::CharacterNotInRepertoire, "invalid byte sequence for encoding \"UTF8\": 0x00"));
+                }
+                Item::Str(s.clone())
+            }
+            ast::Value::DollarQuotedString(s) => Item::Str(s.value.clone()),
+            ast::Value::Boolean(b) => Item::Typed(Expr::literal(Value::Bool(*b), DataType::Bool)),
+            ast::Value::Null => Item::Null,
+            ast::Value::Placeholder(p) => {
+                let i = self.param_index(p)?;
+                match self.params[i] {
+                    Some(ty) => Item::Typed(Expr::Param { index: i, ty }),
+                    None => Item::Param(i),
+                }
+            }
+            other => return Err(unsupported(format!("literal {other}"))),
+        })
+    }
+
+    fn unary(&mut self, op: ast::UnaryOperator, expr: &ast::Expr) -> Result<Item> {
+        match op {
+            ast::UnaryOperator::Not => {
+                let e = self.bind_expr(expr, Some(DataType::Bool))?;
+                if e.ty() != DataType::Bool {
+                    return Err(Error::mismatch(format!(
+                        "argument of NOT must be type boolean, not type {}",
+                        e.ty().pg_name()
+                    )));
+                }
+                Ok(Item::Typed(Expr::Not(Box::new(e))))
+            }
+            ast::UnaryOperator::Minus => match self.bind(expr)? {
+                Item::Typed(Expr::Literal { value, ty }) if ty.is_numeric() => {
+                    let v = super::expr::binary(BinaryOp::Sub, Value::Int64(0), value.clone(), ty)
+                        .or_else(|_| match value {
+                            Value::Int64(i) => i.checked_neg().map(Value::Int64).ok_or_else(|| Error::out_of_range("bigint")),
+                            other => Ok(other),
+                        })?;
+                    Ok(Item::Typed(Expr::literal(v, ty)))
+                }
+                item => {
+                    let e = self.resolve(item, DataType::Float64)?;
+                    if !e.ty().is_numeric() {
+                        return Err(operator_error("-", None, e.ty()));
+                    }
+                    let ty = e.ty();
+                    Ok(Item::Typed(Expr::Negate { expr: Box::new(e), ty }))
+                }
+            },
+            ast::UnaryOperator::Plus => Ok(Item::Typed(self.bind_expr(expr, Some(DataType::Float64))?)),
+            other => Err(unsupported(format!("operator {other}"))),
+        }
+    }
+
+    fn binary(&mut self, left: &ast::Expr, op: &ast::BinaryOperator, right: &ast::Expr) -> Result<Item> {
+        use ast::BinaryOperator as B;
+        let op = match op {
+            B::Plus => BinaryOp::Add,
+            B::Minus => BinaryOp::Sub,
+            B::Multiply => BinaryOp::Mul,
+            B::Divide => BinaryOp::Div,
+            B::Modulo => BinaryOp::Mod,
+            B::Eq => BinaryOp::Eq,
+            B::NotEq => BinaryOp::NotEq,
+            B::Lt => BinaryOp::Lt,
+            B::LtEq => BinaryOp::LtEq,
+            B::Gt => BinaryOp::Gt,
+            B::GtEq => BinaryOp::GtEq,
+            B::And => BinaryOp::And,
+            B::Or => BinaryOp::Or,
+            B::StringConcat => BinaryOp::Concat,
+            other => return Err(unsupported(format!("operator {other}"))),
+        };
+        Ok(Item::Typed(match op {
+            BinaryOp::And | BinaryOp::Or => {
+                let l = self.bind_expr(left, Some(DataType::Bool))?;
+                let r = self.bind_expr(right, Some(DataType::Bool))?;
+                for side in [&l, &r] {
+                    if side.ty() != DataType::Bool {
+                        return Err(Error::mismatch(format!(
+                            "argument of {} must be type boolean, not type {}",
+                            op.symbol(),
+                            side.ty().pg_name()
+                        )));
+                    }
+                }
+                Expr::Binary { op, left: Box::new(l), right: Box::new(r), ty: DataType::Bool }
+            }
+            BinaryOp::Concat => {
+                let l = self.bind_expr(left, Some(DataType::Text))?;
+                let r = self.bind_expr(right, Some(DataType::Text))?;
+                if !l.ty().is_string() && !r.ty().is_string() {
+                    return Err(operator_error("||", Some(l.ty()), r.ty()));
+                }
+                Expr::Binary { op, left: Box::new(l), right: Box::new(r), ty: DataType::Text }
+            }
+            op if op.is_comparison() => self.comparison(left, op, right)?,
+            op => {
+                let (l, r) = self.pair(left, right)?;
+                let ty = arithmetic_type(op, l.ty(), r.ty())?;
+                Expr::Binary { op, left: Box::new(l), right: Box::new(r), ty }
+            }
+        }))
+    }
+
+    /// Binds two operands, giving an open side the other side's type.
+    fn pair(&mut self, left: &ast::Expr, right: &ast::Expr) -> Result<(Expr, Expr)> {
+        let (l, r) = (self.bind(left)?, self.bind(right)?);
+        match (l, r) {
+            (Item::Typed(l), r) => {
+                let ty = l.ty();
+                Ok((l, self.resolve(r, ty)?))
+            }
+            (l, Item::Typed(r)) => {
+                let ty = r.ty();
+                Ok((self.resolve(l, ty)?, r))
+            }
+            (l, r) => Ok((self.resolve(l, DataType::Text)?, self.resolve(r, DataType::Text)?)),
+        }
+    }
+
+    pub fn comparison(&mut self, left: &ast::Expr, op: BinaryOp, right: &ast::Expr) -> Result<Expr> {
+        let (l, r) = self.pair(left, right)?;
+        check_comparable(l.ty(), r.ty(), op.symbol())?;
+        Ok(Expr::Binary { op, left: Box::new(l), right: Box::new(r), ty: DataType::Bool })
+    }
+
+    fn is_null(&mut self, e: &ast::Expr, negated: bool) -> Result<Item> {
+        let e = self.bind_expr(e, None)?;
+        Ok(Item::Typed(Expr::IsNull { expr: Box::new(e), negated }))
+    }
+
+    fn is_bool(&mut self, e: &ast::Expr, value: bool, negated: bool) -> Result<Item> {
+        let e = self.bind_expr(e, Some(DataType::Bool))?;
+        if e.ty() != DataType::Bool {
+            return Err(Error::mismatch(format!("argument of IS {} must be type boolean", if value { "TRUE" } else { "FALSE" })));
+        }
+        Ok(Item::Typed(Expr::IsBool { expr: Box::new(e), value, negated }))
+    }
+
+    fn distinct(&mut self, l: &ast::Expr, r: &ast::Expr, negated: bool) -> Result<Item> {
+        let (l, r) = self.pair(l, r)?;
+        check_comparable(l.ty(), r.ty(), "IS DISTINCT FROM")?;
+        Ok(Item::Typed(Expr::IsDistinct { left: Box::new(l), right: Box::new(r), negated }))
+    }
+
+    fn in_list(&mut self, expr: &ast::Expr, list: &[ast::Expr], negated: bool) -> Result<Item> {
+        let subject = self.bind(expr)?;
+        let items: Vec<Item> = list.iter().map(|e| self.bind(e)).collect::<Result<_>>()?;
+        let mut types: Vec<DataType> = items.iter().filter_map(|i| if let Item::Typed(e) = i { Some(e.ty()) } else { None }).collect();
+        if let Item::Typed(e) = &subject {
+            types.insert(0, e.ty());
+        }
+        let ty = if types.is_empty() { DataType::Text } else { functions::common_type(&types)? };
+        let subject = self.resolve(subject, ty)?;
+        let list = items.into_iter().map(|i| self.resolve(i, ty)).collect::<Result<Vec<_>>>()?;
+        for e in &list {
+            check_comparable(subject.ty(), e.ty(), "IN")?;
+        }
+        Ok(Item::Typed(Expr::InList { expr: Box::new(subject), list, negated }))
+    }
+
+    fn like(&mut self, expr: &ast::Expr, pattern: &ast::Expr, negated: bool, ci: bool) -> Result<Item> {
+        let e = self.bind_expr(expr, Some(DataType::Text))?;
+        let p = self.bind_expr(pattern, Some(DataType::Text))?;
+        if !e.ty().is_string() || !p.ty().is_string() {
+            return Err(operator_error(if ci { "~~*" } else { "~~" }, Some(e.ty()), p.ty()));
+        }
+        Ok(Item::Typed(Expr::Like { expr: Box::new(e), pattern: Box::new(p), negated, case_insensitive: ci }))
+    }
+
+    fn case(&mut self, operand: Option<&ast::Expr>, conditions: &[ast::CaseWhen], otherwise: Option<&ast::Expr>) -> Result<Item> {
+        let operand = operand.map(|o| self.bind_expr(o, None)).transpose()?;
+        let mut whens = Vec::with_capacity(conditions.len());
+        let mut results = Vec::with_capacity(conditions.len() + 1);
+        for c in conditions {
+            let w = match &operand {
+                Some(o) => {
+                    let item = self.bind(&c.condition)?;
+                    let w = self.resolve(item, o.ty())?;
+                    check_comparable(o.ty(), w.ty(), "=")?;
+                    w
+                }
+                None => {
+                    let w = self.bind_expr(&c.condition, Some(DataType::Bool))?;
+                    if w.ty() != DataType::Bool {
+                        return Err(Error::mismatch(format!(
+                            "argument of CASE/WHEN must be type boolean, not type {}",
+                            w.ty().pg_name()
+                        )));
+                    }
+                    w
+                }
+            };
+            whens.push(w);
+            results.push(self.bind(&c.result)?);
+        }
+        if let Some(e) = otherwise {
+            results.push(self.bind(e)?);
+        }
+        let types: Vec<DataType> = results.iter().filter_map(|i| if let Item::Typed(e) = i { Some(e.ty()) } else { None }).collect();
+        let ty = if types.is_empty() { DataType::Text } else { functions::common_type(&types)? };
+        let mut results: Vec<Expr> = results.into_iter().map(|i| self.resolve(i, ty)).collect::<Result<_>>()?;
+        let otherwise = if otherwise.is_some() { results.pop().map(Box::new) } else { None };
+        Ok(Item::Typed(Expr::Case {
+            operand: operand.map(Box::new),
+            whens: whens.into_iter().zip(results).collect(),
+            otherwise,
+            ty,
+        }))
+    }
+
+    fn function(&mut self, f: &ast::Function) -> Result<Item> {
+        let name = f.name.0.last().and_then(|p| p.as_ident()).map(fold_ident).unwrap_or_default();
+        if f.over.is_some() || f.filter.is_some() || is_aggregate(&name) {
+            return Err(unsupported(format!("aggregate or window function {name} on the short-statement path")));
+        }
+        let func = functions::lookup(&name).ok_or_else(|| unsupported(format!("function {name} on the short-statement path")))?;
+        let args: Vec<&ast::Expr> = match &f.args {
+            ast::FunctionArguments::None => vec![],
+            ast::FunctionArguments::List(list) => {
+                if list.duplicate_treatment.is_some() || !list.clauses.is_empty() {
+                    return Err(unsupported(format!("arguments of {name}")));
+                }
+                list.args
+                    .iter()
+                    .map(|a| match a {
+                        ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => Ok(e),
+                        _ => Err(unsupported(format!("arguments of {name}"))),
+                    })
+                    .collect::<Result<_>>()?
+            }
+            ast::FunctionArguments::Subquery(_) => return Err(unsupported("a subquery as function argument")),
+        };
+        let items: Vec<Item> = args.iter().map(|a| self.bind(a)).collect::<Result<_>>()?;
+        // Open arguments take the common type of the typed ones for the variadic functions,
+        // and a per-function default otherwise.
+        let typed: Vec<DataType> = items.iter().filter_map(|i| if let Item::Typed(e) = i { Some(e.ty()) } else { None }).collect();
+        let default = match func {
+            Func::Coalesce | Func::Greatest | Func::Least | Func::NullIf if !typed.is_empty() => functions::common_type(&typed)?,
+            Func::Abs | Func::Round | Func::Floor | Func::Ceil => DataType::Float64,
+            Func::Mod => DataType::Int64,
+            _ => DataType::Text,
+        };
+        let mut bound = Vec::with_capacity(items.len());
+        for (i, item) in items.into_iter().enumerate() {
+            let hint = match (func, i) {
+                (Func::Substring, 1 | 2) | (Func::Round, 1) => DataType::Int64,
+                _ => default,
+            };
+            bound.push(self.resolve(item, hint)?);
+        }
+        self.call(&name, func, bound)
+    }
+
+    fn call(&mut self, name: &str, func: Func, args: Vec<Expr>) -> Result<Item> {
+        let types: Vec<DataType> = args.iter().map(Expr::ty).collect();
+        let ty = functions::result_type(name, func, &types)?;
+        Ok(Item::Typed(Expr::Func { func, args, ty }))
+    }
+}
+
+impl Item {
+    fn cast_to(self, to: DataType) -> Item {
+        match self {
+            Item::Typed(e) if e.ty() == to => Item::Typed(e),
+            Item::Typed(e) => Item::Typed(Expr::Cast { expr: Box::new(e), to }),
+            other => other,
+        }
+    }
+}
+
+/// A numeric literal: BIGINT if it is an integer that fits, NUMERIC otherwise (the analytical
+/// side reads literals with a fraction as decimals too).
+pub fn number_literal(text: &str) -> Result<Expr> {
+    if let Ok(i) = text.parse::<i64>() {
+        return Ok(Expr::literal(Value::Int64(i), DataType::Int64));
+    }
+    let d = Decimal::parse(text)?;
+    let digits = if d.value == 0 { 1 } else { d.value.unsigned_abs().ilog10() as u8 + 1 };
+    let precision = digits.max(d.scale).max(1);
+    if precision > 38 {
+        return Ok(Expr::literal(Value::Float64(text.parse().unwrap_or(f64::NAN)), DataType::Float64));
+    }
+    Ok(Expr::literal(Value::Decimal(d), DataType::Decimal { precision, scale: d.scale }))
+}
+
+fn operator_error(op: &str, left: Option<DataType>, right: DataType) -> Error {
+    let text = match left {
+        Some(l) => format!("operator does not exist: {} {op} {}", l.pg_name(), right.pg_name()),
+        None => format!("operator does not exist: {op} {}", right.pg_name()),
+    };
+    Error::new(SqlState::UndefinedFunction, text)
+        .with_hint("No operator matches the given name and argument types. You might need to add explicit type casts.")
+}
+
+pub fn check_comparable(l: DataType, r: DataType, op: &str) -> Result<()> {
+    use TypeFamily::*;
+    let ok = match (l.family(), r.family()) {
+        (a, b) if a == b => true,
+        (Integer | Decimal | Float, Integer | Decimal | Float) => true,
+        (Date | Timestamp, Date | Timestamp) => true,
+        _ => false,
+    };
+    if ok { Ok(()) } else { Err(operator_error(op, Some(l), r)) }
+}
+
+fn check_castable(from: DataType, to: DataType) -> Result<()> {
+    use TypeFamily::*;
+    let ok = match (from.family(), to.family()) {
+        (_, String) | (String, _) => true,
+        (Integer | Decimal | Float, Integer | Decimal | Float) => true,
+        (Bool, Bool) | (Bool, Integer) | (Integer, Bool) => true,
+        (Date | Timestamp, Date | Timestamp) => true,
+        _ => false,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::new(
+            SqlState::CannotCoerce,
+            format!("cannot cast type {} to {}", from.pg_name(), to.pg_name()),
+        ))
+    }
+}
+
+fn extract_field(field: &ast::DateTimeField) -> Result<&'static str> {
+    use ast::DateTimeField as F;
+    Ok(match field {
+        F::Year => "year",
+        F::Month => "month",
+        F::Day => "day",
+        F::Hour => "hour",
+        F::Minute => "minute",
+        F::Second => "second",
+        F::Dow => "dow",
+        F::Doy => "doy",
+        F::Quarter => "quarter",
+        F::Epoch => "epoch",
+        other => return Err(unsupported(format!("EXTRACT field {other}"))),
+    })
+}
+
+/// A SQL type name from the parser's AST.
+pub fn sql_type(t: &ast::DataType) -> Result<DataType> {
+    use ast::DataType as T;
+    let len = |l: &Option<ast::CharacterLength>| -> Vec<u64> {
+        match l {
+            Some(ast::CharacterLength::IntegerLength { length, .. }) => vec![*length],
+            _ => vec![],
+        }
+    };
+    let exact = |info: &ast::ExactNumberInfo| -> Vec<u64> {
+        match info {
+            ast::ExactNumberInfo::None => vec![],
+            ast::ExactNumberInfo::Precision(p) => vec![*p],
+            ast::ExactNumberInfo::PrecisionAndScale(p, s) => vec![*p, (*s).max(0) as u64],
+        }
+    };
+    match t {
+        T::Boolean | T::Bool => DataType::from_sql_name("boolean", &[]),
+        T::SmallInt(_) | T::Int2(_) => DataType::from_sql_name("smallint", &[]),
+        T::Int(_) | T::Integer(_) | T::Int4(_) => DataType::from_sql_name("integer", &[]),
+        T::BigInt(_) | T::Int8(_) => DataType::from_sql_name("bigint", &[]),
+        T::Real | T::Float4 => DataType::from_sql_name("real", &[]),
+        T::DoublePrecision | T::Double(_) | T::Float8 => DataType::from_sql_name("double precision", &[]),
+        T::Float(info) => DataType::from_sql_name("float", &exact(info)),
+        T::Numeric(info) | T::Decimal(info) | T::Dec(info) => DataType::from_sql_name("numeric", &exact(info)),
+        T::Char(l) | T::Character(l) => DataType::from_sql_name("char", &len(l)),
+        T::Varchar(l) | T::CharacterVarying(l) | T::CharVarying(l) => DataType::from_sql_name("varchar", &len(l)),
+        T::Text | T::String(_) => DataType::from_sql_name("text", &[]),
+        T::Date => DataType::from_sql_name("date", &[]),
+        T::Timestamp(None, ast::TimezoneInfo::None | ast::TimezoneInfo::WithoutTimeZone) => {
+            DataType::from_sql_name("timestamp", &[])
+        }
+        T::Custom(name, mods) => {
+            let n = name.0.last().and_then(|p| p.as_ident()).map(fold_ident).unwrap_or_default();
+            let mods: Vec<u64> = mods.iter().filter_map(|m| m.parse().ok()).collect();
+            DataType::from_sql_name(&n, &mods)
+        }
+        other => Err(Error::unsupported(format!("type {other}"))),
+    }
+}

@@ -1,0 +1,187 @@
+//! Planning DDL: CREATE/DROP TABLE, CREATE/DROP INDEX, ALTER TABLE … ADD PRIMARY KEY,
+//! TRUNCATE. Execution (catalog publication and storage on every partition) is in `engine`.
+
+use sqlparser::ast;
+
+use super::bind::{sql_type, Binder};
+use super::expr::{EvalContext, Expr, Func, NoRow};
+use super::names::{fold_ident, user_relation};
+use crate::catalog::{ColumnDef, ColumnDefault, IndexDef, TableDef};
+use crate::error::{Error, Result, SqlState};
+use crate::types::DataType;
+
+#[derive(Clone, Debug)]
+pub enum DdlPlan {
+    CreateTable { def: TableDef, if_not_exists: bool },
+    DropTables { names: Vec<String>, if_exists: bool },
+    CreateIndex { table: String, name: String, columns: Vec<String>, unique: bool, if_not_exists: bool },
+    DropIndexes { names: Vec<String>, if_exists: bool },
+    AddPrimaryKey { table: String, columns: Vec<String> },
+    Truncate { tables: Vec<String> },
+}
+
+pub fn plan_create_table(ct: &ast::CreateTable) -> Result<DdlPlan> {
+    if ct.query.is_some() {
+        return Err(Error::unsupported("CREATE TABLE … AS"));
+    }
+    if ct.like.is_some() || ct.clone.is_some() || ct.partition_of.is_some() || ct.inherits.is_some() {
+        return Err(Error::unsupported("CREATE TABLE … LIKE/PARTITION OF/INHERITS"));
+    }
+    if ct.partition_by.is_some() {
+        return Err(Error::unsupported("PARTITION BY"));
+    }
+    let name = user_relation(&ct.name)?;
+    let mut columns = Vec::with_capacity(ct.columns.len());
+    let mut primary: Option<(String, Vec<String>)> = None;
+    let mut uniques: Vec<(Option<String>, Vec<String>)> = Vec::new();
+    for c in &ct.columns {
+        let col_name = fold_ident(&c.name);
+        let ty = sql_type(&c.data_type)?;
+        let mut col = ColumnDef { name: col_name.clone(), ty, nullable: true, default: None };
+        for opt in &c.options {
+            match &opt.option {
+                ast::ColumnOption::Null => col.nullable = true,
+                ast::ColumnOption::NotNull => col.nullable = false,
+                ast::ColumnOption::Default(e) => col.default = column_default(e, ty, &col_name)?,
+                ast::ColumnOption::PrimaryKey(_) => {
+                    if primary.is_some() {
+                        return Err(multiple_primary_keys(&name));
+                    }
+                    primary = Some((constraint_name(opt.name.as_ref(), format!("{name}_pkey")), vec![col_name.clone()]));
+                }
+                ast::ColumnOption::Unique(_) => uniques.push((opt.name.as_ref().map(fold_ident), vec![col_name.clone()])),
+                ast::ColumnOption::ForeignKey(_) => return Err(Error::unsupported("FOREIGN KEY constraints")),
+                ast::ColumnOption::Check(_) => return Err(Error::unsupported("CHECK constraints")),
+                ast::ColumnOption::Collation(_) => return Err(Error::unsupported("COLLATE")),
+                other => return Err(Error::unsupported(format!("column option {other}"))),
+            }
+        }
+        columns.push(col);
+    }
+    for c in &ct.constraints {
+        match c {
+            ast::TableConstraint::PrimaryKey(pk) => {
+                if primary.is_some() {
+                    return Err(multiple_primary_keys(&name));
+                }
+                let cols = index_column_names(&pk.columns)?;
+                primary = Some((constraint_name(pk.name.as_ref(), format!("{name}_pkey")), cols));
+            }
+            ast::TableConstraint::Unique(u) => uniques.push((u.name.as_ref().map(fold_ident), index_column_names(&u.columns)?)),
+            ast::TableConstraint::ForeignKey(_) => return Err(Error::unsupported("FOREIGN KEY constraints")),
+            ast::TableConstraint::Check(_) => return Err(Error::unsupported("CHECK constraints")),
+            other => return Err(Error::unsupported(format!("table constraint {other}"))),
+        }
+    }
+    let mut def = TableDef { id: 0, name: name.clone(), columns, indexes: Vec::new() };
+    crate::catalog::validate_table(&def)?;
+    if let Some((pk_name, cols)) = primary {
+        let positions = resolve_columns(&def, &cols)?;
+        for &p in &positions {
+            def.columns[p].nullable = false;
+        }
+        def.indexes.push(IndexDef { name: pk_name, columns: positions, unique: true, primary: true });
+    }
+    for (constraint, cols) in uniques {
+        let positions = resolve_columns(&def, &cols)?;
+        let index_name = constraint.unwrap_or_else(|| format!("{name}_{}_key", cols.join("_")));
+        def.indexes.push(IndexDef { name: index_name, columns: positions, unique: true, primary: false });
+    }
+    Ok(DdlPlan::CreateTable { def, if_not_exists: ct.if_not_exists })
+}
+
+fn multiple_primary_keys(table: &str) -> Error {
+    Error::new(SqlState::InvalidTableDefinition, format!("multiple primary keys for table \"{table}\" are not allowed"))
+}
+
+fn constraint_name(given: Option<&ast::Ident>, default: String) -> String {
+    given.map(fold_ident).unwrap_or(default)
+}
+
+fn index_column_names(cols: &[ast::IndexColumn]) -> Result<Vec<String>> {
+    cols.iter()
+        .map(|c| match &c.column.expr {
+            ast::Expr::Identifier(i) => Ok(fold_ident(i)),
+            other => Err(Error::unsupported(format!("an index on expression {other}"))),
+        })
+        .collect()
+}
+
+pub fn resolve_columns(def: &TableDef, names: &[String]) -> Result<Vec<usize>> {
+    let mut out: Vec<usize> = Vec::with_capacity(names.len());
+    for n in names {
+        let p = def.column_index(n).ok_or_else(|| {
+            Error::new(SqlState::UndefinedColumn, format!("column \"{n}\" named in key does not exist"))
+        })?;
+        if out.contains(&p) {
+            return Err(Error::new(SqlState::DuplicateColumn, format!("column \"{n}\" appears twice in key")));
+        }
+        out.push(p);
+    }
+    Ok(out)
+}
+
+/// A DEFAULT must be a constant, or CURRENT_TIMESTAMP / now().
+fn column_default(e: &ast::Expr, ty: DataType, column: &str) -> Result<Option<ColumnDefault>> {
+    let mut params = Vec::new();
+    let bound = Binder::new(None, &mut params).bind_assignment(e, ty, column)?;
+    if !params.is_empty() {
+        return Err(Error::new(SqlState::FeatureNotSupported, "cannot use parameters in a DEFAULT expression"));
+    }
+    let mut time_dependent = false;
+    bound.visit(&mut |n| {
+        if matches!(n, Expr::Func { func: Func::Now | Func::CurrentDate, .. }) {
+            time_dependent = true;
+        }
+    });
+    if time_dependent {
+        if !matches!(ty.family(), crate::types::TypeFamily::Timestamp | crate::types::TypeFamily::Date) {
+            return Err(Error::unsupported("a time-dependent DEFAULT for a non-time column"));
+        }
+        return Ok(Some(ColumnDefault::CurrentTimestamp));
+    }
+    let v = bound.eval(&NoRow, &EvalContext { params: &[], now: 0 })?.assign_to(ty)?;
+    Ok(if v.is_null() { None } else { Some(ColumnDefault::Value(v)) })
+}
+
+pub fn plan_create_index(ci: &ast::CreateIndex) -> Result<DdlPlan> {
+    if ci.predicate.is_some() {
+        return Err(Error::unsupported("partial indexes"));
+    }
+    if !ci.include.is_empty() {
+        return Err(Error::unsupported("INCLUDE columns"));
+    }
+    let table = user_relation(&ci.table_name)?;
+    let columns = index_column_names(&ci.columns)?;
+    let name = match &ci.name {
+        Some(n) => user_relation(n)?,
+        None => format!("{table}_{}_idx", columns.join("_")),
+    };
+    // Column positions are resolved at execution, against the catalog of that moment.
+    Ok(DdlPlan::CreateIndex { table, name, columns, unique: ci.unique, if_not_exists: ci.if_not_exists })
+}
+
+pub fn plan_drop(object_type: &ast::ObjectType, names: &[ast::ObjectName], if_exists: bool) -> Result<DdlPlan> {
+    let names = names.iter().map(user_relation).collect::<Result<Vec<_>>>()?;
+    match object_type {
+        ast::ObjectType::Table => Ok(DdlPlan::DropTables { names, if_exists }),
+        ast::ObjectType::Index => Ok(DdlPlan::DropIndexes { names, if_exists }),
+        other => Err(Error::unsupported(format!("DROP {other}"))),
+    }
+}
+
+pub fn plan_alter_table(at: &ast::AlterTable) -> Result<DdlPlan> {
+    let table = user_relation(&at.name)?;
+    let [op] = at.operations.as_slice() else { return Err(Error::unsupported("ALTER TABLE with several actions")) };
+    match op {
+        ast::AlterTableOperation::AddConstraint { constraint: ast::TableConstraint::PrimaryKey(pk), .. } => {
+            Ok(DdlPlan::AddPrimaryKey { table, columns: index_column_names(&pk.columns)? })
+        }
+        other => Err(Error::unsupported(format!("ALTER TABLE {other}"))),
+    }
+}
+
+pub fn plan_truncate(t: &ast::Truncate) -> Result<DdlPlan> {
+    let tables = t.table_names.iter().map(|n| user_relation(&n.name)).collect::<Result<Vec<_>>>()?;
+    Ok(DdlPlan::Truncate { tables })
+}

@@ -1,0 +1,301 @@
+//! Scalar functions of the short-statement path: name resolution, result types, evaluation.
+//! Functions not listed here send a SELECT to the analytical side, which has many more.
+
+use std::cmp::Ordering;
+
+use super::expr::{date_of, extract, EvalContext, Func};
+use crate::error::{Error, Result, SqlState};
+use crate::types::{DataType, Decimal, TypeFamily, Value};
+
+/// The function called `name` (lower case), if the short path has it.
+pub fn lookup(name: &str) -> Option<Func> {
+    Some(match name {
+        "abs" => Func::Abs,
+        "lower" => Func::Lower,
+        "upper" => Func::Upper,
+        "length" | "char_length" | "character_length" => Func::Length,
+        "coalesce" => Func::Coalesce,
+        "nullif" => Func::NullIf,
+        "substring" | "substr" => Func::Substring,
+        "btrim" | "trim" => Func::Btrim,
+        "ltrim" => Func::Ltrim,
+        "rtrim" => Func::Rtrim,
+        "concat" => Func::Concat,
+        "round" => Func::Round,
+        "floor" => Func::Floor,
+        "ceil" | "ceiling" => Func::Ceil,
+        "mod" => Func::Mod,
+        "greatest" => Func::Greatest,
+        "least" => Func::Least,
+        "now" | "current_timestamp" | "localtimestamp" => Func::Now,
+        "current_date" => Func::CurrentDate,
+        "replace" => Func::Replace,
+        _ => return None,
+    })
+}
+
+fn arity(func: Func, n: usize) -> bool {
+    match func {
+        Func::Abs | Func::Lower | Func::Upper | Func::Length | Func::Floor | Func::Ceil => n == 1,
+        Func::NullIf | Func::Mod | Func::Extract => n == 2,
+        Func::Substring => n == 2 || n == 3,
+        Func::Btrim | Func::Ltrim | Func::Rtrim | Func::Round => n == 1 || n == 2,
+        Func::Replace => n == 3,
+        Func::Coalesce | Func::Greatest | Func::Least | Func::Concat => n >= 1,
+        Func::Now | Func::CurrentDate => n == 0,
+    }
+}
+
+/// The result type of `func` over arguments of types `args`.
+pub fn result_type(name: &str, func: Func, args: &[DataType]) -> Result<DataType> {
+    if !arity(func, args.len()) {
+        return Err(Error::new(
+            SqlState::UndefinedFunction,
+            format!("function {name} with {} arguments does not exist", args.len()),
+        ));
+    }
+    let family = |i: usize| args[i].family();
+    let need = |ok: bool| -> Result<()> {
+        if ok {
+            Ok(())
+        } else {
+            let names: Vec<&str> = args.iter().map(|t| t.pg_name()).collect();
+            Err(Error::new(
+                SqlState::UndefinedFunction,
+                format!("function {name}({}) does not exist", names.join(", ")),
+            ))
+        }
+    };
+    Ok(match func {
+        Func::Abs | Func::Floor | Func::Ceil => {
+            need(args[0].is_numeric())?;
+            match (func, args[0]) {
+                (Func::Abs, t) => t,
+                (_, DataType::Decimal { precision, .. }) => DataType::Decimal { precision, scale: 0 },
+                (_, DataType::Float32) => DataType::Float32,
+                (_, t) if t.family() == TypeFamily::Integer => DataType::Float64,
+                _ => DataType::Float64,
+            }
+        }
+        Func::Round => {
+            need(args[0].is_numeric())?;
+            match args[0] {
+                DataType::Decimal { precision, scale } => DataType::Decimal { precision, scale },
+                DataType::Float32 => DataType::Float32,
+                _ => DataType::Float64,
+            }
+        }
+        Func::Lower | Func::Upper | Func::Btrim | Func::Ltrim | Func::Rtrim | Func::Substring | Func::Replace => {
+            need(args[0].is_string())?;
+            DataType::Text
+        }
+        Func::Concat => DataType::Text,
+        Func::Length => {
+            need(args[0].is_string())?;
+            DataType::Int32
+        }
+        Func::Mod => {
+            need(family(0) == TypeFamily::Integer && family(1) == TypeFamily::Integer)?;
+            args[0].common_numeric(args[1]).unwrap_or(DataType::Int64)
+        }
+        Func::Coalesce | Func::Greatest | Func::Least | Func::NullIf => common_type(args).map_err(|_| {
+            Error::mismatch(format!("{} types cannot be matched", name.to_uppercase()))
+        })?,
+        Func::Now => DataType::Timestamp,
+        Func::CurrentDate => DataType::Date,
+        Func::Extract => DataType::Float64,
+    })
+}
+
+/// The type that values of all `types` convert to (CASE, COALESCE, IN lists).
+pub fn common_type(types: &[DataType]) -> Result<DataType> {
+    let mut acc = types[0];
+    for &t in &types[1..] {
+        acc = if acc == t {
+            acc
+        } else if acc.is_numeric() && t.is_numeric() {
+            acc.common_numeric(t).unwrap_or(DataType::Float64)
+        } else if acc.is_string() && t.is_string() {
+            DataType::Text
+        } else if matches!((acc.family(), t.family()), (TypeFamily::Date, TypeFamily::Timestamp) | (TypeFamily::Timestamp, TypeFamily::Date)) {
+            DataType::Timestamp
+        } else {
+            return Err(Error::mismatch(format!("types {} and {} cannot be matched", acc.pg_name(), t.pg_name())));
+        };
+    }
+    Ok(acc)
+}
+
+pub fn call(func: Func, args: Vec<Value>, ty: DataType, cx: &EvalContext) -> Result<Value> {
+    if matches!(func, Func::Now) {
+        return Ok(Value::Timestamp(cx.now));
+    }
+    if matches!(func, Func::CurrentDate) {
+        return Ok(Value::Date(date_of(cx.now)));
+    }
+    if matches!(func, Func::Greatest | Func::Least) {
+        return extreme(func, args, ty);
+    }
+    if func == Func::Concat {
+        let mut s = String::new();
+        for a in &args {
+            a.write_text(DataType::Text, &mut s);
+        }
+        return Ok(Value::Text(s));
+    }
+    if func == Func::NullIf {
+        let mut it = args.into_iter();
+        let (a, b) = (it.next().unwrap_or(Value::Null), it.next().unwrap_or(Value::Null));
+        return if a.sql_cmp(&b)? == Some(Ordering::Equal) { Ok(Value::Null) } else { a.cast(ty) };
+    }
+    if args.iter().any(Value::is_null) {
+        return Ok(Value::Null);
+    }
+    let text = |i: usize| args[i].as_str().unwrap_or_default();
+    let int = |i: usize| args[i].as_i64().unwrap_or(0);
+    Ok(match func {
+        Func::Lower => Value::Text(text(0).to_lowercase()),
+        Func::Upper => Value::Text(text(0).to_uppercase()),
+        Func::Length => Value::Int32(text(0).chars().count() as i32),
+        Func::Abs => abs(&args[0])?,
+        Func::Btrim => Value::Text(trim(text(0), args.get(1).and_then(Value::as_str), true, true)),
+        Func::Ltrim => Value::Text(trim(text(0), args.get(1).and_then(Value::as_str), true, false)),
+        Func::Rtrim => Value::Text(trim(text(0), args.get(1).and_then(Value::as_str), false, true)),
+        Func::Substring => substring(text(0), int(1), args.get(2).map(|v| v.as_i64().unwrap_or(0)))?,
+        Func::Replace => Value::Text(text(0).replace(text(1), text(2))),
+        Func::Mod => {
+            if int(1) == 0 {
+                return Err(Error::division_by_zero());
+            }
+            Value::Int64(int(0).checked_rem(int(1)).unwrap_or(0)).cast(ty)?
+        }
+        Func::Round | Func::Floor | Func::Ceil => round(func, &args[0], args.get(1).map(|v| v.as_i64().unwrap_or(0)), ty)?,
+        Func::Extract => extract(text(0), &args[1])?,
+        Func::Coalesce | Func::NullIf | Func::Greatest | Func::Least | Func::Concat | Func::Now | Func::CurrentDate => {
+            return Err(Error::internal("handled above"))
+        }
+    })
+}
+
+fn extreme(func: Func, args: Vec<Value>, ty: DataType) -> Result<Value> {
+    let mut best: Option<Value> = None;
+    for a in args.into_iter().filter(|a| !a.is_null()) {
+        best = Some(match best {
+            None => a,
+            Some(b) => {
+                let ord = a.sql_cmp(&b)?.unwrap_or(Ordering::Equal);
+                let take = if func == Func::Greatest { ord == Ordering::Greater } else { ord == Ordering::Less };
+                if take { a } else { b }
+            }
+        });
+    }
+    best.map_or(Ok(Value::Null), |v| v.cast(ty))
+}
+
+fn abs(v: &Value) -> Result<Value> {
+    Ok(match v {
+        Value::Int16(x) => Value::Int16(x.checked_abs().ok_or_else(|| Error::out_of_range("smallint"))?),
+        Value::Int32(x) => Value::Int32(x.checked_abs().ok_or_else(|| Error::out_of_range("integer"))?),
+        Value::Int64(x) => Value::Int64(x.checked_abs().ok_or_else(|| Error::out_of_range("bigint"))?),
+        Value::Float32(x) => Value::Float32(x.abs()),
+        Value::Float64(x) => Value::Float64(x.abs()),
+        Value::Decimal(d) => Value::Decimal(Decimal::new(d.value.abs(), d.scale)),
+        other => other.clone(),
+    })
+}
+
+fn trim(s: &str, chars: Option<&str>, left: bool, right: bool) -> String {
+    let set: Vec<char> = chars.unwrap_or(" ").chars().collect();
+    let mut out = s;
+    if left {
+        out = out.trim_start_matches(|c| set.contains(&c));
+    }
+    if right {
+        out = out.trim_end_matches(|c| set.contains(&c));
+    }
+    out.to_string()
+}
+
+/// PostgreSQL's substring(s FROM start [FOR count]) with 1-based, possibly negative, start.
+fn substring(s: &str, start: i64, count: Option<i64>) -> Result<Value> {
+    let end = match count {
+        Some(c) if c < 0 => {
+            return Err(Error::new(SqlState::InvalidParameterValue, "negative substring length not allowed"))
+        }
+        Some(c) => start.saturating_add(c),
+        None => i64::MAX,
+    };
+    let from = start.max(1);
+    if end <= from {
+        return Ok(Value::Text(String::new()));
+    }
+    let taken: String = s.chars().skip((from - 1) as usize).take((end - from).min(i64::from(u32::MAX)) as usize).collect();
+    Ok(Value::Text(taken))
+}
+
+fn round(func: Func, v: &Value, places: Option<i64>, ty: DataType) -> Result<Value> {
+    match v {
+        Value::Decimal(d) => {
+            let places = match func {
+                Func::Round => places.unwrap_or(0).clamp(0, d.scale as i64) as u8,
+                _ => 0,
+            };
+            let factor = crate::types::decimal::pow10(d.scale - places);
+            let (q, r) = (d.value.div_euclid(factor), d.value.rem_euclid(factor));
+            let at_places = match func {
+                Func::Floor => Decimal::new(q, places),
+                Func::Ceil => Decimal::new(if r > 0 { q + 1 } else { q }, places),
+                _ => d.rescale(places)?,
+            };
+            let out_scale = if let DataType::Decimal { scale, .. } = ty { scale } else { places };
+            Ok(Value::Decimal(at_places.rescale(out_scale)?))
+        }
+        other => {
+            let x = other.as_f64().unwrap_or(0.0);
+            let p = 10f64.powi(places.unwrap_or(0) as i32);
+            let r = match func {
+                Func::Floor => x.floor(),
+                Func::Ceil => x.ceil(),
+                _ => (x * p).round() / p,
+            };
+            Ok(if ty == DataType::Float32 { Value::Float32(r as f32) } else { Value::Float64(r) })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cx() -> EvalContext<'static> {
+        EvalContext { params: &[], now: 0 }
+    }
+
+    #[test]
+    fn substring_follows_postgres() {
+        assert_eq!(substring("hello", 2, Some(3)).unwrap(), Value::Text("ell".into()));
+        assert_eq!(substring("hello", 0, Some(2)).unwrap(), Value::Text("h".into()));
+        assert_eq!(substring("hello", 4, None).unwrap(), Value::Text("lo".into()));
+        assert!(substring("hello", 1, Some(-1)).is_err());
+    }
+
+    #[test]
+    fn rounding() {
+        let d = Value::Decimal(Decimal::new(12345, 3));
+        let ty = DataType::Decimal { precision: 10, scale: 3 };
+        assert_eq!(call(Func::Floor, vec![d.clone()], DataType::Decimal { precision: 10, scale: 0 }, &cx()).unwrap(), Value::Decimal(Decimal::new(12, 0)));
+        assert_eq!(call(Func::Ceil, vec![d.clone()], DataType::Decimal { precision: 10, scale: 0 }, &cx()).unwrap(), Value::Decimal(Decimal::new(13, 0)));
+        assert_eq!(call(Func::Round, vec![d], ty, &cx()).unwrap(), Value::Decimal(Decimal::new(12000, 3)));
+        assert_eq!(call(Func::Round, vec![Value::Float64(2.5)], DataType::Float64, &cx()).unwrap(), Value::Float64(3.0));
+    }
+
+    #[test]
+    fn null_handling() {
+        assert_eq!(call(Func::Upper, vec![Value::Null], DataType::Text, &cx()).unwrap(), Value::Null);
+        assert_eq!(
+            call(Func::Greatest, vec![Value::Int32(1), Value::Null, Value::Int32(5)], DataType::Int32, &cx()).unwrap(),
+            Value::Int32(5)
+        );
+        assert_eq!(call(Func::NullIf, vec![Value::Int32(1), Value::Int32(1)], DataType::Int32, &cx()).unwrap(), Value::Null);
+    }
+}

@@ -1,0 +1,65 @@
+//! Parsing SQL text with sqlparser's PostgreSQL dialect, with PostgreSQL-style syntax errors.
+
+use sqlparser::ast::Statement;
+use sqlparser::dialect::PostgreSqlDialect;
+use sqlparser::parser::{Parser, ParserError};
+
+use crate::error::{Error, Result};
+
+/// Parses one or more `;`-separated statements.
+pub fn parse(sql: &str) -> Result<Vec<Statement>> {
+    Parser::new(&PostgreSqlDialect {})
+        .with_recursion_limit(200)
+        .try_with_sql(sql)
+        .and_then(|mut p| p.parse_statements())
+        .map_err(|e| syntax_error(sql, e))
+}
+
+/// Converts a parser error into 42601 with the 1-based character position PostgreSQL reports.
+fn syntax_error(sql: &str, e: ParserError) -> Error {
+    let text = match &e {
+        ParserError::TokenizerError(s) | ParserError::ParserError(s) => s.clone(),
+        ParserError::RecursionLimitExceeded => {
+            return Error::new(crate::error::SqlState::ProgramLimitExceeded, "statement is too deeply nested")
+        }
+    };
+    let (body, location) = match text.rfind(" at Line: ") {
+        Some(i) => (&text[..i], Some(&text[i + " at Line: ".len()..])),
+        None => (text.as_str(), None),
+    };
+    let position = location.and_then(|loc| {
+        let (line, col) = loc.split_once(", Column: ")?;
+        let (line, col): (usize, usize) = (line.trim().parse().ok()?, col.trim().parse().ok()?);
+        let before: usize = sql.split('\n').take(line.saturating_sub(1)).map(|l| l.chars().count() + 1).sum();
+        Some((before + col) as u32)
+    });
+    let message = match body.rsplit_once("found: ") {
+        Some((_, "EOF")) => "syntax error at end of input".to_string(),
+        Some((_, token)) => format!("syntax error at or near \"{token}\""),
+        None => format!("syntax error: {body}"),
+    };
+    let mut err = Error::syntax(message).with_detail(body.to_string());
+    if let Some(p) = position {
+        err = err.with_position(p);
+    }
+    err
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::SqlState;
+
+    #[test]
+    fn syntax_errors_carry_postgres_message_and_position() {
+        let e = parse("SELEC 1").unwrap_err();
+        assert_eq!(e.state, SqlState::SyntaxError);
+        assert_eq!(e.message, "syntax error at or near \"SELEC\"");
+        assert_eq!(e.position, Some(1));
+        let e = parse("SELECT * FROM").unwrap_err();
+        assert_eq!(e.message, "syntax error at end of input");
+        let e = parse("SELECT 1;\nSELECT * FROM t WHERE").unwrap_err();
+        assert_eq!(e.state, SqlState::SyntaxError);
+        assert!(parse("SELECT 1; SELECT 2").unwrap().len() == 2);
+    }
+}

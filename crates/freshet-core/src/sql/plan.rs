@@ -1,0 +1,520 @@
+//! Plans of the short-statement path: INSERT, UPDATE, DELETE, and index-driven SELECT.
+//!
+//! A plan is built once (per prepared statement) against one catalog version and run many
+//! times with different parameters. The access path is chosen here: a point lookup through
+//! the primary key, a prefix (and optional range) of an ordered index, or, for UPDATE and
+//! DELETE only, a scan of the table. A SELECT that has no index path is not planned here: it
+//! goes to the analytical side.
+
+use std::sync::Arc;
+
+use sqlparser::ast;
+
+use super::bind::{Binder, Scope};
+use super::expr::{BinaryOp, Expr};
+use super::names::{column_name, fold_ident, user_relation};
+use crate::catalog::{Catalog, ColumnDefault, TableDef};
+use crate::error::{Error, Result, SqlState};
+use crate::types::{DataType, Value};
+
+/// A result column: name and type.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ResultColumn {
+    pub name: String,
+    pub ty: DataType,
+}
+
+/// How a statement finds its rows.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Access {
+    /// Every live row of the table.
+    Scan,
+    /// Rows of index `index` whose leading key columns equal `eq`, and whose next key column
+    /// (if bounds are given) lies between `lower` and `upper` (`true` = inclusive).
+    Index {
+        index: usize,
+        eq: Vec<Expr>,
+        lower: Option<(Expr, bool)>,
+        upper: Option<(Expr, bool)>,
+    },
+}
+
+impl Access {
+    /// Whether this access finds at most one row (equality on a whole unique key).
+    pub fn is_point(&self, table: &TableDef) -> bool {
+        match self {
+            Access::Index { index, eq, lower: None, upper: None } => {
+                let def = &table.indexes[*index];
+                def.unique && eq.len() == def.columns.len()
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Where the rows of an INSERT come from.
+#[derive(Clone, Debug)]
+pub enum InsertSource {
+    /// VALUES rows, one expression per target column.
+    Values(Vec<Vec<Expr>>),
+    /// INSERT … SELECT: the query runs on the analytical side.
+    Query(Box<ast::Query>),
+}
+
+#[derive(Clone, Debug)]
+pub struct InsertPlan {
+    pub table: Arc<TableDef>,
+    /// Positions of the target columns, in the order the source supplies them.
+    pub columns: Vec<usize>,
+    pub source: InsertSource,
+}
+
+#[derive(Clone, Debug)]
+pub struct UpdatePlan {
+    pub table: Arc<TableDef>,
+    pub assignments: Vec<(usize, Expr)>,
+    pub filter: Option<Expr>,
+    pub access: Access,
+}
+
+#[derive(Clone, Debug)]
+pub struct DeletePlan {
+    pub table: Arc<TableDef>,
+    pub filter: Option<Expr>,
+    pub access: Access,
+}
+
+#[derive(Clone, Debug)]
+pub struct SelectPlan {
+    pub table: Arc<TableDef>,
+    pub projection: Vec<Expr>,
+    pub columns: Vec<ResultColumn>,
+    pub filter: Option<Expr>,
+    pub access: Access,
+    /// Sort keys: expression, descending, nulls first.
+    pub order_by: Vec<(Expr, bool, bool)>,
+    /// Whether the index delivers rows already in ORDER BY order (descending if `.1`).
+    pub ordered_by_index: Option<bool>,
+    pub limit: Option<Expr>,
+    pub offset: Option<Expr>,
+}
+
+/// A statement the partition executor runs.
+#[derive(Clone, Debug)]
+pub enum OltpPlan {
+    Update(UpdatePlan),
+    Delete(DeletePlan),
+    Select(SelectPlan),
+}
+
+impl OltpPlan {
+    pub fn table(&self) -> &Arc<TableDef> {
+        match self {
+            OltpPlan::Update(p) => &p.table,
+            OltpPlan::Delete(p) => &p.table,
+            OltpPlan::Select(p) => &p.table,
+        }
+    }
+}
+
+fn scope_for<'a>(table: &'a TableDef, alias: Option<&ast::Ident>) -> Scope<'a> {
+    let mut qualifiers = vec![table.name.clone()];
+    if let Some(a) = alias {
+        qualifiers = vec![fold_ident(a)];
+    }
+    Scope { table, qualifiers }
+}
+
+fn reject_returning(returning: &Option<Vec<ast::SelectItem>>) -> Result<()> {
+    if returning.is_some() {
+        return Err(Error::unsupported("RETURNING"));
+    }
+    Ok(())
+}
+
+/// Plans INSERT. `params` holds the declared parameter types and receives inferred ones.
+pub fn plan_insert(catalog: &Catalog, insert: &ast::Insert, params: &mut Vec<Option<DataType>>) -> Result<InsertPlan> {
+    reject_returning(&insert.returning)?;
+    if insert.on.is_some() {
+        return Err(Error::unsupported("INSERT … ON CONFLICT"));
+    }
+    let ast::TableObject::TableName(name) = &insert.table else {
+        return Err(Error::unsupported("INSERT into a table function"));
+    };
+    let table = catalog.require_table(&user_relation(name)?)?.clone();
+    let columns: Vec<usize> = if insert.columns.is_empty() {
+        (0..table.columns.len()).collect()
+    } else {
+        insert
+            .columns
+            .iter()
+            .map(|c| {
+                let n = c.0.last().and_then(|p| p.as_ident()).map(fold_ident).unwrap_or_default();
+                table.column_index(&n).ok_or_else(|| {
+                    Error::new(
+                        SqlState::UndefinedColumn,
+                        format!("column \"{n}\" of relation \"{}\" does not exist", table.name),
+                    )
+                })
+            })
+            .collect::<Result<_>>()?
+    };
+    for (i, c) in columns.iter().enumerate() {
+        if columns[..i].contains(c) {
+            return Err(Error::new(
+                SqlState::DuplicateColumn,
+                format!("column \"{}\" specified more than once", table.columns[*c].name),
+            ));
+        }
+    }
+    let Some(source) = &insert.source else {
+        // INSERT … DEFAULT VALUES
+        return Ok(InsertPlan { table, columns: vec![], source: InsertSource::Values(vec![vec![]]) });
+    };
+    let values = match source.body.as_ref() {
+        ast::SetExpr::Values(v) if source.order_by.is_none() && source.limit_clause.is_none() && source.with.is_none() => v,
+        _ => return Ok(InsertPlan { table, columns, source: InsertSource::Query(source.clone()) }),
+    };
+    let mut binder = Binder::new(None, params);
+    let mut rows = Vec::with_capacity(values.rows.len());
+    for row in &values.rows {
+        if row.len() != columns.len() {
+            return Err(Error::syntax(if row.len() > columns.len() {
+                "INSERT has more expressions than target columns"
+            } else {
+                "INSERT has more target columns than expressions"
+            }));
+        }
+        let mut bound = Vec::with_capacity(row.len());
+        for (e, &c) in row.iter().zip(&columns) {
+            let col = &table.columns[c];
+            bound.push(if is_default_keyword(e) {
+                default_expr(col.default.as_ref(), col.ty)
+            } else {
+                binder.bind_assignment(e, col.ty, &col.name)?
+            });
+        }
+        rows.push(bound);
+    }
+    Ok(InsertPlan { table, columns, source: InsertSource::Values(rows) })
+}
+
+fn is_default_keyword(e: &ast::Expr) -> bool {
+    matches!(e, ast::Expr::Identifier(i) if i.quote_style.is_none() && i.value.eq_ignore_ascii_case("default"))
+}
+
+/// The expression of a column default.
+pub fn default_expr(default: Option<&ColumnDefault>, ty: DataType) -> Expr {
+    match default {
+        Some(ColumnDefault::Value(v)) => Expr::literal(v.clone(), ty),
+        Some(ColumnDefault::CurrentTimestamp) => Expr::Cast {
+            expr: Box::new(Expr::Func { func: super::expr::Func::Now, args: vec![], ty: DataType::Timestamp }),
+            to: ty,
+        },
+        None => Expr::literal(Value::Null, ty),
+    }
+}
+
+fn single_table(from: &ast::TableWithJoins) -> Option<(&ast::ObjectName, Option<&ast::Ident>)> {
+    if !from.joins.is_empty() {
+        return None;
+    }
+    match &from.relation {
+        ast::TableFactor::Table { name, alias, args: None, .. } => {
+            if alias.as_ref().is_some_and(|a| !a.columns.is_empty()) {
+                return None;
+            }
+            Some((name, alias.as_ref().map(|a| &a.name)))
+        }
+        _ => None,
+    }
+}
+
+pub fn plan_update(catalog: &Catalog, update: &ast::Update, params: &mut Vec<Option<DataType>>) -> Result<UpdatePlan> {
+    reject_returning(&update.returning)?;
+    if update.from.is_some() {
+        return Err(Error::unsupported("UPDATE … FROM"));
+    }
+    let (name, alias) = single_table(&update.table).ok_or_else(|| Error::unsupported("UPDATE of a join"))?;
+    let table = catalog.require_table(&user_relation(name)?)?.clone();
+    let mut binder = Binder::new(Some(scope_for(&table, alias)), params);
+    let mut assignments = Vec::with_capacity(update.assignments.len());
+    for a in &update.assignments {
+        let ast::AssignmentTarget::ColumnName(target) = &a.target else {
+            return Err(Error::unsupported("multiple-column assignment in UPDATE"));
+        };
+        let n = target.0.last().and_then(|p| p.as_ident()).map(fold_ident).unwrap_or_default();
+        let c = table.column_index(&n).ok_or_else(|| {
+            Error::new(SqlState::UndefinedColumn, format!("column \"{n}\" of relation \"{}\" does not exist", table.name))
+        })?;
+        if assignments.iter().any(|(col, _)| *col == c) {
+            return Err(Error::new(SqlState::DuplicateColumn, format!("multiple assignments to same column \"{n}\"")));
+        }
+        let col = &table.columns[c];
+        let e = if is_default_keyword(&a.value) {
+            default_expr(col.default.as_ref(), col.ty)
+        } else {
+            binder.bind_assignment(&a.value, col.ty, &col.name)?
+        };
+        assignments.push((c, e));
+    }
+    let filter = update.selection.as_ref().map(|w| binder.bind_predicate(w)).transpose()?;
+    let access = choose_access(&table, filter.as_ref(), &[]).0;
+    Ok(UpdatePlan { table, assignments, filter, access })
+}
+
+pub fn plan_delete(catalog: &Catalog, delete: &ast::Delete, params: &mut Vec<Option<DataType>>) -> Result<DeletePlan> {
+    reject_returning(&delete.returning)?;
+    if delete.using.is_some() || !delete.tables.is_empty() {
+        return Err(Error::unsupported("DELETE … USING"));
+    }
+    let from = match &delete.from {
+        ast::FromTable::WithFromKeyword(f) | ast::FromTable::WithoutKeyword(f) => f,
+    };
+    let [from] = from.as_slice() else { return Err(Error::unsupported("DELETE from several tables")) };
+    let (name, alias) = single_table(from).ok_or_else(|| Error::unsupported("DELETE from a join"))?;
+    let table = catalog.require_table(&user_relation(name)?)?.clone();
+    let mut binder = Binder::new(Some(scope_for(&table, alias)), params);
+    let filter = delete.selection.as_ref().map(|w| binder.bind_predicate(w)).transpose()?;
+    let access = choose_access(&table, filter.as_ref(), &[]).0;
+    Ok(DeletePlan { table, filter, access })
+}
+
+/// Plans a SELECT for the short path, or returns `None` when it belongs to the analytical
+/// side (no index path, joins, aggregates, or anything the short path does not evaluate).
+pub fn plan_select(catalog: &Catalog, query: &ast::Query, params: &mut Vec<Option<DataType>>) -> Result<Option<SelectPlan>> {
+    if query.with.is_some() || query.fetch.is_some() || !query.locks.is_empty() || query.for_clause.is_some() {
+        return Ok(None);
+    }
+    let ast::SetExpr::Select(select) = query.body.as_ref() else { return Ok(None) };
+    let plain = select.distinct.is_none()
+        && select.top.is_none()
+        && select.into.is_none()
+        && select.having.is_none()
+        && select.named_window.is_empty()
+        && select.qualify.is_none()
+        && select.prewhere.is_none()
+        && matches!(&select.group_by, ast::GroupByExpr::Expressions(e, m) if e.is_empty() && m.is_empty());
+    if !plain || select.from.len() != 1 {
+        return Ok(None);
+    }
+    let Some((name, alias)) = single_table(&select.from[0]) else { return Ok(None) };
+    let Ok(table_name) = user_relation(name) else { return Ok(None) };
+    let Some(table) = catalog.table(&table_name).cloned() else { return Ok(None) };
+    // Work on a copy of the parameter types: a statement that falls back keeps none of them.
+    let mut trial = params.clone();
+    let planned = try_plan_select(&table, alias, select, query, &mut trial);
+    match planned {
+        Ok(Some(plan)) => {
+            *params = trial;
+            Ok(Some(plan))
+        }
+        Ok(None) => Ok(None),
+        Err(e) if e.state == SqlState::FeatureNotSupported => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+fn try_plan_select(
+    table: &Arc<TableDef>,
+    alias: Option<&ast::Ident>,
+    select: &ast::Select,
+    query: &ast::Query,
+    params: &mut Vec<Option<DataType>>,
+) -> Result<Option<SelectPlan>> {
+    let mut binder = Binder::new(Some(scope_for(table, alias)), params);
+    let filter = select.selection.as_ref().map(|w| binder.bind_predicate(w)).transpose()?;
+    let mut projection = Vec::new();
+    let mut columns = Vec::new();
+    for item in &select.projection {
+        match item {
+            ast::SelectItem::Wildcard(opts) if is_plain_wildcard(opts) => {
+                for (i, c) in table.columns.iter().enumerate() {
+                    projection.push(Expr::Column { index: i, ty: c.ty });
+                    columns.push(ResultColumn { name: c.name.clone(), ty: c.ty });
+                }
+            }
+            ast::SelectItem::UnnamedExpr(e) => {
+                let bound = binder.bind_expr(e, None)?;
+                columns.push(ResultColumn { name: column_name(e), ty: bound.ty() });
+                projection.push(bound);
+            }
+            ast::SelectItem::ExprWithAlias { expr, alias } => {
+                let bound = binder.bind_expr(expr, None)?;
+                columns.push(ResultColumn { name: fold_ident(alias), ty: bound.ty() });
+                projection.push(bound);
+            }
+            _ => return Ok(None),
+        }
+    }
+    let mut order_by = Vec::new();
+    if let Some(ob) = &query.order_by {
+        let ast::OrderByKind::Expressions(exprs) = &ob.kind else { return Ok(None) };
+        for o in exprs {
+            let e = match order_key(&o.expr, select, &projection) {
+                Some(e) => e,
+                None => binder.bind_expr(&o.expr, None)?,
+            };
+            let desc = o.options.asc == Some(false);
+            // PostgreSQL puts NULLs last in ascending order and first in descending order.
+            let nulls_first = o.options.nulls_first.unwrap_or(desc);
+            order_by.push((e, desc, nulls_first));
+        }
+    }
+    let (limit, offset) = match &query.limit_clause {
+        None => (None, None),
+        Some(ast::LimitClause::LimitOffset { limit, offset, limit_by }) if limit_by.is_empty() => (
+            limit.as_ref().map(|l| binder.bind_expr(l, Some(DataType::Int64))).transpose()?,
+            offset.as_ref().map(|o| binder.bind_expr(&o.value, Some(DataType::Int64))).transpose()?,
+        ),
+        Some(_) => return Ok(None),
+    };
+    for e in limit.iter().chain(offset.iter()) {
+        if !e.is_row_independent() || e.ty().family() != crate::types::TypeFamily::Integer {
+            return Ok(None);
+        }
+    }
+    let (access, ordered_by_index) = choose_access(table, filter.as_ref(), &order_by);
+    if access == Access::Scan {
+        return Ok(None);
+    }
+    Ok(Some(SelectPlan { table: table.clone(), projection, columns, filter, access, order_by, ordered_by_index, limit, offset }))
+}
+
+fn is_plain_wildcard(opts: &ast::WildcardAdditionalOptions) -> bool {
+    opts.opt_ilike.is_none() && opts.opt_exclude.is_none() && opts.opt_except.is_none() && opts.opt_replace.is_none() && opts.opt_rename.is_none()
+}
+
+/// ORDER BY may name an output column by alias or position.
+fn order_key(e: &ast::Expr, select: &ast::Select, projection: &[Expr]) -> Option<Expr> {
+    match e {
+        ast::Expr::Value(v) => match &v.value {
+            ast::Value::Number(n, _) => {
+                let i: usize = n.parse().ok()?;
+                projection.get(i.checked_sub(1)?).cloned()
+            }
+            _ => None,
+        },
+        ast::Expr::Identifier(id) => {
+            let name = fold_ident(id);
+            let mut offset = 0;
+            for item in &select.projection {
+                match item {
+                    ast::SelectItem::ExprWithAlias { alias, .. } if fold_ident(alias) == name => {
+                        return projection.get(offset).cloned();
+                    }
+                    ast::SelectItem::Wildcard(_) => return None,
+                    _ => offset += 1,
+                }
+            }
+            None
+        }
+        _ => None,
+    }
+}
+
+/// Splits a predicate into its AND-ed parts.
+pub fn conjuncts(e: &Expr) -> Vec<&Expr> {
+    match e {
+        Expr::Binary { op: BinaryOp::And, left, right, .. } => {
+            let mut v = conjuncts(left);
+            v.extend(conjuncts(right));
+            v
+        }
+        other => vec![other],
+    }
+}
+
+/// A comparison `column op constant` found in a predicate.
+struct Sarg<'a> {
+    column: usize,
+    op: BinaryOp,
+    value: &'a Expr,
+}
+
+fn sargs(filter: Option<&Expr>) -> Vec<Sarg<'_>> {
+    let Some(filter) = filter else { return vec![] };
+    let mut out = Vec::new();
+    for c in conjuncts(filter) {
+        if let Expr::Binary { op, left, right, .. } = c {
+            if !op.is_comparison() || *op == BinaryOp::NotEq {
+                continue;
+            }
+            match (left.as_ref(), right.as_ref()) {
+                (Expr::Column { index, .. }, v) if v.is_row_independent() => out.push(Sarg { column: *index, op: *op, value: v }),
+                (v, Expr::Column { index, .. }) if v.is_row_independent() => out.push(Sarg { column: *index, op: op.flip(), value: v }),
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+/// Chooses the access path: the index with the longest run of equalities on its leading key
+/// columns (a whole unique key wins), plus a range on the next column. Also reports whether
+/// that index already yields the ORDER BY order.
+pub fn choose_access(table: &TableDef, filter: Option<&Expr>, order_by: &[(Expr, bool, bool)]) -> (Access, Option<bool>) {
+    let sargs = sargs(filter);
+    let mut best: Option<(u32, Access, Option<bool>)> = None;
+    for (position, index) in table.indexes.iter().enumerate() {
+        let mut eq = Vec::new();
+        for &col in &index.columns {
+            match sargs.iter().find(|s| s.column == col && s.op == BinaryOp::Eq) {
+                Some(s) => eq.push(s.value.clone()),
+                None => break,
+            }
+        }
+        let full = eq.len() == index.columns.len();
+        if index.primary && !full {
+            continue; // a hash index answers whole keys only
+        }
+        let (mut lower, mut upper) = (None, None);
+        if !full && !index.primary {
+            let next = index.columns[eq.len()];
+            for s in sargs.iter().filter(|s| s.column == next) {
+                match s.op {
+                    BinaryOp::Gt => lower = Some((s.value.clone(), false)),
+                    BinaryOp::GtEq => lower = Some((s.value.clone(), true)),
+                    BinaryOp::Lt => upper = Some((s.value.clone(), false)),
+                    BinaryOp::LtEq => upper = Some((s.value.clone(), true)),
+                    _ => {}
+                }
+            }
+        }
+        if eq.is_empty() && lower.is_none() && upper.is_none() {
+            continue;
+        }
+        let score = eq.len() as u32 * 4
+            + if full && index.unique { 100 } else { 0 }
+            + lower.is_some() as u32
+            + upper.is_some() as u32;
+        let ordered = if index.primary { None } else { index_order(&index.columns[eq.len()..], order_by) };
+        let access = Access::Index { index: position, eq, lower, upper };
+        if best.as_ref().is_none_or(|(s, _, _)| score > *s) {
+            best = Some((score, access, ordered));
+        }
+    }
+    match best {
+        Some((_, access, ordered)) => (access, ordered),
+        None => (Access::Scan, None),
+    }
+}
+
+/// Whether ORDER BY lists (a prefix of) the index columns after the equality prefix, all in
+/// one direction with default NULL placement: then index order is the requested order.
+fn index_order(rest: &[usize], order_by: &[(Expr, bool, bool)]) -> Option<bool> {
+    if order_by.is_empty() {
+        return Some(false);
+    }
+    if order_by.len() > rest.len() {
+        return None;
+    }
+    let desc = order_by[0].1;
+    for ((e, d, nulls_first), col) in order_by.iter().zip(rest) {
+        match e {
+            Expr::Column { index, .. } if index == col && *d == desc && *nulls_first == desc => {}
+            _ => return None,
+        }
+    }
+    Some(desc)
+}

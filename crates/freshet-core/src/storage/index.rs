@@ -1,0 +1,357 @@
+//! Indexes of a table partition: the primary key as a hash index, every other index ordered.
+//!
+//! Both map an order-preserving byte encoding of the key columns ([`KeyBuf`]) to a [`RowId`].
+//! The encoding compares bytewise as the values compare in SQL (strings in byte order, the "C"
+//! collation), and each column's encoding is self-delimiting, so the encoding of the first k
+//! columns is a prefix of the full key: a lookup on a leading subset of an ordered index's
+//! columns is a range scan over that prefix.
+//!
+//! Non-unique indexes, and unique ones for keys containing NULL (NULLs never conflict, as in
+//! PostgreSQL), append the row id to the key so that every entry is distinct.
+//!
+//! An index is owned by its partition's executor thread, like the rows: no latches.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+use hashbrown::HashMap;
+use smallvec::SmallVec;
+
+use super::RowId;
+use crate::types::Value;
+
+/// An encoded key. Most keys fit inline.
+pub type KeyBuf = SmallVec<[u8; 32]>;
+
+// NULL sorts after every value, so ascending index order is PostgreSQL's default
+// ASC NULLS LAST and reverse order its DESC NULLS FIRST.
+const VALUE_TAG: u8 = 0x01;
+const NULL_TAG: u8 = 0x02;
+
+/// Appends the order-preserving encoding of `v`. All integer types share one encoding, as do
+/// dates and timestamps' underlying integers, so a key built from an int8 parameter finds an
+/// int4 column's entry once the parameter is converted to the column's type.
+pub fn encode_value(v: &Value, out: &mut KeyBuf) {
+    match v {
+        Value::Null => out.push(NULL_TAG),
+        Value::Bool(b) => out.extend_from_slice(&[VALUE_TAG, *b as u8]),
+        Value::Int16(_) | Value::Int32(_) | Value::Int64(_) | Value::Date(_) | Value::Timestamp(_) => {
+            let i = match v {
+                Value::Date(d) => *d as i64,
+                Value::Timestamp(t) => *t,
+                other => other.as_i64().unwrap_or(0),
+            };
+            out.push(VALUE_TAG);
+            out.extend_from_slice(&((i as u64) ^ (1 << 63)).to_be_bytes());
+        }
+        Value::Float32(f) => encode_f64(*f as f64, out),
+        Value::Float64(f) => encode_f64(*f, out),
+        Value::Decimal(d) => {
+            out.push(VALUE_TAG);
+            out.extend_from_slice(&((d.value as u128) ^ (1 << 127)).to_be_bytes());
+        }
+        Value::Text(s) => {
+            // Text never contains NUL (rejected on input), so 0x00 terminates it.
+            out.push(VALUE_TAG);
+            out.extend_from_slice(s.as_bytes());
+            out.push(0);
+        }
+    }
+}
+
+fn encode_f64(f: f64, out: &mut KeyBuf) {
+    // -0.0 and 0.0 are equal in SQL; all NaNs are one value, above everything.
+    let f = if f == 0.0 { 0.0 } else if f.is_nan() { f64::NAN } else { f };
+    let bits = f.to_bits();
+    let ordered = if bits >> 63 == 1 { !bits } else { bits ^ (1 << 63) };
+    out.push(VALUE_TAG);
+    out.extend_from_slice(&ordered.to_be_bytes());
+}
+
+/// Encodes a whole key; returns whether it contains a NULL.
+pub fn encode_key<'a>(values: impl IntoIterator<Item = &'a Value>, out: &mut KeyBuf) -> bool {
+    let mut has_null = false;
+    for v in values {
+        has_null |= v.is_null();
+        encode_value(v, out);
+    }
+    has_null
+}
+
+fn with_row_id(key: &[u8], row: RowId) -> KeyBuf {
+    let mut k = KeyBuf::from_slice(key);
+    k.extend_from_slice(&row.0.to_be_bytes());
+    k
+}
+
+/// Why an insert into an index failed.
+#[derive(Debug, PartialEq, Eq)]
+pub struct DuplicateKey(pub RowId);
+
+/// The primary key: unique, point lookups only.
+#[derive(Debug, Default)]
+pub struct HashIndex {
+    map: HashMap<KeyBuf, RowId>,
+}
+
+/// A secondary index: ordered, unique or not.
+#[derive(Debug)]
+pub struct OrderedIndex {
+    unique: bool,
+    map: BTreeMap<KeyBuf, RowId>,
+}
+
+/// An index of a table partition.
+#[derive(Debug)]
+pub enum IndexStore {
+    Hash(HashIndex),
+    Ordered(OrderedIndex),
+}
+
+impl IndexStore {
+    pub fn new_hash() -> Self {
+        IndexStore::Hash(HashIndex::default())
+    }
+
+    pub fn new_ordered(unique: bool) -> Self {
+        IndexStore::Ordered(OrderedIndex { unique, map: BTreeMap::new() })
+    }
+
+    pub fn is_unique(&self) -> bool {
+        match self {
+            IndexStore::Hash(_) => true,
+            IndexStore::Ordered(o) => o.unique,
+        }
+    }
+
+    /// The row holding `key`, for a unique index and a key without NULL.
+    pub fn get_unique(&self, key: &[u8]) -> Option<RowId> {
+        match self {
+            IndexStore::Hash(h) => h.map.get(key).copied(),
+            IndexStore::Ordered(o) => o.map.get(key).copied(),
+        }
+    }
+
+    /// Whether inserting `key` for a different row would violate uniqueness.
+    pub fn conflict(&self, key: &[u8], has_null: bool) -> Option<RowId> {
+        if has_null || !self.is_unique() {
+            return None;
+        }
+        self.get_unique(key)
+    }
+
+    /// Adds an entry. The caller has checked uniqueness with [`conflict`](Self::conflict).
+    pub fn insert(&mut self, key: &[u8], has_null: bool, row: RowId) -> Result<(), DuplicateKey> {
+        let distinct = has_null || !self.is_unique();
+        match self {
+            IndexStore::Hash(h) => {
+                let k = if distinct { with_row_id(key, row) } else { KeyBuf::from_slice(key) };
+                match h.map.try_insert(k, row) {
+                    Ok(_) => Ok(()),
+                    Err(e) => Err(DuplicateKey(*e.entry.get())),
+                }
+            }
+            IndexStore::Ordered(o) => {
+                let k = if distinct { with_row_id(key, row) } else { KeyBuf::from_slice(key) };
+                match o.map.entry(k) {
+                    std::collections::btree_map::Entry::Vacant(v) => {
+                        v.insert(row);
+                        Ok(())
+                    }
+                    std::collections::btree_map::Entry::Occupied(e) => Err(DuplicateKey(*e.get())),
+                }
+            }
+        }
+    }
+
+    /// Removes the entry of `row` under `key`.
+    pub fn remove(&mut self, key: &[u8], has_null: bool, row: RowId) {
+        let distinct = has_null || !self.is_unique();
+        let k = if distinct { with_row_id(key, row) } else { KeyBuf::from_slice(key) };
+        match self {
+            IndexStore::Hash(h) => {
+                h.map.remove(k.as_slice());
+            }
+            IndexStore::Ordered(o) => {
+                o.map.remove(k.as_slice());
+            }
+        }
+    }
+
+    /// Rows whose key starts with `prefix` (whole encoded columns), in key order for an
+    /// ordered index. For a hash index only a full unique key finds anything.
+    pub fn scan_prefix(&self, prefix: &[u8], f: &mut dyn FnMut(RowId) -> bool) {
+        match self {
+            IndexStore::Hash(h) => {
+                if let Some(r) = h.map.get(prefix) {
+                    f(*r);
+                }
+            }
+            IndexStore::Ordered(o) => {
+                for (k, r) in o.map.range::<[u8], _>((Bound::Included(prefix), Bound::Unbounded)) {
+                    if !k.starts_with(prefix) || !f(*r) {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Rows of an ordered index with keys between two bounds, in key order (or reverse order).
+    /// Bounds are encoded key prefixes; an excluded upper bound excludes every key it prefixes.
+    pub fn scan_range(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        reverse: bool,
+        f: &mut dyn FnMut(RowId) -> bool,
+    ) {
+        let IndexStore::Ordered(o) = self else { return };
+        // Keys of several columns extend the bound's prefix, so turn prefix bounds into bounds
+        // on whole keys: "> p" means past every key starting with p; "<= p" includes them.
+        let lower_owned;
+        let lower = match lower {
+            Bound::Excluded(p) => {
+                lower_owned = prefix_successor(p);
+                match &lower_owned {
+                    Some(s) => Bound::Included(s.as_slice()),
+                    None => return,
+                }
+            }
+            other => other,
+        };
+        let upper_owned;
+        let upper = match upper {
+            Bound::Included(p) => {
+                upper_owned = prefix_successor(p);
+                match &upper_owned {
+                    Some(s) => Bound::Excluded(s.as_slice()),
+                    None => Bound::Unbounded,
+                }
+            }
+            other => other,
+        };
+        if let (Bound::Included(l), Bound::Excluded(u)) = (lower, upper) {
+            if l >= u {
+                return;
+            }
+        }
+        let range = o.map.range::<[u8], _>((lower, upper));
+        if reverse {
+            for (_, r) in range.rev() {
+                if !f(*r) {
+                    break;
+                }
+            }
+        } else {
+            for (_, r) in range {
+                if !f(*r) {
+                    break;
+                }
+            }
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        match self {
+            IndexStore::Hash(h) => h.map.len(),
+            IndexStore::Ordered(o) => o.map.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The smallest byte string greater than every string starting with `prefix`.
+fn prefix_successor(prefix: &[u8]) -> Option<KeyBuf> {
+    let mut s = KeyBuf::from_slice(prefix);
+    while let Some(last) = s.pop() {
+        if last < 0xff {
+            s.push(last + 1);
+            return Some(s);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::Decimal;
+
+    fn key(values: &[Value]) -> KeyBuf {
+        let mut k = KeyBuf::new();
+        encode_key(values, &mut k);
+        k
+    }
+
+    #[test]
+    fn encoding_preserves_order() {
+        let ordered = [
+            vec![Value::Int64(i64::MIN)],
+            vec![Value::Int32(-5)],
+            vec![Value::Int16(0)],
+            vec![Value::Int64(7)],
+            vec![Value::Null],
+        ];
+        for w in ordered.windows(2) {
+            assert!(key(&w[0]) < key(&w[1]), "{:?} < {:?}", w[0], w[1]);
+        }
+        let floats = [-1e300, -1.5, 0.0, 2.25, 1e300, f64::INFINITY, f64::NAN];
+        for w in floats.windows(2) {
+            assert!(key(&[Value::Float64(w[0])]) < key(&[Value::Float64(w[1])]));
+        }
+        assert!(key(&[Value::Decimal(Decimal::new(-100, 2))]) < key(&[Value::Decimal(Decimal::new(5, 2))]));
+        // Composite keys: strings are self-delimiting, so ("a", 9) < ("ab", 1).
+        assert!(
+            key(&[Value::Text("a".into()), Value::Int32(9)])
+                < key(&[Value::Text("ab".into()), Value::Int32(1)])
+        );
+        assert!(key(&[Value::Text("a".into())]).starts_with(&[VALUE_TAG, b'a', 0]));
+    }
+
+    #[test]
+    fn unique_ordered_index_rejects_duplicates_but_not_nulls() {
+        let mut idx = IndexStore::new_ordered(true);
+        let k = key(&[Value::Int32(1)]);
+        idx.insert(&k, false, RowId(1)).unwrap();
+        assert_eq!(idx.conflict(&k, false), Some(RowId(1)));
+        assert_eq!(idx.insert(&k, false, RowId(2)), Err(DuplicateKey(RowId(1))));
+        let n = key(&[Value::Null]);
+        idx.insert(&n, true, RowId(3)).unwrap();
+        idx.insert(&n, true, RowId(4)).unwrap();
+        assert_eq!(idx.len(), 3);
+        idx.remove(&n, true, RowId(3));
+        assert_eq!(idx.len(), 2);
+    }
+
+    #[test]
+    fn prefix_and_range_scans() {
+        let mut idx = IndexStore::new_ordered(false);
+        for (i, (a, b)) in [(1, 1), (1, 2), (1, 3), (2, 1), (2, 2)].iter().enumerate() {
+            let k = key(&[Value::Int32(*a), Value::Int32(*b)]);
+            idx.insert(&k, false, RowId(i as u64)).unwrap();
+        }
+        let mut rows = vec![];
+        idx.scan_prefix(&key(&[Value::Int32(1)]), &mut |r| {
+            rows.push(r.0);
+            true
+        });
+        assert_eq!(rows, vec![0, 1, 2]);
+        let (lo, hi) = (key(&[Value::Int32(1), Value::Int32(2)]), key(&[Value::Int32(2), Value::Int32(1)]));
+        let mut rows = vec![];
+        idx.scan_range(Bound::Excluded(&lo), Bound::Included(&hi), false, &mut |r| {
+            rows.push(r.0);
+            true
+        });
+        assert_eq!(rows, vec![2, 3]);
+        let mut rows = vec![];
+        idx.scan_range(Bound::Included(&key(&[Value::Int32(1)])), Bound::Included(&key(&[Value::Int32(1)])), true, &mut |r| {
+            rows.push(r.0);
+            rows.len() < 2
+        });
+        assert_eq!(rows, vec![2, 1]);
+    }
+}

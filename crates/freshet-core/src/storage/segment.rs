@@ -1,0 +1,210 @@
+//! Column segments: one column of one chunk, the unit of copy-on-write.
+//!
+//! A segment is a typed array plus a validity bitmap (`None` while every value is valid). The
+//! chunk holds each segment behind an `Arc`; a snapshot clones the `Arc`s. Before its first write
+//! after a snapshot took a reference, the executor copies the segment (`Arc::make_mut`), so the
+//! snapshot keeps the old contents and the live table gets its own. A segment has at most
+//! [`CHUNK_ROWS`](super::CHUNK_ROWS) values, so a copy costs tens of kilobytes.
+
+use super::bitmap::Bitmap;
+use super::strings::{StringArena, StringColumn};
+use crate::types::{DataType, Decimal, PhysicalType, Value};
+
+/// The values of a segment, by physical type.
+#[derive(Clone, Debug)]
+pub enum SegmentValues {
+    Bool(Bitmap),
+    I16(Vec<i16>),
+    I32(Vec<i32>),
+    I64(Vec<i64>),
+    F32(Vec<f32>),
+    F64(Vec<f64>),
+    I128(Vec<i128>),
+    Utf8(StringColumn),
+}
+
+/// One column of one chunk.
+#[derive(Clone, Debug)]
+pub struct ColumnSegment {
+    pub values: SegmentValues,
+    /// `None` while no value is NULL; a set bit means the value is valid.
+    pub validity: Option<Bitmap>,
+}
+
+impl ColumnSegment {
+    pub fn new(physical: PhysicalType, capacity: usize) -> Self {
+        let values = match physical {
+            PhysicalType::Bool => SegmentValues::Bool(Bitmap::with_capacity(capacity)),
+            PhysicalType::I16 => SegmentValues::I16(Vec::with_capacity(capacity)),
+            PhysicalType::I32 => SegmentValues::I32(Vec::with_capacity(capacity)),
+            PhysicalType::I64 => SegmentValues::I64(Vec::with_capacity(capacity)),
+            PhysicalType::F32 => SegmentValues::F32(Vec::with_capacity(capacity)),
+            PhysicalType::F64 => SegmentValues::F64(Vec::with_capacity(capacity)),
+            PhysicalType::I128 => SegmentValues::I128(Vec::with_capacity(capacity)),
+            PhysicalType::Utf8 => SegmentValues::Utf8(StringColumn::with_capacity(capacity)),
+        };
+        ColumnSegment { values, validity: None }
+    }
+
+    pub fn len(&self) -> usize {
+        match &self.values {
+            SegmentValues::Bool(b) => b.len(),
+            SegmentValues::I16(v) => v.len(),
+            SegmentValues::I32(v) => v.len(),
+            SegmentValues::I64(v) => v.len(),
+            SegmentValues::F32(v) => v.len(),
+            SegmentValues::F64(v) => v.len(),
+            SegmentValues::I128(v) => v.len(),
+            SegmentValues::Utf8(s) => s.views.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    #[inline]
+    pub fn is_valid(&self, slot: usize) -> bool {
+        self.validity.as_ref().is_none_or(|v| v.get(slot))
+    }
+
+    /// The value at `slot`, typed as `ty` (which must be the column's type).
+    pub fn get(&self, slot: usize, ty: DataType) -> Value {
+        if !self.is_valid(slot) {
+            return Value::Null;
+        }
+        match (&self.values, ty) {
+            (SegmentValues::Bool(b), _) => Value::Bool(b.get(slot)),
+            (SegmentValues::I16(v), _) => Value::Int16(v[slot]),
+            (SegmentValues::I32(v), DataType::Date) => Value::Date(v[slot]),
+            (SegmentValues::I32(v), _) => Value::Int32(v[slot]),
+            (SegmentValues::I64(v), DataType::Timestamp) => Value::Timestamp(v[slot]),
+            (SegmentValues::I64(v), _) => Value::Int64(v[slot]),
+            (SegmentValues::F32(v), _) => Value::Float32(v[slot]),
+            (SegmentValues::F64(v), _) => Value::Float64(v[slot]),
+            (SegmentValues::I128(v), DataType::Decimal { scale, .. }) => {
+                Value::Decimal(Decimal::new(v[slot], scale))
+            }
+            (SegmentValues::I128(v), _) => Value::Decimal(Decimal::new(v[slot], 0)),
+            (SegmentValues::Utf8(s), _) => Value::Text(s.get(slot).to_string()),
+        }
+    }
+
+    /// The string at `slot` without copying it, for string columns.
+    pub fn get_str(&self, slot: usize) -> Option<&str> {
+        match &self.values {
+            SegmentValues::Utf8(s) if self.is_valid(slot) => Some(s.get(slot)),
+            _ => None,
+        }
+    }
+
+    /// Appends a value already converted to the column's type.
+    pub fn push(&mut self, value: &Value, arena: &mut StringArena) {
+        let slot = self.len();
+        let valid = !value.is_null();
+        match &mut self.values {
+            SegmentValues::Bool(b) => b.push(value.as_bool().unwrap_or(false)),
+            SegmentValues::I16(v) => v.push(if let Value::Int16(x) = value { *x } else { 0 }),
+            SegmentValues::I32(v) => v.push(match value {
+                Value::Int32(x) | Value::Date(x) => *x,
+                _ => 0,
+            }),
+            SegmentValues::I64(v) => v.push(match value {
+                Value::Int64(x) | Value::Timestamp(x) => *x,
+                _ => 0,
+            }),
+            SegmentValues::F32(v) => v.push(if let Value::Float32(x) = value { *x } else { 0.0 }),
+            SegmentValues::F64(v) => v.push(if let Value::Float64(x) = value { *x } else { 0.0 }),
+            SegmentValues::I128(v) => v.push(if let Value::Decimal(d) = value { d.value } else { 0 }),
+            SegmentValues::Utf8(s) => arena.push(s, value.as_str().unwrap_or("")),
+        }
+        self.set_validity(slot, valid, true);
+    }
+
+    /// Overwrites the value at `slot` with a value already converted to the column's type.
+    pub fn set(&mut self, slot: usize, value: &Value, arena: &mut StringArena) {
+        let valid = !value.is_null();
+        match &mut self.values {
+            SegmentValues::Bool(b) => b.set(slot, value.as_bool().unwrap_or(false)),
+            SegmentValues::I16(v) => v[slot] = if let Value::Int16(x) = value { *x } else { 0 },
+            SegmentValues::I32(v) => {
+                v[slot] = match value {
+                    Value::Int32(x) | Value::Date(x) => *x,
+                    _ => 0,
+                }
+            }
+            SegmentValues::I64(v) => {
+                v[slot] = match value {
+                    Value::Int64(x) | Value::Timestamp(x) => *x,
+                    _ => 0,
+                }
+            }
+            SegmentValues::F32(v) => v[slot] = if let Value::Float32(x) = value { *x } else { 0.0 },
+            SegmentValues::F64(v) => v[slot] = if let Value::Float64(x) = value { *x } else { 0.0 },
+            SegmentValues::I128(v) => v[slot] = if let Value::Decimal(d) = value { d.value } else { 0 },
+            SegmentValues::Utf8(s) => arena.set(s, slot, value.as_str().unwrap_or("")),
+        }
+        self.set_validity(slot, valid, false);
+    }
+
+    fn set_validity(&mut self, slot: usize, valid: bool, appended: bool) {
+        match &mut self.validity {
+            Some(bits) if appended => bits.push(valid),
+            Some(bits) => bits.set(slot, valid),
+            None if valid => {}
+            None => {
+                let mut bits = Bitmap::filled(self.len(), true);
+                bits.set(slot, false);
+                self.validity = Some(bits);
+            }
+        }
+    }
+
+    /// Bytes this segment holds on the heap (views, not string blocks, for strings).
+    pub fn heap_bytes(&self) -> usize {
+        let values = match &self.values {
+            SegmentValues::Bool(b) => b.heap_bytes(),
+            SegmentValues::I16(v) => v.capacity() * 2,
+            SegmentValues::I32(v) => v.capacity() * 4,
+            SegmentValues::I64(v) => v.capacity() * 8,
+            SegmentValues::F32(v) => v.capacity() * 4,
+            SegmentValues::F64(v) => v.capacity() * 8,
+            SegmentValues::I128(v) => v.capacity() * 16,
+            SegmentValues::Utf8(s) => s.heap_bytes(),
+        };
+        values + self.validity.as_ref().map_or(0, Bitmap::heap_bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn push_set_get_with_nulls() {
+        let mut arena = StringArena::default();
+        let mut seg = ColumnSegment::new(PhysicalType::I32, 4);
+        seg.push(&Value::Int32(1), &mut arena);
+        seg.push(&Value::Int32(2), &mut arena);
+        assert!(seg.validity.is_none());
+        seg.push(&Value::Null, &mut arena);
+        seg.set(0, &Value::Null, &mut arena);
+        seg.set(2, &Value::Int32(9), &mut arena);
+        assert_eq!(seg.get(0, DataType::Int32), Value::Null);
+        assert_eq!(seg.get(1, DataType::Int32), Value::Int32(2));
+        assert_eq!(seg.get(2, DataType::Int32), Value::Int32(9));
+        assert_eq!(seg.get(1, DataType::Date), Value::Date(2));
+    }
+
+    #[test]
+    fn decimal_and_string_segments() {
+        let mut arena = StringArena::default();
+        let ty = DataType::Decimal { precision: 10, scale: 2 };
+        let mut seg = ColumnSegment::new(ty.physical(), 1);
+        seg.push(&Value::Decimal(Decimal::new(1234, 2)), &mut arena);
+        assert_eq!(seg.get(0, ty), Value::Decimal(Decimal::new(1234, 2)));
+        let mut s = ColumnSegment::new(PhysicalType::Utf8, 1);
+        s.push(&Value::Text("hello, long world!".into()), &mut arena);
+        assert_eq!(s.get_str(0), Some("hello, long world!"));
+    }
+}

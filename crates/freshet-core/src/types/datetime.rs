@@ -1,0 +1,256 @@
+//! DATE and TIMESTAMP: days and microseconds since 1970-01-01, proleptic Gregorian calendar.
+//!
+//! Input accepts ISO 8601 (`2024-02-29`, `2024-02-29 13:45:00.123456`, with `T` as separator)
+//! and ignores a trailing time-zone offset, as PostgreSQL does for `timestamp without time
+//! zone`. Output is ISO with trailing fractional zeros trimmed (PostgreSQL's DateStyle ISO).
+
+use std::fmt::Write;
+
+use crate::error::{Error, Result, SqlState};
+
+pub const MICROS_PER_SECOND: i64 = 1_000_000;
+pub const MICROS_PER_DAY: i64 = 86_400 * MICROS_PER_SECOND;
+/// Days from 1970-01-01 to 2000-01-01, PostgreSQL's epoch for binary dates and timestamps.
+pub const PG_EPOCH_DAYS: i32 = 10_957;
+
+/// Days since 1970-01-01 of a civil date (Hinnant's algorithm).
+pub fn days_from_civil(year: i32, month: u32, day: u32) -> i32 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = if y >= 0 { y } else { y - 399 } / 400;
+    let yoe = y - era * 400;
+    let m = month as i32;
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + day as i32 - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// The civil date (year, month, day) of days since 1970-01-01.
+pub fn civil_from_days(days: i32) -> (i32, u32, u32) {
+    let z = days + 719_468;
+    let era = if z >= 0 { z } else { z - 146_096 } / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+fn is_leap(year: i32) -> bool {
+    (year % 4 == 0 && year % 100 != 0) || year % 400 == 0
+}
+
+fn days_in_month(year: i32, month: u32) -> u32 {
+    match month {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        _ if is_leap(year) => 29,
+        _ => 28,
+    }
+}
+
+fn field_overflow(kind: &str, text: &str) -> Error {
+    Error::new(
+        SqlState::DatetimeFieldOverflow,
+        format!("date/time field value out of range: \"{text}\""),
+    )
+    .with_hint(format!("check the {kind} value"))
+}
+
+fn parse_number(s: &str) -> Option<u32> {
+    if s.is_empty() || s.len() > 9 || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
+}
+
+/// Parses `YYYY-MM-DD` into days since 1970-01-01.
+pub fn parse_date(text: &str) -> Result<i32> {
+    let s = text.trim();
+    let (date_part, _) = split_date_time(s);
+    parse_date_part(date_part, text, "date")
+}
+
+fn parse_date_part(s: &str, text: &str, type_name: &str) -> Result<i32> {
+    let invalid = || Error::new(
+        SqlState::InvalidDatetimeFormat,
+        format!("invalid input syntax for type {type_name}: \"{text}\""),
+    );
+    let mut parts = s.splitn(3, '-');
+    let (y, m, d) = match (parts.next(), parts.next(), parts.next()) {
+        (Some(y), Some(m), Some(d)) => (y, m, d),
+        _ => return Err(invalid()),
+    };
+    let year = parse_number(y).ok_or_else(invalid)? as i32;
+    let month = parse_number(m).ok_or_else(invalid)?;
+    let day = parse_number(d).ok_or_else(invalid)?;
+    if !(1..=12).contains(&month) || day == 0 || day > days_in_month(year, month) || year > 294_276 {
+        return Err(field_overflow("date", text));
+    }
+    Ok(days_from_civil(year, month, day))
+}
+
+fn split_date_time(s: &str) -> (&str, &str) {
+    match s.find([' ', 'T', 't']) {
+        Some(i) => (&s[..i], s[i + 1..].trim_start()),
+        None => (s, ""),
+    }
+}
+
+/// Parses a timestamp into microseconds since 1970-01-01; a trailing zone offset is ignored.
+pub fn parse_timestamp(text: &str) -> Result<i64> {
+    let s = text.trim();
+    let invalid = || Error::new(
+        SqlState::InvalidDatetimeFormat,
+        format!("invalid input syntax for type timestamp: \"{text}\""),
+    );
+    if s.eq_ignore_ascii_case("epoch") {
+        return Ok(0);
+    }
+    let (date_part, time_part) = split_date_time(s);
+    let days = parse_date_part(date_part, text, "timestamp")?;
+    if time_part.is_empty() {
+        return Ok(days as i64 * MICROS_PER_DAY);
+    }
+    // Drop a zone suffix: Z, +hh, +hh:mm, -hh, or a trailing " UTC".
+    let time = time_part.trim_end_matches(|c: char| c.is_ascii_alphabetic()).trim_end();
+    let time = match time.rfind(['+', '-']) {
+        Some(i) => &time[..i],
+        None => time,
+    };
+    let mut fields = time.splitn(3, ':');
+    let hour = fields.next().and_then(parse_number).ok_or_else(invalid)?;
+    let minute = fields.next().and_then(parse_number).ok_or_else(invalid)?;
+    let (second, micros) = match fields.next() {
+        None => (0, 0),
+        Some(sec) => parse_seconds(sec).ok_or_else(invalid)?,
+    };
+    if hour > 24 || minute > 59 || second > 60 || (hour == 24 && (minute, second, micros) != (0, 0, 0)) {
+        return Err(field_overflow("time", text));
+    }
+    let time_micros = ((hour as i64 * 60 + minute as i64) * 60 + second as i64) * MICROS_PER_SECOND
+        + micros;
+    Ok(days as i64 * MICROS_PER_DAY + time_micros)
+}
+
+/// `SS` or `SS.ffffff` (more digits are rounded to microseconds).
+fn parse_seconds(s: &str) -> Option<(u32, i64)> {
+    let (whole, frac) = match s.find('.') {
+        Some(i) => (&s[..i], &s[i + 1..]),
+        None => (s, ""),
+    };
+    let second = parse_number(whole)?;
+    if frac.is_empty() {
+        return Some((second, 0));
+    }
+    if !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let mut micros: i64 = 0;
+    for (i, b) in frac.bytes().enumerate() {
+        if i == 6 {
+            if b >= b'5' {
+                micros += 1;
+            }
+            break;
+        }
+        micros = micros * 10 + (b - b'0') as i64;
+    }
+    for _ in frac.len()..6 {
+        micros *= 10;
+    }
+    Some((second, micros))
+}
+
+pub fn format_date(days: i32, out: &mut String) {
+    let (y, m, d) = civil_from_days(days);
+    if y <= 0 {
+        let _ = write!(out, "{:04}-{m:02}-{d:02} BC", 1 - y);
+    } else {
+        let _ = write!(out, "{y:04}-{m:02}-{d:02}");
+    }
+}
+
+pub fn format_timestamp(micros: i64, out: &mut String) {
+    let days = micros.div_euclid(MICROS_PER_DAY);
+    let rem = micros.rem_euclid(MICROS_PER_DAY);
+    let (y, m, d) = civil_from_days(days as i32);
+    let secs = rem / MICROS_PER_SECOND;
+    let frac = rem % MICROS_PER_SECOND;
+    let (year, bc) = if y <= 0 { (1 - y, " BC") } else { (y, "") };
+    let _ = write!(
+        out,
+        "{year:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60
+    );
+    if frac != 0 {
+        let digits = format!("{frac:06}");
+        out.push('.');
+        out.push_str(digits.trim_end_matches('0'));
+    }
+    out.push_str(bc);
+}
+
+/// Parts of a timestamp, for EXTRACT and date_part.
+pub fn timestamp_field(micros: i64, field: &str) -> Option<f64> {
+    let days = micros.div_euclid(MICROS_PER_DAY);
+    let rem = micros.rem_euclid(MICROS_PER_DAY);
+    let (y, m, d) = civil_from_days(days as i32);
+    Some(match field {
+        "year" => y as f64,
+        "month" => m as f64,
+        "day" => d as f64,
+        "hour" => (rem / 3_600_000_000) as f64,
+        "minute" => (rem / 60_000_000 % 60) as f64,
+        "second" => (rem % 60_000_000) as f64 / 1e6,
+        "dow" => (days + 4).rem_euclid(7) as f64,
+        "doy" => (days - days_from_civil(y, 1, 1) as i64 + 1) as f64,
+        "quarter" => ((m - 1) / 3 + 1) as f64,
+        "epoch" => micros as f64 / 1e6,
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ts(s: &str) -> String {
+        let mut out = String::new();
+        format_timestamp(parse_timestamp(s).unwrap(), &mut out);
+        out
+    }
+
+    #[test]
+    fn civil_round_trip() {
+        for days in [-800_000, -1, 0, 1, 10_957, 19_000, 2_000_000] {
+            let (y, m, d) = civil_from_days(days);
+            assert_eq!(days_from_civil(y, m, d), days);
+        }
+        assert_eq!(days_from_civil(2000, 1, 1), PG_EPOCH_DAYS);
+    }
+
+    #[test]
+    fn dates_parse_and_format() {
+        let mut out = String::new();
+        format_date(parse_date("2024-02-29").unwrap(), &mut out);
+        assert_eq!(out, "2024-02-29");
+        assert_eq!(parse_date("2023-02-29").unwrap_err().state, SqlState::DatetimeFieldOverflow);
+        assert_eq!(parse_date("yesterday").unwrap_err().state, SqlState::InvalidDatetimeFormat);
+    }
+
+    #[test]
+    fn timestamps_parse_and_format() {
+        assert_eq!(ts("2007-01-02 00:00:00.000000"), "2007-01-02 00:00:00");
+        assert_eq!(ts("2026-11-21 23:33:57.062+00"), "2026-11-21 23:33:57.062");
+        assert_eq!(ts("2026-11-21T23:33:57.5Z"), "2026-11-21 23:33:57.5");
+        assert_eq!(ts("1969-12-31 23:59:59.999999"), "1969-12-31 23:59:59.999999");
+        assert_eq!(ts("2024-01-01"), "2024-01-01 00:00:00");
+        assert!(parse_timestamp("2024-01-01 25:00").is_err());
+        assert!(parse_timestamp("nonsense").is_err());
+    }
+}

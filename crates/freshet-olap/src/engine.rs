@@ -1,0 +1,194 @@
+//! The analytical engine: DataFusion planning and execution over snapshots, on a worker pool
+//! of its own.
+//!
+//! Planning takes the parser's AST (the same one the short path looked at: no second parse)
+//! and yields an [`OlapPlan`]: the logical plan, its output schema, its parameter types and
+//! the tables it scans. Execution takes a plan, parameter values and a [`QuerySnapshot`] of
+//! exactly those tables, builds the physical plan, and streams record batches from the OLAP
+//! runtime to the caller through a bounded channel. Dropping the [`BatchStream`] stops the
+//! query.
+
+use std::collections::BTreeMap;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use datafusion::arrow::datatypes::{DataType as ArrowType, SchemaRef};
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::catalog::{CatalogProvider, MemoryCatalogProvider, SchemaProvider};
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::common::ScalarValue;
+use datafusion::datasource::source_as_provider;
+use datafusion::execution::context::{SessionConfig, SessionContext, SessionState};
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::physical_plan::execute_stream;
+use datafusion::sql::parser::Statement as DfStatement;
+use freshet_core::catalog::TableDef;
+use freshet_core::engine::Engine;
+use freshet_core::{Error, Result};
+use futures::{Stream, StreamExt};
+use sqlparser::ast;
+use tokio::sync::mpsc;
+
+use crate::error::from_datafusion;
+use crate::provider::{FreshetSchema, QuerySnapshot, SnapshotTable};
+
+pub const CATALOG: &str = "freshet";
+pub const SCHEMA: &str = "public";
+
+/// A planned analytical query, reusable across executions.
+#[derive(Clone, Debug)]
+pub struct OlapPlan {
+    pub logical: LogicalPlan,
+    /// The output schema (field names as DataFusion gives them).
+    pub schema: SchemaRef,
+    /// The user tables the query scans.
+    pub tables: Vec<Arc<TableDef>>,
+    /// The type DataFusion inferred for `$1..$n`, where it could.
+    pub param_types: Vec<Option<ArrowType>>,
+}
+
+pub struct OlapEngine {
+    state: SessionState,
+    runtime: tokio::runtime::Runtime,
+    threads: usize,
+}
+
+impl std::fmt::Debug for OlapEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OlapEngine").field("threads", &self.threads).finish()
+    }
+}
+
+impl OlapEngine {
+    /// An analytical engine reading `engine`'s tables with `threads` worker threads.
+    pub fn new(engine: Arc<Engine>, threads: usize) -> Result<OlapEngine> {
+        let threads = threads.max(1);
+        let mut config = SessionConfig::new()
+            .with_default_catalog_and_schema(CATALOG, SCHEMA)
+            .with_create_default_catalog_and_schema(false)
+            .with_information_schema(false)
+            .with_target_partitions(threads)
+            .with_batch_size(freshet_core::storage::CHUNK_ROWS);
+        {
+            let options = config.options_mut();
+            options.sql_parser.parse_float_as_decimal = true;
+            options.sql_parser.enable_ident_normalization = true;
+        }
+        let ctx = SessionContext::new_with_config(config);
+        let catalog = MemoryCatalogProvider::new();
+        catalog
+            .register_schema(SCHEMA, Arc::new(FreshetSchema::new(engine)) as Arc<dyn SchemaProvider>)
+            .map_err(from_datafusion)?;
+        ctx.register_catalog(CATALOG, Arc::new(catalog) as Arc<dyn CatalogProvider>);
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .thread_name("freshet-olap")
+            .enable_all()
+            .build()
+            .map_err(|e| Error::internal(format!("cannot start the analytical worker pool: {e}")))?;
+        Ok(OlapEngine { state: ctx.state(), runtime, threads })
+    }
+
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    /// Plans a query statement.
+    pub async fn plan(&self, statement: ast::Statement) -> Result<OlapPlan> {
+        let logical = self
+            .state
+            .statement_to_plan(DfStatement::Statement(Box::new(statement)))
+            .await
+            .map_err(from_datafusion)?;
+        let schema = Arc::new(logical.schema().as_arrow().clone());
+        let tables = scanned_tables(&logical)?;
+        let mut by_index = BTreeMap::new();
+        for (name, ty) in logical.get_parameter_types().map_err(from_datafusion)? {
+            if let Some(n) = name.strip_prefix('$').and_then(|d| d.parse::<usize>().ok()) {
+                by_index.insert(n, ty);
+            }
+        }
+        let count = by_index.keys().next_back().copied().unwrap_or(0);
+        let param_types = (1..=count).map(|i| by_index.get(&i).cloned().flatten()).collect();
+        Ok(OlapPlan { logical, schema, tables, param_types })
+    }
+
+    /// Runs a plan over `snapshot` with parameter values; results stream back.
+    pub fn execute(&self, plan: &OlapPlan, params: Vec<ScalarValue>, snapshot: QuerySnapshot) -> BatchStream {
+        let (tx, rx) = mpsc::channel(2);
+        let mut state = self.state.clone();
+        state.config_mut().set_extension(Arc::new(snapshot));
+        let logical = plan.logical.clone();
+        let task = self.runtime.spawn(async move {
+            let run = async {
+                let logical = if params.is_empty() { logical } else { logical.with_param_values(params)? };
+                let physical = state.create_physical_plan(&logical).await?;
+                execute_stream(physical, state.task_ctx())
+            };
+            let mut stream = match run.await {
+                Ok(s) => s,
+                Err(e) => {
+                    let _ = tx.send(Err(from_datafusion(e))).await;
+                    return;
+                }
+            };
+            while let Some(item) = stream.next().await {
+                let failed = item.is_err();
+                if tx.send(item.map_err(from_datafusion)).await.is_err() || failed {
+                    return;
+                }
+            }
+        });
+        BatchStream { rx, task }
+    }
+}
+
+/// The user tables a plan scans, including inside subqueries.
+fn scanned_tables(plan: &LogicalPlan) -> Result<Vec<Arc<TableDef>>> {
+    let mut tables: Vec<Arc<TableDef>> = Vec::new();
+    plan.apply_with_subqueries(|node| {
+        if let LogicalPlan::TableScan(scan) = node {
+            let provider = source_as_provider(&scan.source)?;
+            if let Some(t) = provider.downcast_ref::<SnapshotTable>() {
+                if !tables.iter().any(|d| d.id == t.def.id) {
+                    tables.push(t.def.clone());
+                }
+            }
+        }
+        Ok(TreeNodeRecursion::Continue)
+    })
+    .map_err(from_datafusion)?;
+    Ok(tables)
+}
+
+/// Record batches of a running query. Dropping it cancels the query.
+pub struct BatchStream {
+    rx: mpsc::Receiver<Result<RecordBatch>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl BatchStream {
+    pub async fn next_batch(&mut self) -> Option<Result<RecordBatch>> {
+        self.rx.recv().await
+    }
+
+    /// Blocks the calling thread (not an async task) for the next batch.
+    pub fn blocking_next(&mut self) -> Option<Result<RecordBatch>> {
+        self.rx.blocking_recv()
+    }
+}
+
+impl Stream for BatchStream {
+    type Item = Result<RecordBatch>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.rx.poll_recv(cx)
+    }
+}
+
+impl Drop for BatchStream {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}

@@ -1,0 +1,20 @@
+//! Freshet's analytical side: DataFusion over zero-copy Arrow views of storage snapshots.
+//!
+//! This crate is the only one that depends on Arrow and DataFusion. It reads the immutable
+//! snapshots the core hands out ([`freshet_core::storage::TableSnapshot`]) and never touches
+//! live storage. One analytical query: `OlapEngine::plan` turns the parser's AST into a
+//! DataFusion `LogicalPlan` whose scans are [`provider::SnapshotTable`]s; the caller takes a
+//! snapshot of `OlapPlan::tables` on the executor (microseconds: it clones segment pointers);
+//! `OlapEngine::execute` runs the plan on the OLAP worker pool, where each scan wraps the
+//! snapshot's chunks as record batches ([`scan`]) without copying them.
+
+pub mod engine;
+pub mod error;
+pub mod provider;
+pub mod scan;
+pub mod types;
+pub mod values;
+
+pub use datafusion;
+pub use engine::{BatchStream, OlapEngine, OlapPlan};
+pub use provider::QuerySnapshot;

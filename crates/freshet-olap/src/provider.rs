@@ -1,0 +1,119 @@
+//! DataFusion's view of Freshet's tables.
+//!
+//! [`FreshetSchema`] resolves table names against the live catalog at planning time and hands
+//! out a [`SnapshotTable`] per table. A `SnapshotTable` holds no data: when DataFusion scans
+//! it, it reads the query's [`QuerySnapshot`] from the session configuration (put there by
+//! [`crate::OlapEngine::execute`]) and wraps that snapshot's chunks as Arrow batches. So one
+//! logical plan can run many times, each time over the snapshot of that execution.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::catalog::{SchemaProvider, Session, TableProvider};
+use datafusion::datasource::memory::MemorySourceConfig;
+use datafusion::datasource::TableType;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::logical_expr::Expr;
+use datafusion::physical_plan::ExecutionPlan;
+use freshet_core::catalog::{TableDef, TableId};
+use freshet_core::engine::Engine;
+use freshet_core::storage::TableSnapshot;
+
+use crate::scan::chunk_batch;
+use crate::types::table_schema;
+
+/// The snapshots one query execution reads, by table.
+#[derive(Debug, Default)]
+pub struct QuerySnapshot {
+    pub tables: HashMap<TableId, TableSnapshot>,
+    /// When the snapshot was taken (microseconds since 1970), for observability.
+    pub taken_at: i64,
+}
+
+/// A table as DataFusion sees it.
+#[derive(Debug)]
+pub struct SnapshotTable {
+    pub def: Arc<TableDef>,
+    schema: SchemaRef,
+}
+
+impl SnapshotTable {
+    pub fn new(def: Arc<TableDef>) -> Self {
+        let schema = table_schema(&def);
+        SnapshotTable { def, schema }
+    }
+}
+
+#[async_trait]
+impl TableProvider for SnapshotTable {
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        _filters: &[Expr],
+        _limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let snapshot = state
+            .config()
+            .get_extension::<QuerySnapshot>()
+            .ok_or_else(|| DataFusionError::Internal("no snapshot for this query".into()))?;
+        let table = snapshot.tables.get(&self.def.id).ok_or_else(|| {
+            DataFusionError::Internal(format!("the snapshot lacks table \"{}\"", self.def.name))
+        })?;
+        let projection: Vec<usize> = match projection {
+            Some(p) => p.clone(),
+            None => (0..self.schema.fields().len()).collect(),
+        };
+        let projected = Arc::new(self.schema.project(&projection)?);
+        let types = table.def.types();
+        let partitions = state.config().target_partitions().max(1);
+        let mut parts: Vec<Vec<_>> = vec![Vec::new(); partitions];
+        let mut next = 0;
+        for chunk in table.chunks.iter().filter(|c| c.live > 0) {
+            parts[next].push(chunk_batch(chunk, &types, &projection, projected.clone())?);
+            next = (next + 1) % partitions;
+        }
+        parts.retain(|p| !p.is_empty());
+        if parts.is_empty() {
+            parts.push(Vec::new());
+        }
+        Ok(MemorySourceConfig::try_new_exec(&parts, projected, None)?)
+    }
+}
+
+/// The `public` schema: the user tables of the current catalog version.
+#[derive(Debug)]
+pub struct FreshetSchema {
+    engine: Arc<Engine>,
+}
+
+impl FreshetSchema {
+    pub fn new(engine: Arc<Engine>) -> Self {
+        FreshetSchema { engine }
+    }
+}
+
+#[async_trait]
+impl SchemaProvider for FreshetSchema {
+    fn table_names(&self) -> Vec<String> {
+        self.engine.catalog().tables().map(|t| t.name.clone()).collect()
+    }
+
+    async fn table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>> {
+        Ok(self.engine.catalog().table(name).map(|def| Arc::new(SnapshotTable::new(def.clone())) as _))
+    }
+
+    fn table_exist(&self, name: &str) -> bool {
+        self.engine.catalog().table(name).is_some()
+    }
+}

@@ -1,0 +1,123 @@
+//! Conversions between Freshet values and Arrow scalars and arrays.
+
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, BooleanBuilder, Date32Builder, Decimal128Builder, Float32Builder, Float64Builder,
+    Int16Builder, Int32Builder, Int64Builder, StringViewBuilder, TimestampMicrosecondBuilder,
+};
+use datafusion::arrow::datatypes::{self as adt, DataType as ArrowType, TimeUnit};
+use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
+use datafusion::common::ScalarValue;
+use freshet_core::types::{DataType, Decimal, Value};
+use std::sync::Arc;
+
+use crate::types::arrow_type;
+
+/// A parameter value as the scalar DataFusion substitutes for its placeholder.
+pub fn scalar(v: &Value, ty: DataType) -> ScalarValue {
+    match v {
+        Value::Null => ScalarValue::try_from(&arrow_type(ty)).unwrap_or(ScalarValue::Null),
+        Value::Bool(b) => ScalarValue::Boolean(Some(*b)),
+        Value::Int16(i) => ScalarValue::Int16(Some(*i)),
+        Value::Int32(i) => ScalarValue::Int32(Some(*i)),
+        Value::Int64(i) => ScalarValue::Int64(Some(*i)),
+        Value::Float32(f) => ScalarValue::Float32(Some(*f)),
+        Value::Float64(f) => ScalarValue::Float64(Some(*f)),
+        Value::Decimal(d) => {
+            let precision = match ty {
+                DataType::Decimal { precision, .. } => precision.max(d.scale),
+                _ => 38,
+            };
+            ScalarValue::Decimal128(Some(d.value), precision, d.scale as i8)
+        }
+        Value::Text(s) => ScalarValue::Utf8(Some(s.clone())),
+        Value::Date(d) => ScalarValue::Date32(Some(*d)),
+        Value::Timestamp(t) => ScalarValue::TimestampMicrosecond(Some(*t), None),
+    }
+}
+
+/// Row `i` of `array` as a value of type `ty` (for INSERT … SELECT and result conversion).
+pub fn value_at(array: &ArrayRef, i: usize, ty: DataType) -> Value {
+    if array.is_null(i) {
+        return Value::Null;
+    }
+    match array.data_type() {
+        ArrowType::Boolean => Value::Bool(array.as_boolean().value(i)),
+        ArrowType::Int8 => Value::Int16(array.as_primitive::<adt::Int8Type>().value(i) as i16),
+        ArrowType::Int16 => Value::Int16(array.as_primitive::<adt::Int16Type>().value(i)),
+        ArrowType::Int32 => Value::Int32(array.as_primitive::<adt::Int32Type>().value(i)),
+        ArrowType::Int64 => Value::Int64(array.as_primitive::<adt::Int64Type>().value(i)),
+        ArrowType::UInt8 => Value::Int16(array.as_primitive::<adt::UInt8Type>().value(i) as i16),
+        ArrowType::UInt16 => Value::Int32(array.as_primitive::<adt::UInt16Type>().value(i) as i32),
+        ArrowType::UInt32 => Value::Int64(array.as_primitive::<adt::UInt32Type>().value(i) as i64),
+        ArrowType::UInt64 => Value::Decimal(Decimal::new(array.as_primitive::<adt::UInt64Type>().value(i) as i128, 0)),
+        ArrowType::Float32 => Value::Float32(array.as_primitive::<adt::Float32Type>().value(i)),
+        ArrowType::Float64 => Value::Float64(array.as_primitive::<adt::Float64Type>().value(i)),
+        ArrowType::Decimal128(_, s) if *s >= 0 => {
+            Value::Decimal(Decimal::new(array.as_primitive::<adt::Decimal128Type>().value(i), *s as u8))
+        }
+        ArrowType::Utf8 => Value::Text(array.as_string::<i32>().value(i).to_string()),
+        ArrowType::LargeUtf8 => Value::Text(array.as_string::<i64>().value(i).to_string()),
+        ArrowType::Utf8View => Value::Text(array.as_string_view().value(i).to_string()),
+        ArrowType::Date32 => Value::Date(array.as_primitive::<adt::Date32Type>().value(i)),
+        ArrowType::Date64 => Value::Date((array.as_primitive::<adt::Date64Type>().value(i) / 86_400_000) as i32),
+        ArrowType::Timestamp(unit, None) => {
+            let raw = match unit {
+                TimeUnit::Second => array.as_primitive::<adt::TimestampSecondType>().value(i) * 1_000_000,
+                TimeUnit::Millisecond => array.as_primitive::<adt::TimestampMillisecondType>().value(i) * 1_000,
+                TimeUnit::Microsecond => array.as_primitive::<adt::TimestampMicrosecondType>().value(i),
+                TimeUnit::Nanosecond => array.as_primitive::<adt::TimestampNanosecondType>().value(i) / 1_000,
+            };
+            Value::Timestamp(raw)
+        }
+        _ => {
+            let _ = ty;
+            let options = FormatOptions::default();
+            match ArrayFormatter::try_new(array.as_ref(), &options) {
+                Ok(f) => Value::Text(f.value(i).to_string()),
+                Err(_) => Value::Null,
+            }
+        }
+    }
+}
+
+/// Rows of values as Arrow arrays, one per column (for the embedded API's results).
+pub fn build_array(rows: &[Vec<Value>], column: usize, ty: DataType) -> ArrayRef {
+    let cell = |r: &Vec<Value>| r.get(column).cloned().unwrap_or(Value::Null);
+    macro_rules! build {
+        ($builder:expr, $pat:pat => $v:expr) => {{
+            let mut b = $builder;
+            for r in rows {
+                match cell(r) {
+                    $pat => b.append_value($v),
+                    _ => b.append_null(),
+                }
+            }
+            Arc::new(b.finish()) as ArrayRef
+        }};
+    }
+    match ty {
+        DataType::Bool => build!(BooleanBuilder::new(), Value::Bool(x) => x),
+        DataType::Int16 => build!(Int16Builder::new(), Value::Int16(x) => x),
+        DataType::Int32 => build!(Int32Builder::new(), Value::Int32(x) => x),
+        DataType::Int64 => build!(Int64Builder::new(), Value::Int64(x) => x),
+        DataType::Float32 => build!(Float32Builder::new(), Value::Float32(x) => x),
+        DataType::Float64 => build!(Float64Builder::new(), Value::Float64(x) => x),
+        DataType::Decimal { precision, scale } => {
+            let mut b = Decimal128Builder::new();
+            for r in rows {
+                match cell(r) {
+                    Value::Decimal(d) => b.append_value(d.rescale(scale).map(|d| d.value).unwrap_or(d.value)),
+                    _ => b.append_null(),
+                }
+            }
+            Arc::new(b.finish().with_precision_and_scale(precision, scale as i8).unwrap_or_else(|_| {
+                datafusion::arrow::array::Decimal128Array::new_null(rows.len())
+            }))
+        }
+        DataType::Char(_) | DataType::Varchar(_) | DataType::Text => {
+            build!(StringViewBuilder::new(), Value::Text(x) => x)
+        }
+        DataType::Date => build!(Date32Builder::new(), Value::Date(x) => x),
+        DataType::Timestamp => build!(TimestampMicrosecondBuilder::new(), Value::Timestamp(x) => x),
+    }
+}

@@ -1,0 +1,53 @@
+//! The embedded API end to end: DDL, DML, both query paths, errors.
+
+use freshet::{Config, Database, SqlState, Value};
+
+fn db() -> Database {
+    Database::open(Config { olap_threads: 2, ..Config::default() }).unwrap()
+}
+
+#[test]
+fn create_insert_select_both_paths() {
+    let db = db();
+    let mut s = db.session();
+    s.execute_blocking("CREATE TABLE t (id INT PRIMARY KEY, name TEXT, v BIGINT)").unwrap();
+    let r = s.execute_blocking("INSERT INTO t VALUES (1, 'one', 10), (2, 'two', 20), (3, 'three with a long name', 30)").unwrap();
+    assert_eq!(r[0].tag, "INSERT 0 3");
+    let point = s.execute_blocking("SELECT name, v FROM t WHERE id = 3").unwrap();
+    assert_eq!(point[0].rows(), vec![vec![Value::Text("three with a long name".into()), Value::Int64(30)]]);
+    let agg = s.execute_blocking("SELECT count(*), sum(v) FROM t WHERE v > 15").unwrap();
+    assert_eq!(agg[0].rows(), vec![vec![Value::Int64(2), Value::Int64(50)]]);
+    assert_eq!(agg[0].columns[0].name, "count");
+    s.execute_blocking("SET freshet.short_path = off").unwrap();
+    let olap = s.execute_blocking("SELECT name, v FROM t WHERE id = 3").unwrap();
+    assert_eq!(olap[0].rows(), point[0].rows());
+    let u = s.execute_blocking("UPDATE t SET v = v + 1 WHERE id IN (SELECT id FROM t WHERE v >= 20)").unwrap();
+    assert_eq!(u[0].tag, "UPDATE 2");
+    let d = s.execute_blocking("DELETE FROM t WHERE name LIKE 't%'").unwrap();
+    assert_eq!(d[0].tag, "DELETE 2");
+    let rest = s.execute_blocking("SELECT id, v FROM t").unwrap();
+    assert_eq!(rest[0].rows(), vec![vec![Value::Int32(1), Value::Int64(10)]]);
+}
+
+#[test]
+fn errors_carry_sqlstate() {
+    let db = db();
+    let mut s = db.session();
+    s.execute_blocking("CREATE TABLE t (id INT PRIMARY KEY, n INT NOT NULL)").unwrap();
+    let cases = [
+        ("SELEC 1", SqlState::SyntaxError),
+        ("SELECT * FROM nope", SqlState::UndefinedTable),
+        ("SELECT nope FROM t", SqlState::UndefinedColumn),
+        ("INSERT INTO t VALUES (1, NULL)", SqlState::NotNullViolation),
+        ("INSERT INTO t VALUES ('x', 1)", SqlState::InvalidTextRepresentation),
+        ("SELECT 1 / 0", SqlState::DivisionByZero),
+        ("INSERT INTO t VALUES (1, 1), (1, 2)", SqlState::UniqueViolation),
+    ];
+    for (sql, state) in cases {
+        let err = s.execute_blocking(sql).unwrap_err();
+        assert_eq!(err.state, state, "{sql}: {err}");
+    }
+    // The failed multi-row insert left nothing behind.
+    let n = s.execute_blocking("SELECT count(*) FROM t").unwrap();
+    assert_eq!(n[0].rows(), vec![vec![Value::Int64(0)]]);
+}

@@ -1,0 +1,3 @@
+//! Freshet's integration tests, in one binary so that the large debug executable links once.
+
+mod embedded;

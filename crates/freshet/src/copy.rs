@@ -1,0 +1,478 @@
+//! COPY … FROM STDIN and COPY … TO STDOUT in PostgreSQL's text and CSV formats.
+//!
+//! Input is parsed as it arrives and inserted in batches of [`COPY_BATCH_ROWS`] rows, each
+//! one atomic job on the executor. If a later batch fails, the rows of the earlier batches
+//! are removed again, so a failed COPY leaves nothing behind. Until interactive transactions
+//! exist, a concurrent query may see the rows of a COPY that is still running.
+
+use std::sync::Arc;
+
+use freshet_core::catalog::TableDef;
+use freshet_core::engine::Engine;
+use freshet_core::storage::RowId;
+use freshet_core::types::Value;
+use freshet_core::{Error, Result, SqlState};
+use sqlparser::ast;
+
+use crate::result::{batch_rows, ColumnInfo, RowBatch, RowStream};
+
+/// Rows per insert job.
+pub const COPY_BATCH_ROWS: usize = 16_384;
+
+/// The options of a COPY statement.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CopyFormat {
+    pub csv: bool,
+    pub delimiter: char,
+    pub null: String,
+    pub header: bool,
+    pub quote: char,
+    pub escape: char,
+}
+
+impl CopyFormat {
+    pub fn text() -> Self {
+        CopyFormat { csv: false, delimiter: '\t', null: "\\N".into(), header: false, quote: '"', escape: '"' }
+    }
+
+    pub fn csv() -> Self {
+        CopyFormat { csv: true, delimiter: ',', null: String::new(), header: false, quote: '"', escape: '"' }
+    }
+
+    /// Reads the options of `COPY … WITH (…)` and the legacy `CSV HEADER` spelling.
+    pub fn from_options(options: &[ast::CopyOption], legacy: &[ast::CopyLegacyOption]) -> Result<CopyFormat> {
+        let csv = options.iter().any(|o| matches!(o, ast::CopyOption::Format(f) if f.value.eq_ignore_ascii_case("csv")))
+            || legacy.iter().any(|o| matches!(o, ast::CopyLegacyOption::Csv(_)));
+        let mut f = if csv { CopyFormat::csv() } else { CopyFormat::text() };
+        for o in options {
+            match o {
+                ast::CopyOption::Format(name) => {
+                    let n = name.value.to_lowercase();
+                    if n != "csv" && n != "text" {
+                        return Err(Error::unsupported(format!("COPY format \"{n}\"")));
+                    }
+                }
+                ast::CopyOption::Freeze(_) | ast::CopyOption::Encoding(_) => {}
+                ast::CopyOption::Delimiter(c) => f.delimiter = *c,
+                ast::CopyOption::Null(s) => f.null = s.clone(),
+                ast::CopyOption::Header(h) => f.header = *h,
+                ast::CopyOption::Quote(c) => f.quote = *c,
+                ast::CopyOption::Escape(c) => f.escape = *c,
+                other => return Err(Error::unsupported(format!("COPY option {other}"))),
+            }
+        }
+        for o in legacy {
+            match o {
+                ast::CopyLegacyOption::Csv(opts) => {
+                    for c in opts {
+                        match c {
+                            ast::CopyLegacyCsvOption::Header => f.header = true,
+                            ast::CopyLegacyCsvOption::Quote(q) => f.quote = *q,
+                            ast::CopyLegacyCsvOption::Escape(e) => f.escape = *e,
+                            other => return Err(Error::unsupported(format!("COPY option {other}"))),
+                        }
+                    }
+                }
+                ast::CopyLegacyOption::Delimiter(c) => f.delimiter = *c,
+                ast::CopyLegacyOption::Null(s) => f.null = s.clone(),
+                ast::CopyLegacyOption::Header => f.header = true,
+                other => return Err(Error::unsupported(format!("COPY option {other}"))),
+            }
+        }
+        if f.header && !f.csv {
+            return Err(Error::unsupported("COPY HEADER in text format"));
+        }
+        Ok(f)
+    }
+}
+
+/// The receiving end of COPY … FROM STDIN.
+pub struct CopyIn {
+    engine: Arc<Engine>,
+    table: Arc<TableDef>,
+    /// Target columns in input order.
+    columns: Vec<usize>,
+    format: CopyFormat,
+    pending: Vec<u8>,
+    rows: Vec<Vec<Value>>,
+    inserted: Vec<RowId>,
+    line: u64,
+    header_pending: bool,
+    ended: bool,
+}
+
+impl CopyIn {
+    pub(crate) fn new(engine: Arc<Engine>, table: Arc<TableDef>, columns: Vec<usize>, format: CopyFormat) -> Self {
+        let header_pending = format.header;
+        CopyIn { engine, table, columns, format, pending: Vec::new(), rows: Vec::new(), inserted: Vec::new(), line: 0, header_pending, ended: false }
+    }
+
+    pub fn column_count(&self) -> usize {
+        self.columns.len()
+    }
+
+    /// Feeds a chunk of COPY data.
+    pub async fn write(&mut self, data: &[u8]) -> Result<()> {
+        if self.ended {
+            return Ok(());
+        }
+        self.pending.extend_from_slice(data);
+        let mut start = 0;
+        let mut in_quotes = false;
+        let mut i = 0;
+        // Find complete records; in CSV a newline inside quotes does not end a record.
+        while i < self.pending.len() {
+            let b = self.pending[i];
+            if self.format.csv && b == self.format.quote as u8 {
+                in_quotes = !in_quotes;
+            } else if b == b'\n' && !in_quotes {
+                let record = self.pending[start..i].to_vec();
+                start = i + 1;
+                self.record(&record)?;
+                if self.ended {
+                    break;
+                }
+            }
+            i += 1;
+        }
+        self.pending.drain(..start);
+        if self.rows.len() >= COPY_BATCH_ROWS {
+            self.flush().await?;
+        }
+        Ok(())
+    }
+
+    fn record(&mut self, raw: &[u8]) -> Result<()> {
+        self.line += 1;
+        let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+        let text = std::str::from_utf8(raw).map_err(|_| {
+            Error::new(SqlState::CharacterNotInRepertoire, "invalid byte sequence for encoding \"UTF8\"")
+        })?;
+        if text == "\\." {
+            self.ended = true;
+            return Ok(());
+        }
+        if self.header_pending {
+            self.header_pending = false;
+            return Ok(());
+        }
+        let fields = if self.format.csv { split_csv(text, &self.format) } else { split_text(text, &self.format) }
+            .map_err(|e| self.context(e))?;
+        if fields.len() != self.columns.len() {
+            let message = if fields.len() < self.columns.len() {
+                format!("missing data for column \"{}\"", self.table.columns[self.columns[fields.len()]].name)
+            } else {
+                "extra data after last expected column".to_string()
+            };
+            return Err(self.context(Error::new(SqlState::BadCopyFileFormat, message)));
+        }
+        let mut row = self.default_row()?;
+        for (field, &c) in fields.into_iter().zip(&self.columns) {
+            let col = &self.table.columns[c];
+            row[c] = match field {
+                None => Value::Null,
+                Some(s) => Value::parse(&s, col.ty).map_err(|e| self.context(e))?,
+            };
+        }
+        self.rows.push(row);
+        Ok(())
+    }
+
+    fn default_row(&self) -> Result<Vec<Value>> {
+        let now = crate::session::now_micros();
+        self.table
+            .columns
+            .iter()
+            .map(|c| crate::session::default_value(c, now))
+            .collect()
+    }
+
+    fn context(&self, e: Error) -> Error {
+        let detail = format!("COPY {}, line {}", self.table.name, self.line);
+        let detail = match e.detail.clone() {
+            Some(d) => format!("{d}; {detail}"),
+            None => detail,
+        };
+        Error { detail: Some(detail), ..e }
+    }
+
+    async fn flush(&mut self) -> Result<()> {
+        if self.rows.is_empty() {
+            return Ok(());
+        }
+        let rows = std::mem::take(&mut self.rows);
+        let ids = self.engine.insert_rows_returning_ids(&self.table, rows).await?;
+        self.inserted.extend(ids);
+        Ok(())
+    }
+
+    /// Ends the COPY: inserts what is left and returns the number of rows copied. On error,
+    /// everything this COPY inserted is removed.
+    pub async fn finish(mut self) -> Result<u64> {
+        let result = async {
+            if !self.pending.is_empty() {
+                let rest = std::mem::take(&mut self.pending);
+                if !self.ended {
+                    self.record(&rest)?;
+                }
+            }
+            self.flush().await
+        }
+        .await;
+        match result {
+            Ok(()) => Ok(self.inserted.len() as u64),
+            Err(e) => {
+                self.abort().await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Abandons the COPY (client sent CopyFail, or an error): removes what it inserted.
+    pub async fn abort(mut self) {
+        let ids = std::mem::take(&mut self.inserted);
+        if !ids.is_empty() {
+            let _ = self.engine.remove_inserted(&self.table, ids).await;
+        }
+    }
+}
+
+/// Splits a text-format line into fields, undoing backslash escapes; `\N` is NULL.
+fn split_text(line: &str, f: &CopyFormat) -> Result<Vec<Option<String>>> {
+    let mut out = Vec::new();
+    for raw in line.split(f.delimiter) {
+        if raw == f.null {
+            out.push(None);
+            continue;
+        }
+        let mut s = String::with_capacity(raw.len());
+        let mut chars = raw.chars().peekable();
+        while let Some(c) = chars.next() {
+            if c != '\\' {
+                s.push(c);
+                continue;
+            }
+            match chars.next() {
+                Some('b') => s.push('\u{8}'),
+                Some('f') => s.push('\u{c}'),
+                Some('n') => s.push('\n'),
+                Some('r') => s.push('\r'),
+                Some('t') => s.push('\t'),
+                Some('v') => s.push('\u{b}'),
+                Some(d @ '0'..='7') => {
+                    let mut v = d.to_digit(8).unwrap_or(0);
+                    for _ in 0..2 {
+                        match chars.peek().and_then(|c| c.to_digit(8)) {
+                            Some(n) => {
+                                v = v * 8 + n;
+                                chars.next();
+                            }
+                            None => break,
+                        }
+                    }
+                    s.push(char::from_u32(v).unwrap_or('\u{fffd}'));
+                }
+                Some('x') => {
+                    let mut v = 0;
+                    for _ in 0..2 {
+                        match chars.peek().and_then(|c| c.to_digit(16)) {
+                            Some(n) => {
+                                v = v * 16 + n;
+                                chars.next();
+                            }
+                            None => break,
+                        }
+                    }
+                    s.push(char::from_u32(v).unwrap_or('\u{fffd}'));
+                }
+                Some(other) => s.push(other),
+                None => {}
+            }
+        }
+        if s.contains('\0') {
+            return Err(Error::new(SqlState::CharacterNotInRepertoire, "invalid byte sequence for encoding \"UTF8\": 0x00"));
+        }
+        out.push(Some(s));
+    }
+    Ok(out)
+}
+
+/// Splits a CSV record; an unquoted field equal to the NULL string is NULL.
+fn split_csv(line: &str, f: &CopyFormat) -> Result<Vec<Option<String>>> {
+    let mut out = Vec::new();
+    let mut chars = line.chars().peekable();
+    loop {
+        let mut s = String::new();
+        let mut quoted = false;
+        let mut in_quotes = false;
+        while let Some(c) = chars.next() {
+            if in_quotes {
+                if c == f.escape && chars.peek() == Some(&f.quote) && (f.escape != f.quote || c == f.quote) {
+                    s.push(f.quote);
+                    chars.next();
+                } else if c == f.quote {
+                    in_quotes = false;
+                } else {
+                    s.push(c);
+                }
+            } else if c == f.quote {
+                in_quotes = true;
+                quoted = true;
+            } else if c == f.delimiter {
+                out.push(csv_field(s, quoted, f));
+                s = String::new();
+                quoted = false;
+                continue;
+            } else {
+                s.push(c);
+            }
+        }
+        if in_quotes {
+            return Err(Error::new(SqlState::BadCopyFileFormat, "unterminated CSV quoted field"));
+        }
+        out.push(csv_field(s, quoted, f));
+        return Ok(out);
+    }
+}
+
+fn csv_field(s: String, quoted: bool, f: &CopyFormat) -> Option<String> {
+    if !quoted && s == f.null { None } else { Some(s) }
+}
+
+/// COPY … TO STDOUT: rows to send, and how to format them.
+pub struct CopyOut {
+    pub format: CopyFormat,
+    pub columns: Arc<Vec<ColumnInfo>>,
+    pub rows: RowStream,
+}
+
+impl CopyOut {
+    /// The header line of CSV output with HEADER, if any.
+    pub fn header(&self) -> Option<Vec<u8>> {
+        if !self.format.header {
+            return None;
+        }
+        let names: Vec<String> = self.columns.iter().map(|c| csv_quote(&c.name, &self.format, false)).collect();
+        let mut line = names.join(&self.format.delimiter.to_string()).into_bytes();
+        line.push(b'\n');
+        Some(line)
+    }
+
+    /// Formats a batch as COPY data lines.
+    pub fn format_batch(&self, batch: &RowBatch, out: &mut Vec<u8>) {
+        let converted;
+        let rows = match batch {
+            RowBatch::Values(rows) => rows,
+            RowBatch::Arrow(b) => {
+                converted = batch_rows(b, &self.columns);
+                &converted
+            }
+        };
+        let mut text = String::new();
+        for row in rows {
+            text.clear();
+            for (i, (v, c)) in row.iter().zip(self.columns.iter()).enumerate() {
+                if i > 0 {
+                    text.push(self.format.delimiter);
+                }
+                match v.to_text(c.ty) {
+                    None => text.push_str(&self.format.null),
+                    Some(s) if self.format.csv => text.push_str(&csv_quote(&s, &self.format, s == self.format.null)),
+                    Some(s) => escape_text(&s, self.format.delimiter, &mut text),
+                }
+            }
+            text.push('\n');
+            out.extend_from_slice(text.as_bytes());
+        }
+    }
+}
+
+fn escape_text(s: &str, delimiter: char, out: &mut String) {
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' if delimiter == '\t' => out.push_str("\\t"),
+            c if c == delimiter => {
+                out.push('\\');
+                out.push(c);
+            }
+            c => out.push(c),
+        }
+    }
+}
+
+fn csv_quote(s: &str, f: &CopyFormat, force: bool) -> String {
+    let needs = force
+        || s.is_empty() && f.null.is_empty()
+        || s.contains(f.delimiter)
+        || s.contains(f.quote)
+        || s.contains('\n')
+        || s.contains('\r');
+    if !needs {
+        return s.to_string();
+    }
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push(f.quote);
+    for c in s.chars() {
+        if c == f.quote || c == f.escape {
+            out.push(f.escape);
+        }
+        out.push(c);
+    }
+    out.push(f.quote);
+    out
+}
+
+/// The columns a COPY names, or all of them.
+pub(crate) fn copy_columns(table: &TableDef, names: &[ast::Ident]) -> Result<Vec<usize>> {
+    if names.is_empty() {
+        return Ok((0..table.columns.len()).collect());
+    }
+    names
+        .iter()
+        .map(|n| {
+            let name = freshet_core::sql::names::fold_ident(n);
+            table.column_index(&name).ok_or_else(|| {
+                Error::new(SqlState::UndefinedColumn, format!("column \"{name}\" of relation \"{}\" does not exist", table.name))
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_fields_unescape() {
+        let f = CopyFormat::text();
+        let fields = split_text("1\ta\\tb\t\\N\tx\\\\y\t\\101", &f).unwrap();
+        assert_eq!(
+            fields,
+            vec![Some("1".into()), Some("a\tb".into()), None, Some("x\\y".into()), Some("A".into())]
+        );
+    }
+
+    #[test]
+    fn csv_fields_quote_and_null() {
+        let f = CopyFormat::csv();
+        let fields = split_csv("1,\"a,b\",,\"\",\"say \"\"hi\"\"\"", &f).unwrap();
+        assert_eq!(
+            fields,
+            vec![Some("1".into()), Some("a,b".into()), None, Some("".into()), Some("say \"hi\"".into())]
+        );
+        assert!(split_csv("\"open", &f).is_err());
+    }
+
+    #[test]
+    fn output_escapes() {
+        let mut s = String::new();
+        escape_text("a\tb\\c\nd", '\t', &mut s);
+        assert_eq!(s, "a\\tb\\\\c\\nd");
+        assert_eq!(csv_quote("a,b", &CopyFormat::csv(), false), "\"a,b\"");
+        assert_eq!(csv_quote("", &CopyFormat::csv(), false), "\"\"");
+        assert_eq!(csv_quote("plain", &CopyFormat::csv(), false), "plain");
+    }
+}

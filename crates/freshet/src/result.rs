@@ -1,0 +1,192 @@
+//! What executing a statement produces.
+
+use std::sync::Arc;
+
+use freshet_core::types::{DataType, Value};
+use freshet_core::{Error, Result};
+use freshet_olap::datafusion::arrow::array::ArrayRef;
+use freshet_olap::datafusion::arrow::compute::cast;
+use freshet_olap::datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
+use freshet_olap::datafusion::arrow::record_batch::RecordBatch;
+use freshet_olap::types::arrow_type;
+use freshet_olap::values::build_array;
+use freshet_olap::BatchStream;
+
+use crate::copy::{CopyIn, CopyOut};
+
+/// A result column: its name and SQL type.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ColumnInfo {
+    pub name: String,
+    pub ty: DataType,
+}
+
+/// The result of one statement.
+pub struct StatementResult {
+    pub output: Output,
+    /// NOTICE messages for the client (e.g. "table \"t\" does not exist, skipping").
+    pub notices: Vec<String>,
+    /// Run-time parameters whose value the statement changed and that a PostgreSQL server
+    /// reports to the client (ParameterStatus).
+    pub parameter_status: Vec<(String, String)>,
+}
+
+impl StatementResult {
+    pub fn command(tag: impl Into<String>) -> Self {
+        StatementResult { output: Output::Command { tag: tag.into() }, notices: vec![], parameter_status: vec![] }
+    }
+
+    pub fn rows(columns: Arc<Vec<ColumnInfo>>, rows: RowStream) -> Self {
+        StatementResult { output: Output::Rows { columns, rows }, notices: vec![], parameter_status: vec![] }
+    }
+
+    pub fn with_notices(mut self, notices: Vec<String>) -> Self {
+        self.notices = notices;
+        self
+    }
+}
+
+pub enum Output {
+    /// A statement without rows; `tag` is PostgreSQL's command tag ("INSERT 0 3", "CREATE TABLE").
+    Command { tag: String },
+    /// Rows; the command tag is `SELECT <rows sent>`.
+    Rows { columns: Arc<Vec<ColumnInfo>>, rows: RowStream },
+    /// COPY … FROM STDIN: the client now sends data.
+    CopyIn(CopyIn),
+    /// COPY … TO STDOUT: rows to send as COPY data.
+    CopyOut(CopyOut),
+    /// An empty query string.
+    Empty,
+}
+
+/// A batch of result rows, in whichever form its producer made it.
+pub enum RowBatch {
+    /// From the short-statement path.
+    Values(Vec<Vec<Value>>),
+    /// From the analytical side; columns are in the order of the statement's [`ColumnInfo`].
+    Arrow(RecordBatch),
+}
+
+impl RowBatch {
+    pub fn num_rows(&self) -> usize {
+        match self {
+            RowBatch::Values(v) => v.len(),
+            RowBatch::Arrow(b) => b.num_rows(),
+        }
+    }
+}
+
+enum Source {
+    Values(Option<Vec<Vec<Value>>>),
+    Arrow(BatchStream),
+}
+
+/// A stream of result batches.
+pub struct RowStream {
+    source: Source,
+    /// Arrow types the batches must have (casts are applied when a producer differs).
+    target: Option<SchemaRef>,
+}
+
+impl RowStream {
+    pub fn from_values(rows: Vec<Vec<Value>>) -> Self {
+        RowStream { source: Source::Values(Some(rows)), target: None }
+    }
+
+    pub(crate) fn from_batches(stream: BatchStream, columns: &[ColumnInfo]) -> Self {
+        RowStream { source: Source::Arrow(stream), target: Some(arrow_schema(columns)) }
+    }
+
+    pub async fn next(&mut self) -> Option<Result<RowBatch>> {
+        match &mut self.source {
+            Source::Values(rows) => rows.take().map(|r| Ok(RowBatch::Values(r))),
+            Source::Arrow(stream) => {
+                let batch = stream.next_batch().await?;
+                Some(batch.and_then(|b| conform(b, self.target.as_ref())).map(RowBatch::Arrow))
+            }
+        }
+    }
+
+    /// Collects every remaining batch as Arrow record batches with `columns`' names and types.
+    pub async fn collect_arrow(mut self, columns: &[ColumnInfo]) -> Result<Vec<RecordBatch>> {
+        let schema = arrow_schema(columns);
+        let mut out = Vec::new();
+        while let Some(batch) = self.next().await {
+            out.push(match batch? {
+                RowBatch::Arrow(b) => b,
+                RowBatch::Values(rows) => values_batch(&rows, columns, schema.clone())?,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Collects every remaining row as values.
+    pub async fn collect_values(mut self, columns: &[ColumnInfo]) -> Result<Vec<Vec<Value>>> {
+        let mut out = Vec::new();
+        while let Some(batch) = self.next().await {
+            match batch? {
+                RowBatch::Values(rows) => out.extend(rows),
+                RowBatch::Arrow(b) => out.extend(batch_rows(&b, columns)),
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The rows of a record batch as values of the given column types.
+pub fn batch_rows(batch: &RecordBatch, columns: &[ColumnInfo]) -> Vec<Vec<Value>> {
+    (0..batch.num_rows())
+        .map(|i| {
+            batch
+                .columns()
+                .iter()
+                .zip(columns)
+                .map(|(a, c)| freshet_olap::values::value_at(a, i, c.ty))
+                .collect()
+        })
+        .collect()
+}
+
+/// An Arrow schema with the statement's column names and types.
+pub fn arrow_schema(columns: &[ColumnInfo]) -> SchemaRef {
+    Arc::new(Schema::new(
+        columns.iter().map(|c| Field::new(&c.name, arrow_type(c.ty), true)).collect::<Vec<_>>(),
+    ))
+}
+
+fn values_batch(rows: &[Vec<Value>], columns: &[ColumnInfo], schema: SchemaRef) -> Result<RecordBatch> {
+    let arrays: Vec<ArrayRef> = columns.iter().enumerate().map(|(i, c)| build_array(rows, i, c.ty)).collect();
+    let options = freshet_olap::datafusion::arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(rows.len()));
+    RecordBatch::try_new_with_options(schema, arrays, &options).map_err(|e| Error::internal(e.to_string()))
+}
+
+/// Renames a batch's columns to the statement's names and casts any column whose type
+/// differs from the described one.
+fn conform(batch: RecordBatch, target: Option<&SchemaRef>) -> Result<RecordBatch> {
+    let Some(target) = target else { return Ok(batch) };
+    if batch.num_columns() != target.fields().len() {
+        return Err(Error::internal("result has a different number of columns than described"));
+    }
+    let mut columns = Vec::with_capacity(batch.num_columns());
+    for (array, field) in batch.columns().iter().zip(target.fields()) {
+        if array.data_type() == field.data_type() || is_text_like(field.data_type()) && is_text_like(array.data_type()) {
+            columns.push(array.clone());
+        } else {
+            // A type without an Arrow counterpart (described as text) is formatted when sent.
+            columns.push(cast(array, field.data_type()).unwrap_or_else(|_| array.clone()));
+        }
+    }
+    let fields: Vec<Field> = target
+        .fields()
+        .iter()
+        .zip(&columns)
+        .map(|(f, a)| Field::new(f.name(), a.data_type().clone(), true))
+        .collect();
+    let options = freshet_olap::datafusion::arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
+    RecordBatch::try_new_with_options(Arc::new(Schema::new(fields)), columns, &options).map_err(|e| Error::internal(e.to_string()))
+}
+
+fn is_text_like(t: &freshet_olap::datafusion::arrow::datatypes::DataType) -> bool {
+    use freshet_olap::datafusion::arrow::datatypes::DataType as A;
+    matches!(t, A::Utf8 | A::LargeUtf8 | A::Utf8View)
+}

@@ -1,0 +1,192 @@
+//! Rewrites of the parsed statement before planning.
+
+use std::ops::ControlFlow;
+
+use freshet_core::types::{DataType, Value};
+use sqlparser::ast::{self, Expr, Query, Statement, VisitMut, VisitorMut};
+
+/// Wraps each `$n` whose type the client declared in `CAST($n AS type)`, so that the
+/// analytical planner types it as the client will send it.
+pub fn cast_declared_params(statement: &mut Statement, declared: &[Option<DataType>]) {
+    if declared.iter().all(Option::is_none) {
+        return;
+    }
+    let _ = ast::visit_expressions_mut(statement, |e| {
+        if let Expr::Value(v) = e {
+            if let ast::Value::Placeholder(p) = &v.value {
+                let ty = p
+                    .strip_prefix('$')
+                    .and_then(|d| d.parse::<usize>().ok())
+                    .and_then(|n| declared.get(n.wrapping_sub(1)).copied().flatten());
+                if let Some(ty) = ty {
+                    let inner = e.clone();
+                    *e = Expr::Cast {
+                        kind: ast::CastKind::Cast,
+                        expr: Box::new(inner),
+                        data_type: sql_type_ast(ty),
+                        array: false,
+                        format: None,
+                    };
+                }
+            }
+        }
+        ControlFlow::<()>::Continue(())
+    });
+}
+
+/// The parser's spelling of a SQL type.
+pub fn sql_type_ast(ty: DataType) -> ast::DataType {
+    use ast::DataType as T;
+    match ty {
+        DataType::Bool => T::Boolean,
+        DataType::Int16 => T::SmallInt(None),
+        DataType::Int32 => T::Integer(None),
+        DataType::Int64 => T::BigInt(None),
+        DataType::Float32 => T::Real,
+        DataType::Float64 => T::DoublePrecision,
+        DataType::Decimal { precision, scale } => {
+            T::Numeric(ast::ExactNumberInfo::PrecisionAndScale(precision as u64, scale as i64))
+        }
+        DataType::Char(_) | DataType::Varchar(_) | DataType::Text => T::Text,
+        DataType::Date => T::Date,
+        DataType::Timestamp => T::Timestamp(None, ast::TimezoneInfo::None),
+    }
+}
+
+/// A subquery found at the top level of a statement's expressions.
+#[derive(Clone, Debug)]
+pub enum FoundSubquery {
+    Scalar(Query),
+    In(Query),
+    Exists(Query),
+}
+
+/// What a subquery evaluated to.
+pub enum SubqueryValue {
+    Scalar(Value, DataType),
+    List(Vec<Value>, DataType),
+    Exists(bool),
+}
+
+/// Visits subqueries that are not inside another query, in a fixed order.
+struct TopLevel<'a> {
+    depth: usize,
+    found: &'a mut Vec<FoundSubquery>,
+    replace: Option<std::vec::IntoIter<SubqueryValue>>,
+}
+
+impl VisitorMut for TopLevel<'_> {
+    type Break = ();
+
+    fn pre_visit_query(&mut self, _: &mut Query) -> ControlFlow<()> {
+        self.depth += 1;
+        ControlFlow::Continue(())
+    }
+
+    fn post_visit_query(&mut self, _: &mut Query) -> ControlFlow<()> {
+        self.depth -= 1;
+        ControlFlow::Continue(())
+    }
+
+    fn post_visit_expr(&mut self, e: &mut Expr) -> ControlFlow<()> {
+        if self.depth != 0 {
+            return ControlFlow::Continue(());
+        }
+        let found = match e {
+            Expr::Subquery(q) => FoundSubquery::Scalar((**q).clone()),
+            Expr::InSubquery { subquery, .. } => FoundSubquery::In((**subquery).clone()),
+            Expr::Exists { subquery, .. } => FoundSubquery::Exists((**subquery).clone()),
+            _ => return ControlFlow::Continue(()),
+        };
+        match &mut self.replace {
+            None => self.found.push(found),
+            Some(values) => {
+                let Some(value) = values.next() else { return ControlFlow::Break(()) };
+                *e = substitute(e, value);
+            }
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// The subqueries of a DML statement (outside any other query), in visiting order.
+pub fn find_subqueries(statement: &mut Statement) -> Vec<FoundSubquery> {
+    let mut found = Vec::new();
+    let _ = statement.visit(&mut TopLevel { depth: 0, found: &mut found, replace: None });
+    found
+}
+
+/// Replaces the subqueries [`find_subqueries`] found by their values.
+pub fn replace_subqueries(statement: &mut Statement, values: Vec<SubqueryValue>) {
+    let mut sink = Vec::new();
+    let _ = statement.visit(&mut TopLevel { depth: 0, found: &mut sink, replace: Some(values.into_iter()) });
+}
+
+fn substitute(e: &Expr, value: SubqueryValue) -> Expr {
+    match (e, value) {
+        (_, SubqueryValue::Scalar(v, ty)) => literal(&v, ty),
+        (Expr::InSubquery { expr, negated, .. }, SubqueryValue::List(values, ty)) => {
+            if values.is_empty() {
+                // x IN (empty) is false and x NOT IN (empty) is true, even for NULL x.
+                return Expr::Value(ast::Value::Boolean(*negated).into());
+            }
+            Expr::InList { expr: expr.clone(), list: values.iter().map(|v| literal(v, ty)).collect(), negated: *negated }
+        }
+        (Expr::Exists { negated, .. }, SubqueryValue::Exists(found)) => {
+            Expr::Value(ast::Value::Boolean(found != *negated).into())
+        }
+        (other, _) => other.clone(),
+    }
+}
+
+/// A literal expression that binds to exactly `v` of type `ty`.
+fn literal(v: &Value, ty: DataType) -> Expr {
+    let text = v.to_text(ty);
+    let value = match (v, text) {
+        (Value::Null, _) | (_, None) => ast::Value::Null,
+        (Value::Bool(b), _) => ast::Value::Boolean(*b),
+        (_, Some(s)) => ast::Value::SingleQuotedString(s),
+    };
+    Expr::Cast {
+        kind: ast::CastKind::Cast,
+        expr: Box::new(Expr::Value(value.into())),
+        data_type: sql_type_ast(ty),
+        array: false,
+        format: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(sql: &str) -> Statement {
+        freshet_core::sql::parse(sql).unwrap().remove(0)
+    }
+
+    #[test]
+    fn top_level_subqueries_are_replaced_in_order() {
+        let mut s = parse("DELETE FROM t WHERE a IN (SELECT x FROM u WHERE EXISTS (SELECT 1 FROM v)) AND b = (SELECT max(y) FROM w)");
+        let found = find_subqueries(&mut s);
+        assert_eq!(found.len(), 2, "the nested EXISTS belongs to the first subquery");
+        assert!(matches!(found[0], FoundSubquery::In(_)));
+        replace_subqueries(
+            &mut s,
+            vec![
+                SubqueryValue::List(vec![Value::Int32(1), Value::Int32(2)], DataType::Int32),
+                SubqueryValue::Scalar(Value::Int64(7), DataType::Int64),
+            ],
+        );
+        assert_eq!(
+            s.to_string(),
+            "DELETE FROM t WHERE a IN (CAST('1' AS INTEGER), CAST('2' AS INTEGER)) AND b = CAST('7' AS BIGINT)"
+        );
+    }
+
+    #[test]
+    fn declared_parameters_get_casts() {
+        let mut s = parse("SELECT * FROM t WHERE a = $1 AND b = $2");
+        cast_declared_params(&mut s, &[Some(DataType::Int64), None]);
+        assert_eq!(s.to_string(), "SELECT * FROM t WHERE a = CAST($1 AS BIGINT) AND b = $2");
+    }
+}

@@ -1,0 +1,836 @@
+//! Sessions: preparing and executing statements.
+//!
+//! `prepare` classifies a parsed statement and plans it once:
+//! - a SELECT with an index path becomes a short-statement plan for the partition executor
+//!   (`freshet_core::sql::plan::plan_select`); every other query becomes an analytical plan;
+//! - INSERT … VALUES, UPDATE and DELETE become executor plans; INSERT … SELECT also gets an
+//!   analytical plan for its source; UPDATE/DELETE with subqueries are planned at execution,
+//!   after their (uncorrelated) subqueries have been evaluated on a snapshot;
+//! - DDL, COPY and session statements (SET, SHOW, …) get their own plans.
+//!
+//! `execute` runs a prepared statement with parameter values. A prepared statement remembers
+//! the catalog version it was planned against and is planned again when the catalog changed.
+
+use std::sync::{Arc, OnceLock};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use freshet_core::catalog::{ColumnDef, ColumnDefault};
+use freshet_core::engine::OltpResult;
+use freshet_core::sql::ddl::{self, DdlPlan};
+use freshet_core::sql::expr::{EvalContext, NoRow};
+use freshet_core::sql::names::{column_name, fold_ident, user_relation};
+use freshet_core::sql::plan::{self, InsertPlan, InsertSource, OltpPlan};
+use freshet_core::types::{value::assignable, DataType, Value};
+use freshet_core::{Error, Result, SqlState};
+use freshet_olap::datafusion::arrow::record_batch::RecordBatch;
+use freshet_olap::types::{sql_type, sql_type_of_arrow};
+use freshet_olap::values::scalar;
+use freshet_olap::{OlapPlan, QuerySnapshot};
+use sqlparser::ast::{self, Statement};
+
+use crate::copy::{copy_columns, CopyFormat, CopyIn, CopyOut};
+use crate::database::Database;
+use crate::result::{ColumnInfo, Output, RowStream, StatementResult};
+use crate::rewrite::{self, FoundSubquery, SubqueryValue};
+use crate::settings::Settings;
+
+/// Microseconds since 1970-01-01 now.
+pub fn now_micros() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(0)
+}
+
+/// The value a column gets when an INSERT or COPY does not give one.
+pub fn default_value(col: &ColumnDef, now: i64) -> Result<Value> {
+    match &col.default {
+        None => Ok(Value::Null),
+        Some(ColumnDefault::Value(v)) => Ok(v.clone()),
+        Some(ColumnDefault::CurrentTimestamp) => Value::Timestamp(now).cast(col.ty),
+    }
+}
+
+/// The transaction state a PostgreSQL client sees in ReadyForQuery.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TransactionStatus {
+    Idle,
+    InBlock,
+    Failed,
+}
+
+/// A planned query: short path, analytical path, or both.
+struct QueryPlan {
+    short: Option<Arc<OltpPlan>>,
+    olap: OnceLock<OlapPlan>,
+    /// The statement to plan analytically when the short path declines.
+    statement: Statement,
+}
+
+enum Kind {
+    Empty,
+    Query(QueryPlan),
+    Insert { plan: InsertPlan, source: Option<(QueryPlan, Vec<ColumnInfo>)> },
+    Dml(Arc<OltpPlan>),
+    /// UPDATE or DELETE whose subqueries are evaluated before it is planned.
+    DmlWithSubqueries,
+    Ddl(DdlPlan),
+    CopyFrom { table: Arc<freshet_core::catalog::TableDef>, columns: Vec<usize>, format: CopyFormat },
+    CopyTo { query: QueryPlan, format: CopyFormat },
+    Explain(Vec<String>),
+    Utility,
+}
+
+/// A prepared statement: planned once, executed many times.
+pub struct Prepared {
+    pub sql: String,
+    /// Types of `$1..$n` (declared by the client or inferred; TEXT if neither).
+    pub param_types: Vec<DataType>,
+    /// Result columns, or `None` for statements that return no rows.
+    pub columns: Option<Arc<Vec<ColumnInfo>>>,
+    statement: Option<Statement>,
+    declared: Vec<Option<DataType>>,
+    kind: Kind,
+    catalog_version: u64,
+}
+
+impl std::fmt::Debug for Prepared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prepared").field("sql", &self.sql).field("param_types", &self.param_types).finish()
+    }
+}
+
+impl Prepared {
+    /// Whether executing it can return rows (a client describes it as RowDescription).
+    pub fn returns_rows(&self) -> bool {
+        self.columns.is_some()
+    }
+}
+
+/// A statement's result collected in memory (the embedded API).
+#[derive(Debug)]
+pub struct QueryResult {
+    pub tag: String,
+    pub columns: Vec<ColumnInfo>,
+    pub batches: Vec<RecordBatch>,
+    pub notices: Vec<String>,
+}
+
+impl QueryResult {
+    pub fn num_rows(&self) -> usize {
+        self.batches.iter().map(|b| b.num_rows()).sum()
+    }
+
+    /// The rows as values (convenient in tests and small programs).
+    pub fn rows(&self) -> Vec<Vec<Value>> {
+        self.batches.iter().flat_map(|b| crate::result::batch_rows(b, &self.columns)).collect()
+    }
+}
+
+/// One client's session.
+pub struct Session {
+    db: Database,
+    id: u32,
+    settings: Settings,
+}
+
+impl Session {
+    pub(crate) fn new(db: Database, id: u32) -> Self {
+        Session { db, id, settings: Settings::default() }
+    }
+
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    pub fn settings_mut(&mut self) -> &mut Settings {
+        &mut self.settings
+    }
+
+    pub fn database(&self) -> &Database {
+        &self.db
+    }
+
+    pub fn transaction_status(&self) -> TransactionStatus {
+        TransactionStatus::Idle
+    }
+
+    /// Parses SQL text into statements.
+    pub fn parse(&self, sql: &str) -> Result<Vec<Statement>> {
+        freshet_core::sql::parse(sql)
+    }
+
+    /// Prepares a single statement (the extended protocol's Parse). `declared` holds the
+    /// parameter types the client gave (`None`: let the server infer).
+    pub async fn prepare(&mut self, sql: &str, declared: &[Option<DataType>]) -> Result<Arc<Prepared>> {
+        let mut statements = self.parse(sql)?;
+        match statements.len() {
+            0 => Ok(Arc::new(self.empty(sql))),
+            1 => self.prepare_statement(statements.remove(0), sql, declared).await,
+            _ => Err(Error::syntax("cannot insert multiple commands into a prepared statement")),
+        }
+    }
+
+    fn empty(&self, sql: &str) -> Prepared {
+        Prepared {
+            sql: sql.to_string(),
+            param_types: vec![],
+            columns: None,
+            statement: None,
+            declared: vec![],
+            kind: Kind::Empty,
+            catalog_version: 0,
+        }
+    }
+
+    /// Prepares an already parsed statement.
+    pub async fn prepare_statement(&mut self, statement: Statement, sql: &str, declared: &[Option<DataType>]) -> Result<Arc<Prepared>> {
+        let catalog = self.db.inner.engine.catalog();
+        let mut params: Vec<Option<DataType>> = declared.to_vec();
+        let (kind, columns) = self.plan(&statement, &catalog, &mut params).await?;
+        let param_types = params.iter().map(|t| t.unwrap_or(DataType::Text)).collect();
+        Ok(Arc::new(Prepared {
+            sql: sql.to_string(),
+            param_types,
+            columns: columns.map(Arc::new),
+            statement: Some(statement),
+            declared: declared.to_vec(),
+            kind,
+            catalog_version: catalog.version,
+        }))
+    }
+
+    async fn plan(
+        &self,
+        statement: &Statement,
+        catalog: &freshet_core::catalog::Catalog,
+        params: &mut Vec<Option<DataType>>,
+    ) -> Result<(Kind, Option<Vec<ColumnInfo>>)> {
+        Ok(match statement {
+            Statement::Query(q) => {
+                let (query, columns) = self.plan_query(q, statement, catalog, params).await?;
+                (Kind::Query(query), Some(columns))
+            }
+            Statement::Insert(insert) => {
+                let plan = plan::plan_insert(catalog, insert, params)?;
+                let source = match &plan.source {
+                    InsertSource::Query(q) => {
+                        let stmt = Statement::Query(q.clone());
+                        let (query, columns) = self.plan_query(q, &stmt, catalog, params).await?;
+                        check_insert_source(&plan, &columns)?;
+                        Some((query, columns))
+                    }
+                    InsertSource::Values(_) => None,
+                };
+                (Kind::Insert { plan, source }, None)
+            }
+            Statement::Update(_) | Statement::Delete(_) => {
+                let mut probe = statement.clone();
+                if !rewrite::find_subqueries(&mut probe).is_empty() {
+                    // Parameters inside subqueries are not typed here; they default to text.
+                    (Kind::DmlWithSubqueries, None)
+                } else {
+                    (Kind::Dml(Arc::new(plan_dml(statement, catalog, params)?)), None)
+                }
+            }
+            Statement::CreateTable(ct) => (Kind::Ddl(ddl::plan_create_table(ct)?), None),
+            Statement::CreateIndex(ci) => (Kind::Ddl(ddl::plan_create_index(ci)?), None),
+            Statement::Drop { object_type, if_exists, names, .. } => (Kind::Ddl(ddl::plan_drop(object_type, names, *if_exists)?), None),
+            Statement::AlterTable(at) => (Kind::Ddl(ddl::plan_alter_table(at)?), None),
+            Statement::Truncate(t) => (Kind::Ddl(ddl::plan_truncate(t)?), None),
+            Statement::Copy { source, to, target, options, legacy_options, values } => {
+                if !values.is_empty() {
+                    return Err(Error::unsupported("inline COPY data"));
+                }
+                let format = CopyFormat::from_options(options, legacy_options)?;
+                match (to, target) {
+                    (false, ast::CopyTarget::Stdin) => {
+                        let ast::CopySource::Table { table_name, columns } = source else {
+                            return Err(Error::syntax("COPY FROM needs a table"));
+                        };
+                        let table = catalog.require_table(&user_relation(table_name)?)?.clone();
+                        let columns = copy_columns(&table, columns)?;
+                        (Kind::CopyFrom { table, columns, format }, None)
+                    }
+                    (true, ast::CopyTarget::Stdout) => {
+                        let query = match source {
+                            ast::CopySource::Query(q) => q.clone(),
+                            ast::CopySource::Table { table_name, columns } => Box::new(copy_table_query(table_name, columns)?),
+                        };
+                        let stmt = Statement::Query(query.clone());
+                        let (plan, columns) = self.plan_query(&query, &stmt, catalog, params).await?;
+                        (Kind::CopyTo { query: plan, format }, Some(columns))
+                    }
+                    _ => return Err(Error::unsupported("COPY to or from a file or program (use STDIN/STDOUT, e.g. psql's \\copy)")),
+                }
+            }
+            Statement::Explain { statement: inner, analyze, .. } => {
+                if *analyze {
+                    return Err(Error::unsupported("EXPLAIN ANALYZE"));
+                }
+                let lines = self.explain(inner, catalog, params).await?;
+                (Kind::Explain(lines), Some(vec![ColumnInfo { name: "QUERY PLAN".into(), ty: DataType::Text }]))
+            }
+            Statement::ShowVariable { variable } => {
+                let name = variable.iter().map(fold_ident).collect::<Vec<_>>().join(" ");
+                let columns = if name == "all" {
+                    ["name", "setting", "description"].iter().map(|n| ColumnInfo { name: n.to_string(), ty: DataType::Text }).collect()
+                } else {
+                    self.show(&name)?;
+                    vec![ColumnInfo { name: name.clone(), ty: DataType::Text }]
+                };
+                (Kind::Utility, Some(columns))
+            }
+            Statement::Set(_)
+            | Statement::Reset(_)
+            | Statement::Discard { .. }
+            | Statement::Vacuum(_)
+            | Statement::Analyze(_) => (Kind::Utility, None),
+            Statement::StartTransaction { .. } | Statement::Commit { .. } | Statement::Rollback { .. } | Statement::Savepoint { .. } => {
+                return Err(Error::unsupported("transaction blocks (BEGIN/COMMIT) in this version; every statement commits on its own"))
+            }
+            other => return Err(Error::unsupported(statement_name(other))),
+        })
+    }
+
+    async fn plan_query(
+        &self,
+        query: &ast::Query,
+        statement: &Statement,
+        catalog: &freshet_core::catalog::Catalog,
+        params: &mut Vec<Option<DataType>>,
+    ) -> Result<(QueryPlan, Vec<ColumnInfo>)> {
+        if let Some(short) = plan::plan_select(catalog, query, params)? {
+            let columns = short.columns.iter().map(|c| ColumnInfo { name: c.name.clone(), ty: c.ty }).collect();
+            let plan = QueryPlan { short: Some(Arc::new(OltpPlan::Select(short))), olap: OnceLock::new(), statement: statement.clone() };
+            return Ok((plan, columns));
+        }
+        let olap = self.plan_olap(statement, params).await?;
+        let names = output_names(query, &olap);
+        let columns = olap
+            .schema
+            .fields()
+            .iter()
+            .zip(names)
+            .map(|(f, name)| ColumnInfo { name, ty: sql_type(f) })
+            .collect();
+        let cell = OnceLock::new();
+        let _ = cell.set(olap);
+        Ok((QueryPlan { short: None, olap: cell, statement: statement.clone() }, columns))
+    }
+
+    async fn plan_olap(&self, statement: &Statement, params: &mut Vec<Option<DataType>>) -> Result<OlapPlan> {
+        let mut stmt = statement.clone();
+        rewrite::cast_declared_params(&mut stmt, params);
+        let plan = self.db.inner.olap.plan(stmt).await?;
+        if params.len() < plan.param_types.len() {
+            params.resize(plan.param_types.len(), None);
+        }
+        for (slot, inferred) in params.iter_mut().zip(&plan.param_types) {
+            if slot.is_none() {
+                *slot = inferred.as_ref().map(sql_type_of_arrow);
+            }
+        }
+        Ok(plan)
+    }
+
+    /// The analytical plan of a query, planning it now if the short path had it so far.
+    async fn olap_plan<'a>(&self, query: &'a QueryPlan, param_types: &[DataType]) -> Result<&'a OlapPlan> {
+        if let Some(p) = query.olap.get() {
+            return Ok(p);
+        }
+        let mut params: Vec<Option<DataType>> = param_types.iter().copied().map(Some).collect();
+        let plan = self.plan_olap(&query.statement, &mut params).await?;
+        let _ = query.olap.set(plan);
+        query.olap.get().ok_or_else(|| Error::internal("analytical plan missing"))
+    }
+
+    async fn explain(&self, inner: &Statement, catalog: &freshet_core::catalog::Catalog, params: &mut Vec<Option<DataType>>) -> Result<Vec<String>> {
+        let Statement::Query(q) = inner else { return Err(Error::unsupported("EXPLAIN of anything but a query")) };
+        if self.settings.short_path() {
+            if let Some(short) = plan::plan_select(catalog, q, params)? {
+                let access = match &short.access {
+                    plan::Access::Index { index, .. } => {
+                        let def = &short.table.indexes[*index];
+                        let kind = if def.primary { "Hash Lookup" } else { "Ordered Index Scan" };
+                        format!("{kind} on {} using {} (short path, partition executor)", short.table.name, def.name)
+                    }
+                    plan::Access::Scan => format!("Scan on {}", short.table.name),
+                };
+                return Ok(vec![access]);
+            }
+        }
+        let plan = self.plan_olap(inner, params).await?;
+        let mut lines = vec!["Analytical query on a snapshot (DataFusion):".to_string()];
+        lines.extend(plan.logical.display_indent().to_string().lines().map(|l| format!("  {l}")));
+        Ok(lines)
+    }
+
+    /// Executes a prepared statement with parameter values of its parameter types.
+    pub async fn execute(&mut self, prepared: &Arc<Prepared>, params: Vec<Value>) -> Result<StatementResult> {
+        if params.len() != prepared.param_types.len() {
+            return Err(Error::new(
+                SqlState::ProtocolViolation,
+                format!(
+                    "bind message supplies {} parameters, but prepared statement \"\" requires {}",
+                    params.len(),
+                    prepared.param_types.len()
+                ),
+            ));
+        }
+        let current = self.db.inner.engine.catalog().version;
+        if prepared.catalog_version != current && needs_catalog(&prepared.kind) {
+            let replanned = self.replan(prepared).await?;
+            return Box::pin(self.execute_planned(&replanned, params)).await;
+        }
+        self.execute_planned(prepared, params).await
+    }
+
+    async fn replan(&mut self, prepared: &Arc<Prepared>) -> Result<Arc<Prepared>> {
+        let Some(statement) = prepared.statement.clone() else { return Ok(prepared.clone()) };
+        let fresh = self.prepare_statement(statement, &prepared.sql, &prepared.declared).await?;
+        if fresh.columns != prepared.columns {
+            return Err(Error::new(SqlState::FeatureNotSupported, "cached plan must not change result type"));
+        }
+        Ok(fresh)
+    }
+
+    async fn execute_planned(&mut self, prepared: &Prepared, params: Vec<Value>) -> Result<StatementResult> {
+        let now = now_micros();
+        match &prepared.kind {
+            Kind::Empty => Ok(StatementResult { output: Output::Empty, notices: vec![], parameter_status: vec![] }),
+            Kind::Query(query) => {
+                let columns = prepared.columns.clone().unwrap_or_default();
+                let rows = self.run_query(query, &columns, &prepared.param_types, params, now).await?;
+                Ok(StatementResult::rows(columns, rows))
+            }
+            Kind::Insert { plan, source } => {
+                let n = self.run_insert(plan, source.as_ref(), &prepared.param_types, params, now).await?;
+                Ok(StatementResult::command(format!("INSERT 0 {n}")))
+            }
+            Kind::Dml(plan) => self.run_dml(plan.clone(), params, now).await,
+            Kind::DmlWithSubqueries => {
+                let statement = prepared.statement.clone().ok_or_else(|| Error::internal("statement missing"))?;
+                self.run_dml_with_subqueries(statement, &prepared.param_types, params, now).await
+            }
+            Kind::Ddl(plan) => {
+                let outcome = self.db.inner.engine.execute_ddl(plan.clone()).await?;
+                Ok(StatementResult::command(outcome.tag).with_notices(outcome.notices))
+            }
+            Kind::CopyFrom { table, columns, format } => Ok(StatementResult {
+                output: Output::CopyIn(CopyIn::new(self.db.inner.engine.clone(), table.clone(), columns.clone(), format.clone())),
+                notices: vec![],
+                parameter_status: vec![],
+            }),
+            Kind::CopyTo { query, format } => {
+                let columns = prepared.columns.clone().unwrap_or_default();
+                let rows = self.run_query(query, &columns, &prepared.param_types, params, now).await?;
+                Ok(StatementResult {
+                    output: Output::CopyOut(CopyOut { format: format.clone(), columns, rows }),
+                    notices: vec![],
+                    parameter_status: vec![],
+                })
+            }
+            Kind::Explain(lines) => {
+                let columns = prepared.columns.clone().unwrap_or_default();
+                let rows = lines.iter().map(|l| vec![Value::Text(l.clone())]).collect();
+                Ok(StatementResult::rows(columns, RowStream::from_values(rows)))
+            }
+            Kind::Utility => {
+                let statement = prepared.statement.as_ref().ok_or_else(|| Error::internal("statement missing"))?;
+                self.run_utility(statement, prepared.columns.clone())
+            }
+        }
+    }
+
+    async fn run_query(
+        &self,
+        query: &QueryPlan,
+        columns: &[ColumnInfo],
+        param_types: &[DataType],
+        params: Vec<Value>,
+        now: i64,
+    ) -> Result<RowStream> {
+        let engine = &self.db.inner.engine;
+        if let (Some(short), true) = (&query.short, self.settings.short_path()) {
+            match engine.run(short.clone(), params.clone(), now).await? {
+                OltpResult::Rows(rows) => return Ok(RowStream::from_values(rows)),
+                OltpResult::TooLarge => {}
+                OltpResult::Count(_) => return Err(Error::internal("a SELECT returned a count")),
+            }
+        }
+        let plan = self.olap_plan(query, param_types).await?;
+        let snapshots = engine.snapshot(&plan.tables).await?;
+        let snapshot = QuerySnapshot { tables: snapshots.into_iter().map(|s| (s.def.id, s)).collect(), taken_at: now };
+        let scalars = params.iter().zip(param_types).map(|(v, t)| scalar(v, *t)).collect();
+        let stream = self.db.inner.olap.execute(plan, scalars, snapshot);
+        Ok(RowStream::from_batches(stream, columns))
+    }
+
+    async fn run_insert(
+        &self,
+        plan: &InsertPlan,
+        source: Option<&(QueryPlan, Vec<ColumnInfo>)>,
+        param_types: &[DataType],
+        params: Vec<Value>,
+        now: i64,
+    ) -> Result<u64> {
+        let table = &plan.table;
+        let types: Vec<DataType> = plan.columns.iter().map(|&c| table.columns[c].ty).collect();
+        let supplied: Vec<Vec<Value>> = match (&plan.source, source) {
+            (InsertSource::Values(rows), _) => {
+                let cx = EvalContext { params: &params, now };
+                rows.iter()
+                    .map(|row| {
+                        row.iter()
+                            .zip(&types)
+                            .map(|(e, ty)| e.eval(&NoRow, &cx).and_then(|v| v.assign_to(*ty)))
+                            .collect::<Result<Vec<_>>>()
+                    })
+                    .collect::<Result<_>>()?
+            }
+            (InsertSource::Query(_), Some((query, columns))) => {
+                let stream = self.run_query(query, columns, param_types, params, now).await?;
+                stream
+                    .collect_values(columns)
+                    .await?
+                    .into_iter()
+                    .map(|row| row.into_iter().zip(&types).map(|(v, ty)| v.assign_to(*ty)).collect::<Result<Vec<_>>>())
+                    .collect::<Result<_>>()?
+            }
+            (InsertSource::Query(_), None) => return Err(Error::internal("INSERT … SELECT without a source plan")),
+        };
+        let full_rows = supplied
+            .into_iter()
+            .map(|values| {
+                let mut row = table.columns.iter().map(|c| default_value(c, now)).collect::<Result<Vec<_>>>()?;
+                for (v, &c) in values.into_iter().zip(&plan.columns) {
+                    row[c] = v;
+                }
+                Ok(row)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        if full_rows.is_empty() {
+            return Ok(0);
+        }
+        self.db.inner.engine.insert_rows(table, full_rows).await
+    }
+
+    async fn run_dml(&self, plan: Arc<OltpPlan>, params: Vec<Value>, now: i64) -> Result<StatementResult> {
+        let verb = match plan.as_ref() {
+            OltpPlan::Update(_) => "UPDATE",
+            OltpPlan::Delete(_) => "DELETE",
+            OltpPlan::Select(_) => return Err(Error::internal("a SELECT planned as DML")),
+        };
+        match self.db.inner.engine.run(plan, params, now).await? {
+            OltpResult::Count(n) => Ok(StatementResult::command(format!("{verb} {n}"))),
+            _ => Err(Error::internal("DML returned rows")),
+        }
+    }
+
+    async fn run_dml_with_subqueries(&mut self, mut statement: Statement, param_types: &[DataType], params: Vec<Value>, now: i64) -> Result<StatementResult> {
+        let found = rewrite::find_subqueries(&mut statement);
+        let mut values = Vec::with_capacity(found.len());
+        for f in found {
+            values.push(self.evaluate_subquery(f, param_types, &params, now).await?);
+        }
+        rewrite::replace_subqueries(&mut statement, values);
+        let catalog = self.db.inner.engine.catalog();
+        let mut types: Vec<Option<DataType>> = param_types.iter().copied().map(Some).collect();
+        let plan = plan_dml(&statement, &catalog, &mut types)?;
+        self.run_dml(Arc::new(plan), params, now).await
+    }
+
+    async fn evaluate_subquery(&mut self, found: FoundSubquery, param_types: &[DataType], params: &[Value], now: i64) -> Result<SubqueryValue> {
+        let (query, kind) = match found {
+            FoundSubquery::Scalar(q) => (q, 0),
+            FoundSubquery::In(q) => (q, 1),
+            FoundSubquery::Exists(q) => (q, 2),
+        };
+        let statement = Statement::Query(Box::new(query.clone()));
+        let catalog = self.db.inner.engine.catalog();
+        let mut types: Vec<Option<DataType>> = param_types.iter().copied().map(Some).collect();
+        let (plan, columns) = self.plan_query(&query, &statement, &catalog, &mut types).await?;
+        let param_types: Vec<DataType> = types.iter().map(|t| t.unwrap_or(DataType::Text)).collect();
+        let mut params = params.to_vec();
+        params.resize(param_types.len(), Value::Null);
+        let stream = self.run_query(&plan, &columns, &param_types, params, now).await?;
+        let rows = stream.collect_values(&columns).await?;
+        if kind == 2 {
+            return Ok(SubqueryValue::Exists(!rows.is_empty()));
+        }
+        if columns.len() != 1 {
+            return Err(Error::syntax("subquery must return only one column"));
+        }
+        let ty = columns[0].ty;
+        if kind == 1 {
+            return Ok(SubqueryValue::List(rows.into_iter().filter_map(|mut r| r.pop()).collect(), ty));
+        }
+        match rows.len() {
+            0 => Ok(SubqueryValue::Scalar(Value::Null, ty)),
+            1 => Ok(SubqueryValue::Scalar(rows.into_iter().next().and_then(|mut r| r.pop()).unwrap_or(Value::Null), ty)),
+            _ => Err(Error::new(SqlState::CardinalityViolation, "more than one row returned by a subquery used as an expression")),
+        }
+    }
+
+    fn show(&self, name: &str) -> Result<String> {
+        match name {
+            "transaction isolation level" => Ok(self.settings.get("transaction_isolation").unwrap_or_default()),
+            "time zone" => Ok(self.settings.get("timezone").unwrap_or_default()),
+            _ => self.settings.get(name).ok_or_else(|| {
+                Error::new(SqlState::UndefinedObject, format!("unrecognized configuration parameter \"{name}\""))
+            }),
+        }
+    }
+
+    fn run_utility(&mut self, statement: &Statement, columns: Option<Arc<Vec<ColumnInfo>>>) -> Result<StatementResult> {
+        match statement {
+            Statement::ShowVariable { variable } => {
+                let name = variable.iter().map(fold_ident).collect::<Vec<_>>().join(" ");
+                let rows = if name == "all" {
+                    self.settings.all().into_iter().map(|(n, v, d)| vec![Value::Text(n), Value::Text(v), Value::Text(d)]).collect()
+                } else {
+                    vec![vec![Value::Text(self.show(&name)?)]]
+                };
+                Ok(StatementResult::rows(columns.unwrap_or_default(), RowStream::from_values(rows)))
+            }
+            Statement::Set(set) => self.run_set(set),
+            Statement::Reset(reset) => {
+                let mut result = StatementResult::command("RESET");
+                match &reset.reset {
+                    ast::Reset::ALL => self.settings.reset_all(),
+                    ast::Reset::ConfigurationParameter(name) => {
+                        let n = name.0.iter().filter_map(|p| p.as_ident()).map(fold_ident).collect::<Vec<_>>().join(".");
+                        result.parameter_status.extend(self.settings.reset(&n));
+                    }
+                }
+                Ok(result)
+            }
+            Statement::Discard { .. } => {
+                self.settings.reset_all();
+                Ok(StatementResult::command("DISCARD ALL"))
+            }
+            // Nothing to reclaim or collect: deleted slots are reused as soon as the delete
+            // commits, and the planners keep no statistics yet.
+            Statement::Vacuum(_) => Ok(StatementResult::command("VACUUM")),
+            Statement::Analyze(_) => Ok(StatementResult::command("ANALYZE")),
+            other => Err(Error::unsupported(statement_name(other))),
+        }
+    }
+
+    fn run_set(&mut self, set: &ast::Set) -> Result<StatementResult> {
+        let mut result = StatementResult::command("SET");
+        match set {
+            ast::Set::SingleAssignment { variable, values, .. } => {
+                let name = variable.0.iter().filter_map(|p| p.as_ident()).map(fold_ident).collect::<Vec<_>>().join(".");
+                let value = values.iter().map(set_value).collect::<Vec<_>>().join(", ");
+                if value.eq_ignore_ascii_case("default") {
+                    result.parameter_status.extend(self.settings.reset(&name));
+                } else {
+                    result.parameter_status.extend(self.settings.set(&name, &value)?);
+                }
+            }
+            ast::Set::SetTimeZone { value, .. } => {
+                result.parameter_status.extend(self.settings.set("timezone", &set_value(value))?);
+            }
+            ast::Set::SetNames { charset_name, .. } => {
+                result.parameter_status.extend(self.settings.set("client_encoding", &charset_name.value)?);
+            }
+            ast::Set::SetTransaction { modes, session, .. } => {
+                for m in modes {
+                    if let ast::TransactionMode::IsolationLevel(level) = m {
+                        let name = if *session { "default_transaction_isolation" } else { "transaction_isolation" };
+                        self.settings.set(name, &isolation_name(level))?;
+                        if *session {
+                            self.settings.set("transaction_isolation", &isolation_name(level))?;
+                        }
+                    }
+                }
+                if !session {
+                    result.notices.push("SET TRANSACTION can only be used in transaction blocks".into());
+                }
+            }
+            other => return Err(Error::unsupported(format!("SET form {other}"))),
+        }
+        Ok(result)
+    }
+
+    /// Runs SQL text (one or more statements) and collects each statement's result: the
+    /// embedded API. COPY FROM STDIN is not available here (use [`Session::copy_in`]).
+    pub async fn execute_sql(&mut self, sql: &str) -> Result<Vec<QueryResult>> {
+        let statements = self.parse(sql)?;
+        let mut out = Vec::with_capacity(statements.len());
+        for statement in statements {
+            let text = statement.to_string();
+            let prepared = self.prepare_statement(statement, &text, &[]).await?;
+            out.push(self.collect(&prepared, vec![]).await?);
+        }
+        Ok(out)
+    }
+
+    /// Executes a prepared statement and collects its result.
+    pub async fn collect(&mut self, prepared: &Arc<Prepared>, params: Vec<Value>) -> Result<QueryResult> {
+        let result = self.execute(prepared, params).await?;
+        let notices = result.notices;
+        match result.output {
+            Output::Command { tag } => Ok(QueryResult { tag, columns: vec![], batches: vec![], notices }),
+            Output::Empty => Ok(QueryResult { tag: String::new(), columns: vec![], batches: vec![], notices }),
+            Output::Rows { columns, rows } => {
+                let batches = rows.collect_arrow(&columns).await?;
+                let n: usize = batches.iter().map(|b| b.num_rows()).sum();
+                Ok(QueryResult { tag: format!("SELECT {n}"), columns: columns.to_vec(), batches, notices })
+            }
+            Output::CopyOut(copy) => {
+                let columns = copy.columns.clone();
+                let batches = copy.rows.collect_arrow(&columns).await?;
+                let n: usize = batches.iter().map(|b| b.num_rows()).sum();
+                Ok(QueryResult { tag: format!("COPY {n}"), columns: columns.to_vec(), batches, notices })
+            }
+            Output::CopyIn(copy) => {
+                copy.abort().await;
+                Err(Error::unsupported("COPY FROM STDIN through the embedded API (use Session::copy_in)"))
+            }
+        }
+    }
+
+    /// Runs `COPY … FROM STDIN` with `data` as its input; returns the number of rows copied.
+    pub async fn copy_in(&mut self, sql: &str, data: &[u8]) -> Result<u64> {
+        let prepared = self.prepare(sql, &[]).await?;
+        match self.execute(&prepared, vec![]).await?.output {
+            Output::CopyIn(mut copy) => {
+                if let Err(e) = copy.write(data).await {
+                    copy.abort().await;
+                    return Err(e);
+                }
+                copy.finish().await
+            }
+            _ => Err(Error::syntax("copy_in needs a COPY … FROM STDIN statement")),
+        }
+    }
+
+    /// [`execute_sql`](Self::execute_sql) for callers outside an async runtime.
+    pub fn execute_blocking(&mut self, sql: &str) -> Result<Vec<QueryResult>> {
+        futures::executor::block_on(self.execute_sql(sql))
+    }
+}
+
+fn needs_catalog(kind: &Kind) -> bool {
+    matches!(kind, Kind::Query(_) | Kind::Insert { .. } | Kind::Dml(_) | Kind::CopyFrom { .. } | Kind::CopyTo { .. })
+}
+
+fn plan_dml(statement: &Statement, catalog: &freshet_core::catalog::Catalog, params: &mut Vec<Option<DataType>>) -> Result<OltpPlan> {
+    match statement {
+        Statement::Update(u) => Ok(OltpPlan::Update(plan::plan_update(catalog, u, params)?)),
+        Statement::Delete(d) => Ok(OltpPlan::Delete(plan::plan_delete(catalog, d, params)?)),
+        _ => Err(Error::internal("not an UPDATE or DELETE")),
+    }
+}
+
+fn check_insert_source(plan: &InsertPlan, columns: &[ColumnInfo]) -> Result<()> {
+    if columns.len() > plan.columns.len() {
+        return Err(Error::syntax("INSERT has more expressions than target columns"));
+    }
+    if columns.len() < plan.columns.len() {
+        return Err(Error::syntax("INSERT has more target columns than expressions"));
+    }
+    for (c, &target) in columns.iter().zip(&plan.columns) {
+        let col = &plan.table.columns[target];
+        if !assignable(c.ty.family(), col.ty) {
+            return Err(Error::mismatch(format!(
+                "column \"{}\" is of type {} but expression is of type {}",
+                col.name,
+                col.ty.pg_name(),
+                c.ty.pg_name()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// `COPY t (a, b) TO STDOUT` as the query `SELECT a, b FROM t`.
+fn copy_table_query(table: &ast::ObjectName, columns: &[ast::Ident]) -> Result<ast::Query> {
+    let list = if columns.is_empty() {
+        "*".to_string()
+    } else {
+        columns.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(", ")
+    };
+    let sql = format!("SELECT {list} FROM {table}");
+    match freshet_core::sql::parse(&sql)?.pop() {
+        Some(Statement::Query(q)) => Ok(*q),
+        _ => Err(Error::internal("COPY query did not parse")),
+    }
+}
+
+/// PostgreSQL's names for the result columns of an analytical query.
+fn output_names(query: &ast::Query, plan: &OlapPlan) -> Vec<String> {
+    let df_names: Vec<String> = plan.schema.fields().iter().map(|f| f.name().clone()).collect();
+    let mut body = query.body.as_ref();
+    while let ast::SetExpr::SetOperation { left, .. } = body {
+        body = left.as_ref();
+    }
+    let items = match body {
+        ast::SetExpr::Select(s) => &s.projection,
+        ast::SetExpr::Query(q) => return output_names(q, plan),
+        ast::SetExpr::Values(_) => return (1..=df_names.len()).map(|i| format!("column{i}")).collect(),
+        _ => return df_names,
+    };
+    let item_name = |item: &ast::SelectItem| -> Option<String> {
+        match item {
+            ast::SelectItem::UnnamedExpr(e) => Some(column_name(e)),
+            ast::SelectItem::ExprWithAlias { alias, .. } => Some(fold_ident(alias)),
+            _ => None,
+        }
+    };
+    let wildcards = items.iter().filter(|i| item_name(i).is_none()).count();
+    if wildcards == 0 && items.len() == df_names.len() {
+        return items.iter().filter_map(item_name).collect();
+    }
+    // Names before the first wildcard and after the last one line up with the plan's columns.
+    let mut names = df_names.clone();
+    for (i, item) in items.iter().enumerate() {
+        match item_name(item) {
+            Some(n) if i < names.len() => names[i] = n,
+            _ => break,
+        }
+    }
+    for (k, item) in items.iter().rev().enumerate() {
+        match item_name(item) {
+            Some(n) if k < names.len() => {
+                let at = names.len() - 1 - k;
+                names[at] = n;
+            }
+            _ => break,
+        }
+    }
+    names
+}
+
+fn set_value(e: &ast::Expr) -> String {
+    match e {
+        ast::Expr::Value(v) => match &v.value {
+            ast::Value::SingleQuotedString(s) | ast::Value::DoubleQuotedString(s) => s.clone(),
+            ast::Value::Number(n, _) => n.clone(),
+            ast::Value::Boolean(b) => if *b { "on".into() } else { "off".into() },
+            other => other.to_string(),
+        },
+        ast::Expr::Identifier(i) => i.value.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn isolation_name(level: &ast::TransactionIsolationLevel) -> String {
+    match level {
+        ast::TransactionIsolationLevel::ReadUncommitted => "read uncommitted",
+        ast::TransactionIsolationLevel::ReadCommitted => "read committed",
+        ast::TransactionIsolationLevel::RepeatableRead => "repeatable read",
+        _ => "serializable",
+    }
+    .into()
+}
+
+fn statement_name(s: &Statement) -> String {
+    let text = s.to_string();
+    let words: Vec<&str> = text.split_whitespace().take(2).collect();
+    format!("the statement {}", words.join(" "))
+}

@@ -1,0 +1,188 @@
+//! Session settings: SET, SHOW, RESET.
+//!
+//! Freshet keeps the run-time parameters clients set and read (application_name, DateStyle,
+//! TimeZone, extra_float_digits, search_path, …) and its own, under the `freshet.` prefix.
+//! Parameters PostgreSQL reports with ParameterStatus are reported when they change.
+//! Unknown unqualified names are rejected with 42704, as in PostgreSQL; names with a dot are
+//! custom parameters and are accepted.
+
+use std::collections::BTreeMap;
+
+use freshet_core::{Error, Result, SqlState};
+
+/// A documented setting: its default and whether clients are told when it changes.
+struct Known {
+    name: &'static str,
+    default: &'static str,
+    reported: bool,
+    description: &'static str,
+}
+
+const KNOWN: &[Known] = &[
+    Known { name: "application_name", default: "", reported: true, description: "Name of the client application." },
+    Known { name: "client_encoding", default: "UTF8", reported: true, description: "Client character set; only UTF8." },
+    Known { name: "datestyle", default: "ISO, MDY", reported: true, description: "Date output style; only ISO." },
+    Known { name: "default_transaction_read_only", default: "off", reported: true, description: "Whether new transactions are read-only." },
+    Known { name: "extra_float_digits", default: "1", reported: false, description: "Accepted for compatibility; floats always print in shortest exact form." },
+    Known { name: "in_hot_standby", default: "off", reported: true, description: "Whether this server is a standby." },
+    Known { name: "integer_datetimes", default: "on", reported: true, description: "Timestamps are 64-bit integers." },
+    Known { name: "intervalstyle", default: "postgres", reported: true, description: "Interval output style." },
+    Known { name: "is_superuser", default: "on", reported: true, description: "Whether the session user is a superuser." },
+    Known { name: "search_path", default: "\"$user\", public", reported: false, description: "Schema search order; tables live in public." },
+    Known { name: "server_encoding", default: "UTF8", reported: true, description: "Server character set." },
+    Known { name: "server_version", default: crate::SERVER_VERSION, reported: true, description: "PostgreSQL version this server is compatible with." },
+    Known { name: "server_version_num", default: "150000", reported: false, description: "Numeric form of server_version." },
+    Known { name: "session_authorization", default: "freshet", reported: true, description: "Session user." },
+    Known { name: "standard_conforming_strings", default: "on", reported: true, description: "Backslashes are literal in ordinary strings." },
+    Known { name: "statement_timeout", default: "0", reported: false, description: "Accepted; not enforced yet." },
+    Known { name: "lock_timeout", default: "0", reported: false, description: "Accepted; Freshet does not wait for locks." },
+    Known { name: "idle_in_transaction_session_timeout", default: "0", reported: false, description: "Accepted; not enforced." },
+    Known { name: "timezone", default: "UTC", reported: true, description: "Time zone; timestamps without time zone ignore it." },
+    Known { name: "transaction_isolation", default: "serializable", reported: false, description: "Isolation level of the current transaction." },
+    Known { name: "default_transaction_isolation", default: "serializable", reported: false, description: "Isolation level of new transactions." },
+    Known { name: "max_index_keys", default: "32", reported: false, description: "Maximum columns in an index key." },
+    Known { name: "client_min_messages", default: "notice", reported: false, description: "Lowest message level sent to the client." },
+    Known { name: "synchronous_commit", default: "on", reported: false, description: "Accepted; durability arrives with the redo log." },
+    Known { name: "freshet.short_path", default: "on", reported: false, description: "on: index-driven SELECTs run on the partition executor; off: every SELECT runs on the analytical side (for comparing the two paths)." },
+];
+
+fn known(name: &str) -> Option<&'static Known> {
+    KNOWN.iter().find(|k| k.name == name)
+}
+
+/// The settings of one session.
+#[derive(Clone, Debug, Default)]
+pub struct Settings {
+    values: BTreeMap<String, String>,
+}
+
+impl Settings {
+    pub fn get(&self, name: &str) -> Option<String> {
+        let name = name.to_lowercase();
+        if let Some(v) = self.values.get(&name) {
+            return Some(v.clone());
+        }
+        known(&name).map(|k| k.default.to_string())
+    }
+
+    /// Sets a parameter; returns the ParameterStatus to report, if any.
+    pub fn set(&mut self, name: &str, value: &str) -> Result<Option<(String, String)>> {
+        let name = name.to_lowercase();
+        let value = normalize(&name, value)?;
+        let report = match known(&name) {
+            Some(k) => k.reported.then(|| (display_name(k.name), value.clone())),
+            None if name.contains('.') => None,
+            None => {
+                return Err(Error::new(
+                    SqlState::UndefinedObject,
+                    format!("unrecognized configuration parameter \"{name}\""),
+                ))
+            }
+        };
+        self.values.insert(name, value);
+        Ok(report)
+    }
+
+    pub fn reset(&mut self, name: &str) -> Option<(String, String)> {
+        let name = name.to_lowercase();
+        self.values.remove(&name);
+        known(&name).filter(|k| k.reported).map(|k| (display_name(k.name), k.default.to_string()))
+    }
+
+    pub fn reset_all(&mut self) {
+        self.values.clear();
+    }
+
+    /// Every documented parameter with its current value and description (SHOW ALL).
+    pub fn all(&self) -> Vec<(String, String, String)> {
+        let mut out: Vec<_> = KNOWN
+            .iter()
+            .map(|k| (display_name(k.name), self.get(k.name).unwrap_or_default(), k.description.to_string()))
+            .collect();
+        for (name, value) in &self.values {
+            if known(name).is_none() {
+                out.push((name.clone(), value.clone(), String::new()));
+            }
+        }
+        out
+    }
+
+    /// Parameters reported at connection start.
+    pub fn reported(&self) -> Vec<(String, String)> {
+        KNOWN
+            .iter()
+            .filter(|k| k.reported)
+            .map(|k| (display_name(k.name), self.get(k.name).unwrap_or_default()))
+            .collect()
+    }
+
+    pub fn short_path(&self) -> bool {
+        self.get("freshet.short_path").is_none_or(|v| v != "off")
+    }
+}
+
+/// PostgreSQL's spelling of a parameter name in ParameterStatus and SHOW ALL.
+fn display_name(name: &str) -> String {
+    match name {
+        "datestyle" => "DateStyle".into(),
+        "intervalstyle" => "IntervalStyle".into(),
+        "timezone" => "TimeZone".into(),
+        other => other.into(),
+    }
+}
+
+fn normalize(name: &str, value: &str) -> Result<String> {
+    let invalid = |hint: &str| {
+        Error::new(SqlState::InvalidParameterValue, format!("invalid value for parameter \"{name}\": \"{value}\""))
+            .with_hint(hint.to_string())
+    };
+    Ok(match name {
+        "client_encoding" => {
+            let v = value.to_uppercase().replace(['-', '_'], "");
+            if v != "UTF8" && v != "UNICODE" {
+                return Err(invalid("Freshet speaks UTF8 only."));
+            }
+            "UTF8".into()
+        }
+        "datestyle" => {
+            if !value.to_uppercase().contains("ISO") && !value.to_uppercase().trim().is_empty() {
+                return Err(invalid("Only the ISO date style is supported."));
+            }
+            "ISO, MDY".into()
+        }
+        "freshet.short_path" => match value.to_lowercase().as_str() {
+            "on" | "true" | "1" | "auto" => "on".into(),
+            "off" | "false" | "0" => "off".into(),
+            _ => return Err(invalid("Use on or off.")),
+        },
+        "transaction_isolation" | "default_transaction_isolation" => {
+            let v = value.to_lowercase();
+            if !matches!(v.as_str(), "serializable" | "repeatable read" | "read committed" | "read uncommitted") {
+                return Err(invalid("Use serializable, repeatable read, read committed or read uncommitted."));
+            }
+            v
+        }
+        _ => value.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_show_reset() {
+        let mut s = Settings::default();
+        assert_eq!(s.get("DateStyle").unwrap(), "ISO, MDY");
+        assert_eq!(s.set("application_name", "bench").unwrap(), Some(("application_name".into(), "bench".into())));
+        assert_eq!(s.get("application_name").unwrap(), "bench");
+        assert_eq!(s.set("no_such_thing", "1").unwrap_err().state, SqlState::UndefinedObject);
+        assert!(s.set("myapp.flag", "x").unwrap().is_none());
+        assert!(s.set("client_encoding", "LATIN1").is_err());
+        s.reset("application_name");
+        assert_eq!(s.get("application_name").unwrap(), "");
+        assert!(s.short_path());
+        s.set("freshet.short_path", "off").unwrap();
+        assert!(!s.short_path());
+    }
+}
