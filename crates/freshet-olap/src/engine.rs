@@ -114,6 +114,12 @@ impl OlapEngine {
         Ok(OlapPlan { logical, schema, tables, param_types })
     }
 
+    /// The plan after DataFusion's optimizer, as indented text (for EXPLAIN).
+    pub fn explain(&self, plan: &OlapPlan) -> Result<String> {
+        let optimized = self.state.optimize(&plan.logical).map_err(from_datafusion)?;
+        Ok(optimized.display_indent().to_string())
+    }
+
     /// Runs a plan over `snapshot` with parameter values; results stream back.
     pub fn execute(&self, plan: &OlapPlan, params: Vec<ScalarValue>, snapshot: QuerySnapshot) -> BatchStream {
         let (tx, rx) = mpsc::channel(2);

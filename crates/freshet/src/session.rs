@@ -363,7 +363,8 @@ impl Session {
         }
         let plan = self.plan_olap(inner, params).await?;
         let mut lines = vec!["Analytical query on a snapshot (DataFusion):".to_string()];
-        lines.extend(plan.logical.display_indent().to_string().lines().map(|l| format!("  {l}")));
+        let text = self.db.inner.olap.explain(&plan)?;
+        lines.extend(text.lines().map(|l| format!("  {l}")));
         Ok(lines)
     }
 

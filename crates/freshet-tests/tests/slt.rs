@@ -1,0 +1,127 @@
+//! The SQL logic test corpus (`slt/*.slt`), run in-process through both execution paths.
+//!
+//! Every file runs twice on a fresh database: once with the short-statement path enabled
+//! (index-driven SELECTs on the partition executor) and once with it disabled (every SELECT on
+//! the analytical side). Both runs must produce the file's expected output, which is how the
+//! suite checks that the same SQL gives the same answer on either path. Result values are
+//! printed in PostgreSQL's text format; NULL prints as `NULL` and the empty string as
+//! `(empty)`.
+
+use std::path::{Path, PathBuf};
+
+use freshet::{Config, DataType, Database, Session, Value};
+use sqllogictest::{AsyncDB, DBOutput, DefaultColumnType, Runner};
+
+/// An in-process Freshet session as a sqllogictest database.
+pub struct Embedded {
+    session: Session,
+}
+
+#[derive(Debug)]
+pub struct SltError(freshet::Error);
+
+impl std::fmt::Display for SltError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({})", self.0, self.0.state.code())
+    }
+}
+
+impl std::error::Error for SltError {}
+
+pub fn column_type(ty: DataType) -> DefaultColumnType {
+    match ty {
+        DataType::Int16 | DataType::Int32 | DataType::Int64 => DefaultColumnType::Integer,
+        DataType::Float32 | DataType::Float64 | DataType::Decimal { .. } => DefaultColumnType::FloatingPoint,
+        DataType::Char(_) | DataType::Varchar(_) | DataType::Text => DefaultColumnType::Text,
+        _ => DefaultColumnType::Any,
+    }
+}
+
+pub fn cell(v: &Value, ty: DataType) -> String {
+    match v.to_text(ty) {
+        None => "NULL".into(),
+        Some(s) if s.is_empty() => "(empty)".into(),
+        Some(s) => s,
+    }
+}
+
+/// The row count of a command tag ("INSERT 0 3" → 3).
+pub fn tag_count(tag: &str) -> u64 {
+    tag.rsplit(' ').next().and_then(|n| n.parse().ok()).unwrap_or(0)
+}
+
+#[async_trait::async_trait]
+impl AsyncDB for Embedded {
+    type Error = SltError;
+    type ColumnType = DefaultColumnType;
+
+    async fn run(&mut self, sql: &str) -> Result<DBOutput<DefaultColumnType>, SltError> {
+        let mut results = self.session.execute_sql(sql).await.map_err(SltError)?;
+        let Some(last) = results.pop() else { return Ok(DBOutput::StatementComplete(0)) };
+        if last.columns.is_empty() {
+            return Ok(DBOutput::StatementComplete(tag_count(&last.tag)));
+        }
+        let types = last.columns.iter().map(|c| column_type(c.ty)).collect();
+        let rows = last
+            .rows()
+            .iter()
+            .map(|r| r.iter().zip(&last.columns).map(|(v, c)| cell(v, c.ty)).collect())
+            .collect();
+        Ok(DBOutput::Rows { types, rows })
+    }
+
+    async fn shutdown(&mut self) {}
+
+    fn engine_name(&self) -> &str {
+        "freshet"
+    }
+
+    fn error_sql_state(err: &SltError) -> Option<String> {
+        Some(err.0.state.code().to_string())
+    }
+}
+
+pub fn slt_files() -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("slt");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("slt directory")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "slt"))
+        .collect();
+    files.sort();
+    files
+}
+
+fn run_embedded(short_path: bool) {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let mut failures = Vec::new();
+    for file in slt_files() {
+        let db = Database::open(Config { olap_threads: 2, ..Config::default() }).unwrap();
+        let mut runner = Runner::new(move || {
+            let db = db.clone();
+            async move {
+                let mut session = db.session();
+                if !short_path {
+                    session.settings_mut().set("freshet.short_path", "off").map_err(SltError)?;
+                }
+                Ok::<_, SltError>(Embedded { session })
+            }
+        });
+        runner.add_label("freshet");
+        runner.add_label(if short_path { "short_path" } else { "olap_path" });
+        if let Err(e) = runtime.block_on(runner.run_file_async(&file)) {
+            failures.push(format!("{}: {e}", file.display()));
+        }
+    }
+    assert!(failures.is_empty(), "{} slt file(s) failed:\n{}", failures.len(), failures.join("\n\n"));
+}
+
+#[test]
+fn slt_embedded_short_path() {
+    run_embedded(true);
+}
+
+#[test]
+fn slt_embedded_analytical_path() {
+    run_embedded(false);
+}
