@@ -2,3 +2,4 @@
 
 mod embedded;
 mod slt;
+mod snapshot;
