@@ -26,7 +26,9 @@ use datafusion::sql::parser::Statement as DfStatement;
 use freshet_core::catalog::TableDef;
 use freshet_core::engine::Engine;
 use freshet_core::{Error, Result};
-use futures::{Stream, StreamExt};
+use std::panic::AssertUnwindSafe;
+
+use futures::{FutureExt, Stream, StreamExt};
 use sqlparser::ast;
 use tokio::sync::mpsc;
 
@@ -127,26 +129,36 @@ impl OlapEngine {
         state.config_mut().set_extension(Arc::new(snapshot));
         let logical = plan.logical.clone();
         let task = self.runtime.spawn(async move {
-            let run = async {
-                let logical = if params.is_empty() { logical } else { logical.with_param_values(params)? };
-                let physical = state.create_physical_plan(&logical).await?;
-                execute_stream(physical, state.task_ctx())
-            };
-            let mut stream = match run.await {
-                Ok(s) => s,
-                Err(e) => {
-                    let _ = tx.send(Err(from_datafusion(e))).await;
-                    return;
-                }
-            };
-            while let Some(item) = stream.next().await {
-                let failed = item.is_err();
-                if tx.send(item.map_err(from_datafusion)).await.is_err() || failed {
-                    return;
-                }
+            let errors = tx.clone();
+            // A panic inside DataFusion must reach the client as an error, not as a result
+            // that silently ends early.
+            let outcome = AssertUnwindSafe(stream_batches(state, logical, params, tx)).catch_unwind().await;
+            if outcome.is_err() {
+                let _ = errors.send(Err(Error::internal("the analytical query failed unexpectedly"))).await;
             }
         });
         BatchStream { rx, task }
+    }
+}
+
+async fn stream_batches(state: SessionState, logical: LogicalPlan, params: Vec<ScalarValue>, tx: mpsc::Sender<Result<RecordBatch>>) {
+    let run = async {
+        let logical = if params.is_empty() { logical } else { logical.with_param_values(params)? };
+        let physical = state.create_physical_plan(&logical).await?;
+        execute_stream(physical, state.task_ctx())
+    };
+    let mut stream = match run.await {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = tx.send(Err(from_datafusion(e))).await;
+            return;
+        }
+    };
+    while let Some(item) = stream.next().await {
+        let failed = item.is_err();
+        if tx.send(item.map_err(from_datafusion)).await.is_err() || failed {
+            return;
+        }
     }
 }
 

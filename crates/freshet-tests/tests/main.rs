@@ -2,4 +2,5 @@
 
 mod embedded;
 mod slt;
+mod robustness;
 mod snapshot;
