@@ -168,11 +168,10 @@ fn scanned_tables(plan: &LogicalPlan) -> Result<Vec<Arc<TableDef>>> {
     plan.apply_with_subqueries(|node| {
         if let LogicalPlan::TableScan(scan) = node {
             let provider = source_as_provider(&scan.source)?;
-            if let Some(t) = provider.downcast_ref::<SnapshotTable>() {
-                if !tables.iter().any(|d| d.id == t.def.id) {
+            if let Some(t) = provider.downcast_ref::<SnapshotTable>()
+                && !tables.iter().any(|d| d.id == t.def.id) {
                     tables.push(t.def.clone());
                 }
-            }
         }
         Ok(TreeNodeRecursion::Continue)
     })

@@ -53,9 +53,9 @@ fn block_buffer(block: &Arc<StringBlock>) -> Buffer {
     unsafe { shared_buffer(bytes.as_ptr(), bytes.len(), block.clone()) }
 }
 
-fn typed<T: Copy>(values: &[T], len: usize, owner: &Arc<ColumnSegment>) -> ScalarBuffer<T>
+fn typed<T>(values: &[T], len: usize, owner: &Arc<ColumnSegment>) -> ScalarBuffer<T>
 where
-    T: datafusion::arrow::datatypes::ArrowNativeType,
+    T: Copy + datafusion::arrow::datatypes::ArrowNativeType,
 {
     ScalarBuffer::new(slice_buffer(&values[..len], owner), 0, len)
 }

@@ -52,9 +52,9 @@ fn encode_sql_type(ty: DataType) -> String {
 /// The SQL type of a result field: its recorded SQL type if any, else the nearest type of its
 /// Arrow type. Types without a SQL counterpart are sent as text.
 pub fn sql_type(field: &Field) -> DataType {
-    if let Some(t) = field.metadata().get(SQL_TYPE_KEY) {
-        if let Some((kind, n)) = t.split_once(':') {
-            if let Ok(n) = n.parse() {
+    if let Some(t) = field.metadata().get(SQL_TYPE_KEY)
+        && let Some((kind, n)) = t.split_once(':')
+            && let Ok(n) = n.parse() {
                 match kind {
                     "char" if field.data_type() == &ArrowType::Utf8View || field.data_type() == &ArrowType::Utf8 => {
                         return DataType::Char(n)
@@ -65,8 +65,6 @@ pub fn sql_type(field: &Field) -> DataType {
                     _ => {}
                 }
             }
-        }
-    }
     sql_type_of_arrow(field.data_type())
 }
 

@@ -12,23 +12,21 @@ pub fn cast_declared_params(statement: &mut Statement, declared: &[Option<DataTy
         return;
     }
     let _ = ast::visit_expressions_mut(statement, |e| {
-        if let Expr::Value(v) = e {
-            if let ast::Value::Placeholder(p) = &v.value {
-                let ty = p
-                    .strip_prefix('$')
-                    .and_then(|d| d.parse::<usize>().ok())
-                    .and_then(|n| declared.get(n.wrapping_sub(1)).copied().flatten());
-                if let Some(ty) = ty {
-                    let inner = e.clone();
-                    *e = Expr::Cast {
-                        kind: ast::CastKind::Cast,
-                        expr: Box::new(inner),
-                        data_type: sql_type_ast(ty),
-                        array: false,
-                        format: None,
-                    };
-                }
-            }
+        if let Expr::Value(v) = e
+            && let ast::Value::Placeholder(p) = &v.value
+            && let Some(ty) = p
+                .strip_prefix('$')
+                .and_then(|d| d.parse::<usize>().ok())
+                .and_then(|n| declared.get(n.wrapping_sub(1)).copied().flatten())
+        {
+            let inner = e.clone();
+            *e = Expr::Cast {
+                kind: ast::CastKind::Cast,
+                expr: Box::new(inner),
+                data_type: sql_type_ast(ty),
+                array: false,
+                format: None,
+            };
         }
         ControlFlow::<()>::Continue(())
     });

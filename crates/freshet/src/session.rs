@@ -348,18 +348,18 @@ impl Session {
 
     async fn explain(&self, inner: &Statement, catalog: &freshet_core::catalog::Catalog, params: &mut Vec<Option<DataType>>) -> Result<Vec<String>> {
         let Statement::Query(q) = inner else { return Err(Error::unsupported("EXPLAIN of anything but a query")) };
-        if self.settings.short_path() {
-            if let Some(short) = plan::plan_select(catalog, q, params)? {
-                let access = match &short.access {
-                    plan::Access::Index { index, .. } => {
-                        let def = &short.table.indexes[*index];
-                        let kind = if def.primary { "Hash Lookup" } else { "Ordered Index Scan" };
-                        format!("{kind} on {} using {} (short path, partition executor)", short.table.name, def.name)
-                    }
-                    plan::Access::Scan => format!("Scan on {}", short.table.name),
-                };
-                return Ok(vec![access]);
-            }
+        if self.settings.short_path()
+            && let Some(short) = plan::plan_select(catalog, q, params)?
+        {
+            let access = match &short.access {
+                plan::Access::Index { index, .. } => {
+                    let def = &short.table.indexes[*index];
+                    let kind = if def.primary { "Hash Lookup" } else { "Ordered Index Scan" };
+                    format!("{kind} on {} using {} (short path, partition executor)", short.table.name, def.name)
+                }
+                plan::Access::Scan => format!("Scan on {}", short.table.name),
+            };
+            return Ok(vec![access]);
         }
         let plan = self.plan_olap(inner, params).await?;
         let mut lines = vec!["Analytical query on a snapshot (DataFusion):".to_string()];

@@ -560,13 +560,16 @@ pub fn check_comparable(l: DataType, r: DataType, op: &str) -> Result<()> {
 
 fn check_castable(from: DataType, to: DataType) -> Result<()> {
     use TypeFamily::*;
-    let ok = match (from.family(), to.family()) {
-        (_, String) | (String, _) => true,
-        (Integer | Decimal | Float, Integer | Decimal | Float) => true,
-        (Bool, Bool) | (Bool, Integer) | (Integer, Bool) => true,
-        (Date | Timestamp, Date | Timestamp) => true,
-        _ => false,
-    };
+    let ok = matches!(
+        (from.family(), to.family()),
+        (_, String)
+            | (String, _)
+            | (Integer | Decimal | Float, Integer | Decimal | Float)
+            | (Bool, Bool)
+            | (Bool, Integer)
+            | (Integer, Bool)
+            | (Date | Timestamp, Date | Timestamp)
+    );
     if ok {
         Ok(())
     } else {

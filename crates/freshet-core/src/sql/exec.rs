@@ -114,7 +114,7 @@ fn for_each_candidate(
                 let Some(v) = key_value(e.eval(&super::expr::NoRow, cx)?, ty) else { return Ok(()) };
                 encode_value(&v, &mut prefix);
             }
-            let store = table.index(*index);
+            let store = table.index_store(*index);
             if lower.is_none() && upper.is_none() {
                 if reverse {
                     store.scan_range(Bound::Included(&prefix), Bound::Included(&prefix), true, &mut visit);

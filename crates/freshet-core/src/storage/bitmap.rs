@@ -50,7 +50,7 @@ impl Bitmap {
     }
 
     pub fn push(&mut self, value: bool) {
-        if self.len % 64 == 0 {
+        if self.len.is_multiple_of(64) {
             self.words.push(0);
         }
         self.len += 1;
@@ -61,7 +61,7 @@ impl Bitmap {
     pub fn count_ones(&self) -> usize {
         let full = self.len / 64;
         let mut n: usize = self.words[..full].iter().map(|w| w.count_ones() as usize).sum();
-        if self.len % 64 != 0 {
+        if !self.len.is_multiple_of(64) {
             let mask = (1u64 << (self.len % 64)) - 1;
             n += (self.words[full] & mask).count_ones() as usize;
         }

@@ -231,11 +231,10 @@ impl IndexStore {
             }
             other => other,
         };
-        if let (Bound::Included(l), Bound::Excluded(u)) = (lower, upper) {
-            if l >= u {
+        if let (Bound::Included(l), Bound::Excluded(u)) = (lower, upper)
+            && l >= u {
                 return;
             }
-        }
         let range = o.map.range::<[u8], _>((lower, upper));
         if reverse {
             for (_, r) in range.rev() {

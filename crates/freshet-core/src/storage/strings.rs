@@ -157,11 +157,10 @@ pub struct StringArena {
 
 impl StringArena {
     fn append(&mut self, bytes: &[u8], column: &mut StringColumn) -> (u32, u32) {
-        if let Some((index, block)) = &self.current {
-            if let Some(offset) = block.append(bytes) {
+        if let Some((index, block)) = &self.current
+            && let Some(offset) = block.append(bytes) {
                 return (*index, offset);
             }
-        }
         let last = self.current.as_ref().map_or(0, |(_, b)| b.capacity());
         let capacity = (last * 2).clamp(MIN_BLOCK, MAX_BLOCK).max(bytes.len());
         let block = StringBlock::with_capacity(capacity);

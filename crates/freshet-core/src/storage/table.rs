@@ -96,7 +96,7 @@ impl TableStore {
         self.stats.live_rows
     }
 
-    pub fn index(&self, position: usize) -> &IndexStore {
+    pub fn index_store(&self, position: usize) -> &IndexStore {
         &self.indexes[position]
     }
 
@@ -328,11 +328,10 @@ impl TableStore {
             if old_key == new_key && old_null == new_null {
                 continue;
             }
-            if let Some(other) = self.indexes[position].conflict(&new_key, new_null) {
-                if other != row {
+            if let Some(other) = self.indexes[position].conflict(&new_key, new_null)
+                && other != row {
                     return Err(self.unique_violation(position, &new_value));
                 }
-            }
             moved.push((position, old_key, old_null, new_key, new_null));
         }
         self.write_values(row, changes);
@@ -392,8 +391,8 @@ impl TableStore {
         let mut failure = None;
         self.for_each_live(&mut |row| {
             let values: Vec<Value> = index.columns.iter().map(|&c| self.get(row, c)).collect();
-            if index.primary {
-                if let Some(c) = values.iter().position(Value::is_null) {
+            if index.primary
+                && let Some(c) = values.iter().position(Value::is_null) {
                     failure = Some(Error::new(
                         SqlState::NotNullViolation,
                         format!(
@@ -403,7 +402,6 @@ impl TableStore {
                     ));
                     return false;
                 }
-            }
             let mut key = KeyBuf::new();
             let has_null = encode_key(&values, &mut key);
             if store.insert(&key, has_null, row).is_err() {
@@ -473,7 +471,7 @@ mod tests {
     fn pk(t: &TableStore, id: i32) -> Option<RowId> {
         let mut k = KeyBuf::new();
         encode_key(&[Value::Int32(id)], &mut k);
-        t.index(0).get_unique(&k)
+        t.index_store(0).get_unique(&k)
     }
 
     #[test]
@@ -486,7 +484,7 @@ mod tests {
         let null = t.insert(&[Value::Null, Value::Null, Value::Null]).unwrap_err();
         assert_eq!(null.state, SqlState::NotNullViolation);
         assert_eq!(t.live_rows(), 1);
-        assert_eq!(t.index(1).len(), 1);
+        assert_eq!(t.index_store(1).len(), 1);
     }
 
     #[test]
