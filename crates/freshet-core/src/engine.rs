@@ -18,8 +18,8 @@ use crate::sql::ddl::{resolve_columns, DdlPlan};
 use crate::sql::exec::{self, SelectOutcome};
 use crate::sql::expr::EvalContext;
 use crate::sql::plan::OltpPlan;
-use crate::storage::{RowId, TableSnapshot, TableStats};
-use crate::txn::{UndoEntry, UndoLog};
+use crate::storage::{TableSnapshot, TableStats, Ts, TxnView};
+use crate::txn::{self, Isolation, LocalTxn, ReadPredicate, TxnRegistry};
 use crate::types::Value;
 
 #[derive(Clone, Debug)]
@@ -52,9 +52,25 @@ pub enum OltpResult {
     TooLarge,
 }
 
+/// A statement's transaction: an interactive transaction's id, the snapshot the statement
+/// reads (the transaction's, or for READ COMMITTED the statement's own), and its isolation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TxnCtx {
+    pub id: Ts,
+    pub start: Ts,
+    pub isolation: Isolation,
+}
+
+impl TxnCtx {
+    pub fn view(&self) -> TxnView {
+        TxnView { id: self.id, start: self.start }
+    }
+}
+
 pub struct Engine {
     catalog: CatalogStore,
     executors: Vec<Executor>,
+    registry: Arc<TxnRegistry>,
     config: EngineConfig,
 }
 
@@ -67,7 +83,12 @@ impl std::fmt::Debug for Engine {
 impl Engine {
     pub fn start(config: EngineConfig) -> Result<Arc<Engine>> {
         let executor = Executor::spawn(0).map_err(|e| Error::internal(format!("cannot start executor: {e}")))?;
-        Ok(Arc::new(Engine { catalog: CatalogStore::new(), executors: vec![executor], config }))
+        Ok(Arc::new(Engine {
+            catalog: CatalogStore::new(),
+            executors: vec![executor],
+            registry: Arc::new(TxnRegistry::default()),
+            config,
+        }))
     }
 
     pub fn catalog(&self) -> Arc<Catalog> {
@@ -76,6 +97,10 @@ impl Engine {
 
     pub fn config(&self) -> &EngineConfig {
         &self.config
+    }
+
+    pub fn registry(&self) -> &Arc<TxnRegistry> {
+        &self.registry
     }
 
     pub fn partitions(&self) -> usize {
@@ -100,79 +125,126 @@ impl Engine {
         Ok(out)
     }
 
-    /// Inserts rows that already have the table's column types, atomically.
-    pub async fn insert_rows(&self, table: &Arc<TableDef>, rows: Vec<Vec<Value>>) -> Result<u64> {
+    /// Inserts rows that already have the table's column types: as one autocommit statement,
+    /// or as a statement of `txn`.
+    pub async fn insert_rows(&self, table: &Arc<TableDef>, rows: Vec<Vec<Value>>, txn: Option<TxnCtx>) -> Result<u64> {
         let id = table.id;
+        let registry = self.registry.clone();
         self.executor_for(table)
-            .call(move |p| -> Result<u64> {
-                let mut undo = UndoLog::new();
-                let result = p.table_mut(id).and_then(|t| exec::insert_rows(t, &rows, &mut undo));
-                finish(p, undo, result)
-            })
+            .call(move |p| with_txn(p, txn, &registry, |p, local| exec::insert_rows(p.table_mut(id)?, &rows, local)))
             .await?
     }
 
-    /// Inserts rows atomically and returns their row ids (for a multi-batch load that may
-    /// have to take them back, see [`remove_inserted`](Self::remove_inserted)).
-    pub async fn insert_rows_returning_ids(&self, table: &Arc<TableDef>, rows: Vec<Vec<Value>>) -> Result<Vec<RowId>> {
-        let id = table.id;
-        self.executor_for(table)
-            .call(move |p| -> Result<Vec<RowId>> {
-                let mut undo = UndoLog::new();
-                let mut ids = Vec::with_capacity(rows.len());
-                let result = p.table_mut(id).and_then(|t| {
-                    for row in &rows {
-                        let rid = t.insert(row)?;
-                        undo.push(UndoEntry::Inserted { table: id, row: rid });
-                        ids.push(rid);
-                    }
-                    Ok(())
-                });
-                finish(p, undo, result).map(|()| ids)
-            })
-            .await?
-    }
-
-    /// Removes rows this caller inserted earlier (the undo of a multi-batch load).
-    pub async fn remove_inserted(&self, table: &Arc<TableDef>, rows: Vec<RowId>) -> Result<()> {
-        let id = table.id;
-        self.executor_for(table)
-            .call(move |p| -> Result<()> {
-                let t = p.table_mut(id)?;
-                for row in rows.into_iter().rev() {
-                    t.remove_inserted(row);
-                }
-                Ok(())
-            })
-            .await?
-    }
-
-    /// Runs a short statement with its parameters.
-    pub async fn run(&self, plan: Arc<OltpPlan>, params: Vec<Value>, now: i64) -> Result<OltpResult> {
+    /// Runs a short statement with its parameters, in `txn` or as an autocommit statement.
+    pub async fn run(&self, plan: Arc<OltpPlan>, params: Vec<Value>, now: i64, txn: Option<TxnCtx>) -> Result<OltpResult> {
         let budget = self.config.short_select_budget;
+        let registry = self.registry.clone();
+        let params: Arc<[Value]> = params.into();
         self.executor_for(plan.table())
-            .call(move |p| run_on_partition(p, &plan, &params, now, budget))
+            .call(move |p| with_txn(p, txn, &registry, |p, local| run_on_partition(p, local, &plan, &params, now, budget)))
             .await?
     }
 
-    /// A transaction-consistent snapshot of `tables`: taken by one job, between statements.
-    pub async fn snapshot(&self, tables: &[Arc<TableDef>]) -> Result<Vec<TableSnapshot>> {
-        let ids: Vec<_> = tables.iter().map(|t| t.id).collect();
+    /// A transaction-consistent snapshot of `tables`, taken by one job between statements.
+    /// With a view, the snapshot shows what that transaction sees; without one, everything
+    /// committed. Uncommitted changes of running transactions are reverted in the snapshot.
+    pub async fn snapshot(&self, tables: &[Arc<TableDef>], view: Option<TxnView>) -> Result<Vec<TableSnapshot>> {
         let defs: Vec<_> = tables.to_vec();
+        let view = view.unwrap_or_else(TxnView::committed);
         self.executors[0]
             .call(move |p| -> Result<Vec<TableSnapshot>> {
-                ids.iter()
-                    .zip(&defs)
-                    .map(|(id, def)| {
-                        let store = p.table(*id)?;
+                defs.iter()
+                    .map(|def| {
+                        let store = p.table(def.id)?;
                         if !Arc::ptr_eq(store.def(), def) && store.def().as_ref() != def.as_ref() {
                             return Err(Error::new(SqlState::UndefinedTable, format!("relation \"{}\" changed during the query", def.name)));
                         }
-                        Ok(store.snapshot_table())
+                        Ok(store.snapshot_for(&view))
                     })
                     .collect()
             })
             .await?
+    }
+
+    /// Records that a SERIALIZABLE transaction read whole tables (an analytical query).
+    pub async fn record_table_reads(&self, txn: TxnCtx, tables: &[Arc<TableDef>]) -> Result<()> {
+        if txn.isolation != Isolation::Serializable || tables.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<_> = tables.iter().map(|t| t.id).collect();
+        let registry = self.registry.clone();
+        self.executors[0]
+            .call(move |p| {
+                with_txn(p, Some(txn), &registry, |_, local| {
+                    local.reads.extend(ids.iter().map(|id| ReadPredicate::Table(*id)));
+                    Ok(())
+                })
+            })
+            .await?
+    }
+
+    /// Commits an interactive transaction: validates its reads (SERIALIZABLE), stamps its
+    /// versions with one commit timestamp. On a validation failure it is rolled back (40001).
+    pub async fn commit(&self, txn: TxnCtx) -> Result<()> {
+        let registry = self.registry.clone();
+        self.executors[0]
+            .call(move |p| -> Result<()> {
+                let Some(mut local) = p.txns.local.remove(&txn.id) else { return Ok(()) };
+                if let Err(e) = txn::validate(p, &local) {
+                    txn::rollback_versions(p, &mut local.versions, 0)?;
+                    return Err(e);
+                }
+                if local.versions.is_empty() {
+                    return Ok(());
+                }
+                let ts = registry.next_commit_ts();
+                txn::commit(p, local, ts, &registry)
+            })
+            .await?
+    }
+
+    /// Rolls an interactive transaction back.
+    pub async fn rollback(&self, id: Ts) -> Result<()> {
+        let registry = self.registry.clone();
+        self.executors[0]
+            .call(move |p| -> Result<()> {
+                txn::rollback(p, id)?;
+                txn::collect_garbage(p, registry.oldest_needed())
+            })
+            .await?
+    }
+
+    /// Rolls a transaction back without waiting (for sessions that end abruptly).
+    pub fn rollback_detached(&self, id: Ts) {
+        let registry = self.registry.clone();
+        self.executors[0].submit(Box::new(move |p: &mut Partition| {
+            if let Err(e) = txn::rollback(p, id).and_then(|_| txn::collect_garbage(p, registry.oldest_needed())) {
+                tracing::error!("rollback of an abandoned transaction failed: {e}");
+            }
+        }));
+    }
+
+    /// A savepoint: how many versions the transaction has made so far.
+    pub async fn savepoint(&self, id: Ts) -> Result<usize> {
+        self.executors[0].call(move |p| p.txns.local.get(&id).map_or(0, |t| t.versions.len())).await
+    }
+
+    /// Undoes what the transaction did after a savepoint.
+    pub async fn rollback_to(&self, id: Ts, mark: usize) -> Result<()> {
+        self.executors[0]
+            .call(move |p| -> Result<()> {
+                let Some(mut local) = p.txns.local.remove(&id) else { return Ok(()) };
+                let result = txn::rollback_versions(p, &mut local.versions, mark);
+                p.txns.local.insert(id, local);
+                result
+            })
+            .await?
+    }
+
+    /// Versions held and waiting for collection, summed over partitions (for tests).
+    pub async fn version_counts(&self) -> Result<(usize, usize)> {
+        let counts = self.on_all(|p| (p.tables_version_count(), p.txns.pending_versions())).await?;
+        Ok(counts.into_iter().fold((0, 0), |(a, b), (x, y)| (a + x, b + y)))
     }
 
     pub async fn table_stats(&self, table: &Arc<TableDef>) -> Result<TableStats> {
@@ -334,37 +406,74 @@ impl Engine {
     }
 }
 
-/// Ends a statement's job: commit the undo log on success, roll it back on error.
-fn finish<T>(p: &mut Partition, undo: UndoLog, result: Result<T>) -> Result<T> {
-    match result {
-        Ok(v) => {
-            undo.commit(p)?;
-            Ok(v)
+/// Runs `f` as a statement of `txn` on this partition, or as an autocommit statement: then
+/// it commits at once if it succeeds and rolls back if it fails, all within this one job.
+fn with_txn<R>(
+    p: &mut Partition,
+    txn: Option<TxnCtx>,
+    registry: &TxnRegistry,
+    f: impl FnOnce(&mut Partition, &mut LocalTxn) -> Result<R>,
+) -> Result<R> {
+    match txn {
+        None => {
+            let view = TxnView { id: registry.new_txn_id(), start: registry.now() };
+            let mut local = LocalTxn::new(view, Isolation::RepeatableRead);
+            match f(p, &mut local) {
+                Ok(r) => {
+                    if !local.versions.is_empty() {
+                        let ts = registry.next_commit_ts();
+                        txn::commit(p, local, ts, registry)?;
+                    }
+                    Ok(r)
+                }
+                Err(e) => {
+                    txn::rollback_versions(p, &mut local.versions, 0)?;
+                    Err(e)
+                }
+            }
         }
-        Err(e) => {
-            undo.rollback(p)?;
-            Err(e)
+        Some(ctx) => {
+            let mut local = p.txns.local.remove(&ctx.id).unwrap_or_else(|| LocalTxn::new(ctx.view(), ctx.isolation));
+            local.view.start = ctx.start;
+            let result = f(p, &mut local);
+            p.txns.local.insert(ctx.id, local);
+            result
         }
     }
 }
 
-fn run_on_partition(p: &mut Partition, plan: &OltpPlan, params: &[Value], now: i64, budget: usize) -> Result<OltpResult> {
+fn run_on_partition(
+    p: &mut Partition,
+    local: &mut LocalTxn,
+    plan: &Arc<OltpPlan>,
+    params: &Arc<[Value]>,
+    now: i64,
+    budget: usize,
+) -> Result<OltpResult> {
     let cx = EvalContext { params, now };
     let id = plan.table().id;
-    match plan {
-        OltpPlan::Select(s) => Ok(match exec::run_select(p.table(id)?, s, &cx, budget)? {
-            SelectOutcome::Rows(rows) => OltpResult::Rows(rows),
-            SelectOutcome::TooLarge => OltpResult::TooLarge,
-        }),
-        OltpPlan::Update(u) => {
-            let mut undo = UndoLog::new();
-            let result = p.table_mut(id).and_then(|t| exec::run_update(t, u, &cx, &mut undo));
-            finish(p, undo, result).map(OltpResult::Count)
-        }
-        OltpPlan::Delete(d) => {
-            let mut undo = UndoLog::new();
-            let result = p.table_mut(id).and_then(|t| exec::run_delete(t, d, &cx, &mut undo));
-            finish(p, undo, result).map(OltpResult::Count)
-        }
+    if local.records_reads() {
+        local.reads.push(ReadPredicate::Filter { table: id, plan: plan.clone(), params: params.clone() });
+    }
+    match plan.as_ref() {
+        OltpPlan::Select(s) => match exec::run_select(p.table(id)?, s, &local.view, &cx, budget)? {
+            SelectOutcome::Rows(rows, ids) => {
+                if s.lock {
+                    let table = p.table_mut(id)?;
+                    for row in ids {
+                        if let Some(v) = table.lock(row, &local.view)? {
+                            local.versions.push((id, v));
+                        }
+                    }
+                }
+                Ok(OltpResult::Rows(rows))
+            }
+            SelectOutcome::TooLarge if s.lock => {
+                Err(Error::unsupported(format!("FOR UPDATE over more than {budget} rows")))
+            }
+            SelectOutcome::TooLarge => Ok(OltpResult::TooLarge),
+        },
+        OltpPlan::Update(u) => exec::run_update(p.table_mut(id)?, u, &cx, local).map(OltpResult::Count),
+        OltpPlan::Delete(d) => exec::run_delete(p.table_mut(id)?, d, &cx, local).map(OltpResult::Count),
     }
 }

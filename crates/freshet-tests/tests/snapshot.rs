@@ -85,7 +85,7 @@ fn copy_on_write_copies_each_shared_segment_once() {
     let table = engine.catalog().table("acc").unwrap().clone();
     let mut s = db.session();
     let copies = || futures::executor::block_on(engine.table_stats(&table)).unwrap().segments_copied;
-    let snapshot = futures::executor::block_on(engine.snapshot(std::slice::from_ref(&table))).unwrap();
+    let snapshot = futures::executor::block_on(engine.snapshot(std::slice::from_ref(&table), None)).unwrap();
     let before = copies();
     // Ten updates of the balance column in chunk 0 (ids 0..20), then one in the last chunk.
     for id in 0..10 {

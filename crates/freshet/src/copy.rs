@@ -1,15 +1,15 @@
 //! COPY … FROM STDIN and COPY … TO STDOUT in PostgreSQL's text and CSV formats.
 //!
-//! Input is parsed as it arrives and inserted in batches of [`COPY_BATCH_ROWS`] rows, each
-//! one atomic job on the executor. If a later batch fails, the rows of the earlier batches
-//! are removed again, so a failed COPY leaves nothing behind. Until interactive transactions
-//! exist, a concurrent query may see the rows of a COPY that is still running.
+//! Input is parsed as it arrives and inserted in batches of [`COPY_BATCH_ROWS`] rows, each one
+//! job on the executor, all as statements of one transaction: the session's transaction block
+//! if there is one, otherwise a transaction of the COPY's own that commits when the data ends.
+//! Nobody sees the rows before that commit, and a failed COPY leaves nothing behind.
 
 use std::sync::Arc;
 
 use freshet_core::catalog::TableDef;
-use freshet_core::engine::Engine;
-use freshet_core::storage::RowId;
+use freshet_core::engine::{Engine, TxnCtx};
+use freshet_core::txn::Isolation;
 use freshet_core::types::Value;
 use freshet_core::{Error, Result, SqlState};
 use sqlparser::ast;
@@ -95,16 +95,39 @@ pub struct CopyIn {
     format: CopyFormat,
     pending: Vec<u8>,
     rows: Vec<Vec<Value>>,
-    inserted: Vec<RowId>,
+    inserted: u64,
     line: u64,
     header_pending: bool,
     ended: bool,
+    txn: TxnCtx,
+    /// Whether the COPY runs in a transaction of its own (outside a transaction block).
+    own_txn: bool,
 }
 
 impl CopyIn {
-    pub(crate) fn new(engine: Arc<Engine>, table: Arc<TableDef>, columns: Vec<usize>, format: CopyFormat) -> Self {
+    /// A COPY into `table`, as part of the transaction block `txn`, or in a transaction of
+    /// its own.
+    pub(crate) fn new(engine: Arc<Engine>, table: Arc<TableDef>, columns: Vec<usize>, format: CopyFormat, txn: Option<TxnCtx>) -> Self {
         let header_pending = format.header;
-        CopyIn { engine, table, columns, format, pending: Vec::new(), rows: Vec::new(), inserted: Vec::new(), line: 0, header_pending, ended: false }
+        let own_txn = txn.is_none();
+        let txn = txn.unwrap_or_else(|| {
+            let registry = engine.registry();
+            TxnCtx { id: registry.new_txn_id(), start: registry.begin_snapshot(), isolation: Isolation::RepeatableRead }
+        });
+        CopyIn {
+            engine,
+            table,
+            columns,
+            format,
+            pending: Vec::new(),
+            rows: Vec::new(),
+            inserted: 0,
+            line: 0,
+            header_pending,
+            ended: false,
+            txn,
+            own_txn,
+        }
     }
 
     pub fn column_count(&self) -> usize {
@@ -201,13 +224,12 @@ impl CopyIn {
             return Ok(());
         }
         let rows = std::mem::take(&mut self.rows);
-        let ids = self.engine.insert_rows_returning_ids(&self.table, rows).await?;
-        self.inserted.extend(ids);
+        self.inserted += self.engine.insert_rows(&self.table, rows, Some(self.txn)).await?;
         Ok(())
     }
 
     /// Ends the COPY: inserts what is left and returns the number of rows copied. On error,
-    /// everything this COPY inserted is removed.
+    /// a COPY in its own transaction rolls back; in a transaction block the block fails.
     pub async fn finish(mut self) -> Result<u64> {
         let result = async {
             if !self.pending.is_empty() {
@@ -216,23 +238,44 @@ impl CopyIn {
                     self.record(&rest)?;
                 }
             }
-            self.flush().await
+            self.flush().await?;
+            if self.own_txn {
+                self.engine.commit(self.txn).await?;
+                self.end_own();
+            }
+            Ok(self.inserted)
         }
         .await;
-        match result {
-            Ok(()) => Ok(self.inserted.len() as u64),
-            Err(e) => {
-                self.abort().await;
-                Err(e)
-            }
+        if result.is_err() {
+            self.abort().await;
+        }
+        result
+    }
+
+    /// Abandons the COPY (client sent CopyFail, or an error). A COPY in its own transaction
+    /// rolls it back; in a transaction block, the block is left to the session.
+    pub async fn abort(mut self) {
+        if self.own_txn {
+            let _ = self.engine.rollback(self.txn.id).await;
+            self.end_own();
         }
     }
 
-    /// Abandons the COPY (client sent CopyFail, or an error): removes what it inserted.
-    pub async fn abort(mut self) {
-        let ids = std::mem::take(&mut self.inserted);
-        if !ids.is_empty() {
-            let _ = self.engine.remove_inserted(&self.table, ids).await;
+    fn end_own(&mut self) {
+        if self.own_txn {
+            self.engine.registry().end_snapshot(self.txn.start);
+            self.own_txn = false;
+        }
+    }
+}
+
+impl Drop for CopyIn {
+    /// A COPY abandoned without `finish` or `abort` (its connection went away) must not leave
+    /// its transaction behind.
+    fn drop(&mut self) {
+        if self.own_txn {
+            self.engine.rollback_detached(self.txn.id);
+            self.end_own();
         }
     }
 }

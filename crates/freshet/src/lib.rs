@@ -22,6 +22,7 @@ mod result;
 mod rewrite;
 mod session;
 mod settings;
+mod transaction;
 
 pub use copy::{CopyFormat, CopyIn, CopyOut};
 pub use database::{Config, Database};

@@ -15,7 +15,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use freshet_core::catalog::{ColumnDef, ColumnDefault};
-use freshet_core::engine::OltpResult;
+use freshet_core::engine::{OltpResult, TxnCtx};
+use freshet_core::txn::Isolation;
 use freshet_core::sql::ddl::{self, DdlPlan};
 use freshet_core::sql::expr::{EvalContext, NoRow};
 use freshet_core::sql::names::{column_name, fold_ident, user_relation};
@@ -33,6 +34,7 @@ use crate::database::Database;
 use crate::result::{ColumnInfo, Output, RowStream, StatementResult};
 use crate::rewrite::{self, FoundSubquery, SubqueryValue};
 use crate::settings::Settings;
+use crate::transaction::{self as txn_block, SessionTxn};
 
 /// Microseconds since 1970-01-01 now.
 pub fn now_micros() -> i64 {
@@ -76,6 +78,18 @@ enum Kind {
     CopyTo { query: QueryPlan, format: CopyFormat },
     Explain(Vec<String>),
     Utility,
+    Transaction(TxnStatement),
+}
+
+/// A statement that starts or ends a transaction block or works with savepoints.
+#[derive(Clone, Debug)]
+enum TxnStatement {
+    Begin { isolation: Option<Isolation>, read_only: Option<bool> },
+    Commit,
+    Rollback,
+    Savepoint(String),
+    RollbackTo(String),
+    Release(String),
 }
 
 /// A prepared statement: planned once, executed many times.
@@ -129,11 +143,24 @@ pub struct Session {
     db: Database,
     id: u32,
     settings: Settings,
+    /// The open transaction block, if any.
+    txn: Option<SessionTxn>,
+}
+
+impl Drop for Session {
+    /// A session that ends inside a transaction block rolls it back.
+    fn drop(&mut self) {
+        if let Some(mut txn) = self.txn.take() {
+            let engine = &self.db.inner.engine;
+            engine.rollback_detached(txn.id);
+            txn.release(engine);
+        }
+    }
 }
 
 impl Session {
     pub(crate) fn new(db: Database, id: u32) -> Self {
-        Session { db, id, settings: Settings::default() }
+        Session { db, id, settings: Settings::default(), txn: None }
     }
 
     pub fn id(&self) -> u32 {
@@ -153,7 +180,25 @@ impl Session {
     }
 
     pub fn transaction_status(&self) -> TransactionStatus {
-        TransactionStatus::Idle
+        match &self.txn {
+            None => TransactionStatus::Idle,
+            Some(t) if t.failed => TransactionStatus::Failed,
+            Some(_) => TransactionStatus::InBlock,
+        }
+    }
+
+    /// Marks the open transaction block failed (25P02 until ROLLBACK). `execute` does this
+    /// for errors it returns; a caller that streams rows calls it when the stream fails.
+    pub fn statement_failed(&mut self) {
+        if let Some(t) = &mut self.txn {
+            t.failed = true;
+        }
+    }
+
+    /// The transaction context of the next statement (`None` outside a block).
+    fn statement_txn(&mut self) -> Option<TxnCtx> {
+        let engine = &self.db.inner.engine;
+        self.txn.as_mut().map(|t| t.statement_ctx(engine))
     }
 
     /// Parses SQL text into statements.
@@ -287,9 +332,17 @@ impl Session {
             | Statement::Discard { .. }
             | Statement::Vacuum(_)
             | Statement::Analyze(_) => (Kind::Utility, None),
-            Statement::StartTransaction { .. } | Statement::Commit { .. } | Statement::Rollback { .. } | Statement::Savepoint { .. } => {
-                return Err(Error::unsupported("transaction blocks (BEGIN/COMMIT) in this version; every statement commits on its own"))
+            Statement::StartTransaction { modes, .. } => {
+                let (isolation, read_only) = txn_block::modes(modes);
+                (Kind::Transaction(TxnStatement::Begin { isolation, read_only }), None)
             }
+            Statement::Commit { chain: false, .. } => (Kind::Transaction(TxnStatement::Commit), None),
+            Statement::Rollback { chain: false, savepoint: None } => (Kind::Transaction(TxnStatement::Rollback), None),
+            Statement::Rollback { chain: false, savepoint: Some(name) } => {
+                (Kind::Transaction(TxnStatement::RollbackTo(fold_ident(name))), None)
+            }
+            Statement::Savepoint { name } => (Kind::Transaction(TxnStatement::Savepoint(fold_ident(name))), None),
+            Statement::ReleaseSavepoint { name } => (Kind::Transaction(TxnStatement::Release(fold_ident(name))), None),
             other => return Err(Error::unsupported(statement_name(other))),
         })
     }
@@ -380,12 +433,22 @@ impl Session {
                 ),
             ));
         }
-        let current = self.db.inner.engine.catalog().version;
-        if prepared.catalog_version != current && needs_catalog(&prepared.kind) {
-            let replanned = self.replan(prepared).await?;
-            return Box::pin(self.execute_planned(&replanned, params)).await;
+        if self.txn.as_ref().is_some_and(|t| t.failed) && !matches!(prepared.kind, Kind::Transaction(_)) {
+            return Err(txn_block::aborted_error());
         }
-        self.execute_planned(prepared, params).await
+        let current = self.db.inner.engine.catalog().version;
+        let result = if prepared.catalog_version != current && needs_catalog(&prepared.kind) {
+            match self.replan(prepared).await {
+                Ok(replanned) => Box::pin(self.execute_planned(&replanned, params)).await,
+                Err(e) => Err(e),
+            }
+        } else {
+            self.execute_planned(prepared, params).await
+        };
+        if result.is_err() && !matches!(prepared.kind, Kind::Transaction(_)) {
+            self.statement_failed();
+        }
+        result
     }
 
     async fn replan(&mut self, prepared: &Arc<Prepared>) -> Result<Arc<Prepared>> {
@@ -399,34 +462,56 @@ impl Session {
 
     async fn execute_planned(&mut self, prepared: &Prepared, params: Vec<Value>) -> Result<StatementResult> {
         let now = now_micros();
+        if self.txn.as_ref().is_some_and(|t| t.read_only) {
+            if let Some(what) = writes(&prepared.kind) {
+                return Err(txn_block::read_only_error(what));
+            }
+        }
         match &prepared.kind {
             Kind::Empty => Ok(StatementResult { output: Output::Empty, notices: vec![], parameter_status: vec![] }),
             Kind::Query(query) => {
                 let columns = prepared.columns.clone().unwrap_or_default();
-                let rows = self.run_query(query, &columns, &prepared.param_types, params, now).await?;
+                let txn = self.statement_txn();
+                let rows = self.run_query(query, &columns, &prepared.param_types, params, now, txn).await?;
                 Ok(StatementResult::rows(columns, rows))
             }
             Kind::Insert { plan, source } => {
-                let n = self.run_insert(plan, source.as_ref(), &prepared.param_types, params, now).await?;
+                let txn = self.statement_txn();
+                let n = self.run_insert(plan, source.as_ref(), &prepared.param_types, params, now, txn).await?;
                 Ok(StatementResult::command(format!("INSERT 0 {n}")))
             }
-            Kind::Dml(plan) => self.run_dml(plan.clone(), params, now).await,
+            Kind::Dml(plan) => {
+                let txn = self.statement_txn();
+                self.run_dml(plan.clone(), params, now, txn).await
+            }
             Kind::DmlWithSubqueries => {
                 let statement = prepared.statement.clone().ok_or_else(|| Error::internal("statement missing"))?;
                 self.run_dml_with_subqueries(statement, &prepared.param_types, params, now).await
             }
+            Kind::Ddl(DdlPlan::Truncate { tables }) => self.truncate(tables, now).await,
             Kind::Ddl(plan) => {
+                if self.txn.is_some() {
+                    return Err(Error::unsupported(format!(
+                        "{} inside a transaction block (schema changes commit on their own; run it outside BEGIN … COMMIT)",
+                        statement_name(prepared.statement.as_ref().ok_or_else(|| Error::internal("statement missing"))?)
+                    )));
+                }
                 let outcome = self.db.inner.engine.execute_ddl(plan.clone()).await?;
                 Ok(StatementResult::command(outcome.tag).with_notices(outcome.notices))
             }
-            Kind::CopyFrom { table, columns, format } => Ok(StatementResult {
-                output: Output::CopyIn(CopyIn::new(self.db.inner.engine.clone(), table.clone(), columns.clone(), format.clone())),
-                notices: vec![],
-                parameter_status: vec![],
-            }),
+            Kind::CopyFrom { table, columns, format } => {
+                let txn = self.statement_txn();
+                Ok(StatementResult {
+                    output: Output::CopyIn(CopyIn::new(self.db.inner.engine.clone(), table.clone(), columns.clone(), format.clone(), txn)),
+                    notices: vec![],
+                    parameter_status: vec![],
+                })
+            }
+            Kind::Transaction(t) => self.run_transaction_statement(t.clone()).await,
             Kind::CopyTo { query, format } => {
                 let columns = prepared.columns.clone().unwrap_or_default();
-                let rows = self.run_query(query, &columns, &prepared.param_types, params, now).await?;
+                let txn = self.statement_txn();
+                let rows = self.run_query(query, &columns, &prepared.param_types, params, now, txn).await?;
                 Ok(StatementResult {
                     output: Output::CopyOut(CopyOut { format: format.clone(), columns, rows }),
                     notices: vec![],
@@ -452,17 +537,22 @@ impl Session {
         param_types: &[DataType],
         params: Vec<Value>,
         now: i64,
+        txn: Option<TxnCtx>,
     ) -> Result<RowStream> {
         let engine = &self.db.inner.engine;
-        if let (Some(short), true) = (&query.short, self.settings.short_path()) {
-            match engine.run(short.clone(), params.clone(), now).await? {
+        let locks = query.short.as_ref().is_some_and(|s| matches!(s.as_ref(), OltpPlan::Select(p) if p.lock));
+        if let (Some(short), true) = (&query.short, self.settings.short_path() || locks) {
+            match engine.run(short.clone(), params.clone(), now, txn).await? {
                 OltpResult::Rows(rows) => return Ok(RowStream::from_values(rows)),
                 OltpResult::TooLarge => {}
                 OltpResult::Count(_) => return Err(Error::internal("a SELECT returned a count")),
             }
         }
         let plan = self.olap_plan(query, param_types).await?;
-        let snapshots = engine.snapshot(&plan.tables).await?;
+        if let Some(ctx) = txn {
+            engine.record_table_reads(ctx, &plan.tables).await?;
+        }
+        let snapshots = engine.snapshot(&plan.tables, txn.map(|c| c.view())).await?;
         let snapshot = QuerySnapshot { tables: snapshots.into_iter().map(|s| (s.def.id, s)).collect(), taken_at: now };
         let scalars = params.iter().zip(param_types).map(|(v, t)| scalar(v, *t)).collect();
         let stream = self.db.inner.olap.execute(plan, scalars, snapshot);
@@ -476,6 +566,7 @@ impl Session {
         param_types: &[DataType],
         params: Vec<Value>,
         now: i64,
+        txn: Option<TxnCtx>,
     ) -> Result<u64> {
         let table = &plan.table;
         let types: Vec<DataType> = plan.columns.iter().map(|&c| table.columns[c].ty).collect();
@@ -492,7 +583,7 @@ impl Session {
                     .collect::<Result<_>>()?
             }
             (InsertSource::Query(_), Some((query, columns))) => {
-                let stream = self.run_query(query, columns, param_types, params, now).await?;
+                let stream = self.run_query(query, columns, param_types, params, now, txn).await?;
                 stream
                     .collect_values(columns)
                     .await?
@@ -515,16 +606,16 @@ impl Session {
         if full_rows.is_empty() {
             return Ok(0);
         }
-        self.db.inner.engine.insert_rows(table, full_rows).await
+        self.db.inner.engine.insert_rows(table, full_rows, txn).await
     }
 
-    async fn run_dml(&self, plan: Arc<OltpPlan>, params: Vec<Value>, now: i64) -> Result<StatementResult> {
+    async fn run_dml(&self, plan: Arc<OltpPlan>, params: Vec<Value>, now: i64, txn: Option<TxnCtx>) -> Result<StatementResult> {
         let verb = match plan.as_ref() {
             OltpPlan::Update(_) => "UPDATE",
             OltpPlan::Delete(_) => "DELETE",
             OltpPlan::Select(_) => return Err(Error::internal("a SELECT planned as DML")),
         };
-        match self.db.inner.engine.run(plan, params, now).await? {
+        match self.db.inner.engine.run(plan, params, now, txn).await? {
             OltpResult::Count(n) => Ok(StatementResult::command(format!("{verb} {n}"))),
             _ => Err(Error::internal("DML returned rows")),
         }
@@ -540,7 +631,8 @@ impl Session {
         let catalog = self.db.inner.engine.catalog();
         let mut types: Vec<Option<DataType>> = param_types.iter().copied().map(Some).collect();
         let plan = plan_dml(&statement, &catalog, &mut types)?;
-        self.run_dml(Arc::new(plan), params, now).await
+        let txn = self.statement_txn();
+        self.run_dml(Arc::new(plan), params, now, txn).await
     }
 
     async fn evaluate_subquery(&mut self, found: FoundSubquery, param_types: &[DataType], params: &[Value], now: i64) -> Result<SubqueryValue> {
@@ -556,7 +648,8 @@ impl Session {
         let param_types: Vec<DataType> = types.iter().map(|t| t.unwrap_or(DataType::Text)).collect();
         let mut params = params.to_vec();
         params.resize(param_types.len(), Value::Null);
-        let stream = self.run_query(&plan, &columns, &param_types, params, now).await?;
+        let txn = self.statement_txn();
+        let stream = self.run_query(&plan, &columns, &param_types, params, now, txn).await?;
         let rows = stream.collect_values(&columns).await?;
         if kind == 2 {
             return Ok(SubqueryValue::Exists(!rows.is_empty()));
@@ -577,7 +670,14 @@ impl Session {
 
     fn show(&self, name: &str) -> Result<String> {
         match name {
-            "transaction isolation level" => Ok(self.settings.get("transaction_isolation").unwrap_or_default()),
+            "transaction_isolation" | "transaction isolation level" => Ok(match &self.txn {
+                Some(t) => t.isolation.name().to_string(),
+                None => self.settings.get("default_transaction_isolation").unwrap_or_default(),
+            }),
+            "transaction_read_only" => Ok(match &self.txn {
+                Some(t) => if t.read_only { "on" } else { "off" }.to_string(),
+                None => self.settings.get("default_transaction_read_only").unwrap_or_default(),
+            }),
             "time zone" => Ok(self.settings.get("timezone").unwrap_or_default()),
             _ => self.settings.get(name).ok_or_else(|| {
                 Error::new(SqlState::UndefinedObject, format!("unrecognized configuration parameter \"{name}\""))
@@ -638,23 +738,111 @@ impl Session {
             ast::Set::SetNames { charset_name, .. } => {
                 result.parameter_status.extend(self.settings.set("client_encoding", &charset_name.value)?);
             }
-            ast::Set::SetTransaction { modes, session, .. } => {
-                for m in modes {
-                    if let ast::TransactionMode::IsolationLevel(level) = m {
-                        let name = if *session { "default_transaction_isolation" } else { "transaction_isolation" };
-                        self.settings.set(name, &isolation_name(level))?;
-                        if *session {
-                            self.settings.set("transaction_isolation", &isolation_name(level))?;
-                        }
-                    }
+            ast::Set::SetTransaction { modes, session: true, .. } => {
+                let (isolation, read_only) = txn_block::modes(modes);
+                if let Some(i) = isolation {
+                    self.settings.set("default_transaction_isolation", i.name())?;
                 }
-                if !session {
-                    result.notices.push("SET TRANSACTION can only be used in transaction blocks".into());
+                if let Some(r) = read_only {
+                    result.parameter_status.extend(self.settings.set("default_transaction_read_only", if r { "on" } else { "off" })?);
+                }
+            }
+            ast::Set::SetTransaction { modes, session: false, .. } => {
+                let (isolation, read_only) = txn_block::modes(modes);
+                match &mut self.txn {
+                    None => result.notices.push("SET TRANSACTION can only be used in transaction blocks".into()),
+                    Some(t) if t.started && isolation.is_some_and(|i| i != t.isolation) => {
+                        return Err(Error::new(
+                            SqlState::ActiveSqlTransaction,
+                            "SET TRANSACTION ISOLATION LEVEL must be called before any query",
+                        ))
+                    }
+                    Some(t) => {
+                        t.isolation = isolation.unwrap_or(t.isolation);
+                        t.read_only = read_only.unwrap_or(t.read_only);
+                    }
                 }
             }
             other => return Err(Error::unsupported(format!("SET form {other}"))),
         }
         Ok(result)
+    }
+
+    async fn run_transaction_statement(&mut self, statement: TxnStatement) -> Result<StatementResult> {
+        let engine = self.db.inner.engine.clone();
+        match statement {
+            TxnStatement::Begin { isolation, read_only } => {
+                if self.txn.is_some() {
+                    return Ok(StatementResult::command("BEGIN").with_notices(vec!["there is already a transaction in progress".into()]));
+                }
+                let isolation = isolation
+                    .or_else(|| self.settings.get("default_transaction_isolation").and_then(|v| Isolation::parse(&v)))
+                    .unwrap_or(Isolation::Serializable);
+                let read_only = read_only.unwrap_or_else(|| self.settings.get("default_transaction_read_only").is_some_and(|v| v == "on"));
+                self.txn = Some(SessionTxn::new(&engine, isolation, read_only));
+                Ok(StatementResult::command("BEGIN"))
+            }
+            TxnStatement::Commit => match self.txn.take() {
+                None => Ok(StatementResult::command("COMMIT").with_notices(vec!["there is no transaction in progress".into()])),
+                Some(t) => txn_block::commit(&engine, t).await,
+            },
+            TxnStatement::Rollback => match self.txn.take() {
+                None => Ok(StatementResult::command("ROLLBACK").with_notices(vec!["there is no transaction in progress".into()])),
+                Some(t) => txn_block::rollback(&engine, t).await,
+            },
+            TxnStatement::Savepoint(name) => {
+                let Some(t) = &mut self.txn else {
+                    return Err(Error::new(SqlState::NoActiveSqlTransaction, "SAVEPOINT can only be used in transaction blocks"));
+                };
+                t.started = true;
+                let mark = engine.savepoint(t.id).await?;
+                t.savepoints.push((name, mark));
+                Ok(StatementResult::command("SAVEPOINT"))
+            }
+            TxnStatement::RollbackTo(name) => {
+                let Some(t) = &mut self.txn else {
+                    return Err(Error::new(SqlState::NoActiveSqlTransaction, "ROLLBACK TO SAVEPOINT can only be used in transaction blocks"));
+                };
+                let Some(pos) = t.savepoints.iter().rposition(|(n, _)| *n == name) else {
+                    t.failed = true;
+                    return Err(txn_block::no_savepoint(&name));
+                };
+                let mark = t.savepoints[pos].1;
+                t.savepoints.truncate(pos + 1);
+                engine.rollback_to(t.id, mark).await?;
+                t.failed = false;
+                Ok(StatementResult::command("ROLLBACK"))
+            }
+            TxnStatement::Release(name) => {
+                let Some(t) = &mut self.txn else {
+                    return Err(Error::new(SqlState::NoActiveSqlTransaction, "RELEASE SAVEPOINT can only be used in transaction blocks"));
+                };
+                let Some(pos) = t.savepoints.iter().rposition(|(n, _)| *n == name) else {
+                    t.failed = true;
+                    return Err(txn_block::no_savepoint(&name));
+                };
+                t.savepoints.truncate(pos);
+                Ok(StatementResult::command("RELEASE"))
+            }
+        }
+    }
+
+    /// TRUNCATE: inside a transaction block (or while transactions run) it deletes every row
+    /// as part of the transaction; otherwise it drops the storage at once.
+    async fn truncate(&mut self, tables: &[String], now: i64) -> Result<StatementResult> {
+        let engine = self.db.inner.engine.clone();
+        if self.txn.is_none() && !engine.registry().any_active() {
+            let outcome = engine.execute_ddl(DdlPlan::Truncate { tables: tables.to_vec() }).await?;
+            return Ok(StatementResult::command(outcome.tag));
+        }
+        let catalog = engine.catalog();
+        for name in tables {
+            let table = catalog.require_table(name)?.clone();
+            let plan = OltpPlan::Delete(plan::DeletePlan { table, filter: None, access: plan::Access::Scan });
+            let txn = self.statement_txn();
+            engine.run(Arc::new(plan), vec![], now, txn).await?;
+        }
+        Ok(StatementResult::command("TRUNCATE TABLE"))
     }
 
     /// Runs SQL text (one or more statements) and collects each statement's result: the
@@ -713,6 +901,18 @@ impl Session {
     /// [`execute_sql`](Self::execute_sql) for callers outside an async runtime.
     pub fn execute_blocking(&mut self, sql: &str) -> Result<Vec<QueryResult>> {
         futures::executor::block_on(self.execute_sql(sql))
+    }
+}
+
+/// What a statement kind changes, if anything (for read-only transactions).
+fn writes(kind: &Kind) -> Option<&'static str> {
+    match kind {
+        Kind::Insert { .. } => Some("INSERT"),
+        Kind::Dml(p) if matches!(p.as_ref(), OltpPlan::Update(_)) => Some("UPDATE"),
+        Kind::Dml(_) | Kind::DmlWithSubqueries => Some("DELETE"),
+        Kind::CopyFrom { .. } => Some("COPY FROM"),
+        Kind::Ddl(_) => Some("DDL"),
+        _ => None,
     }
 }
 
@@ -818,16 +1018,6 @@ fn set_value(e: &ast::Expr) -> String {
         ast::Expr::Identifier(i) => i.value.clone(),
         other => other.to_string(),
     }
-}
-
-fn isolation_name(level: &ast::TransactionIsolationLevel) -> String {
-    match level {
-        ast::TransactionIsolationLevel::ReadUncommitted => "read uncommitted",
-        ast::TransactionIsolationLevel::ReadCommitted => "read committed",
-        ast::TransactionIsolationLevel::RepeatableRead => "repeatable read",
-        _ => "serializable",
-    }
-    .into()
 }
 
 fn statement_name(s: &Statement) -> String {

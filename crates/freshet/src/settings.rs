@@ -38,8 +38,9 @@ const KNOWN: &[Known] = &[
     Known { name: "lock_timeout", default: "0", reported: false, description: "Accepted; Freshet does not wait for locks." },
     Known { name: "idle_in_transaction_session_timeout", default: "0", reported: false, description: "Accepted; not enforced." },
     Known { name: "timezone", default: "UTC", reported: true, description: "Time zone; timestamps without time zone ignore it." },
-    Known { name: "transaction_isolation", default: "serializable", reported: false, description: "Isolation level of the current transaction." },
-    Known { name: "default_transaction_isolation", default: "serializable", reported: false, description: "Isolation level of new transactions." },
+    Known { name: "transaction_isolation", default: "serializable", reported: false, description: "Isolation level of the current transaction (SHOW only; use SET TRANSACTION)." },
+    Known { name: "transaction_read_only", default: "off", reported: false, description: "Whether the current transaction is read-only (SHOW only)." },
+    Known { name: "default_transaction_isolation", default: "serializable", reported: false, description: "Isolation level of new transactions: serializable, repeatable read, read committed (read uncommitted behaves as read committed)." },
     Known { name: "max_index_keys", default: "32", reported: false, description: "Maximum columns in an index key." },
     Known { name: "client_min_messages", default: "notice", reported: false, description: "Lowest message level sent to the client." },
     Known { name: "synchronous_commit", default: "on", reported: false, description: "Accepted; durability arrives with the redo log." },
@@ -152,6 +153,11 @@ fn normalize(name: &str, value: &str) -> Result<String> {
         }
         "freshet.short_path" => match value.to_lowercase().as_str() {
             "on" | "true" | "1" | "auto" => "on".into(),
+            "off" | "false" | "0" => "off".into(),
+            _ => return Err(invalid("Use on or off.")),
+        },
+        "default_transaction_read_only" => match value.to_lowercase().as_str() {
+            "on" | "true" | "1" => "on".into(),
             "off" | "false" | "0" => "off".into(),
             _ => return Err(invalid("Use on or off.")),
         },

@@ -25,17 +25,20 @@ pub use reply::{reply_channel, Reply, ReplySender};
 use crate::catalog::{TableDef, TableId};
 use crate::error::{Error, Result, SqlState};
 use crate::storage::TableStore;
+use crate::txn::PartitionTxns;
 
 /// The data one executor owns.
 #[derive(Debug)]
 pub struct Partition {
     pub id: usize,
     tables: HashMap<TableId, TableStore>,
+    /// Transactions that have touched this partition.
+    pub txns: PartitionTxns,
 }
 
 impl Partition {
     pub fn new(id: usize) -> Self {
-        Partition { id, tables: HashMap::new() }
+        Partition { id, tables: HashMap::new(), txns: PartitionTxns::default() }
     }
 
     pub fn table(&self, id: TableId) -> Result<&TableStore> {
@@ -54,6 +57,11 @@ impl Partition {
 
     pub fn drop_table(&mut self, id: TableId) -> Option<TableStore> {
         self.tables.remove(&id)
+    }
+
+    /// Versions held by all tables of this partition.
+    pub fn tables_version_count(&self) -> usize {
+        self.tables.values().map(|t| t.version_count()).sum()
     }
 }
 

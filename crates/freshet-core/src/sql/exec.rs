@@ -1,31 +1,51 @@
 //! Running short-statement plans on a partition executor.
 //!
 //! These functions run inside an executor job, on the thread that owns the partition, so they
-//! read and write storage directly. UPDATE and DELETE first collect the rows they will change
-//! and only then change them, so a row is never visited twice and index scans never see their
-//! own writes. Every change is recorded in the caller's undo log.
+//! read and write storage directly, as the statement's transaction sees it (`TxnView`).
+//! UPDATE and DELETE first collect the rows they will change and only then change them, so a
+//! row is never visited twice and index scans never see their own writes. Every change becomes
+//! a version recorded in the transaction's [`LocalTxn`].
 
 use std::cmp::Ordering;
 use std::ops::Bound;
 
-use super::expr::{EvalContext, Expr, RowAccess};
+use super::expr::{EvalContext, Expr, RowAccess, SliceRow};
 use super::plan::{Access, DeletePlan, SelectPlan, UpdatePlan};
 use crate::error::{Error, Result};
-use crate::storage::index::{encode_value, KeyBuf};
-use crate::storage::{RowId, TableStore};
-use crate::txn::{UndoEntry, UndoLog};
+use crate::storage::index::{encode_key, encode_value, KeyBuf};
+use crate::storage::{RowId, RowVersion, TableStore, TxnView};
+use crate::txn::LocalTxn;
 use crate::types::{DataType, Decimal, TypeFamily, Value};
 
-/// A stored row as expression input.
-pub struct StoredRow<'a> {
-    pub table: &'a TableStore,
-    pub row: RowId,
+/// The version of a row a statement sees, as expression input.
+pub enum StoredRow<'a> {
+    /// The version in the slot.
+    InPlace { table: &'a TableStore, row: RowId },
+    /// An older version, reconstructed.
+    Values(Vec<Value>),
 }
 
 impl RowAccess for StoredRow<'_> {
     fn column(&self, index: usize) -> Value {
-        self.table.get(self.row, index)
+        match self {
+            StoredRow::InPlace { table, row } => table.get(*row, index),
+            StoredRow::Values(v) => v.get(index).cloned().unwrap_or(Value::Null),
+        }
     }
+}
+
+impl StoredRow<'_> {
+    fn values(&self, n: usize) -> Vec<Value> {
+        (0..n).map(|c| self.column(c)).collect()
+    }
+}
+
+/// The version of `row` that `view` sees, as expression input.
+pub fn stored<'a>(table: &'a TableStore, row: RowId, view: &TxnView) -> Option<StoredRow<'a>> {
+    table.visible(row, view).map(|v| match v {
+        RowVersion::Current => StoredRow::InPlace { table, row },
+        RowVersion::Old(values) => StoredRow::Values(values),
+    })
 }
 
 /// The value `v` as a key of a column of type `ty` for an equality lookup, or `None` if no
@@ -87,39 +107,54 @@ pub fn key_value(v: Value, ty: DataType) -> Option<Value> {
     }
 }
 
-/// Calls `f` with each row the access path yields (in index order for index paths), until `f`
-/// returns `Ok(false)`. Rows are candidates: the caller still applies the whole filter.
+/// Calls `f` with each row the access path yields and the version `view` sees of it (in
+/// index order for index paths), until `f` returns `Ok(false)`. A row reached through an
+/// index entry is yielded only if its visible version has that entry's key, so each row comes
+/// once even when old versions keep entries under other keys. Rows are candidates: the caller
+/// still applies the whole filter.
 fn for_each_candidate(
     table: &TableStore,
     access: &Access,
     reverse: bool,
+    view: &TxnView,
     cx: &EvalContext,
-    f: &mut dyn FnMut(RowId) -> Result<bool>,
+    f: &mut dyn FnMut(RowId, StoredRow) -> Result<bool>,
 ) -> Result<()> {
     let mut failure = None;
-    let mut visit = |row: RowId| match f(row) {
-        Ok(go_on) => go_on,
-        Err(e) => {
-            failure = Some(e);
-            false
+    let mut visit = |row: RowId, entry_key: Option<(&[u8], usize)>| -> bool {
+        let Some(version) = stored(table, row, view) else { return true };
+        if let Some((key, position)) = entry_key
+            && table.head(row).is_some()
+            && version_key(table, position, &version).as_slice() != key
+        {
+            return true;
+        }
+        match f(row, version) {
+            Ok(go_on) => go_on,
+            Err(e) => {
+                failure = Some(e);
+                false
+            }
         }
     };
     match access {
-        Access::Scan => table.for_each_live(&mut visit),
+        Access::Scan => table.for_each_slot(&mut |row| visit(row, None)),
         Access::Index { index, eq, lower, upper } => {
-            let def = &table.def().indexes[*index];
+            let position = *index;
+            let def = &table.def().indexes[position];
             let mut prefix = KeyBuf::new();
             for (e, &col) in eq.iter().zip(&def.columns) {
                 let ty = table.def().columns[col].ty;
                 let Some(v) = key_value(e.eval(&super::expr::NoRow, cx)?, ty) else { return Ok(()) };
                 encode_value(&v, &mut prefix);
             }
-            let store = table.index_store(*index);
+            let store = table.index_store(position);
+            let mut by_entry = |key: &[u8], row: RowId| visit(row, Some((key, position)));
             if lower.is_none() && upper.is_none() {
                 if reverse {
-                    store.scan_range(Bound::Included(&prefix), Bound::Included(&prefix), true, &mut visit);
+                    store.scan_range(Bound::Included(&prefix), Bound::Included(&prefix), true, &mut by_entry);
                 } else {
-                    store.scan_prefix(&prefix, &mut visit);
+                    store.scan_prefix(&prefix, &mut by_entry);
                 }
             } else {
                 let next_ty = table.def().columns[def.columns[eq.len()]].ty;
@@ -147,7 +182,7 @@ fn for_each_candidate(
                     Some((k, false)) => Bound::Excluded(k.as_slice()),
                     None => Bound::Excluded(null_cap.as_slice()),
                 };
-                store.scan_range(lower_b, upper_b, reverse, &mut visit);
+                store.scan_range(lower_b, upper_b, reverse, &mut by_entry);
             }
         }
     }
@@ -157,57 +192,66 @@ fn for_each_candidate(
     }
 }
 
-fn matches(table: &TableStore, row: RowId, filter: Option<&Expr>, cx: &EvalContext) -> Result<bool> {
+/// The key of a row version in index `position`.
+fn version_key(table: &TableStore, position: usize, version: &StoredRow) -> KeyBuf {
+    let mut key = KeyBuf::new();
+    let values: Vec<Value> = table.def().indexes[position].columns.iter().map(|&c| version.column(c)).collect();
+    encode_key(&values, &mut key);
+    key
+}
+
+fn matches(row: &StoredRow, filter: Option<&Expr>, cx: &EvalContext) -> Result<bool> {
     match filter {
-        Some(f) => f.eval_predicate(&StoredRow { table, row }, cx),
+        Some(f) => f.eval_predicate(row, cx),
         None => Ok(true),
     }
 }
 
-fn collect_targets(table: &TableStore, access: &Access, filter: Option<&Expr>, cx: &EvalContext) -> Result<Vec<RowId>> {
+/// The rows a statement changes, with the version it sees of each.
+fn collect_targets(table: &TableStore, access: &Access, filter: Option<&Expr>, view: &TxnView, cx: &EvalContext) -> Result<Vec<(RowId, Vec<Value>)>> {
+    let n = table.def().columns.len();
     let mut rows = Vec::new();
-    for_each_candidate(table, access, false, cx, &mut |row| {
-        if matches(table, row, filter, cx)? {
-            rows.push(row);
+    for_each_candidate(table, access, false, view, cx, &mut |row, version| {
+        if matches(&version, filter, cx)? {
+            rows.push((row, version.values(n)));
         }
         Ok(true)
     })?;
     Ok(rows)
 }
 
-/// Inserts rows (already of the column types); returns how many.
-pub fn insert_rows(table: &mut TableStore, rows: &[Vec<Value>], undo: &mut UndoLog) -> Result<u64> {
+/// Inserts rows (already of the column types) for transaction `txn`; returns how many.
+pub fn insert_rows(table: &mut TableStore, rows: &[Vec<Value>], txn: &mut LocalTxn) -> Result<u64> {
     let id = table.def().id;
     for row in rows {
-        let rid = table.insert(row)?;
-        undo.push(UndoEntry::Inserted { table: id, row: rid });
+        let (_, version) = table.insert(row, &txn.view)?;
+        txn.versions.push((id, version));
     }
     Ok(rows.len() as u64)
 }
 
-pub fn run_update(table: &mut TableStore, plan: &UpdatePlan, cx: &EvalContext, undo: &mut UndoLog) -> Result<u64> {
-    let targets = collect_targets(table, &plan.access, plan.filter.as_ref(), cx)?;
+pub fn run_update(table: &mut TableStore, plan: &UpdatePlan, cx: &EvalContext, txn: &mut LocalTxn) -> Result<u64> {
+    let targets = collect_targets(table, &plan.access, plan.filter.as_ref(), &txn.view, cx)?;
     let id = table.def().id;
     let types: Vec<DataType> = plan.assignments.iter().map(|(c, _)| table.def().columns[*c].ty).collect();
-    for &row in &targets {
+    for (row, values) in &targets {
         let mut changes = Vec::with_capacity(plan.assignments.len());
         for ((col, e), ty) in plan.assignments.iter().zip(&types) {
-            let v = e.eval(&StoredRow { table, row }, cx)?.assign_to(*ty)?;
+            let v = e.eval(&SliceRow(values), cx)?.assign_to(*ty)?;
             changes.push((*col, v));
         }
-        let old = table.update(row, &changes)?;
-        let old = changes.iter().map(|(c, _)| *c).zip(old).collect();
-        undo.push(UndoEntry::Updated { table: id, row, old });
+        let version = table.update(*row, &changes, &txn.view)?;
+        txn.versions.push((id, version));
     }
     Ok(targets.len() as u64)
 }
 
-pub fn run_delete(table: &mut TableStore, plan: &DeletePlan, cx: &EvalContext, undo: &mut UndoLog) -> Result<u64> {
-    let targets = collect_targets(table, &plan.access, plan.filter.as_ref(), cx)?;
+pub fn run_delete(table: &mut TableStore, plan: &DeletePlan, cx: &EvalContext, txn: &mut LocalTxn) -> Result<u64> {
+    let targets = collect_targets(table, &plan.access, plan.filter.as_ref(), &txn.view, cx)?;
     let id = table.def().id;
-    for &row in &targets {
-        table.delete(row);
-        undo.push(UndoEntry::Deleted { table: id, row });
+    for (row, _) in &targets {
+        let version = table.delete(*row, &txn.view)?;
+        txn.versions.push((id, version));
     }
     Ok(targets.len() as u64)
 }
@@ -215,7 +259,8 @@ pub fn run_delete(table: &mut TableStore, plan: &DeletePlan, cx: &EvalContext, u
 /// What an index-driven SELECT produced.
 #[derive(Debug)]
 pub enum SelectOutcome {
-    Rows(Vec<Vec<Value>>),
+    /// The result rows, and the rows they came from (for FOR UPDATE).
+    Rows(Vec<Vec<Value>>, Vec<RowId>),
     /// More rows qualified than the short path handles; run the query on the analytical side.
     TooLarge,
 }
@@ -234,8 +279,8 @@ fn row_count(e: Option<&Expr>, cx: &EvalContext, what: &str) -> Result<Option<u6
     }
 }
 
-/// Runs an index-driven SELECT, examining at most `budget` rows.
-pub fn run_select(table: &TableStore, plan: &SelectPlan, cx: &EvalContext, budget: usize) -> Result<SelectOutcome> {
+/// Runs an index-driven SELECT as `view` sees the table, examining at most `budget` rows.
+pub fn run_select(table: &TableStore, plan: &SelectPlan, view: &TxnView, cx: &EvalContext, budget: usize) -> Result<SelectOutcome> {
     let limit = row_count(plan.limit.as_ref(), cx, "LIMIT")?;
     let offset = row_count(plan.offset.as_ref(), cx, "OFFSET")?.unwrap_or(0);
     let in_order = plan.ordered_by_index;
@@ -243,17 +288,18 @@ pub fn run_select(table: &TableStore, plan: &SelectPlan, cx: &EvalContext, budge
         (Some(_), Some(l)) => Some(l.saturating_add(offset)),
         _ => None,
     };
-    let mut rows: Vec<RowId> = Vec::new();
+    let n = table.def().columns.len();
+    let mut rows: Vec<(RowId, Vec<Value>)> = Vec::new();
     let mut examined = 0usize;
     let mut too_large = false;
-    for_each_candidate(table, &plan.access, in_order == Some(true), cx, &mut |row| {
+    for_each_candidate(table, &plan.access, in_order == Some(true), view, cx, &mut |row, version| {
         examined += 1;
         if examined > budget {
             too_large = true;
             return Ok(false);
         }
-        if matches(table, row, plan.filter.as_ref(), cx)? {
-            rows.push(row);
+        if matches(&version, plan.filter.as_ref(), cx)? {
+            rows.push((row, version.values(n)));
         }
         Ok(stop_at.is_none_or(|n| (rows.len() as u64) < n))
     })?;
@@ -261,22 +307,23 @@ pub fn run_select(table: &TableStore, plan: &SelectPlan, cx: &EvalContext, budge
         return Ok(SelectOutcome::TooLarge);
     }
     if in_order.is_none() && !plan.order_by.is_empty() {
-        sort_rows(table, &mut rows, &plan.order_by, cx)?;
+        rows = sort_rows(rows, &plan.order_by, cx)?;
     }
-    let take = limit.unwrap_or(u64::MAX);
+    let take = limit.unwrap_or(u64::MAX).min(usize::MAX as u64) as usize;
+    let skip = offset.min(usize::MAX as u64) as usize;
     let mut out = Vec::new();
-    for &row in rows.iter().skip(offset.min(usize::MAX as u64) as usize).take(take.min(usize::MAX as u64) as usize) {
-        let stored = StoredRow { table, row };
-        out.push(plan.projection.iter().map(|e| e.eval(&stored, cx)).collect::<Result<Vec<_>>>()?);
+    let mut ids = Vec::new();
+    for (row, values) in rows.into_iter().skip(skip).take(take) {
+        out.push(plan.projection.iter().map(|e| e.eval(&SliceRow(&values), cx)).collect::<Result<Vec<_>>>()?);
+        ids.push(row);
     }
-    Ok(SelectOutcome::Rows(out))
+    Ok(SelectOutcome::Rows(out, ids))
 }
 
-fn sort_rows(table: &TableStore, rows: &mut Vec<RowId>, order_by: &[(Expr, bool, bool)], cx: &EvalContext) -> Result<()> {
-    let mut keyed: Vec<(Vec<Value>, RowId)> = Vec::with_capacity(rows.len());
-    for &row in rows.iter() {
-        let stored = StoredRow { table, row };
-        let key = order_by.iter().map(|(e, _, _)| e.eval(&stored, cx)).collect::<Result<Vec<_>>>()?;
+fn sort_rows(rows: Vec<(RowId, Vec<Value>)>, order_by: &[(Expr, bool, bool)], cx: &EvalContext) -> Result<Vec<(RowId, Vec<Value>)>> {
+    let mut keyed = Vec::with_capacity(rows.len());
+    for row in rows {
+        let key = order_by.iter().map(|(e, _, _)| e.eval(&SliceRow(&row.1), cx)).collect::<Result<Vec<_>>>()?;
         keyed.push((key, row));
     }
     let mut failure = None;
@@ -301,9 +348,8 @@ fn sort_rows(table: &TableStore, rows: &mut Vec<RowId>, order_by: &[(Expr, bool,
         }
         Ordering::Equal
     });
-    if let Some(e) = failure {
-        return Err(e);
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(keyed.into_iter().map(|(_, row)| row).collect()),
     }
-    *rows = keyed.into_iter().map(|(_, r)| r).collect();
-    Ok(())
 }

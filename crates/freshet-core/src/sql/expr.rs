@@ -127,9 +127,12 @@ pub trait RowAccess {
     fn column(&self, index: usize) -> Value;
 }
 
-impl RowAccess for [Value] {
+/// A row given as its values.
+pub struct SliceRow<'a>(pub &'a [Value]);
+
+impl RowAccess for SliceRow<'_> {
     fn column(&self, index: usize) -> Value {
-        self.get(index).cloned().unwrap_or(Value::Null)
+        self.0.get(index).cloned().unwrap_or(Value::Null)
     }
 }
 

@@ -97,6 +97,8 @@ pub struct SelectPlan {
     pub ordered_by_index: Option<bool>,
     pub limit: Option<Expr>,
     pub offset: Option<Expr>,
+    /// SELECT … FOR UPDATE / FOR SHARE: claim the rows returned.
+    pub lock: bool,
 }
 
 /// A statement the partition executor runs.
@@ -283,10 +285,14 @@ pub fn plan_delete(catalog: &Catalog, delete: &ast::Delete, params: &mut Vec<Opt
 /// Plans a SELECT for the short path, or returns `None` when it belongs to the analytical
 /// side (no index path, joins, aggregates, or anything the short path does not evaluate).
 pub fn plan_select(catalog: &Catalog, query: &ast::Query, params: &mut Vec<Option<DataType>>) -> Result<Option<SelectPlan>> {
-    if query.with.is_some() || query.fetch.is_some() || !query.locks.is_empty() || query.for_clause.is_some() {
+    if query.with.is_some() || query.fetch.is_some() || query.for_clause.is_some() {
         return Ok(None);
     }
-    let ast::SetExpr::Select(select) = query.body.as_ref() else { return Ok(None) };
+    let lock = !query.locks.is_empty();
+    if query.locks.iter().any(|l| matches!(l.nonblock, Some(ast::NonBlock::SkipLocked))) {
+        return Err(Error::unsupported("SKIP LOCKED"));
+    }
+    let ast::SetExpr::Select(select) = query.body.as_ref() else { return declined(lock) };
     let plain = select.distinct.is_none()
         && select.top.is_none()
         && select.into.is_none()
@@ -296,18 +302,25 @@ pub fn plan_select(catalog: &Catalog, query: &ast::Query, params: &mut Vec<Optio
         && select.prewhere.is_none()
         && matches!(&select.group_by, ast::GroupByExpr::Expressions(e, m) if e.is_empty() && m.is_empty());
     if !plain || select.from.len() != 1 {
-        return Ok(None);
+        return declined(lock);
     }
-    let Some((name, alias)) = single_table(&select.from[0]) else { return Ok(None) };
-    let Ok(table_name) = user_relation(name) else { return Ok(None) };
-    let Some(table) = catalog.table(&table_name).cloned() else { return Ok(None) };
+    let Some((name, alias)) = single_table(&select.from[0]) else { return declined(lock) };
+    let Ok(table_name) = user_relation(name) else { return declined(lock) };
+    let table = match catalog.table(&table_name) {
+        Some(t) => t.clone(),
+        None if lock => return Err(Error::undefined_table(&table_name)),
+        None => return Ok(None),
+    };
     // Work on a copy of the parameter types: a statement that falls back keeps none of them.
     let mut trial = params.clone();
-    let planned = try_plan_select(&table, alias, select, query, &mut trial);
+    let planned = try_plan_select(&table, alias, select, query, lock, &mut trial);
     match planned {
         Ok(Some(plan)) => {
             *params = trial;
             Ok(Some(plan))
+        }
+        Ok(None) | Err(Error { state: SqlState::FeatureNotSupported, .. }) if lock => {
+            Err(Error::unsupported("FOR UPDATE/FOR SHARE on a query other than a single-table SELECT"))
         }
         Ok(None) => Ok(None),
         Err(e) if e.state == SqlState::FeatureNotSupported => Ok(None),
@@ -315,11 +328,20 @@ pub fn plan_select(catalog: &Catalog, query: &ast::Query, params: &mut Vec<Optio
     }
 }
 
+/// A SELECT the short path does not take; one that claims rows must be taken here.
+fn declined(lock: bool) -> Result<Option<SelectPlan>> {
+    if lock {
+        return Err(Error::unsupported("FOR UPDATE/FOR SHARE on a query other than a single-table SELECT"));
+    }
+    Ok(None)
+}
+
 fn try_plan_select(
     table: &Arc<TableDef>,
     alias: Option<&ast::Ident>,
     select: &ast::Select,
     query: &ast::Query,
+    lock: bool,
     params: &mut Vec<Option<DataType>>,
 ) -> Result<Option<SelectPlan>> {
     let mut binder = Binder::new(Some(scope_for(table, alias)), params);
@@ -375,10 +397,11 @@ fn try_plan_select(
         }
     }
     let (access, ordered_by_index) = choose_access(table, filter.as_ref(), &order_by);
-    if access == Access::Scan {
+    // Without an index the analytical side reads faster; rows to claim must be read here.
+    if access == Access::Scan && !lock {
         return Ok(None);
     }
-    Ok(Some(SelectPlan { table: table.clone(), projection, columns, filter, access, order_by, ordered_by_index, limit, offset }))
+    Ok(Some(SelectPlan { table: table.clone(), projection, columns, filter, access, order_by, ordered_by_index, limit, offset, lock }))
 }
 
 fn is_plain_wildcard(opts: &ast::WildcardAdditionalOptions) -> bool {

@@ -6,12 +6,14 @@
 //! columns is a prefix of the full key: a lookup on a leading subset of an ordered index's
 //! columns is a range scan over that prefix.
 //!
-//! Non-unique indexes, and unique ones for keys containing NULL (NULLs never conflict, as in
-//! PostgreSQL), append the row id to the key so that every entry is distinct.
+//! Every entry is a (key, row) pair, so a key can map to several rows: old versions keep their
+//! entries until no transaction can see them (see [`IndexStore`]). Uniqueness is therefore a
+//! property the table checks against rows' newest versions, not one the index enforces; keys
+//! containing NULL never conflict, as in PostgreSQL.
 //!
 //! An index is owned by its partition's executor thread, like the rows: no latches.
 
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::ops::Bound;
 
 use hashbrown::HashMap;
@@ -84,112 +86,85 @@ fn with_row_id(key: &[u8], row: RowId) -> KeyBuf {
     k
 }
 
-/// Why an insert into an index failed.
-#[derive(Debug, PartialEq, Eq)]
-pub struct DuplicateKey(pub RowId);
-
-/// The primary key: unique, point lookups only.
-#[derive(Debug, Default)]
-pub struct HashIndex {
-    map: HashMap<KeyBuf, RowId>,
+fn row_of(entry: &[u8]) -> RowId {
+    let mut id = [0u8; 8];
+    id.copy_from_slice(&entry[entry.len() - 8..]);
+    RowId(u64::from_be_bytes(id))
 }
 
-/// A secondary index: ordered, unique or not.
-#[derive(Debug)]
-pub struct OrderedIndex {
-    unique: bool,
-    map: BTreeMap<KeyBuf, RowId>,
-}
-
-/// An index of a table partition.
+/// An index of a table partition: a set of (key, row) entries.
+///
+/// An entry means that some version of the row that a transaction may still see has that key.
+/// Entries are added when a version with a new key appears (insert, or an update of a key
+/// column) and removed when no transaction can see a version with that key any more (rollback
+/// of the change, or garbage collection of old versions). So a key may map to several rows
+/// even in a unique index — a deleted or re-keyed row keeps its old entry for older readers —
+/// and uniqueness is checked by the table against the rows' newest versions.
 #[derive(Debug)]
 pub enum IndexStore {
-    Hash(HashIndex),
-    Ordered(OrderedIndex),
+    /// The primary key: whole-key lookups only.
+    Hash(HashMap<KeyBuf, SmallVec<[RowId; 1]>>),
+    /// Secondary indexes: entries are the key followed by the big-endian row id.
+    Ordered(BTreeSet<KeyBuf>),
 }
 
 impl IndexStore {
     pub fn new_hash() -> Self {
-        IndexStore::Hash(HashIndex::default())
+        IndexStore::Hash(HashMap::new())
     }
 
-    pub fn new_ordered(unique: bool) -> Self {
-        IndexStore::Ordered(OrderedIndex { unique, map: BTreeMap::new() })
+    pub fn new_ordered() -> Self {
+        IndexStore::Ordered(BTreeSet::new())
     }
 
-    pub fn is_unique(&self) -> bool {
-        match self {
-            IndexStore::Hash(_) => true,
-            IndexStore::Ordered(o) => o.unique,
-        }
-    }
-
-    /// The row holding `key`, for a unique index and a key without NULL.
-    pub fn get_unique(&self, key: &[u8]) -> Option<RowId> {
-        match self {
-            IndexStore::Hash(h) => h.map.get(key).copied(),
-            IndexStore::Ordered(o) => o.map.get(key).copied(),
-        }
-    }
-
-    /// Whether inserting `key` for a different row would violate uniqueness.
-    pub fn conflict(&self, key: &[u8], has_null: bool) -> Option<RowId> {
-        if has_null || !self.is_unique() {
-            return None;
-        }
-        self.get_unique(key)
-    }
-
-    /// Adds an entry. The caller has checked uniqueness with [`conflict`](Self::conflict).
-    pub fn insert(&mut self, key: &[u8], has_null: bool, row: RowId) -> Result<(), DuplicateKey> {
-        let distinct = has_null || !self.is_unique();
+    /// Adds the entry (key, row); returns false if it was already there.
+    pub fn insert(&mut self, key: &[u8], row: RowId) -> bool {
         match self {
             IndexStore::Hash(h) => {
-                let k = if distinct { with_row_id(key, row) } else { KeyBuf::from_slice(key) };
-                match h.map.try_insert(k, row) {
-                    Ok(_) => Ok(()),
-                    Err(e) => Err(DuplicateKey(*e.entry.get())),
+                let rows = h.entry(KeyBuf::from_slice(key)).or_default();
+                if rows.contains(&row) {
+                    return false;
                 }
+                rows.push(row);
+                true
             }
-            IndexStore::Ordered(o) => {
-                let k = if distinct { with_row_id(key, row) } else { KeyBuf::from_slice(key) };
-                match o.map.entry(k) {
-                    std::collections::btree_map::Entry::Vacant(v) => {
-                        v.insert(row);
-                        Ok(())
+            IndexStore::Ordered(o) => o.insert(with_row_id(key, row)),
+        }
+    }
+
+    /// Removes the entry (key, row) if present.
+    pub fn remove(&mut self, key: &[u8], row: RowId) {
+        match self {
+            IndexStore::Hash(h) => {
+                if let Some(rows) = h.get_mut(key) {
+                    rows.retain(|r| *r != row);
+                    if rows.is_empty() {
+                        h.remove(key);
                     }
-                    std::collections::btree_map::Entry::Occupied(e) => Err(DuplicateKey(*e.get())),
                 }
+            }
+            IndexStore::Ordered(o) => {
+                o.remove(with_row_id(key, row).as_slice());
             }
         }
     }
 
-    /// Removes the entry of `row` under `key`.
-    pub fn remove(&mut self, key: &[u8], has_null: bool, row: RowId) {
-        let distinct = has_null || !self.is_unique();
-        let k = if distinct { with_row_id(key, row) } else { KeyBuf::from_slice(key) };
+    /// Rows with an entry whose key starts with `prefix` (whole encoded columns), in key order
+    /// for an ordered index, until `f` returns false. A hash index answers whole keys only.
+    pub fn scan_prefix(&self, prefix: &[u8], f: &mut dyn FnMut(&[u8], RowId) -> bool) {
         match self {
             IndexStore::Hash(h) => {
-                h.map.remove(k.as_slice());
-            }
-            IndexStore::Ordered(o) => {
-                o.map.remove(k.as_slice());
-            }
-        }
-    }
-
-    /// Rows whose key starts with `prefix` (whole encoded columns), in key order for an
-    /// ordered index. For a hash index only a full unique key finds anything.
-    pub fn scan_prefix(&self, prefix: &[u8], f: &mut dyn FnMut(RowId) -> bool) {
-        match self {
-            IndexStore::Hash(h) => {
-                if let Some(r) = h.map.get(prefix) {
-                    f(*r);
+                if let Some(rows) = h.get(prefix) {
+                    for r in rows {
+                        if !f(prefix, *r) {
+                            return;
+                        }
+                    }
                 }
             }
             IndexStore::Ordered(o) => {
-                for (k, r) in o.map.range::<[u8], _>((Bound::Included(prefix), Bound::Unbounded)) {
-                    if !k.starts_with(prefix) || !f(*r) {
+                for k in o.range::<[u8], _>((Bound::Included(prefix), Bound::Unbounded)) {
+                    if !k.starts_with(prefix) || !f(&k[..k.len() - 8], row_of(k)) {
                         break;
                     }
                 }
@@ -204,11 +179,11 @@ impl IndexStore {
         lower: Bound<&[u8]>,
         upper: Bound<&[u8]>,
         reverse: bool,
-        f: &mut dyn FnMut(RowId) -> bool,
+        f: &mut dyn FnMut(&[u8], RowId) -> bool,
     ) {
         let IndexStore::Ordered(o) = self else { return };
-        // Keys of several columns extend the bound's prefix, so turn prefix bounds into bounds
-        // on whole keys: "> p" means past every key starting with p; "<= p" includes them.
+        // Entries extend the bound's prefix, so turn prefix bounds into bounds on whole
+        // entries: "> p" means past every entry starting with p; "<= p" includes them.
         let lower_owned;
         let lower = match lower {
             Bound::Excluded(p) => {
@@ -231,30 +206,32 @@ impl IndexStore {
             }
             other => other,
         };
-        if let (Bound::Included(l), Bound::Excluded(u)) = (lower, upper)
-            && l >= u {
-                return;
-            }
-        let range = o.map.range::<[u8], _>((lower, upper));
+        if let (Bound::Included(l) | Bound::Excluded(l), Bound::Included(u) | Bound::Excluded(u)) = (lower, upper)
+            && l >= u
+        {
+            return;
+        }
+        let range = o.range::<[u8], _>((lower, upper));
         if reverse {
-            for (_, r) in range.rev() {
-                if !f(*r) {
+            for k in range.rev() {
+                if !f(&k[..k.len() - 8], row_of(k)) {
                     break;
                 }
             }
         } else {
-            for (_, r) in range {
-                if !f(*r) {
+            for k in range {
+                if !f(&k[..k.len() - 8], row_of(k)) {
                     break;
                 }
             }
         }
     }
 
+    /// Number of entries.
     pub fn len(&self) -> usize {
         match self {
-            IndexStore::Hash(h) => h.map.len(),
-            IndexStore::Ordered(o) => o.map.len(),
+            IndexStore::Hash(h) => h.values().map(|r| r.len()).sum(),
+            IndexStore::Ordered(o) => o.len(),
         }
     }
 
@@ -312,42 +289,46 @@ mod tests {
     }
 
     #[test]
-    fn unique_ordered_index_rejects_duplicates_but_not_nulls() {
-        let mut idx = IndexStore::new_ordered(true);
-        let k = key(&[Value::Int32(1)]);
-        idx.insert(&k, false, RowId(1)).unwrap();
-        assert_eq!(idx.conflict(&k, false), Some(RowId(1)));
-        assert_eq!(idx.insert(&k, false, RowId(2)), Err(DuplicateKey(RowId(1))));
-        let n = key(&[Value::Null]);
-        idx.insert(&n, true, RowId(3)).unwrap();
-        idx.insert(&n, true, RowId(4)).unwrap();
-        assert_eq!(idx.len(), 3);
-        idx.remove(&n, true, RowId(3));
-        assert_eq!(idx.len(), 2);
+    fn entries_are_key_and_row() {
+        for mut idx in [IndexStore::new_hash(), IndexStore::new_ordered()] {
+            let k = key(&[Value::Int32(1)]);
+            assert!(idx.insert(&k, RowId(1)));
+            assert!(!idx.insert(&k, RowId(1)));
+            assert!(idx.insert(&k, RowId(2)), "a key may map to several rows");
+            let mut rows = vec![];
+            idx.scan_prefix(&k, &mut |key, r| {
+                assert_eq!(key, k.as_slice());
+                rows.push(r.0);
+                true
+            });
+            assert_eq!(rows, vec![1, 2]);
+            idx.remove(&k, RowId(1));
+            assert_eq!(idx.len(), 1);
+        }
     }
 
     #[test]
     fn prefix_and_range_scans() {
-        let mut idx = IndexStore::new_ordered(false);
+        let mut idx = IndexStore::new_ordered();
         for (i, (a, b)) in [(1, 1), (1, 2), (1, 3), (2, 1), (2, 2)].iter().enumerate() {
             let k = key(&[Value::Int32(*a), Value::Int32(*b)]);
-            idx.insert(&k, false, RowId(i as u64)).unwrap();
+            idx.insert(&k, RowId(i as u64));
         }
         let mut rows = vec![];
-        idx.scan_prefix(&key(&[Value::Int32(1)]), &mut |r| {
+        idx.scan_prefix(&key(&[Value::Int32(1)]), &mut |_, r| {
             rows.push(r.0);
             true
         });
         assert_eq!(rows, vec![0, 1, 2]);
         let (lo, hi) = (key(&[Value::Int32(1), Value::Int32(2)]), key(&[Value::Int32(2), Value::Int32(1)]));
         let mut rows = vec![];
-        idx.scan_range(Bound::Excluded(&lo), Bound::Included(&hi), false, &mut |r| {
+        idx.scan_range(Bound::Excluded(&lo), Bound::Included(&hi), false, &mut |_, r| {
             rows.push(r.0);
             true
         });
         assert_eq!(rows, vec![2, 3]);
         let mut rows = vec![];
-        idx.scan_range(Bound::Included(&key(&[Value::Int32(1)])), Bound::Included(&key(&[Value::Int32(1)])), true, &mut |r| {
+        idx.scan_range(Bound::Included(&key(&[Value::Int32(1)])), Bound::Included(&key(&[Value::Int32(1)])), true, &mut |_, r| {
             rows.push(r.0);
             rows.len() < 2
         });

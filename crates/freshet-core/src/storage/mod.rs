@@ -14,6 +14,7 @@
 
 pub mod bitmap;
 pub mod index;
+pub mod mvcc;
 pub mod segment;
 pub mod snapshot;
 pub mod strings;
@@ -24,6 +25,7 @@ pub use index::{IndexStore, KeyBuf};
 pub use segment::{ColumnSegment, SegmentValues};
 pub use snapshot::{ChunkSnapshot, TableSnapshot};
 pub use strings::{StringBlock, StringColumn};
+pub use mvcc::{Change, RowVersion, Ts, TxnView, TXN_ID_BASE};
 pub use table::{TableStats, TableStore};
 
 #[cfg(not(target_endian = "little"))]

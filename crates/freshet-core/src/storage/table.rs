@@ -4,18 +4,22 @@
 //!
 //! Invariants:
 //! - every chunk but the last holds [`CHUNK_ROWS`] slots; a slot's [`RowId`] never changes;
-//! - a slot is either live or deleted (its bit in the chunk's `deleted` bitmap); deleted slots
-//!   keep their old values until reused, so the undo of a delete only clears the bit;
-//! - a deleted slot is reused only after [`free_slot`](TableStore::free_slot), which the
-//!   transaction layer calls once the delete is committed;
-//! - every live row has exactly one entry in every index, and no deleted row has any;
+//! - a slot holds the newest version of its row, committed or not; older versions are
+//!   before-images in the row's version chain (`mvcc`);
+//! - a deleted slot keeps its values (older readers still see them) and is reused only when
+//!   garbage collection drops the delete's version;
+//! - every version any transaction may still see has an entry in every index, and an entry
+//!   exists only for such versions (see `mvcc`);
 //! - a segment or deleted-bitmap shared with a snapshot is copied before it is written
 //!   ([`TableStats::segments_copied`] counts those copies).
 
 use std::sync::Arc;
 
 use super::bitmap::Bitmap;
+use hashbrown::HashMap;
+
 use super::index::{encode_key, IndexStore, KeyBuf};
+use super::mvcc::{Change, TxnView, Version, TXN_ID_BASE};
 use super::segment::ColumnSegment;
 use super::snapshot::{ChunkSnapshot, TableSnapshot};
 use super::strings::StringArena;
@@ -69,19 +73,34 @@ fn cow<'a, T: Clone>(arc: &'a mut Arc<T>, copies: &mut u64) -> &'a mut T {
 
 #[derive(Debug)]
 pub struct TableStore {
-    def: Arc<TableDef>,
+    pub(crate) def: Arc<TableDef>,
     types: Vec<DataType>,
     chunks: Vec<Chunk>,
-    free: Vec<RowId>,
-    indexes: Vec<IndexStore>,
-    stats: TableStats,
+    /// Slots that can take a new row.
+    pub(crate) free: Vec<RowId>,
+    pub(crate) indexes: Vec<IndexStore>,
+    pub(crate) stats: TableStats,
+    /// The newest version of each row that has versions.
+    pub(crate) heads: HashMap<RowId, u32>,
+    pub(crate) versions: Vec<Option<Version>>,
+    pub(crate) free_versions: Vec<u32>,
 }
 
 impl TableStore {
     pub fn new(def: Arc<TableDef>) -> Self {
         let types = def.types();
         let indexes = def.indexes.iter().map(new_index).collect();
-        TableStore { def, types, chunks: Vec::new(), free: Vec::new(), indexes, stats: TableStats::default() }
+        TableStore {
+            def,
+            types,
+            chunks: Vec::new(),
+            free: Vec::new(),
+            indexes,
+            stats: TableStats::default(),
+            heads: HashMap::new(),
+            versions: Vec::new(),
+            free_versions: Vec::new(),
+        }
     }
 
     pub fn def(&self) -> &Arc<TableDef> {
@@ -132,15 +151,29 @@ impl TableStore {
         (key, has_null)
     }
 
-    /// Calls `f` for every live row, in storage order, until it returns false.
-    pub fn for_each_live(&self, f: &mut dyn FnMut(RowId) -> bool) {
+    /// Calls `f` for every slot that holds a row some transaction may see (live rows, and
+    /// deleted rows whose delete is not yet collected), in storage order, until it returns
+    /// false.
+    pub fn for_each_slot(&self, f: &mut dyn FnMut(RowId) -> bool) {
         for (ci, chunk) in self.chunks.iter().enumerate() {
             for slot in 0..chunk.len {
-                if !chunk.is_deleted(slot) && !f(RowId::new(ci, slot)) {
+                let row = RowId::new(ci, slot);
+                if chunk.is_deleted(slot) && !self.heads.contains_key(&row) {
+                    continue;
+                }
+                if !f(row) {
                     return;
                 }
             }
         }
+    }
+
+    pub(crate) fn slot_in_use(&self, row: RowId) -> bool {
+        self.locate(row).is_some()
+    }
+
+    pub(crate) fn slot_deleted(&self, row: RowId) -> bool {
+        self.locate(row).is_some_and(|(c, s)| c.is_deleted(s))
     }
 
     fn check_not_null(&self, col: usize, v: &Value) -> Result<()> {
@@ -172,27 +205,51 @@ impl TableStore {
         .with_detail(format!("Key ({})=({}) already exists.", names.join(", "), vals.join(", ")))
     }
 
-    /// Inserts a row whose values already have the column types. Checks NOT NULL and
-    /// uniqueness before changing anything.
-    pub fn insert(&mut self, row: &[Value]) -> Result<RowId> {
+    /// Checks that no other row's newest version holds `key` in unique index `position`.
+    /// A row whose newest version is not committed yet (by another transaction) is a conflict
+    /// (40001): it could still commit or roll back.
+    fn check_unique(&self, position: usize, key: &[u8], except: Option<RowId>, view: &TxnView, values: &dyn Fn(usize) -> Value) -> Result<()> {
+        let mut failure = None;
+        self.indexes[position].scan_prefix(key, &mut |_, other| {
+            if Some(other) == except {
+                return true;
+            }
+            let pending = self.head(other).filter(|v| v.ts >= TXN_ID_BASE && v.ts != view.id);
+            let holds_key = !self.slot_deleted(other) && self.key_of(position, other).0.as_slice() == key;
+            if let Some(v) = pending {
+                failure = Some(super::mvcc::conflict(&v.change));
+                return false;
+            }
+            if holds_key {
+                failure = Some(self.unique_violation(position, values));
+                return false;
+            }
+            true
+        });
+        failure.map_or(Ok(()), Err)
+    }
+
+    /// Inserts a row whose values already have the column types, as a change of transaction
+    /// `view`. Checks NOT NULL and uniqueness before changing anything. Returns the row and
+    /// its version.
+    pub fn insert(&mut self, row: &[Value], view: &TxnView) -> Result<(RowId, u32)> {
         debug_assert_eq!(row.len(), self.types.len());
         for (c, v) in row.iter().enumerate() {
             self.check_not_null(c, v)?;
         }
         let keys = self.index_keys(&|c| row[c].clone());
         for (position, (key, has_null)) in keys.iter().enumerate() {
-            if self.indexes[position].conflict(key, *has_null).is_some() {
-                return Err(self.unique_violation(position, &|c| row[c].clone()));
+            if self.def.indexes[position].unique && !has_null {
+                self.check_unique(position, key, None, view, &|c| row[c].clone())?;
             }
         }
         let id = self.write_new_row(row);
-        for (position, (key, has_null)) in keys.iter().enumerate() {
-            self.indexes[position]
-                .insert(key, *has_null, id)
-                .map_err(|_| Error::internal("index entry appeared during insert"))?;
+        for (position, (key, _)) in keys.iter().enumerate() {
+            self.indexes[position].insert(key, id);
         }
         self.stats.live_rows += 1;
-        Ok(id)
+        let version = self.push_version(id, view.id, Change::Inserted);
+        Ok((id, version))
     }
 
     fn index_keys(&self, value: &dyn Fn(usize) -> Value) -> Vec<(KeyBuf, bool)> {
@@ -241,22 +298,28 @@ impl TableStore {
         RowId::new(ci, slot)
     }
 
-    /// Deletes a live row: marks its slot and removes its index entries. The values stay, so
-    /// [`undelete`](Self::undelete) can restore it; the slot is reused after
-    /// [`free_slot`](Self::free_slot).
-    pub fn delete(&mut self, row: RowId) {
-        if !self.is_live(row) {
-            return;
-        }
-        for position in 0..self.indexes.len() {
-            let (key, has_null) = self.key_of(position, row);
-            self.indexes[position].remove(&key, has_null, row);
+    /// Deletes a row as a change of transaction `view`, which must see its newest version.
+    /// The values and index entries stay for older readers.
+    pub fn delete(&mut self, row: RowId, view: &TxnView) -> Result<u32> {
+        self.check_writable(row, view)?;
+        if self.slot_deleted(row) || !self.slot_in_use(row) {
+            return Err(Error::internal("delete of a row that does not exist"));
         }
         self.set_deleted(row, true);
         self.stats.live_rows -= 1;
+        Ok(self.push_version(row, view.id, Change::Deleted))
     }
 
-    fn set_deleted(&mut self, row: RowId, deleted: bool) {
+    /// Claims a row for transaction `view` without changing it (SELECT … FOR UPDATE).
+    pub fn lock(&mut self, row: RowId, view: &TxnView) -> Result<Option<u32>> {
+        self.check_writable(row, view)?;
+        if self.head(row).is_some_and(|v| v.ts == view.id) {
+            return Ok(None);
+        }
+        Ok(Some(self.push_version(row, view.id, Change::Locked)))
+    }
+
+    pub(crate) fn set_deleted(&mut self, row: RowId, deleted: bool) {
         let copies = &mut self.stats.segments_copied;
         let chunk = &mut self.chunks[row.chunk()];
         let len = chunk.len;
@@ -272,79 +335,55 @@ impl TableStore {
         }
     }
 
-    /// Undoes [`delete`](Self::delete) of a row whose slot has not been freed.
-    pub fn undelete(&mut self, row: RowId) -> Result<()> {
-        if self.is_live(row) {
-            return Ok(());
-        }
-        self.set_deleted(row, false);
-        for position in 0..self.indexes.len() {
-            let (key, has_null) = self.key_of(position, row);
-            self.indexes[position]
-                .insert(&key, has_null, row)
-                .map_err(|_| Error::internal("undo of a delete found its key taken"))?;
-        }
-        self.stats.live_rows += 1;
-        Ok(())
-    }
-
-    /// Makes the slot of a deleted row available for new rows.
-    pub fn free_slot(&mut self, row: RowId) {
-        if !self.is_live(row) && self.locate(row).is_some() {
-            self.free.push(row);
-        }
-    }
-
-    /// Undoes an insert: the row disappears and its slot is free again at once.
-    pub fn remove_inserted(&mut self, row: RowId) {
-        self.delete(row);
-        self.free.push(row);
-    }
-
-    /// Sets columns of a live row to new values (already of the column types) and maintains
-    /// the indexes. Returns the old values in the order of `changes`. Checks NOT NULL and
-    /// uniqueness before changing anything.
-    pub fn update(&mut self, row: RowId, changes: &[(usize, Value)]) -> Result<Vec<Value>> {
+    /// Sets columns of a row to new values (already of the column types) as a change of
+    /// transaction `view`, which must see the row's newest version. Checks NOT NULL and
+    /// uniqueness before changing anything; adds index entries for new keys.
+    pub fn update(&mut self, row: RowId, changes: &[(usize, Value)], view: &TxnView) -> Result<u32> {
+        self.check_writable(row, view)?;
         for (c, v) in changes {
             self.check_not_null(*c, v)?;
         }
-        let old: Vec<Value> = changes.iter().map(|(c, _)| self.get(row, *c)).collect();
         let new_value = |c: usize| -> Value {
             match changes.iter().rposition(|(col, _)| *col == c) {
                 Some(i) => changes[i].1.clone(),
                 None => self.get(row, c),
             }
         };
-        // Indexes whose key changes: (position, old key, new key).
-        let mut moved = Vec::new();
+        // Indexes whose key changes, with the new key.
+        let mut rekeyed = Vec::new();
         for (position, index) in self.def.indexes.iter().enumerate() {
             if !index.columns.iter().any(|c| changes.iter().any(|(col, _)| col == c)) {
                 continue;
             }
-            let (old_key, old_null) = self.key_of(position, row);
+            let (old_key, _) = self.key_of(position, row);
             let values: Vec<Value> = index.columns.iter().map(|&c| new_value(c)).collect();
             let mut new_key = KeyBuf::new();
-            let new_null = encode_key(&values, &mut new_key);
-            if old_key == new_key && old_null == new_null {
+            let has_null = encode_key(&values, &mut new_key);
+            if old_key == new_key {
                 continue;
             }
-            if let Some(other) = self.indexes[position].conflict(&new_key, new_null)
-                && other != row {
-                    return Err(self.unique_violation(position, &new_value));
-                }
-            moved.push((position, old_key, old_null, new_key, new_null));
+            if index.unique && !has_null {
+                self.check_unique(position, &new_key, Some(row), view, &new_value)?;
+            }
+            rekeyed.push((position, new_key));
+        }
+        let mut before: Vec<(usize, Value)> = Vec::with_capacity(changes.len());
+        for (c, _) in changes {
+            if !before.iter().any(|(b, _)| b == c) {
+                before.push((*c, self.get(row, *c)));
+            }
         }
         self.write_values(row, changes);
-        for (position, old_key, old_null, new_key, new_null) in moved {
-            self.indexes[position].remove(&old_key, old_null, row);
-            self.indexes[position]
-                .insert(&new_key, new_null, row)
-                .map_err(|_| Error::internal("index entry appeared during update"))?;
+        let mut added = Vec::new();
+        for (position, key) in rekeyed {
+            if self.indexes[position].insert(&key, row) {
+                added.push(position);
+            }
         }
-        Ok(old)
+        Ok(self.push_version(row, view.id, Change::Updated { before, added }))
     }
 
-    fn write_values(&mut self, row: RowId, changes: &[(usize, Value)]) {
+    pub(crate) fn write_values(&mut self, row: RowId, changes: &[(usize, Value)]) {
         let copies = &mut self.stats.segments_copied;
         let chunk = &mut self.chunks[row.chunk()];
         for (c, v) in changes {
@@ -369,6 +408,39 @@ impl TableStore {
         TableSnapshot { def: self.def.clone(), chunks: self.snapshot() }
     }
 
+    /// The snapshot of this table partition as `view` sees it: the segment lists, with every
+    /// row whose stored version `view` does not see patched, in the snapshot's own copies of
+    /// the segments, to the version it does see. This is how an analytical query sees no
+    /// uncommitted change of a running transaction (HyPer §4.6) without the transaction
+    /// having to finish first. Cost: proportional to the rows that have versions.
+    pub fn snapshot_for(&self, view: &TxnView) -> TableSnapshot {
+        let mut chunks = self.snapshot();
+        let mut arenas: HashMap<(usize, usize), StringArena> = HashMap::new();
+        for &row in self.heads.keys() {
+            let stored_deleted = self.slot_deleted(row);
+            let (ci, slot) = (row.chunk(), row.slot());
+            let chunk = &mut chunks[ci];
+            match self.visible(row, view) {
+                None if !stored_deleted => patch_deleted(chunk, slot, true),
+                None => {}
+                Some(version) => {
+                    if stored_deleted {
+                        patch_deleted(chunk, slot, false);
+                    }
+                    if let super::mvcc::RowVersion::Old(values) = version {
+                        for (c, v) in values.iter().enumerate() {
+                            if chunk.columns[c].get(slot, self.types[c]) != *v {
+                                let arena = arenas.entry((ci, c)).or_default();
+                                Arc::make_mut(&mut chunk.columns[c]).set(slot, v, arena);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        TableSnapshot { def: self.def.clone(), chunks }
+    }
+
     /// Installs a new definition (same columns) and builds or drops indexes to match it.
     pub fn set_def(&mut self, def: Arc<TableDef>) -> Result<()> {
         debug_assert_eq!(def.columns.len(), self.def.columns.len());
@@ -386,13 +458,17 @@ impl TableStore {
         Ok(())
     }
 
+    /// Builds an index over every row version some transaction may see, checking
+    /// uniqueness (and NOT NULL for a primary key) on the newest versions.
     fn build_index(&self, index: &IndexDef) -> Result<IndexStore> {
         let mut store = new_index(index);
         let mut failure = None;
-        self.for_each_live(&mut |row| {
+        let mut seen: HashMap<KeyBuf, RowId> = HashMap::new();
+        self.for_each_slot(&mut |row| {
+            let newest_live = !self.slot_deleted(row);
             let values: Vec<Value> = index.columns.iter().map(|&c| self.get(row, c)).collect();
-            if index.primary
-                && let Some(c) = values.iter().position(Value::is_null) {
+            if newest_live && index.primary {
+                if let Some(c) = values.iter().position(Value::is_null) {
                     failure = Some(Error::new(
                         SqlState::NotNullViolation,
                         format!(
@@ -402,9 +478,10 @@ impl TableStore {
                     ));
                     return false;
                 }
+            }
             let mut key = KeyBuf::new();
             let has_null = encode_key(&values, &mut key);
-            if store.insert(&key, has_null, row).is_err() {
+            if newest_live && index.unique && !has_null && seen.insert(key.clone(), row).is_some() {
                 let names: Vec<&str> = index.columns.iter().map(|&c| self.def.columns[c].name.as_str()).collect();
                 let vals: Vec<String> = index
                     .columns
@@ -420,6 +497,13 @@ impl TableStore {
                 );
                 return false;
             }
+            store.insert(&key, row);
+            // Older versions with other keys keep entries too, for their readers.
+            for old in self.old_versions(row) {
+                let mut k = KeyBuf::new();
+                encode_key(index.columns.iter().map(|&c| &old[c]), &mut k);
+                store.insert(&k, row);
+            }
             true
         });
         match failure {
@@ -428,12 +512,34 @@ impl TableStore {
         }
     }
 
-    /// Removes every row (TRUNCATE).
+    /// The states of a row older than the stored one (reconstructed from its versions).
+    fn old_versions(&self, row: RowId) -> Vec<Vec<Value>> {
+        let mut out = Vec::new();
+        let Some(&head) = self.heads.get(&row) else { return out };
+        let mut state = self.row_values(row);
+        let mut idx = head;
+        while idx != super::mvcc::NO_VERSION {
+            let v = self.version(idx);
+            if let Change::Updated { before, .. } = &v.change {
+                for (c, val) in before {
+                    state[*c] = val.clone();
+                }
+                out.push(state.clone());
+            }
+            idx = v.older;
+        }
+        out
+    }
+
+    /// Removes every row and version (TRUNCATE; not transactional).
     pub fn truncate(&mut self) {
         self.chunks.clear();
         self.free.clear();
         self.indexes = self.def.indexes.iter().map(new_index).collect();
         self.stats.live_rows = 0;
+        self.heads.clear();
+        self.versions.clear();
+        self.free_versions.clear();
     }
 
     /// Bytes held by segments and indexes' row references (an estimate for monitoring).
@@ -442,14 +548,28 @@ impl TableStore {
     }
 }
 
+fn patch_deleted(chunk: &mut ChunkSnapshot, slot: usize, deleted: bool) {
+    let len = chunk.len;
+    let bits = Arc::make_mut(chunk.deleted.get_or_insert_with(|| Arc::new(Bitmap::filled(len, false))));
+    if bits.get(slot) != deleted {
+        bits.set(slot, deleted);
+        if deleted {
+            chunk.live -= 1;
+        } else {
+            chunk.live += 1;
+        }
+    }
+}
+
 fn new_index(def: &IndexDef) -> IndexStore {
-    if def.primary { IndexStore::new_hash() } else { IndexStore::new_ordered(def.unique) }
+    if def.primary { IndexStore::new_hash() } else { IndexStore::new_ordered() }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::catalog::ColumnDef;
+    use crate::storage::mvcc::RowVersion;
 
     fn table() -> TableStore {
         let col = |name: &str, ty, nullable| ColumnDef { name: name.into(), ty, nullable, default: None };
@@ -468,82 +588,150 @@ mod tests {
         vec![Value::Int32(id), Value::Text(name.into()), Value::Int64(v)]
     }
 
-    fn pk(t: &TableStore, id: i32) -> Option<RowId> {
+    /// A transaction view: id `TXN_ID_BASE + n`, snapshot `start`.
+    fn txn(n: u64, start: u64) -> TxnView {
+        TxnView { id: TXN_ID_BASE + n, start }
+    }
+
+    /// Inserts and commits at `ts`.
+    fn committed_insert(t: &mut TableStore, values: &[Value], ts: u64) -> RowId {
+        let (r, v) = t.insert(values, &txn(999, ts - 1)).unwrap();
+        t.commit_version(v, ts);
+        r
+    }
+
+    fn pk_rows(t: &TableStore, id: i32) -> Vec<RowId> {
         let mut k = KeyBuf::new();
         encode_key(&[Value::Int32(id)], &mut k);
-        t.index_store(0).get_unique(&k)
+        let mut rows = vec![];
+        t.index_store(0).scan_prefix(&k, &mut |_, r| {
+            rows.push(r);
+            true
+        });
+        rows
     }
 
     #[test]
     fn insert_enforces_keys_and_not_null() {
         let mut t = table();
-        t.insert(&row(1, "a", 10)).unwrap();
-        let dup = t.insert(&row(1, "b", 20)).unwrap_err();
+        committed_insert(&mut t, &row(1, "a", 10), 1);
+        let dup = t.insert(&row(1, "b", 20), &txn(1, 1)).unwrap_err();
         assert_eq!(dup.state, SqlState::UniqueViolation);
         assert_eq!(dup.detail.as_deref(), Some("Key (id)=(1) already exists."));
-        let null = t.insert(&[Value::Null, Value::Null, Value::Null]).unwrap_err();
+        let null = t.insert(&[Value::Null, Value::Null, Value::Null], &txn(1, 1)).unwrap_err();
         assert_eq!(null.state, SqlState::NotNullViolation);
         assert_eq!(t.live_rows(), 1);
+    }
+
+    #[test]
+    fn uncommitted_key_is_a_conflict_for_others() {
+        let mut t = table();
+        t.insert(&row(1, "a", 10), &txn(1, 0)).unwrap();
+        let e = t.insert(&row(1, "b", 20), &txn(2, 0)).unwrap_err();
+        assert_eq!(e.state, SqlState::SerializationFailure);
+    }
+
+    #[test]
+    fn readers_see_their_snapshot() {
+        let mut t = table();
+        let r = committed_insert(&mut t, &row(1, "a", 10), 5);
+        let before = txn(1, 5);
+        assert_eq!(t.visible(r, &txn(2, 4)), None, "inserted after that snapshot");
+        let writer = txn(3, 5);
+        let v = t.update(r, &[(2, Value::Int64(11))], &writer).unwrap();
+        assert_eq!(t.visible(r, &writer), Some(RowVersion::Current));
+        assert_eq!(t.visible_values(r, &before).unwrap()[2], Value::Int64(10), "uncommitted change undone");
+        t.commit_version(v, 6);
+        assert_eq!(t.visible_values(r, &before).unwrap()[2], Value::Int64(10), "committed after the snapshot");
+        assert_eq!(t.visible_values(r, &txn(4, 6)).unwrap()[2], Value::Int64(11));
+        // The old reader may not write the row any more: first updater wins.
+        let e = t.update(r, &[(2, Value::Int64(12))], &before).unwrap_err();
+        assert_eq!(e.state, SqlState::SerializationFailure);
+    }
+
+    #[test]
+    fn rollback_restores_rows_and_index_entries() {
+        let mut t = table();
+        let r = committed_insert(&mut t, &row(1, "a", 10), 1);
+        let w = txn(1, 1);
+        let v1 = t.update(r, &[(0, Value::Int32(7)), (1, Value::Text("z".into()))], &w).unwrap();
+        let (r2, v2) = t.insert(&row(2, "b", 20), &w).unwrap();
+        let (r3, v3) = t.insert(&row(3, "c", 30), &w).unwrap();
+        let v4 = t.delete(r3, &w).unwrap();
+        assert_eq!(pk_rows(&t, 7), vec![r]);
+        for v in [v4, v3, v2, v1] {
+            t.rollback_version(v).unwrap();
+        }
+        assert_eq!(t.row_values(r), row(1, "a", 10));
+        assert_eq!(pk_rows(&t, 1), vec![r]);
+        assert!(pk_rows(&t, 7).is_empty() && pk_rows(&t, 2).is_empty() && pk_rows(&t, 3).is_empty());
         assert_eq!(t.index_store(1).len(), 1);
+        assert!(!t.is_live(r2) && !t.is_live(r3));
+        assert_eq!(t.live_rows(), 1);
+        assert_eq!(t.version_count(), 1, "only the committed insert's version is left");
     }
 
     #[test]
-    fn update_moves_index_entries_and_checks_uniqueness() {
+    fn garbage_collection_drops_old_keys_and_frees_deleted_slots() {
         let mut t = table();
-        let r1 = t.insert(&row(1, "a", 10)).unwrap();
-        t.insert(&row(2, "b", 20)).unwrap();
-        assert_eq!(t.update(r1, &[(0, Value::Int32(2))]).unwrap_err().state, SqlState::UniqueViolation);
-        assert_eq!(t.get(r1, 0), Value::Int32(1));
-        let old = t.update(r1, &[(0, Value::Int32(3)), (2, Value::Int64(11))]).unwrap();
-        assert_eq!(old, vec![Value::Int32(1), Value::Int64(10)]);
-        assert_eq!(pk(&t, 1), None);
-        assert_eq!(pk(&t, 3), Some(r1));
-    }
-
-    #[test]
-    fn delete_undelete_and_slot_reuse() {
-        let mut t = table();
-        let r1 = t.insert(&row(1, "a", 10)).unwrap();
-        t.delete(r1);
-        assert!(!t.is_live(r1));
-        assert_eq!(pk(&t, 1), None);
-        t.undelete(r1).unwrap();
-        assert_eq!(pk(&t, 1), Some(r1));
-        t.delete(r1);
-        t.free_slot(r1);
-        let r2 = t.insert(&row(5, "e", 50)).unwrap();
-        assert_eq!(r2, r1, "the freed slot is reused");
-        assert_eq!(t.row_values(r2), row(5, "e", 50));
+        let r = committed_insert(&mut t, &row(1, "a", 10), 1);
+        let v = t.update(r, &[(0, Value::Int32(2))], &txn(1, 1)).unwrap();
+        t.commit_version(v, 2);
+        assert_eq!(pk_rows(&t, 1), vec![r], "the old key stays for older readers");
+        // Collect in commit order: the insert, then the update.
+        let insert_version = t.version(t.heads[&r]).older;
+        t.collect_version(insert_version);
+        t.collect_version(v);
+        assert!(pk_rows(&t, 1).is_empty());
+        assert_eq!(pk_rows(&t, 2), vec![r]);
+        let d = t.delete(r, &txn(2, 2)).unwrap();
+        t.commit_version(d, 3);
+        t.collect_version(d);
+        assert!(pk_rows(&t, 2).is_empty());
+        let r2 = committed_insert(&mut t, &row(5, "e", 50), 4);
+        assert_eq!(r2, r, "the freed slot is reused");
+        assert_eq!(t.version_count(), 1);
     }
 
     #[test]
     fn snapshot_keeps_its_state_and_segments_copy_once() {
         let mut t = table();
-        let ids: Vec<RowId> = (0..3 * CHUNK_ROWS as i32)
-            .map(|i| t.insert(&row(i, "some longer name value", i as i64)).unwrap())
-            .collect();
+        let w = txn(1, 0);
+        let ids: Vec<RowId> = (0..3 * CHUNK_ROWS as i32).map(|i| t.insert(&row(i, "some longer name value", i as i64), &w).unwrap().0).collect();
         let snap = t.snapshot();
         let copies_before = t.stats().segments_copied;
         // Two writes to the same segment of chunk 0, one to chunk 2.
-        t.update(ids[0], &[(2, Value::Int64(-1))]).unwrap();
-        t.update(ids[1], &[(2, Value::Int64(-2))]).unwrap();
-        t.update(ids[2 * CHUNK_ROWS], &[(2, Value::Int64(-3))]).unwrap();
+        t.update(ids[0], &[(2, Value::Int64(-1))], &w).unwrap();
+        t.update(ids[1], &[(2, Value::Int64(-2))], &w).unwrap();
+        t.update(ids[2 * CHUNK_ROWS], &[(2, Value::Int64(-3))], &w).unwrap();
         assert_eq!(t.stats().segments_copied - copies_before, 2);
         assert_eq!(snap[0].columns[2].get(0, DataType::Int64), Value::Int64(0));
         assert_eq!(t.get(ids[0], 2), Value::Int64(-1));
-        // A delete copies the chunk's deleted bitmap? No: it did not exist; creating it is new.
-        t.delete(ids[5]);
-        assert!(snap[0].deleted.is_none());
         drop(snap);
-        t.update(ids[3], &[(2, Value::Int64(-4))]).unwrap();
+        t.update(ids[3], &[(2, Value::Int64(-4))], &w).unwrap();
         assert_eq!(t.stats().segments_copied - copies_before, 2, "no copy once the snapshot is gone");
+    }
+
+    #[test]
+    fn snapshot_for_a_view_reverts_what_it_does_not_see() {
+        let mut t = table();
+        let a = committed_insert(&mut t, &row(1, "a", 10), 1);
+        let b = committed_insert(&mut t, &row(2, "a long name for the string blocks", 20), 2);
+        let w = txn(1, 2);
+        t.update(a, &[(1, Value::Text("changed to a longer string value".into()))], &w).unwrap();
+        t.delete(b, &w).unwrap();
+        t.insert(&row(3, "c", 30), &w).unwrap();
+        let others = t.snapshot_for(&TxnView::committed());
+        assert_eq!(others.rows(), vec![row(1, "a", 10), row(2, "a long name for the string blocks", 20)]);
+        let own = t.snapshot_for(&w);
+        assert_eq!(own.rows(), vec![row(1, "changed to a longer string value", 10), row(3, "c", 30)]);
     }
 
     #[test]
     fn building_a_unique_index_reports_duplicates() {
         let mut t = table();
-        t.insert(&row(1, "same", 1)).unwrap();
-        t.insert(&row(2, "same", 2)).unwrap();
+        committed_insert(&mut t, &row(1, "same", 1), 1);
+        committed_insert(&mut t, &row(2, "same", 2), 2);
         let mut def = (**t.def()).clone();
         def.indexes.push(IndexDef { name: "u".into(), columns: vec![1], unique: true, primary: false });
         let err = t.set_def(Arc::new(def)).unwrap_err();

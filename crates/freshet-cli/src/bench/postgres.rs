@@ -1,0 +1,147 @@
+//! A throw-away PostgreSQL 15 instance from Debian's packages, and a Freshet server child
+//! process, for side-by-side runs.
+
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+
+const PG_BIN: &str = "/usr/lib/postgresql/15/bin";
+
+/// Runs a command and fails with its output if it fails.
+pub fn run_cmd(cmd: &mut Command) -> anyhow::Result<String> {
+    let out = cmd.output().with_context(|| format!("running {cmd:?}"))?;
+    if !out.status.success() {
+        bail!(
+            "{cmd:?} failed ({}):\n{}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Installs PostgreSQL 15 (server, client, pgbench) if it is missing.
+pub fn ensure_installed() -> anyhow::Result<()> {
+    if Path::new(PG_BIN).join("postgres").exists() && Path::new(PG_BIN).join("pgbench").exists() {
+        return Ok(());
+    }
+    println!("installing PostgreSQL from Debian's packages …");
+    run_cmd(Command::new("apt-get").arg("update").arg("-q"))?;
+    run_cmd(Command::new("apt-get").args(["install", "-y", "-q", "postgresql", "postgresql-contrib"]).env("DEBIAN_FRONTEND", "noninteractive"))?;
+    Ok(())
+}
+
+pub fn pgbench_path() -> PathBuf {
+    Path::new(PG_BIN).join("pgbench")
+}
+
+pub fn free_port() -> anyhow::Result<u16> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(l.local_addr()?.port())
+}
+
+pub fn wait_for_port(port: u16, timeout: Duration) -> anyhow::Result<()> {
+    let start = Instant::now();
+    while start.elapsed() < timeout {
+        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    bail!("nothing listens on port {port} after {timeout:?}")
+}
+
+/// A PostgreSQL cluster in a temporary directory, run as the `postgres` user.
+pub struct Postgres {
+    pub port: u16,
+    dir: PathBuf,
+}
+
+impl Postgres {
+    /// Creates and starts a cluster with `settings` (`name=value` server options).
+    pub fn start(settings: &[&str]) -> anyhow::Result<Postgres> {
+        ensure_installed()?;
+        let port = free_port()?;
+        let dir = std::env::temp_dir().join(format!("freshet-bench-pg-{}-{port}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        run_cmd(Command::new("chown").args(["postgres:postgres"]).arg(&dir))?;
+        let data = dir.join("data");
+        as_postgres(&[&format!("{PG_BIN}/initdb"), "-D", data.to_str().unwrap_or_default(), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"])?;
+        let mut options = format!("-p {port} -k {} -c listen_addresses=127.0.0.1", dir.display());
+        for s in settings {
+            options.push_str(&format!(" -c {s}"));
+        }
+        let log = dir.join("server.log");
+        as_postgres(&[
+            &format!("{PG_BIN}/pg_ctl"),
+            "-D",
+            data.to_str().unwrap_or_default(),
+            "-o",
+            &options,
+            "-l",
+            log.to_str().unwrap_or_default(),
+            "-w",
+            "start",
+        ])?;
+        Ok(Postgres { port, dir })
+    }
+
+    pub fn psql(&self, sql: &str) -> anyhow::Result<String> {
+        run_cmd(Command::new(format!("{PG_BIN}/psql")).args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "-U", "postgres", "-X", "-A", "-t", "-c", sql]))
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        let data = self.dir.join("data");
+        let _ = as_postgres(&[&format!("{PG_BIN}/pg_ctl"), "-D", data.to_str().unwrap_or_default(), "-m", "fast", "-w", "stop"]);
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn as_postgres(args: &[&str]) -> anyhow::Result<String> {
+    run_cmd(Command::new("runuser").args(["-u", "postgres", "--"]).args(args).current_dir("/tmp"))
+}
+
+/// A `freshet serve` child process on a free port.
+pub struct FreshetServer {
+    pub port: u16,
+    child: Child,
+}
+
+impl FreshetServer {
+    pub fn start(extra: &[&str]) -> anyhow::Result<FreshetServer> {
+        let port = free_port()?;
+        let exe = std::env::current_exe()?;
+        let child = Command::new(exe)
+            .args(["serve", "--in-memory", "--port", &port.to_string()])
+            .args(extra)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .spawn()
+            .context("starting freshet serve")?;
+        let server = FreshetServer { port, child };
+        wait_for_port(port, Duration::from_secs(30))?;
+        Ok(server)
+    }
+}
+
+impl Drop for FreshetServer {
+    fn drop(&mut self) {
+        // SIGTERM first, so that it shuts down cleanly; then make sure.
+        let _ = Command::new("kill").arg(self.child.id().to_string()).status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

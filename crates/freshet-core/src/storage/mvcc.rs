@@ -1,0 +1,307 @@
+//! Versions: multi-version concurrency control on in-place storage.
+//!
+//! VERSIONS. A write changes the row in place and records its before-image as a [`Version`]
+//! that heads the row's chain (newest first, HyPer's later MVCC). A version carries a
+//! timestamp: while its transaction runs, the transaction's id (at or above [`TXN_ID_BASE`]);
+//! from commit on, the commit timestamp. The live row is thus always the newest state,
+//! including uncommitted changes; older states are reconstructed by applying before-images.
+//!
+//! ISOLATION. A reader has a [`TxnView`]: its own id and the commit timestamp its snapshot
+//! includes. It walks a row's chain from the newest version and undoes every change it does
+//! not see (uncommitted changes of others, commits after its snapshot); its own changes it
+//! sees. A writer may change a row only if it sees the row's newest version: otherwise
+//! another transaction changed it after the writer's snapshot (or has not committed yet) and
+//! the writer fails with 40001 at once — first updater wins; nobody waits, so there are no
+//! deadlocks.
+//!
+//! INDEXES. Index entries are (key, row) pairs that stay as long as any version with that
+//! key may be seen; a reader arriving through an index entry accepts the row only if its
+//! visible version has that entry's key (see `exec`). Rollback removes the entries its
+//! changes added; garbage collection removes entries of versions nobody can see any more.
+//!
+//! GARBAGE COLLECTION. Once a committed version's timestamp is at or below the oldest
+//! snapshot of any running transaction, nobody needs the state before it: the version is
+//! dropped, index entries only older states had are removed, and the slot of a deleted row
+//! becomes reusable. Versions are collected in commit order, so the one collected is always
+//! the oldest of its chain.
+//!
+//! Not implemented here: the read-set validation that makes SERIALIZABLE serializable lives
+//! in `txn`, which keeps the transactions' reads and the committed writes.
+
+use super::index::{encode_key, KeyBuf};
+use super::table::TableStore;
+use super::RowId;
+use crate::error::{Error, Result};
+use crate::types::Value;
+
+/// A commit timestamp or, at or above [`TXN_ID_BASE`], the id of a running transaction.
+pub type Ts = u64;
+
+/// Timestamps at or above this are transaction ids: the change is not committed.
+pub const TXN_ID_BASE: Ts = 1 << 63;
+
+pub(crate) const NO_VERSION: u32 = u32::MAX;
+
+/// What a transaction sees: its own changes, and every change committed at or before `start`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TxnView {
+    pub id: Ts,
+    pub start: Ts,
+}
+
+impl TxnView {
+    /// The view of a reader that is no transaction: everything committed so far.
+    pub fn committed() -> TxnView {
+        TxnView { id: 0, start: TXN_ID_BASE - 1 }
+    }
+
+    #[inline]
+    pub fn sees(&self, ts: Ts) -> bool {
+        ts == self.id || (ts < TXN_ID_BASE && ts <= self.start)
+    }
+}
+
+/// The before-image of a change.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Change {
+    /// The row did not exist before.
+    Inserted,
+    /// The row existed (its values are still in its slot).
+    Deleted,
+    /// Columns had these values; `added` lists the indexes where this change added an entry.
+    Updated { before: Vec<(usize, Value)>, added: Vec<usize> },
+    /// SELECT … FOR UPDATE/SHARE: nothing changed, but the row is claimed.
+    Locked,
+}
+
+#[derive(Clone, Debug)]
+pub struct Version {
+    pub ts: Ts,
+    pub row: RowId,
+    pub(crate) older: u32,
+    pub change: Change,
+}
+
+/// The version of a row a reader sees.
+#[derive(Debug, PartialEq)]
+pub enum RowVersion {
+    /// The row as stored.
+    Current,
+    /// An older state, reconstructed.
+    Old(Vec<Value>),
+}
+
+pub fn conflict(change: &Change) -> Error {
+    let what = if matches!(change, Change::Deleted) { "delete" } else { "update" };
+    Error::serialization(format!("could not serialize access due to concurrent {what}"))
+}
+
+impl TableStore {
+    pub(crate) fn version(&self, idx: u32) -> &Version {
+        self.versions[idx as usize].as_ref().expect("a linked version exists")
+    }
+
+    pub(crate) fn push_version(&mut self, row: RowId, ts: Ts, change: Change) -> u32 {
+        let older = self.heads.get(&row).copied().unwrap_or(NO_VERSION);
+        let version = Version { ts, row, older, change };
+        let idx = match self.free_versions.pop() {
+            Some(i) => {
+                self.versions[i as usize] = Some(version);
+                i
+            }
+            None => {
+                self.versions.push(Some(version));
+                (self.versions.len() - 1) as u32
+            }
+        };
+        self.heads.insert(row, idx);
+        idx
+    }
+
+    /// The newest version's timestamp and change, if the row has versions.
+    pub fn head(&self, row: RowId) -> Option<&Version> {
+        self.heads.get(&row).map(|&h| self.version(h))
+    }
+
+    /// The version of `row` that `view` sees, or `None` if the row does not exist for it.
+    pub fn visible(&self, row: RowId, view: &TxnView) -> Option<RowVersion> {
+        let deleted = !self.slot_in_use(row) || self.slot_deleted(row);
+        let Some(&head) = self.heads.get(&row) else {
+            return (!deleted).then_some(RowVersion::Current);
+        };
+        let mut exists = !deleted;
+        let mut values: Option<Vec<Value>> = None;
+        let mut idx = head;
+        while idx != NO_VERSION {
+            let v = self.version(idx);
+            if view.sees(v.ts) {
+                break;
+            }
+            match &v.change {
+                Change::Inserted => exists = false,
+                Change::Deleted => exists = true,
+                Change::Updated { before, .. } => {
+                    let vals = values.get_or_insert_with(|| self.row_values(row));
+                    for (c, val) in before {
+                        vals[*c] = val.clone();
+                    }
+                }
+                Change::Locked => {}
+            }
+            idx = v.older;
+        }
+        if !exists {
+            return None;
+        }
+        Some(values.map_or(RowVersion::Current, RowVersion::Old))
+    }
+
+    /// The values of the version `view` sees.
+    pub fn visible_values(&self, row: RowId, view: &TxnView) -> Option<Vec<Value>> {
+        self.visible(row, view).map(|v| match v {
+            RowVersion::Current => self.row_values(row),
+            RowVersion::Old(values) => values,
+        })
+    }
+
+    /// Whether `view` may change `row`: it must see the row's newest version.
+    pub fn check_writable(&self, row: RowId, view: &TxnView) -> Result<()> {
+        match self.head(row) {
+            Some(v) if !view.sees(v.ts) => Err(conflict(&v.change)),
+            _ => Ok(()),
+        }
+    }
+
+    pub fn commit_version(&mut self, idx: u32, ts: Ts) {
+        if let Some(v) = self.versions[idx as usize].as_mut() {
+            v.ts = ts;
+        }
+    }
+
+    /// Undoes the newest version of its row and drops it.
+    pub fn rollback_version(&mut self, idx: u32) -> Result<()> {
+        let Some(version) = self.versions[idx as usize].take() else { return Ok(()) };
+        self.free_versions.push(idx);
+        let row = version.row;
+        debug_assert_eq!(self.heads.get(&row), Some(&idx), "rollback of a version that is not its row's newest");
+        self.unlink_head(row, version.older);
+        match version.change {
+            Change::Inserted => {
+                for position in 0..self.indexes.len() {
+                    let (key, _) = self.key_of(position, row);
+                    self.indexes[position].remove(&key, row);
+                }
+                self.set_deleted(row, true);
+                self.stats.live_rows -= 1;
+                self.free.push(row);
+            }
+            Change::Deleted => {
+                self.set_deleted(row, false);
+                self.stats.live_rows += 1;
+            }
+            Change::Updated { before, added } => {
+                let new_keys: Vec<(usize, KeyBuf)> = added.iter().map(|&p| (p, self.key_of(p, row).0)).collect();
+                self.write_values(row, &before);
+                for (position, key) in new_keys {
+                    self.indexes[position].remove(&key, row);
+                }
+            }
+            Change::Locked => {}
+        }
+        Ok(())
+    }
+
+    fn unlink_head(&mut self, row: RowId, older: u32) {
+        if older == NO_VERSION {
+            self.heads.remove(&row);
+        } else {
+            self.heads.insert(row, older);
+        }
+    }
+
+    /// Drops a committed version that is the oldest of its chain and that no reader needs any
+    /// more: index entries only the state before it had are removed, and a deleted row's
+    /// slot becomes reusable.
+    pub fn collect_version(&mut self, idx: u32) {
+        let Some(v) = self.versions[idx as usize].as_ref() else { return };
+        let row = v.row;
+        debug_assert!(v.older == NO_VERSION, "collecting a version that is not the oldest of its chain");
+        // The chain from the newest version down to the one being collected.
+        let mut chain = Vec::new();
+        let mut cur = self.heads.get(&row).copied().unwrap_or(NO_VERSION);
+        while cur != NO_VERSION && cur != idx {
+            chain.push(cur);
+            cur = self.version(cur).older;
+        }
+        if cur != idx {
+            return;
+        }
+        let change = self.version(idx).change.clone();
+        match change {
+            Change::Inserted | Change::Locked => {}
+            Change::Deleted => {
+                for position in 0..self.indexes.len() {
+                    let (key, _) = self.key_of(position, row);
+                    self.indexes[position].remove(&key, row);
+                }
+                self.free.push(row);
+            }
+            Change::Updated { before, .. } => self.drop_stale_keys(row, &chain, &before),
+        }
+        self.versions[idx as usize] = None;
+        self.free_versions.push(idx);
+        match chain.last() {
+            Some(&newer) => {
+                if let Some(n) = self.versions[newer as usize].as_mut() {
+                    n.older = NO_VERSION;
+                }
+            }
+            None => {
+                self.heads.remove(&row);
+            }
+        }
+    }
+
+    /// Removes the index entries of the state before an update that no later state shares.
+    fn drop_stale_keys(&mut self, row: RowId, newer: &[u32], before: &[(usize, Value)]) {
+        let touched: Vec<usize> = (0..self.indexes.len())
+            .filter(|&p| self.def.indexes[p].columns.iter().any(|c| before.iter().any(|(b, _)| b == c)))
+            .collect();
+        if touched.is_empty() {
+            return;
+        }
+        // Every state from now back to the one right after the collected update.
+        let mut state = self.row_values(row);
+        let mut kept: Vec<Vec<KeyBuf>> = touched.iter().map(|&p| vec![key_from(&self.def.indexes[p].columns, &state)]).collect();
+        for &i in newer {
+            if let Change::Updated { before, .. } = &self.version(i).change {
+                for (c, val) in before {
+                    state[*c] = val.clone();
+                }
+            }
+            for (k, &p) in kept.iter_mut().zip(&touched) {
+                k.push(key_from(&self.def.indexes[p].columns, &state));
+            }
+        }
+        for (c, val) in before {
+            state[*c] = val.clone();
+        }
+        for (k, &p) in kept.iter().zip(&touched) {
+            let old = key_from(&self.def.indexes[p].columns, &state);
+            if !k.contains(&old) {
+                self.indexes[p].remove(&old, row);
+            }
+        }
+    }
+
+    /// Number of versions held (for tests and monitoring).
+    pub fn version_count(&self) -> usize {
+        self.versions.len() - self.free_versions.len()
+    }
+}
+
+fn key_from(columns: &[usize], values: &[Value]) -> KeyBuf {
+    let mut key = KeyBuf::new();
+    encode_key(columns.iter().map(|&c| &values[c]), &mut key);
+    key
+}

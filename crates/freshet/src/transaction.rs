@@ -1,0 +1,117 @@
+//! A session's transaction block: BEGIN … COMMIT/ROLLBACK, savepoints, the failed state.
+//!
+//! Outside a block every statement is its own transaction (autocommit). Inside one, the
+//! session holds a [`SessionTxn`]; its snapshot is taken at the first statement after BEGIN
+//! (as PostgreSQL does), registered with the engine until the block ends, and each statement
+//! runs on the executors as part of the transaction. After an error the block is failed:
+//! every statement but ROLLBACK (or ROLLBACK TO SAVEPOINT) is refused with 25P02.
+
+use std::sync::Arc;
+
+use freshet_core::engine::{Engine, TxnCtx};
+use freshet_core::storage::Ts;
+use freshet_core::txn::Isolation;
+use freshet_core::{Error, Result, SqlState};
+use sqlparser::ast;
+
+use crate::result::StatementResult;
+
+/// The transaction block of a session.
+#[derive(Debug)]
+pub struct SessionTxn {
+    pub id: Ts,
+    pub isolation: Isolation,
+    pub read_only: bool,
+    /// The registered snapshot (REPEATABLE READ, SERIALIZABLE), taken at the first statement.
+    pub start: Option<Ts>,
+    /// Whether a statement has run (SET TRANSACTION must come before).
+    pub started: bool,
+    pub failed: bool,
+    /// Savepoints: name and how many changes the transaction had made when it was set.
+    pub savepoints: Vec<(String, usize)>,
+}
+
+impl SessionTxn {
+    pub fn new(engine: &Engine, isolation: Isolation, read_only: bool) -> Self {
+        SessionTxn {
+            id: engine.registry().new_txn_id(),
+            isolation,
+            read_only,
+            start: None,
+            started: false,
+            failed: false,
+            savepoints: Vec::new(),
+        }
+    }
+
+    /// The context of the next statement; takes the snapshot on the first one.
+    pub fn statement_ctx(&mut self, engine: &Engine) -> TxnCtx {
+        self.started = true;
+        let start = match self.isolation {
+            Isolation::ReadCommitted => engine.registry().now(),
+            _ => *self.start.get_or_insert_with(|| engine.registry().begin_snapshot()),
+        };
+        TxnCtx { id: self.id, start, isolation: self.isolation }
+    }
+
+    /// Ends the block on the engine's side: the snapshot is no longer needed.
+    pub fn release(&mut self, engine: &Engine) {
+        if let Some(start) = self.start.take() {
+            engine.registry().end_snapshot(start);
+        }
+    }
+}
+
+/// The transaction modes of BEGIN / START TRANSACTION / SET TRANSACTION.
+pub fn modes(modes: &[ast::TransactionMode]) -> (Option<Isolation>, Option<bool>) {
+    let mut isolation = None;
+    let mut read_only = None;
+    for m in modes {
+        match m {
+            ast::TransactionMode::IsolationLevel(level) => {
+                isolation = Some(match level {
+                    ast::TransactionIsolationLevel::ReadUncommitted | ast::TransactionIsolationLevel::ReadCommitted => {
+                        Isolation::ReadCommitted
+                    }
+                    ast::TransactionIsolationLevel::RepeatableRead => Isolation::RepeatableRead,
+                    _ => Isolation::Serializable,
+                })
+            }
+            ast::TransactionMode::AccessMode(ast::TransactionAccessMode::ReadOnly) => read_only = Some(true),
+            ast::TransactionMode::AccessMode(ast::TransactionAccessMode::ReadWrite) => read_only = Some(false),
+        }
+    }
+    (isolation, read_only)
+}
+
+pub fn aborted_error() -> Error {
+    Error::new(SqlState::InFailedSqlTransaction, "current transaction is aborted, commands ignored until end of transaction block")
+}
+
+pub fn read_only_error(what: &str) -> Error {
+    Error::new(SqlState::ReadOnlySqlTransaction, format!("cannot execute {what} in a read-only transaction"))
+}
+
+/// Commits (or, for a failed block, rolls back) a block; the block is over either way.
+pub async fn commit(engine: &Arc<Engine>, mut txn: SessionTxn) -> Result<StatementResult> {
+    let result = if txn.failed {
+        engine.rollback(txn.id).await.map(|_| StatementResult::command("ROLLBACK"))
+    } else if txn.started {
+        let ctx = TxnCtx { id: txn.id, start: txn.start.unwrap_or(0), isolation: txn.isolation };
+        engine.commit(ctx).await.map(|_| StatementResult::command("COMMIT"))
+    } else {
+        Ok(StatementResult::command("COMMIT"))
+    };
+    txn.release(engine);
+    result
+}
+
+pub async fn rollback(engine: &Arc<Engine>, mut txn: SessionTxn) -> Result<StatementResult> {
+    let result = engine.rollback(txn.id).await.map(|_| StatementResult::command("ROLLBACK"));
+    txn.release(engine);
+    result
+}
+
+pub fn no_savepoint(name: &str) -> Error {
+    Error::new(SqlState::InvalidSavepointSpecification, format!("savepoint \"{name}\" does not exist"))
+}
