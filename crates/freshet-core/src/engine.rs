@@ -214,6 +214,21 @@ impl Engine {
             .await?
     }
 
+    /// Ends a registered snapshot. When it was the oldest, versions only it needed are
+    /// collected (in the background, by each executor).
+    pub fn release_snapshot(&self, start: Ts) {
+        if self.registry.end_snapshot(start) {
+            for e in &self.executors {
+                let registry = self.registry.clone();
+                e.submit(Box::new(move |p: &mut Partition| {
+                    if let Err(e) = txn::collect_garbage(p, registry.oldest_needed()) {
+                        tracing::error!("garbage collection failed: {e}");
+                    }
+                }));
+            }
+        }
+    }
+
     /// Rolls a transaction back without waiting (for sessions that end abruptly).
     pub fn rollback_detached(&self, id: Ts) {
         let registry = self.registry.clone();

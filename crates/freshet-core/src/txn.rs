@@ -94,14 +94,18 @@ impl TxnRegistry {
         start
     }
 
-    pub fn end_snapshot(&self, start: Ts) {
+    /// Unregisters a snapshot; returns whether it was the oldest one (so that versions may
+    /// now be collectable).
+    pub fn end_snapshot(&self, start: Ts) -> bool {
         let mut active = self.active.lock();
+        let was_oldest = active.keys().next() == Some(&start);
         if let Some(n) = active.get_mut(&start) {
             *n -= 1;
             if *n == 0 {
                 active.remove(&start);
             }
         }
+        was_oldest
     }
 
     pub fn next_commit_ts(&self) -> Ts {

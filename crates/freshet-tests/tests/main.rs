@@ -4,3 +4,4 @@ mod embedded;
 mod slt;
 mod robustness;
 mod snapshot;
+mod transactions;

@@ -263,7 +263,7 @@ impl CopyIn {
 
     fn end_own(&mut self) {
         if self.own_txn {
-            self.engine.registry().end_snapshot(self.txn.start);
+            self.engine.release_snapshot(self.txn.start);
             self.own_txn = false;
         }
     }

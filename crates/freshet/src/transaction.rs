@@ -57,7 +57,7 @@ impl SessionTxn {
     /// Ends the block on the engine's side: the snapshot is no longer needed.
     pub fn release(&mut self, engine: &Engine) {
         if let Some(start) = self.start.take() {
-            engine.registry().end_snapshot(start);
+            engine.release_snapshot(start);
         }
     }
 }

@@ -8,11 +8,24 @@ use crate::error::{Error, Result};
 
 /// Parses one or more `;`-separated statements.
 pub fn parse(sql: &str) -> Result<Vec<Statement>> {
+    if let Some(stmt) = postgres_only(sql) {
+        return Ok(vec![stmt]);
+    }
     Parser::new(&PostgreSqlDialect {})
         .with_recursion_limit(200)
         .try_with_sql(sql)
         .and_then(|mut p| p.parse_statements())
         .map_err(|e| syntax_error(sql, e))
+}
+
+/// PostgreSQL statements the parser lacks, written on their own: `ABORT [WORK | TRANSACTION]`
+/// (ROLLBACK's other name).
+fn postgres_only(sql: &str) -> Option<Statement> {
+    let words: Vec<String> = sql.trim().trim_end_matches(';').split_whitespace().map(str::to_lowercase).collect();
+    match words.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+        ["abort"] | ["abort", "work" | "transaction"] => Some(Statement::Rollback { chain: false, savepoint: None }),
+        _ => None,
+    }
 }
 
 /// Converts a parser error into 42601 with the 1-based character position PostgreSQL reports.

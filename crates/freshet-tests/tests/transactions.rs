@@ -1,0 +1,120 @@
+//! Concurrent transactions through the embedded API: money transfers with auditors.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use freshet::{Config, DataType, Database, Session, SqlState, Value};
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+
+const ACCOUNTS: i32 = 40;
+const START: i64 = 1_000;
+
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    futures::executor::block_on(f)
+}
+
+fn sum(rows: &[Vec<Value>]) -> i64 {
+    rows.iter().map(|r| r.last().and_then(Value::as_i64).unwrap_or(0)).sum()
+}
+
+/// One transfer in a SERIALIZABLE transaction; `Ok(false)` if it hit a serialization failure
+/// (and was rolled back), which a client would retry.
+fn transfer(s: &mut Session, from: i32, to: i32, amount: i64) -> Result<bool, freshet::Error> {
+    let steps = [
+        "BEGIN".to_string(),
+        format!("UPDATE bank SET balance = balance - {amount} WHERE id = {from}"),
+        format!("UPDATE bank SET balance = balance + {amount} WHERE id = {to}"),
+        "COMMIT".to_string(),
+    ];
+    for sql in steps {
+        match s.execute_blocking(&sql) {
+            Ok(_) => {}
+            Err(e) if e.state == SqlState::SerializationFailure => {
+                s.execute_blocking("ROLLBACK")?;
+                return Ok(false);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(true)
+}
+
+/// Many sessions move money between accounts while auditors sum the balances, both with one
+/// analytical query and with point reads of every account inside one transaction. No audit
+/// may see a different total, the final total is unchanged, and most transfers commit.
+#[test]
+fn transfers_keep_the_total_for_every_auditor() {
+    let db = Database::open(Config { olap_threads: 2, ..Config::default() }).unwrap();
+    let mut setup = db.session();
+    setup.execute_blocking("CREATE TABLE bank (id INT PRIMARY KEY, balance BIGINT NOT NULL)").unwrap();
+    setup.execute_blocking(&format!("INSERT INTO bank SELECT value, {START} FROM generate_series(1, {ACCOUNTS})")).unwrap();
+    let total = ACCOUNTS as i64 * START;
+    let stop = Arc::new(AtomicBool::new(false));
+    let (committed, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let writers: Vec<_> = (0..4)
+        .map(|w| {
+            let (db, stop, committed, failed) = (db.clone(), stop.clone(), committed.clone(), failed.clone());
+            std::thread::spawn(move || {
+                let mut s = db.session();
+                let mut rng = StdRng::seed_from_u64(w);
+                while !stop.load(Ordering::Relaxed) {
+                    let from = rng.random_range(1..=ACCOUNTS);
+                    let to = rng.random_range(1..=ACCOUNTS);
+                    if from == to {
+                        continue;
+                    }
+                    match transfer(&mut s, from, to, rng.random_range(1..50)).unwrap() {
+                        true => committed.fetch_add(1, Ordering::Relaxed),
+                        false => failed.fetch_add(1, Ordering::Relaxed),
+                    };
+                }
+            })
+        })
+        .collect();
+    let auditors: Vec<_> = (0..2)
+        .map(|a| {
+            let (db, stop) = (db.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut s = db.session();
+                let point = block_on(s.prepare("SELECT id, balance FROM bank WHERE id = $1", &[Some(DataType::Int32)])).unwrap();
+                let mut audits = 0;
+                while !stop.load(Ordering::Relaxed) || audits < 5 {
+                    if a == 0 {
+                        let r = s.execute_blocking("SELECT sum(balance) FROM bank").unwrap();
+                        assert_eq!(sum(&r[0].rows()), total, "an analytical audit saw a torn state");
+                    } else {
+                        s.execute_blocking("BEGIN ISOLATION LEVEL REPEATABLE READ").unwrap();
+                        let mut seen = 0;
+                        for id in 1..=ACCOUNTS {
+                            let r = block_on(s.collect(&point, vec![Value::Int32(id)])).unwrap();
+                            seen += sum(&r.rows());
+                        }
+                        s.execute_blocking("COMMIT").unwrap();
+                        assert_eq!(seen, total, "a transaction's point reads saw a torn state");
+                    }
+                    audits += 1;
+                }
+                audits
+            })
+        })
+        .collect();
+    while committed.load(Ordering::Relaxed) < 1_500 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    stop.store(true, Ordering::Relaxed);
+    for w in writers {
+        w.join().unwrap();
+    }
+    for a in auditors {
+        assert!(a.join().unwrap() >= 5);
+    }
+    let r = setup.execute_blocking("SELECT sum(balance), count(*) FROM bank").unwrap();
+    assert_eq!(r[0].rows()[0], vec![Value::Int64(total), Value::Int64(ACCOUNTS as i64)]);
+    let (ok, retried) = (committed.load(Ordering::Relaxed), failed.load(Ordering::Relaxed));
+    assert!(ok > retried, "most transfers commit: {ok} committed, {retried} serialization failures");
+    // Versions are collected once nobody needs them.
+    let (held, pending) = block_on(db.engine().version_counts()).unwrap();
+    assert_eq!(pending, 0, "no committed versions wait for collection");
+    assert!(held <= ACCOUNTS as usize, "only the rows' insert versions may remain, {held} held");
+}
