@@ -1,33 +1,46 @@
-//! pgbench's select-only workload (`-S -M prepared`) against PostgreSQL 15 and Freshet.
+//! pgbench against PostgreSQL 15 and Freshet, side by side in one run.
 //!
-//! PostgreSQL is initialised by `pgbench -i`. Freshet gets the same four tables with the same
-//! DDL and the same rows, loaded by Freshet's own means (INSERT … SELECT over
-//! generate_series, then ALTER TABLE … ADD PRIMARY KEY): pgbench's own initialisation wraps
-//! its load in BEGIN/COMMIT, which this version does not run yet.
+//! Workloads: `select-only` (pgbench -S) and `tpcb` (pgbench's default TPC-B-like script:
+//! BEGIN; three UPDATEs, a SELECT and an INSERT; END). Both run with `-M prepared`. Both
+//! systems are loaded by `pgbench -i` itself. PostgreSQL runs from Debian's packages in a
+//! throw-away cluster; for `tpcb` with `fsync=off` and `synchronous_commit=off` so that both
+//! systems run at memory speed (Freshet has no redo log yet). Serialization failures are
+//! retried by pgbench (`--max-tries`) and counted; any other failure fails the benchmark.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use anyhow::Context;
 use serde_json::json;
 
 use super::postgres::{pgbench_path, run_cmd, FreshetServer, Postgres};
 use super::report::{machine, print_table, write_json};
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Workload {
+    SelectOnly,
+    Tpcb,
+}
+
 #[derive(clap::Args)]
 pub struct PgbenchArgs {
+    /// The pgbench script.
+    #[arg(long, value_enum, default_value_t = Workload::SelectOnly)]
+    workload: Workload,
     /// pgbench scale factor (100,000 accounts per unit).
     #[arg(long, default_value_t = 10)]
     scale: u32,
-    /// Client connections.
-    #[arg(long, default_value_t = 8)]
-    clients: u32,
+    /// Client connections; several values give one run each (e.g. 8,32).
+    #[arg(long, value_delimiter = ',', default_values_t = vec![8])]
+    clients: Vec<u32>,
     /// pgbench worker threads.
     #[arg(long, default_value_t = 2)]
     jobs: u32,
     /// Seconds per run.
     #[arg(long, default_value_t = 30)]
     duration: u32,
+    /// Tries per transaction on serialization failures (pgbench --max-tries).
+    #[arg(long, default_value_t = 10)]
+    max_tries: u32,
     /// Write the results as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -35,123 +48,163 @@ pub struct PgbenchArgs {
 
 /// What one pgbench run reported.
 #[derive(Debug, Default, Clone)]
-struct PgbenchResult {
+struct RunResult {
+    clients: u32,
     tps: f64,
     latency_ms: f64,
-    failed: u64,
+    p99_ms: f64,
     transactions: u64,
+    failed: u64,
+    serialization_failures: u64,
+    retried: u64,
 }
 
-fn parse_output(out: &str) -> anyhow::Result<PgbenchResult> {
-    let mut r = PgbenchResult::default();
-    for line in out.lines() {
-        let line = line.trim();
-        if let Some(v) = line.strip_prefix("tps = ") {
-            r.tps = v.split_whitespace().next().unwrap_or("0").parse()?;
-        } else if let Some(v) = line.strip_prefix("latency average = ") {
-            r.latency_ms = v.split_whitespace().next().unwrap_or("0").parse()?;
-        } else if let Some(v) = line.strip_prefix("number of failed transactions: ") {
-            r.failed = v.split_whitespace().next().unwrap_or("0").parse()?;
-        } else if let Some(v) = line.strip_prefix("number of transactions actually processed: ") {
-            r.transactions = v.split(['/', ' ']).next().unwrap_or("0").parse()?;
+fn number_after(line: &str, prefix: &str) -> Option<f64> {
+    line.strip_prefix(prefix)?.split_whitespace().next()?.split('/').next()?.parse().ok()
+}
+
+fn parse_output(out: &str, clients: u32) -> anyhow::Result<RunResult> {
+    let mut r = RunResult { clients, ..RunResult::default() };
+    for line in out.lines().map(str::trim) {
+        if let Some(v) = number_after(line, "tps = ") {
+            r.tps = v;
+        } else if let Some(v) = number_after(line, "latency average = ") {
+            r.latency_ms = v;
+        } else if let Some(v) = number_after(line, "number of failed transactions: ") {
+            r.failed = v as u64;
+        } else if let Some(v) = number_after(line, "number of serialization failures: ") {
+            r.serialization_failures = v as u64;
+        } else if let Some(v) = number_after(line, "number of transactions retried: ") {
+            r.retried = v as u64;
+        } else if let Some(v) = number_after(line, "number of transactions actually processed: ") {
+            r.transactions = v as u64;
         }
     }
     anyhow::ensure!(r.tps > 0.0, "pgbench printed no tps:\n{out}");
     Ok(r)
 }
 
-fn pgbench(port: u16, user: &str, db: &str, args: &PgbenchArgs) -> anyhow::Result<PgbenchResult> {
-    let out = run_cmd(Command::new(pgbench_path()).args([
-        "-h",
-        "127.0.0.1",
-        "-p",
-        &port.to_string(),
-        "-U",
-        user,
-        "-S",
-        "-M",
-        "prepared",
-        "-n",
-        "-c",
-        &args.clients.to_string(),
-        "-j",
-        &args.jobs.to_string(),
-        "-T",
-        &args.duration.to_string(),
-        db,
-    ]))?;
-    parse_output(&out)
+/// The 99th percentile of the per-transaction latencies pgbench logged (`-l`).
+fn p99_from_logs(dir: &Path) -> anyhow::Result<f64> {
+    let mut latencies: Vec<u64> = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let text = std::fs::read_to_string(entry?.path())?;
+        // client_id transaction_no time script_no time_epoch time_us [...]; time in µs
+        latencies.extend(text.lines().filter_map(|l| l.split_whitespace().nth(2)?.parse::<u64>().ok()));
+    }
+    anyhow::ensure!(!latencies.is_empty(), "pgbench logged no transactions");
+    latencies.sort_unstable();
+    Ok(latencies[(latencies.len() * 99 / 100).min(latencies.len() - 1)] as f64 / 1000.0)
 }
 
-fn run_postgres(args: &PgbenchArgs) -> anyhow::Result<PgbenchResult> {
-    println!("PostgreSQL 15: initialising scale {} …", args.scale);
-    let pg = Postgres::start(&["shared_buffers=1GB", "max_connections=200"])?;
-    run_cmd(Command::new(pgbench_path()).args(["-h", "127.0.0.1", "-p", &pg.port.to_string(), "-U", "postgres", "-i", "-q", "-s", &args.scale.to_string(), "postgres"]))?;
-    println!("PostgreSQL 15: running pgbench -S for {} s …", args.duration);
-    pgbench(pg.port, "postgres", "postgres", args)
+fn pgbench_run(port: u16, user: &str, db: &str, args: &PgbenchArgs, clients: u32) -> anyhow::Result<RunResult> {
+    let logs = std::env::temp_dir().join(format!("freshet-pgbench-logs-{}-{port}-{clients}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&logs);
+    std::fs::create_dir_all(&logs)?;
+    let mut cmd = Command::new(pgbench_path());
+    cmd.args(["-h", "127.0.0.1", "-p", &port.to_string(), "-U", user, "-M", "prepared", "-n"])
+        .args(["-c", &clients.to_string(), "-j", &args.jobs.to_string(), "-T", &args.duration.to_string()])
+        .args(["--max-tries", &args.max_tries.to_string(), "--failures-detailed", "-l"])
+        .arg(format!("--log-prefix={}", logs.join("log").display()));
+    if args.workload == Workload::SelectOnly {
+        cmd.arg("-S");
+    }
+    let out = run_cmd(cmd.arg(db))?;
+    let mut r = parse_output(&out, clients)?;
+    r.p99_ms = p99_from_logs(&logs)?;
+    let _ = std::fs::remove_dir_all(&logs);
+    Ok(r)
 }
 
-/// The pgbench tables and rows, as `pgbench -i` creates them.
-fn load_statements(scale: u32) -> Vec<String> {
-    let s = scale as u64;
-    vec![
-        "CREATE TABLE pgbench_history (tid INT, bid INT, aid INT, delta INT, mtime TIMESTAMP, filler CHAR(22))".into(),
-        "CREATE TABLE pgbench_tellers (tid INT NOT NULL, bid INT, tbalance INT, filler CHAR(84)) WITH (fillfactor=100)".into(),
-        "CREATE TABLE pgbench_accounts (aid INT NOT NULL, bid INT, abalance INT, filler CHAR(84)) WITH (fillfactor=100)".into(),
-        "CREATE TABLE pgbench_branches (bid INT NOT NULL, bbalance INT, filler CHAR(88)) WITH (fillfactor=100)".into(),
-        format!("INSERT INTO pgbench_branches (bid, bbalance, filler) SELECT value, 0, '' FROM generate_series(1, {s})"),
-        format!("INSERT INTO pgbench_tellers (tid, bid, tbalance, filler) SELECT value, (value - 1) / 10 + 1, 0, '' FROM generate_series(1, {})", 10 * s),
-        format!(
-            "INSERT INTO pgbench_accounts (aid, bid, abalance, filler) SELECT value, (value - 1) / 100000 + 1, 0, '' FROM generate_series(1, {})",
-            100_000 * s
-        ),
-        "ALTER TABLE pgbench_branches ADD PRIMARY KEY (bid)".into(),
-        "ALTER TABLE pgbench_tellers ADD PRIMARY KEY (tid)".into(),
-        "ALTER TABLE pgbench_accounts ADD PRIMARY KEY (aid)".into(),
-    ]
+fn pgbench_init(port: u16, user: &str, db: &str, scale: u32) -> anyhow::Result<()> {
+    run_cmd(Command::new(pgbench_path()).args(["-h", "127.0.0.1", "-p", &port.to_string(), "-U", user, "-i", "-q", "-s", &scale.to_string(), db]))?;
+    Ok(())
 }
 
-fn run_freshet(args: &PgbenchArgs) -> anyhow::Result<PgbenchResult> {
-    println!("Freshet: loading scale {} …", args.scale);
-    let server = FreshetServer::start(&[])?;
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    runtime.block_on(async {
-        let url = format!("host=127.0.0.1 port={} user=bench dbname=freshet", server.port);
-        let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await?;
-        tokio::spawn(conn);
-        for sql in load_statements(args.scale) {
-            client.batch_execute(&sql).await.with_context(|| format!("loading: {sql}"))?;
-        }
-        let n: i64 = client.query_one("SELECT count(*) FROM pgbench_accounts", &[]).await?.get(0);
-        anyhow::ensure!(n == 100_000 * args.scale as i64, "loaded {n} accounts");
-        Ok::<_, anyhow::Error>(())
-    })?;
-    println!("Freshet: running pgbench -S for {} s …", args.duration);
-    pgbench(server.port, "bench", "freshet", args)
+fn run_postgres(args: &PgbenchArgs) -> anyhow::Result<Vec<RunResult>> {
+    let mut settings = vec!["shared_buffers=1GB", "max_connections=200"];
+    if args.workload == Workload::Tpcb {
+        settings.extend(["fsync=off", "synchronous_commit=off", "full_page_writes=off"]);
+    }
+    let mut results = Vec::new();
+    for &clients in &args.clients {
+        println!("PostgreSQL 15: pgbench -i -s {}, then {} clients for {} s …", args.scale, clients, args.duration);
+        let pg = Postgres::start(&settings)?;
+        pgbench_init(pg.port, "postgres", "postgres", args.scale)?;
+        results.push(pgbench_run(pg.port, "postgres", "postgres", args, clients)?);
+    }
+    Ok(results)
+}
+
+fn run_freshet(args: &PgbenchArgs) -> anyhow::Result<Vec<RunResult>> {
+    let mut results = Vec::new();
+    for &clients in &args.clients {
+        println!("Freshet: pgbench -i -s {}, then {} clients for {} s …", args.scale, clients, args.duration);
+        let server = FreshetServer::start(&[])?;
+        pgbench_init(server.port, "bench", "freshet", args.scale)?;
+        results.push(pgbench_run(server.port, "bench", "freshet", args, clients)?);
+    }
+    Ok(results)
 }
 
 pub fn run(args: PgbenchArgs) -> anyhow::Result<()> {
     let pg = run_postgres(&args)?;
     let fr = run_freshet(&args)?;
+    let name = match args.workload {
+        Workload::SelectOnly => "select-only (-S)",
+        Workload::Tpcb => "TPC-B-like (default script)",
+    };
     println!();
     println!(
-        "pgbench -S -M prepared, scale {}, {} clients, {} threads, {} s (same machine, one run)",
-        args.scale, args.clients, args.jobs, args.duration
+        "pgbench {name}, -M prepared, scale {}, {} threads, {} s per run, --max-tries {} (same machine, one run)",
+        args.scale, args.jobs, args.duration, args.max_tries
     );
-    let row = |name: &str, r: &PgbenchResult| {
-        vec![name.to_string(), format!("{:.0}", r.tps), format!("{:.3}", r.latency_ms), r.transactions.to_string(), r.failed.to_string()]
+    let row = |system: &str, r: &RunResult| {
+        vec![
+            system.to_string(),
+            r.clients.to_string(),
+            format!("{:.0}", r.tps),
+            format!("{:.3}", r.latency_ms),
+            format!("{:.3}", r.p99_ms),
+            r.transactions.to_string(),
+            r.serialization_failures.to_string(),
+            r.retried.to_string(),
+            r.failed.to_string(),
+        ]
     };
-    print_table(&["system", "tps", "latency avg ms", "transactions", "failed"], &[row("PostgreSQL 15", &pg), row("Freshet", &fr)]);
-    let ratio = fr.tps / pg.tps;
-    println!("Freshet / PostgreSQL tps: {ratio:.2}x (target >= 1.5x)");
-    let to_json = |r: &PgbenchResult| json!({ "tps": r.tps, "latency_avg_ms": r.latency_ms, "transactions": r.transactions, "failed": r.failed });
+    let mut rows = Vec::new();
+    for (p, f) in pg.iter().zip(&fr) {
+        rows.push(row("PostgreSQL 15", p));
+        rows.push(row("Freshet", f));
+    }
+    print_table(
+        &["system", "clients", "tps", "lat avg ms", "lat p99 ms", "transactions", "serialization failures", "retried", "failed"],
+        &rows,
+    );
+    let mut ratios = Vec::new();
+    for (p, f) in pg.iter().zip(&fr) {
+        let ratio = f.tps / p.tps;
+        println!("{} clients: Freshet / PostgreSQL tps = {ratio:.2}x", p.clients);
+        ratios.push(json!({ "clients": p.clients, "ratio_tps": ratio }));
+    }
+    let to_json = |r: &RunResult| {
+        json!({
+            "clients": r.clients, "tps": r.tps, "latency_avg_ms": r.latency_ms, "latency_p99_ms": r.p99_ms,
+            "transactions": r.transactions, "serialization_failures": r.serialization_failures,
+            "retried": r.retried, "failed": r.failed,
+        })
+    };
     write_json(
         args.json.as_deref(),
         &json!({
-            "suite": "pgbench-select-only",
-            "scale": args.scale, "clients": args.clients, "jobs": args.jobs, "duration_s": args.duration,
-            "machine": machine(),
-            "postgres": to_json(&pg), "freshet": to_json(&fr), "ratio_tps": ratio,
+            "suite": "pgbench", "workload": name, "scale": args.scale, "jobs": args.jobs, "duration_s": args.duration,
+            "max_tries": args.max_tries, "machine": machine(),
+            "postgres": pg.iter().map(to_json).collect::<Vec<_>>(),
+            "freshet": fr.iter().map(to_json).collect::<Vec<_>>(),
+            "ratios": ratios,
         }),
-    )
+    )?;
+    let unexplained: u64 = fr.iter().chain(&pg).map(|r| r.failed.saturating_sub(r.serialization_failures)).sum();
+    anyhow::ensure!(unexplained == 0, "{unexplained} transactions failed for reasons other than serialization failures");
+    Ok(())
 }
