@@ -181,7 +181,7 @@ impl Engine {
     }
 
     pub async fn execute_ddl(&self, plan: DdlPlan) -> Result<DdlOutcome> {
-        let _guard = self.catalog.ddl_lock.lock();
+        let _guard = self.catalog.ddl_lock.lock().await;
         let catalog = self.catalog.current();
         match plan {
             DdlPlan::CreateTable { def, if_not_exists } => self.create_table(&catalog, def, if_not_exists).await,
