@@ -301,38 +301,36 @@ fn split_text(line: &str, f: &CopyFormat) -> Result<Vec<Option<String>>> {
 fn split_csv(line: &str, f: &CopyFormat) -> Result<Vec<Option<String>>> {
     let mut out = Vec::new();
     let mut chars = line.chars().peekable();
-    loop {
-        let mut s = String::new();
-        let mut quoted = false;
-        let mut in_quotes = false;
-        while let Some(c) = chars.next() {
-            if in_quotes {
-                if c == f.escape && chars.peek() == Some(&f.quote) && (f.escape != f.quote || c == f.quote) {
-                    s.push(f.quote);
-                    chars.next();
-                } else if c == f.quote {
-                    in_quotes = false;
-                } else {
-                    s.push(c);
-                }
+    let mut s = String::new();
+    let mut quoted = false;
+    let mut in_quotes = false;
+    while let Some(c) = chars.next() {
+        if in_quotes {
+            if c == f.escape && chars.peek() == Some(&f.quote) && (f.escape != f.quote || c == f.quote) {
+                s.push(f.quote);
+                chars.next();
             } else if c == f.quote {
-                in_quotes = true;
-                quoted = true;
-            } else if c == f.delimiter {
-                out.push(csv_field(s, quoted, f));
-                s = String::new();
-                quoted = false;
-                continue;
+                in_quotes = false;
             } else {
                 s.push(c);
             }
+        } else if c == f.quote {
+            in_quotes = true;
+            quoted = true;
+        } else if c == f.delimiter {
+            out.push(csv_field(s, quoted, f));
+            s = String::new();
+            quoted = false;
+            continue;
+        } else {
+            s.push(c);
         }
-        if in_quotes {
-            return Err(Error::new(SqlState::BadCopyFileFormat, "unterminated CSV quoted field"));
-        }
-        out.push(csv_field(s, quoted, f));
-        return Ok(out);
     }
+    if in_quotes {
+        return Err(Error::new(SqlState::BadCopyFileFormat, "unterminated CSV quoted field"));
+    }
+    out.push(csv_field(s, quoted, f));
+    Ok(out)
 }
 
 fn csv_field(s: String, quoted: bool, f: &CopyFormat) -> Option<String> {
