@@ -50,7 +50,9 @@ pub struct OlapPlan {
 
 pub struct OlapEngine {
     state: SessionState,
-    runtime: tokio::runtime::Runtime,
+    /// The worker pool; `None` only while the engine is dropped.
+    runtime: Option<tokio::runtime::Runtime>,
+    handle: tokio::runtime::Handle,
     threads: usize,
 }
 
@@ -87,7 +89,8 @@ impl OlapEngine {
             .enable_all()
             .build()
             .map_err(|e| Error::internal(format!("cannot start the analytical worker pool: {e}")))?;
-        Ok(OlapEngine { state: ctx.state(), runtime, threads })
+        let handle = runtime.handle().clone();
+        Ok(OlapEngine { state: ctx.state(), runtime: Some(runtime), handle, threads })
     }
 
     pub fn threads(&self) -> usize {
@@ -120,7 +123,7 @@ impl OlapEngine {
         let mut state = self.state.clone();
         state.config_mut().set_extension(Arc::new(snapshot));
         let logical = plan.logical.clone();
-        let task = self.runtime.spawn(async move {
+        let task = self.handle.spawn(async move {
             let run = async {
                 let logical = if params.is_empty() { logical } else { logical.with_param_values(params)? };
                 let physical = state.create_physical_plan(&logical).await?;
@@ -141,6 +144,16 @@ impl OlapEngine {
             }
         });
         BatchStream { rx, task }
+    }
+}
+
+impl Drop for OlapEngine {
+    /// Stops the worker pool without waiting for it, so that a database can be dropped from
+    /// async code (dropping a runtime there panics); running queries are abandoned.
+    fn drop(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
     }
 }
 
