@@ -1,3 +1,4 @@
 //! Freshet's integration tests, in one binary so that the large debug executable links once.
 
 mod embedded;
+mod protocol;
