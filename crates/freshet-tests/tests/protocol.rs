@@ -934,3 +934,112 @@ async fn psql_connects_and_queries() {
     assert!(!ok);
     assert!(stderr.contains("relation \"nowhere\" does not exist"), "{stderr}");
 }
+
+/// A small deterministic generator for the fuzz-style test below.
+struct XorShift(u64);
+
+impl XorShift {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    fn bytes(&mut self, len: usize) -> Vec<u8> {
+        (0..len).map(|_| self.next() as u8).collect()
+    }
+}
+
+/// A random parameter value: NULL, random bytes of a plausible or arbitrary length, or (for
+/// NUMERIC) a random base-10000 header and digits.
+fn random_param(rng: &mut XorShift, oid: u32) -> Option<Vec<u8>> {
+    match rng.below(8) {
+        0 => None,
+        1 => {
+            let len = rng.below(12) as usize;
+            Some(rng.bytes(len))
+        }
+        2 => Some(rng.below(1_000_000).to_string().into_bytes()),
+        3 => Some(format!("{}.{}", rng.below(10_000), rng.below(1000)).into_bytes()),
+        4 if oid == 1700 => {
+            let ndigits = rng.below(6) as i16;
+            let mut v = Vec::new();
+            for w in [ndigits, rng.below(40) as i16 - 20, [0, 0x4000, 0xC000u16 as i16, 7][rng.below(4) as usize], rng.below(50) as i16] {
+                v.extend(w.to_be_bytes());
+            }
+            for _ in 0..ndigits + rng.below(2) as i16 {
+                v.extend((rng.below(10_050) as i16).to_be_bytes());
+            }
+            Some(v)
+        }
+        _ => {
+            let len = [1, 2, 4, 8][rng.below(4) as usize];
+            Some(rng.bytes(len))
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_parameter_bytes_are_errors_not_crashes() {
+    let server = TestServer::start().await;
+    let mut raw = Raw::connect(server.addr).await;
+    raw.send(&[Raw::message(b'Q', &cstr(TYPES_DDL))]).await;
+    assert_eq!(tags(&raw.until_ready().await), "CZ");
+    let oids: [u32; 13] = [23, 21, 23, 20, 700, 701, 1700, 1042, 1043, 25, 1082, 1114, 16];
+    let mut parse = [cstr("ins"), cstr("INSERT INTO types VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)")].concat();
+    parse.extend((oids.len() as i16).to_be_bytes());
+    for oid in oids {
+        parse.extend(oid.to_be_bytes());
+    }
+    raw.send(&[Raw::message(b'P', &parse), sync_msg()]).await;
+    assert_eq!(tags(&raw.until_ready().await), "1Z");
+    let mut rng = XorShift(0x9E37_79B9_7F4A_7C15);
+    let (mut inserted, mut failed) = (0, 0);
+    let valid = ["", "1", "2", "3", "1.5", "2.5", "1.25", "ab", "vc", "t", "2024-01-01", "2024-01-01 00:00:00", "t"];
+    for iteration in 0..1000 {
+        // One parameter at a time gets random bytes in a random format; the others are valid text.
+        let victim = 1 + rng.below(oids.len() as u64 - 1) as usize;
+        let victim_format = rng.below(2) as i16;
+        let mut body = [cstr(""), cstr("ins")].concat();
+        body.extend((oids.len() as i16).to_be_bytes());
+        for i in 0..oids.len() {
+            body.extend((if i == victim { victim_format } else { 0 }).to_be_bytes());
+        }
+        body.extend((oids.len() as i16).to_be_bytes());
+        for (i, oid) in oids.iter().enumerate() {
+            let value = match i {
+                0 => Some(iteration.to_string().into_bytes()),
+                i if i == victim => random_param(&mut rng, *oid),
+                i => Some(valid[i].as_bytes().to_vec()),
+            };
+            match value {
+                None => body.extend((-1i32).to_be_bytes()),
+                Some(v) => {
+                    body.extend((v.len() as i32).to_be_bytes());
+                    body.extend(v);
+                }
+            }
+        }
+        body.extend([0, 0]);
+        raw.send(&[Raw::message(b'B', &body), execute_msg("", 0), sync_msg()]).await;
+        let answer = raw.until_ready().await;
+        assert_eq!(answer.last().map(|m| m.0), Some(b'Z'), "connection lost: {answer:?}");
+        match answer.iter().find(|m| m.0 == b'E') {
+            Some(e) => {
+                assert_eq!(error_field(&e.1, b'S').as_deref(), Some("ERROR"));
+                failed += 1;
+            }
+            None => inserted += 1,
+        }
+    }
+    assert!(failed > 0 && inserted > 0, "inserted {inserted}, failed {failed}");
+    raw.send(&[Raw::message(b'Q', &cstr("SELECT count(*) FROM types"))]).await;
+    let answer = raw.until_ready().await;
+    assert_eq!(tags(&answer), "TDCZ");
+    assert_eq!(String::from_utf8_lossy(&answer[1].1[6..]), inserted.to_string());
+}
