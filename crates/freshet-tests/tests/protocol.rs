@@ -753,6 +753,33 @@ async fn extended_protocol_skips_to_sync_after_an_error() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flush_copy_fail_and_terminate() {
+    let server = TestServer::start().await;
+    let mut raw = Raw::connect(server.addr).await;
+    // Flush sends what is pending without ending the pipeline.
+    raw.send(&[parse_msg("one", "SELECT 1"), Raw::message(b'H', &[])]).await;
+    assert_eq!(raw.recv().await.map(|m| m.0), Some(b'1'));
+    raw.send(&[sync_msg()]).await;
+    assert_eq!(tags(&raw.until_ready().await), "Z");
+    // CopyFail aborts the COPY with 57014 and the client's reason; nothing is kept, and the
+    // client's late CopyData is ignored.
+    raw.send(&[Raw::message(b'Q', &cstr("CREATE TABLE cf (id INT PRIMARY KEY); COPY cf FROM STDIN"))]).await;
+    let answer = [raw.recv().await.unwrap(), raw.recv().await.unwrap()];
+    assert_eq!(tags(&answer), "CG");
+    raw.send(&[Raw::message(b'd', b"1\n2\n"), Raw::message(b'f', &cstr("changed my mind")), Raw::message(b'd', b"3\n")]).await;
+    let answer = raw.until_ready().await;
+    assert_eq!(tags(&answer), "EZ");
+    assert_eq!(error_field(&answer[0].1, b'C').as_deref(), Some("57014"));
+    assert_eq!(error_field(&answer[0].1, b'M').as_deref(), Some("COPY from stdin failed: changed my mind"));
+    raw.send(&[Raw::message(b'Q', &cstr("SELECT count(*) FROM cf"))]).await;
+    let answer = raw.until_ready().await;
+    assert_eq!(String::from_utf8_lossy(&answer[1].1[6..]), "0");
+    // Terminate closes the connection.
+    raw.send(&[Raw::message(b'X', &[])]).await;
+    assert!(raw.recv().await.is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn row_limits_suspend_the_portal() {
     let server = TestServer::start().await;
     let mut raw = Raw::connect(server.addr).await;
