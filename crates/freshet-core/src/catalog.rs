@@ -112,8 +112,8 @@ impl Catalog {
 pub struct CatalogStore {
     current: RwLock<Arc<Catalog>>,
     next_table_id: Mutex<TableId>,
-    /// Held for the whole of a DDL statement (across its waits on the executors), so that
-    /// DDL runs one at a time.
+    /// Held for the whole of a DDL statement, so that DDL runs one at a time. An async lock:
+    /// it is held across the executors' replies, and waiting for it must not block a thread.
     pub ddl_lock: futures::lock::Mutex<()>,
 }
 

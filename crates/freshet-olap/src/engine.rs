@@ -52,7 +52,9 @@ pub struct OlapPlan {
 
 pub struct OlapEngine {
     state: SessionState,
-    runtime: tokio::runtime::Runtime,
+    /// The worker pool; `None` only while the engine is dropped.
+    runtime: Option<tokio::runtime::Runtime>,
+    handle: tokio::runtime::Handle,
     threads: usize,
 }
 
@@ -89,7 +91,8 @@ impl OlapEngine {
             .enable_all()
             .build()
             .map_err(|e| Error::internal(format!("cannot start the analytical worker pool: {e}")))?;
-        Ok(OlapEngine { state: ctx.state(), runtime, threads })
+        let handle = runtime.handle().clone();
+        Ok(OlapEngine { state: ctx.state(), runtime: Some(runtime), handle, threads })
     }
 
     pub fn threads(&self) -> usize {
@@ -128,7 +131,7 @@ impl OlapEngine {
         let mut state = self.state.clone();
         state.config_mut().set_extension(Arc::new(snapshot));
         let logical = plan.logical.clone();
-        let task = self.runtime.spawn(async move {
+        let task = self.handle.spawn(async move {
             let errors = tx.clone();
             // A panic inside DataFusion must reach the client as an error, not as a result
             // that silently ends early.
@@ -138,6 +141,16 @@ impl OlapEngine {
             }
         });
         BatchStream { rx, task }
+    }
+}
+
+impl Drop for OlapEngine {
+    /// Stops the worker pool without waiting for it, so that a database can be dropped from
+    /// async code (dropping a runtime there panics); running queries are abandoned.
+    fn drop(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
     }
 }
 

@@ -1,7 +1,8 @@
 //! Freshet's integration tests, in one binary so that the large debug executable links once.
 
 mod embedded;
-mod slt;
+mod protocol;
 mod robustness;
+mod slt;
 mod snapshot;
 mod transactions;

@@ -89,10 +89,6 @@ impl Postgres {
         ])?;
         Ok(Postgres { port, dir })
     }
-
-    pub fn psql(&self, sql: &str) -> anyhow::Result<String> {
-        run_cmd(Command::new(format!("{PG_BIN}/psql")).args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "-U", "postgres", "-X", "-A", "-t", "-c", sql]))
-    }
 }
 
 impl Drop for Postgres {
