@@ -116,6 +116,9 @@ impl<'a> Connection<'a> {
         match r {
             Err(ConnError::Sql(e)) => {
                 backend::error_response(&mut self.wire.out, &e);
+                // An error anywhere in a transaction block fails the block (25P02 until
+                // ROLLBACK), also one raised while rows were streaming.
+                self.session.statement_failed();
                 self.skipping = true;
                 Ok(())
             }
@@ -144,7 +147,10 @@ impl<'a> Connection<'a> {
         self.statements.remove("");
         self.portals.remove("");
         match self.run_statements(sql).await {
-            Err(ConnError::Sql(e)) => backend::error_response(&mut self.wire.out, &e),
+            Err(ConnError::Sql(e)) => {
+                backend::error_response(&mut self.wire.out, &e);
+                self.session.statement_failed();
+            }
             Err(other) => return Err(other),
             Ok(()) => {}
         }

@@ -1,11 +1,12 @@
 //! The SQL logic test corpus (`slt/*.slt`), run in-process through both execution paths.
 //!
-//! Every file runs twice on a fresh database: once with the short-statement path enabled
-//! (index-driven SELECTs on the partition executor) and once with it disabled (every SELECT on
-//! the analytical side). Both runs must produce the file's expected output, which is how the
-//! suite checks that the same SQL gives the same answer on either path. Result values are
-//! printed in PostgreSQL's text format; NULL prints as `NULL` and the empty string as
-//! `(empty)`.
+//! Every file runs three times, each on a fresh database: in-process with the short-statement
+//! path enabled (index-driven SELECTs on the partition executor), in-process with it disabled
+//! (every SELECT on the analytical side), and through the PostgreSQL server with a real client
+//! (tokio-postgres, simple protocol). All runs must produce the file's expected output, which
+//! is how the suite checks that the same SQL gives the same answer on either path and over the
+//! wire. Result values are printed in PostgreSQL's text format; NULL prints as `NULL` and the
+//! empty string as `(empty)`.
 
 use std::path::{Path, PathBuf};
 
@@ -124,4 +125,107 @@ fn slt_embedded_short_path() {
 #[test]
 fn slt_embedded_analytical_path() {
     run_embedded(false);
+}
+
+/// A client connection to Freshet's server as a sqllogictest database.
+pub struct Wire {
+    client: tokio_postgres::Client,
+}
+
+#[derive(Debug)]
+pub struct WireError(tokio_postgres::Error);
+
+impl std::fmt::Display for WireError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0.as_db_error() {
+            Some(db) => write!(f, "{} ({})", db.message(), db.code().code()),
+            None => write!(f, "{}", self.0),
+        }
+    }
+}
+
+impl std::error::Error for WireError {}
+
+#[async_trait::async_trait]
+impl AsyncDB for Wire {
+    type Error = WireError;
+    type ColumnType = DefaultColumnType;
+
+    async fn run(&mut self, sql: &str) -> Result<DBOutput<DefaultColumnType>, WireError> {
+        use tokio_postgres::SimpleQueryMessage as M;
+        let messages = self.client.simple_query(sql).await.map_err(WireError)?;
+        let mut rows = Vec::new();
+        let mut columns = 0;
+        let mut count = 0;
+        let mut saw_rows = false;
+        // Like the in-process runner, report the last statement's result.
+        for m in messages {
+            match m {
+                M::RowDescription(cols) => {
+                    rows.clear();
+                    columns = cols.len();
+                    saw_rows = true;
+                }
+                M::Row(row) => rows.push(
+                    (0..row.len())
+                        .map(|i| match row.get(i) {
+                            None => "NULL".to_string(),
+                            Some("") => "(empty)".to_string(),
+                            Some(v) => v.to_string(),
+                        })
+                        .collect::<Vec<_>>(),
+                ),
+                M::CommandComplete(n) => count = n,
+                _ => {}
+            }
+        }
+        if saw_rows {
+            return Ok(DBOutput::Rows { types: vec![DefaultColumnType::Any; columns], rows });
+        }
+        Ok(DBOutput::StatementComplete(count))
+    }
+
+    async fn shutdown(&mut self) {}
+
+    fn engine_name(&self) -> &str {
+        "freshet"
+    }
+
+    fn error_sql_state(err: &WireError) -> Option<String> {
+        err.0.code().map(|c| c.code().to_string())
+    }
+}
+
+#[test]
+fn slt_over_the_wire() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let mut failures = Vec::new();
+    for file in slt_files() {
+        let result: Result<(), String> = runtime.block_on(async {
+            let db = Database::open(Config { olap_threads: 2, ..Config::default() }).unwrap();
+            let config = freshet_server::ServerConfig { host: "127.0.0.1".into(), port: 0 };
+            let server = freshet_server::Server::bind(db, &config).await.map_err(|e| e.to_string())?;
+            let addr = server.local_addr();
+            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+            tokio::spawn(server.run(async {
+                let _ = stopped.await;
+            }));
+            let mut runner = Runner::new(move || async move {
+                let url = format!("host={} port={} user=slt dbname=freshet", addr.ip(), addr.port());
+                let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.map_err(WireError)?;
+                tokio::spawn(conn);
+                Ok::<_, WireError>(Wire { client })
+            });
+            runner.add_label("freshet");
+            runner.add_label("wire");
+            runner.add_label("short_path");
+            let outcome = runner.run_file_async(&file).await.map_err(|e| format!("{}: {e}", file.display()));
+            drop(stop);
+            outcome
+        });
+        if let Err(e) = result {
+            failures.push(e);
+        }
+    }
+    assert!(failures.is_empty(), "{} slt file(s) failed over the wire:\n{}", failures.len(), failures.join("\n\n"));
 }
