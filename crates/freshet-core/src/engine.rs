@@ -448,7 +448,12 @@ fn with_txn<R>(
             }
         }
         Some(ctx) => {
-            let mut local = p.txns.local.remove(&ctx.id).unwrap_or_else(|| LocalTxn::new(ctx.view(), ctx.isolation));
+            let mut local = p.txns.local.remove(&ctx.id).unwrap_or_else(|| {
+                let mut local = LocalTxn::new(ctx.view(), ctx.isolation);
+                // Interactive SERIALIZABLE transactions are counted from their first statement.
+                local.registered = ctx.isolation == Isolation::Serializable;
+                local
+            });
             local.view.start = ctx.start;
             let result = f(p, &mut local);
             p.txns.local.insert(ctx.id, local);

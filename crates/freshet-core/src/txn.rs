@@ -20,7 +20,7 @@
 //! with 40001 (precision locking, as in HyPer). Serial order is commit order; read-only
 //! transactions read a committed prefix of it and need no check.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -74,6 +74,8 @@ pub struct TxnRegistry {
     clock: AtomicU64,
     /// Snapshot timestamps of running transactions (with multiplicity).
     active: Mutex<BTreeMap<Ts, usize>>,
+    /// How many of them are SERIALIZABLE (they validate at commit).
+    serializable: AtomicU64,
 }
 
 impl TxnRegistry {
@@ -92,6 +94,20 @@ impl TxnRegistry {
         let start = self.clock.load(Ordering::Acquire);
         *active.entry(start).or_default() += 1;
         start
+    }
+
+    /// Counts a running SERIALIZABLE transaction (until [`end_serializable`](Self::end_serializable)).
+    pub fn begin_serializable(&self) {
+        self.serializable.fetch_add(1, Ordering::AcqRel);
+    }
+
+    pub fn end_serializable(&self) {
+        self.serializable.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// Running SERIALIZABLE transactions, which will validate against later commits.
+    pub fn serializable_running(&self) -> u64 {
+        self.serializable.load(Ordering::Acquire)
     }
 
     /// Unregisters a snapshot; returns whether it was the oldest one (so that versions may
@@ -163,6 +179,8 @@ impl ReadPredicate {
 pub struct LocalTxn {
     pub view: TxnView,
     pub isolation: Isolation,
+    /// Whether the transaction is counted among the running SERIALIZABLE ones.
+    pub registered: bool,
     /// Versions created, oldest first: the transaction's undo.
     pub versions: Vec<(TableId, u32)>,
     /// Reads to validate at commit (SERIALIZABLE only).
@@ -171,7 +189,7 @@ pub struct LocalTxn {
 
 impl LocalTxn {
     pub fn new(view: TxnView, isolation: Isolation) -> Self {
-        LocalTxn { view, isolation, versions: Vec::new(), reads: Vec::new() }
+        LocalTxn { view, isolation, registered: false, versions: Vec::new(), reads: Vec::new() }
     }
 
     pub fn records_reads(&self) -> bool {
@@ -245,7 +263,9 @@ pub fn commit(p: &mut Partition, txn: LocalTxn, ts: Ts, registry: &TxnRegistry) 
     if txn.versions.is_empty() {
         return Ok(());
     }
-    if registry.any_active() {
+    // Keep the writes only if some other SERIALIZABLE transaction may validate against them.
+    let own = u64::from(txn.isolation == Isolation::Serializable && txn.registered);
+    if registry.serializable_running() > own {
         let writes = changed_rows(p, &txn)?;
         p.txns.committed.push_back(CommittedWrites { ts, rows: writes });
     }
@@ -258,15 +278,14 @@ pub fn commit(p: &mut Partition, txn: LocalTxn, ts: Ts, registry: &TxnRegistry) 
 
 /// Before- and after-images of every row `txn` changed (before stamping its versions).
 fn changed_rows(p: &Partition, txn: &LocalTxn) -> Result<Vec<(TableId, Option<Vec<Value>>, Option<Vec<Value>>)>> {
-    let mut seen: Vec<(TableId, RowId)> = Vec::new();
+    let mut seen: HashSet<(TableId, RowId)> = HashSet::new();
     let mut out = Vec::new();
     for &(table, v) in &txn.versions {
         let store = p.table(table)?;
         let row = store.version(v).row;
-        if seen.contains(&(table, row)) {
+        if !seen.insert((table, row)) {
             continue;
         }
-        seen.push((table, row));
         // Everything but this transaction's changes: the newest committed state.
         let before = store.visible_values(row, &TxnView::committed());
         let after = store.visible_values(row, &txn.view);

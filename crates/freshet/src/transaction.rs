@@ -46,6 +46,9 @@ impl SessionTxn {
 
     /// The context of the next statement; takes the snapshot on the first one.
     pub fn statement_ctx(&mut self, engine: &Engine) -> TxnCtx {
+        if !self.started && self.isolation == Isolation::Serializable {
+            engine.registry().begin_serializable();
+        }
         self.started = true;
         let start = match self.isolation {
             Isolation::ReadCommitted => engine.registry().now(),
@@ -56,6 +59,10 @@ impl SessionTxn {
 
     /// Ends the block on the engine's side: the snapshot is no longer needed.
     pub fn release(&mut self, engine: &Engine) {
+        if self.started && self.isolation == Isolation::Serializable {
+            engine.registry().end_serializable();
+            self.started = false;
+        }
         if let Some(start) = self.start.take() {
             engine.release_snapshot(start);
         }

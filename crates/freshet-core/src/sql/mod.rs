@@ -8,6 +8,7 @@
 //! one hash lookup on the partition's executor.
 
 pub mod bind;
+pub mod copy_options;
 pub mod ddl;
 pub mod exec;
 pub mod expr;

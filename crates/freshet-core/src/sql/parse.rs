@@ -11,6 +11,14 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>> {
     if let Some(stmt) = postgres_only(sql) {
         return Ok(vec![stmt]);
     }
+    if let Some(copy) = super::copy_options::parse_copy(sql) {
+        return copy.map(|s| vec![s]);
+    }
+    parse_plain(sql)
+}
+
+/// Parses with the parser alone.
+pub(crate) fn parse_plain(sql: &str) -> Result<Vec<Statement>> {
     Parser::new(&PostgreSqlDialect {})
         .with_recursion_limit(200)
         .try_with_sql(sql)
@@ -19,11 +27,13 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>> {
 }
 
 /// PostgreSQL statements the parser lacks, written on their own: `ABORT [WORK | TRANSACTION]`
-/// (ROLLBACK's other name).
+/// (ROLLBACK's other name) and the VACUUM forms the parser does not know (`VACUUM ANALYZE t`),
+/// which Freshet accepts and ignores anyway.
 fn postgres_only(sql: &str) -> Option<Statement> {
     let words: Vec<String> = sql.trim().trim_end_matches(';').split_whitespace().map(str::to_lowercase).collect();
     match words.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
         ["abort"] | ["abort", "work" | "transaction"] => Some(Statement::Rollback { chain: false, savepoint: None }),
+        ["vacuum", ..] if words.len() > 1 => parse_plain("VACUUM").ok()?.pop(),
         _ => None,
     }
 }
