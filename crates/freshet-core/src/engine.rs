@@ -9,11 +9,14 @@
 //! structures and the snapshot protocol are written for several partitions; routing rows by a
 //! partition key arrives with partitioned tables.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use crate::catalog::{Catalog, CatalogStore, IndexDef, TableDef};
 use crate::error::{Error, Result, SqlState};
-use crate::executor::{Executor, Partition};
+use crate::executor::{reply_channel, Executor, Partition, ReplySender};
 use crate::sql::ddl::{resolve_columns, DdlPlan};
 use crate::sql::exec::{self, SelectOutcome};
 use crate::sql::expr::EvalContext;
@@ -71,7 +74,35 @@ pub struct Engine {
     catalog: CatalogStore,
     executors: Vec<Executor>,
     registry: Arc<TxnRegistry>,
+    waits: Arc<Waits>,
     config: EngineConfig,
+}
+
+/// Who waits for whom: running transactions that others may wait for, the waiters to wake
+/// when one ends, and the wait-for edges used to detect deadlocks.
+#[derive(Default)]
+struct WaitState {
+    running: HashSet<Ts>,
+    waiters: HashMap<Ts, Vec<ReplySender<()>>>,
+    waits_for: HashMap<Ts, Ts>,
+}
+
+#[derive(Default)]
+struct Waits {
+    state: Mutex<WaitState>,
+}
+
+impl Waits {
+    fn ended(&self, id: Ts) {
+        let waiters = {
+            let mut s = self.state.lock();
+            s.running.remove(&id);
+            s.waiters.remove(&id).unwrap_or_default()
+        };
+        for w in waiters {
+            w.send(());
+        }
+    }
 }
 
 impl std::fmt::Debug for Engine {
@@ -87,6 +118,7 @@ impl Engine {
             catalog: CatalogStore::new(),
             executors: vec![executor],
             registry: Arc::new(TxnRegistry::default()),
+            waits: Arc::new(Waits::default()),
             config,
         }))
     }
@@ -183,11 +215,48 @@ impl Engine {
             .await?
     }
 
+    /// Records that an interactive transaction runs (others may wait for it to end).
+    pub fn txn_began(&self, id: Ts) {
+        self.waits.state.lock().running.insert(id);
+    }
+
+    /// Waits until transaction `holder` has ended. `waiter` is the waiting transaction (if it
+    /// is an interactive one that holds changes): if `holder` waits, directly or not, for
+    /// `waiter`, waiting would never end and this fails with 40P01 instead.
+    pub async fn wait_for(&self, waiter: Option<Ts>, holder: Ts) -> Result<()> {
+        let reply = {
+            let mut s = self.waits.state.lock();
+            if !s.running.contains(&holder) {
+                return Ok(());
+            }
+            if let Some(w) = waiter {
+                let mut next = Some(holder);
+                while let Some(t) = next {
+                    if t == w {
+                        return Err(Error::deadlock());
+                    }
+                    next = s.waits_for.get(&t).copied();
+                }
+                s.waits_for.insert(w, holder);
+            }
+            let (tx, rx) = reply_channel();
+            s.waiters.entry(holder).or_default().push(tx);
+            rx
+        };
+        // A dropped sender (the engine went away) ends the wait as well.
+        let _ = reply.await;
+        if let Some(w) = waiter {
+            self.waits.state.lock().waits_for.remove(&w);
+        }
+        Ok(())
+    }
+
     /// Commits an interactive transaction: validates its reads (SERIALIZABLE), stamps its
     /// versions with one commit timestamp. On a validation failure it is rolled back (40001).
     pub async fn commit(&self, txn: TxnCtx) -> Result<()> {
         let registry = self.registry.clone();
-        self.executors[0]
+        let waits = self.waits.clone();
+        let result = self.executors[0]
             .call(move |p| -> Result<()> {
                 let Some(mut local) = p.txns.local.remove(&txn.id) else { return Ok(()) };
                 if let Err(e) = txn::validate(p, &local) {
@@ -200,18 +269,22 @@ impl Engine {
                 let ts = registry.next_commit_ts();
                 txn::commit(p, local, ts, &registry)
             })
-            .await?
+            .await;
+        waits.ended(txn.id);
+        result?
     }
 
     /// Rolls an interactive transaction back.
     pub async fn rollback(&self, id: Ts) -> Result<()> {
         let registry = self.registry.clone();
-        self.executors[0]
+        let result = self.executors[0]
             .call(move |p| -> Result<()> {
                 txn::rollback(p, id)?;
                 txn::collect_garbage(p, registry.oldest_needed())
             })
-            .await?
+            .await;
+        self.waits.ended(id);
+        result?
     }
 
     /// Ends a registered snapshot. When it was the oldest, versions only it needed are
@@ -232,10 +305,12 @@ impl Engine {
     /// Rolls a transaction back without waiting (for sessions that end abruptly).
     pub fn rollback_detached(&self, id: Ts) {
         let registry = self.registry.clone();
+        let waits = self.waits.clone();
         self.executors[0].submit(Box::new(move |p: &mut Partition| {
             if let Err(e) = txn::rollback(p, id).and_then(|_| txn::collect_garbage(p, registry.oldest_needed())) {
                 tracing::error!("rollback of an abandoned transaction failed: {e}");
             }
+            waits.ended(id);
         }));
     }
 
@@ -455,7 +530,16 @@ fn with_txn<R>(
                 local
             });
             local.view.start = ctx.start;
-            let result = f(p, &mut local);
+            let mark = local.versions.len();
+            let mut result = f(p, &mut local);
+            // A statement that must wait for another transaction undoes its partial work, so
+            // that it can run again from the start once that transaction has ended.
+            if let Err(e) = &result
+                && e.blocked_by.is_some()
+                && let Err(undo) = txn::rollback_versions(p, &mut local.versions, mark)
+            {
+                result = Err(undo);
+            }
             p.txns.local.insert(ctx.id, local);
             result
         }

@@ -55,6 +55,7 @@ pub enum SqlState {
     InvalidSavepointSpecification,
     ReadOnlySqlTransaction,
     SerializationFailure,
+    DeadlockDetected,
     QueryCanceled,
     ProgramLimitExceeded,
     OutOfMemory,
@@ -114,6 +115,7 @@ impl SqlState {
             InvalidSavepointSpecification => "3B001",
             ReadOnlySqlTransaction => "25006",
             SerializationFailure => "40001",
+            DeadlockDetected => "40P01",
             QueryCanceled => "57014",
             ProgramLimitExceeded => "54000",
             OutOfMemory => "53200",
@@ -134,13 +136,16 @@ pub struct Error {
     pub detail: Option<String>,
     pub hint: Option<String>,
     pub position: Option<u32>,
+    /// For a write that met another transaction's uncommitted change: that transaction's id.
+    /// The session may wait for it to end and run the statement again.
+    pub blocked_by: Option<u64>,
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     pub fn new(state: SqlState, message: impl Into<String>) -> Self {
-        Error { state, message: message.into(), detail: None, hint: None, position: None }
+        Error { state, message: message.into(), detail: None, hint: None, position: None, blocked_by: None }
     }
 
     pub fn with_detail(mut self, detail: impl Into<String>) -> Self {
@@ -201,6 +206,13 @@ impl Error {
 
     pub fn serialization(message: impl Into<String>) -> Self {
         Self::new(SqlState::SerializationFailure, message)
+    }
+
+    /// 40P01: waiting would close a cycle of transactions waiting for each other.
+    pub fn deadlock() -> Self {
+        Self::new(SqlState::DeadlockDetected, "deadlock detected")
+            .with_detail("This transaction waited for a transaction that (indirectly) waits for it.")
+            .with_hint("The transaction might succeed if retried.")
     }
 
     pub fn canceled() -> Self {

@@ -1,6 +1,7 @@
 //! Freshet's integration tests, in one binary so that the large debug executable links once.
 
 mod embedded;
+mod locking;
 mod protocol;
 mod robustness;
 mod slt;

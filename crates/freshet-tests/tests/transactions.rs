@@ -19,7 +19,7 @@ fn sum(rows: &[Vec<Value>]) -> i64 {
 }
 
 /// One transfer in a SERIALIZABLE transaction; `Ok(false)` if it hit a serialization failure
-/// (and was rolled back), which a client would retry.
+/// or a deadlock (and was rolled back), which a client would retry.
 fn transfer(s: &mut Session, from: i32, to: i32, amount: i64) -> Result<bool, freshet::Error> {
     let steps = [
         "BEGIN".to_string(),
@@ -30,7 +30,7 @@ fn transfer(s: &mut Session, from: i32, to: i32, amount: i64) -> Result<bool, fr
     for sql in steps {
         match s.execute_blocking(&sql) {
             Ok(_) => {}
-            Err(e) if e.state == SqlState::SerializationFailure => {
+            Err(e) if matches!(e.state, SqlState::SerializationFailure | SqlState::DeadlockDetected) => {
                 s.execute_blocking("ROLLBACK")?;
                 return Ok(false);
             }

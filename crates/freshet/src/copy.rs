@@ -112,7 +112,9 @@ impl CopyIn {
         let own_txn = txn.is_none();
         let txn = txn.unwrap_or_else(|| {
             let registry = engine.registry();
-            TxnCtx { id: registry.new_txn_id(), start: registry.begin_snapshot(), isolation: Isolation::RepeatableRead }
+            let id = registry.new_txn_id();
+            engine.txn_began(id);
+            TxnCtx { id, start: registry.begin_snapshot(), isolation: Isolation::RepeatableRead }
         });
         CopyIn {
             engine,

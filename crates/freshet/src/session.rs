@@ -437,13 +437,38 @@ impl Session {
             return Err(txn_block::aborted_error());
         }
         let current = self.db.inner.engine.catalog().version;
-        let result = if prepared.catalog_version != current && needs_catalog(&prepared.kind) {
+        let replanned;
+        let prepared = if prepared.catalog_version != current && needs_catalog(&prepared.kind) {
             match self.replan(prepared).await {
-                Ok(replanned) => Box::pin(self.execute_planned(&replanned, params)).await,
-                Err(e) => Err(e),
+                Ok(p) => {
+                    replanned = p;
+                    &replanned
+                }
+                Err(e) => {
+                    self.statement_failed();
+                    return Err(e);
+                }
             }
         } else {
-            self.execute_planned(prepared, params).await
+            prepared
+        };
+        let result = loop {
+            match Box::pin(self.execute_planned(prepared, params.clone())).await {
+                Err(e) if self.settings.lock_wait() && e.blocked_by.is_some() => {
+                    // Another transaction has an uncommitted change this statement needs: wait
+                    // for it to end, then run the statement again.
+                    let holder = e.blocked_by.unwrap_or_default();
+                    let waiter = self.txn.as_ref().map(|t| t.id);
+                    if let Err(e) = self.db.inner.engine.wait_for(waiter, holder).await {
+                        break Err(e);
+                    }
+                }
+                Err(mut e) => {
+                    e.blocked_by = None;
+                    break Err(e);
+                }
+                ok => break ok,
+            }
         };
         if result.is_err() && !matches!(prepared.kind, Kind::Transaction(_)) {
             self.statement_failed();

@@ -44,6 +44,7 @@ const KNOWN: &[Known] = &[
     Known { name: "max_index_keys", default: "32", reported: false, description: "Maximum columns in an index key." },
     Known { name: "client_min_messages", default: "notice", reported: false, description: "Lowest message level sent to the client." },
     Known { name: "synchronous_commit", default: "on", reported: false, description: "Accepted; durability arrives with the redo log." },
+    Known { name: "freshet.lock_wait", default: "on", reported: false, description: "on: a write that meets a row another transaction changed and has not committed waits for it to end, then runs again (a wait that would close a cycle fails with 40P01); off: it fails at once with 40001." },
     Known { name: "freshet.short_path", default: "on", reported: false, description: "on: index-driven SELECTs run on the partition executor; off: every SELECT runs on the analytical side (for comparing the two paths)." },
 ];
 
@@ -120,6 +121,10 @@ impl Settings {
     pub fn short_path(&self) -> bool {
         self.get("freshet.short_path").is_none_or(|v| v != "off")
     }
+
+    pub fn lock_wait(&self) -> bool {
+        self.get("freshet.lock_wait").is_none_or(|v| v != "off")
+    }
 }
 
 /// PostgreSQL's spelling of a parameter name in ParameterStatus and SHOW ALL.
@@ -151,7 +156,7 @@ fn normalize(name: &str, value: &str) -> Result<String> {
             }
             "ISO, MDY".into()
         }
-        "freshet.short_path" => match value.to_lowercase().as_str() {
+        "freshet.short_path" | "freshet.lock_wait" => match value.to_lowercase().as_str() {
             "on" | "true" | "1" | "auto" => "on".into(),
             "off" | "false" | "0" => "off".into(),
             _ => return Err(invalid("Use on or off.")),

@@ -46,8 +46,11 @@ impl SessionTxn {
 
     /// The context of the next statement; takes the snapshot on the first one.
     pub fn statement_ctx(&mut self, engine: &Engine) -> TxnCtx {
-        if !self.started && self.isolation == Isolation::Serializable {
-            engine.registry().begin_serializable();
+        if !self.started {
+            engine.txn_began(self.id);
+            if self.isolation == Isolation::Serializable {
+                engine.registry().begin_serializable();
+            }
         }
         self.started = true;
         let start = match self.isolation {

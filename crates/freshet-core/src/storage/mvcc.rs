@@ -91,9 +91,15 @@ pub enum RowVersion {
     Old(Vec<Value>),
 }
 
-pub fn conflict(change: &Change) -> Error {
-    let what = if matches!(change, Change::Deleted) { "delete" } else { "update" };
-    Error::serialization(format!("could not serialize access due to concurrent {what}"))
+/// The 40001 of a write that meets a version it does not see; if that version is not
+/// committed, the error names its transaction (the writer may wait for it and retry).
+pub fn conflict(version: &Version) -> Error {
+    let what = if matches!(version.change, Change::Deleted) { "delete" } else { "update" };
+    let mut e = Error::serialization(format!("could not serialize access due to concurrent {what}"));
+    if version.ts >= TXN_ID_BASE {
+        e.blocked_by = Some(version.ts);
+    }
+    e
 }
 
 impl TableStore {
@@ -167,7 +173,7 @@ impl TableStore {
     /// Whether `view` may change `row`: it must see the row's newest version.
     pub fn check_writable(&self, row: RowId, view: &TxnView) -> Result<()> {
         match self.head(row) {
-            Some(v) if !view.sees(v.ts) => Err(conflict(&v.change)),
+            Some(v) if !view.sees(v.ts) => Err(conflict(v)),
             _ => Ok(()),
         }
     }

@@ -217,7 +217,7 @@ impl TableStore {
             let pending = self.head(other).filter(|v| v.ts >= TXN_ID_BASE && v.ts != view.id);
             let holds_key = !self.slot_deleted(other) && self.key_of(position, other).0.as_slice() == key;
             if let Some(v) = pending {
-                failure = Some(super::mvcc::conflict(&v.change));
+                failure = Some(super::mvcc::conflict(v));
                 return false;
             }
             if holds_key {

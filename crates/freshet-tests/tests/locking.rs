@@ -1,0 +1,121 @@
+//! Waiting for a row another transaction changed (freshet.lock_wait on, the default).
+
+use std::sync::mpsc;
+use std::time::Duration;
+
+use freshet::{Config, Database, Session, SqlState, Value};
+
+fn db() -> Database {
+    let db = Database::open(Config { olap_threads: 2, ..Config::default() }).unwrap();
+    let mut s = db.session();
+    s.execute_blocking("CREATE TABLE t (id INT PRIMARY KEY, v INT)").unwrap();
+    s.execute_blocking("INSERT INTO t VALUES (1, 10), (2, 20)").unwrap();
+    db
+}
+
+fn value(s: &mut Session, id: i32) -> Value {
+    s.execute_blocking(&format!("SELECT v FROM t WHERE id = {id}")).unwrap()[0].rows()[0][0].clone()
+}
+
+/// Runs `sql` statements in a new session on another thread; the result of the last one
+/// arrives on the channel.
+fn spawn(db: &Database, sql: &'static [&'static str]) -> mpsc::Receiver<Result<String, freshet::Error>> {
+    let (tx, rx) = mpsc::channel();
+    let mut s = db.session();
+    std::thread::spawn(move || {
+        let mut last = Ok(String::new());
+        for q in sql {
+            last = s.execute_blocking(q).map(|r| r[0].tag.clone());
+            if last.is_err() {
+                break;
+            }
+        }
+        let _ = tx.send(last);
+        drop(s);
+    });
+    rx
+}
+
+fn blocked<T>(rx: &mpsc::Receiver<T>) -> bool {
+    matches!(rx.recv_timeout(Duration::from_millis(200)), Err(mpsc::RecvTimeoutError::Timeout))
+}
+
+#[test]
+fn read_committed_writer_waits_then_applies_its_change_on_the_new_value() {
+    let db = db();
+    let mut t1 = db.session();
+    t1.execute_blocking("BEGIN").unwrap();
+    t1.execute_blocking("UPDATE t SET v = v + 1 WHERE id = 1").unwrap();
+    let t2 = spawn(&db, &["BEGIN ISOLATION LEVEL READ COMMITTED", "UPDATE t SET v = v + 1 WHERE id = 1", "COMMIT"]);
+    assert!(blocked(&t2), "the second writer waits");
+    t1.execute_blocking("COMMIT").unwrap();
+    assert_eq!(t2.recv().unwrap().unwrap(), "COMMIT");
+    assert_eq!(value(&mut t1, 1), Value::Int32(12), "no update is lost");
+}
+
+#[test]
+fn snapshot_writer_waits_then_fails_if_the_other_committed() {
+    let db = db();
+    let mut t1 = db.session();
+    t1.execute_blocking("BEGIN").unwrap();
+    t1.execute_blocking("UPDATE t SET v = 11 WHERE id = 1").unwrap();
+    let t2 = spawn(&db, &["BEGIN ISOLATION LEVEL REPEATABLE READ", "UPDATE t SET v = 12 WHERE id = 1"]);
+    assert!(blocked(&t2));
+    t1.execute_blocking("COMMIT").unwrap();
+    assert_eq!(t2.recv().unwrap().unwrap_err().state, SqlState::SerializationFailure);
+    assert_eq!(value(&mut t1, 1), Value::Int32(11));
+}
+
+#[test]
+fn snapshot_writer_proceeds_if_the_other_rolled_back() {
+    let db = db();
+    let mut t1 = db.session();
+    t1.execute_blocking("BEGIN").unwrap();
+    t1.execute_blocking("UPDATE t SET v = 11 WHERE id = 1").unwrap();
+    let t2 = spawn(&db, &["BEGIN", "UPDATE t SET v = 12 WHERE id = 1", "COMMIT"]);
+    assert!(blocked(&t2));
+    t1.execute_blocking("ROLLBACK").unwrap();
+    assert_eq!(t2.recv().unwrap().unwrap(), "COMMIT");
+    assert_eq!(value(&mut t1, 1), Value::Int32(12));
+}
+
+#[test]
+fn a_wait_that_closes_a_cycle_is_a_deadlock() {
+    let db = db();
+    let mut t1 = db.session();
+    t1.execute_blocking("BEGIN").unwrap();
+    t1.execute_blocking("UPDATE t SET v = 11 WHERE id = 1").unwrap();
+    let mut t2 = db.session();
+    t2.execute_blocking("BEGIN").unwrap();
+    t2.execute_blocking("UPDATE t SET v = 22 WHERE id = 2").unwrap();
+    // t1 waits for t2 (in another thread)…
+    let (tx, rx) = mpsc::channel();
+    let waiter = std::thread::spawn(move || {
+        let r = t1.execute_blocking("UPDATE t SET v = 12 WHERE id = 2").map(|_| ());
+        let _ = tx.send(r);
+        t1
+    });
+    assert!(blocked(&rx));
+    // …so t2 waiting for t1 would never end.
+    let e = t2.execute_blocking("UPDATE t SET v = 21 WHERE id = 1").unwrap_err();
+    assert_eq!(e.state, SqlState::DeadlockDetected);
+    t2.execute_blocking("ROLLBACK").unwrap();
+    assert!(rx.recv().unwrap().is_ok(), "t1 goes on once t2 is gone");
+    let mut t1 = waiter.join().unwrap();
+    t1.execute_blocking("COMMIT").unwrap();
+    assert_eq!(value(&mut t1, 1), Value::Int32(11));
+    assert_eq!(value(&mut t1, 2), Value::Int32(12));
+}
+
+#[test]
+fn an_abandoned_session_releases_its_rows() {
+    let db = db();
+    let mut t1 = db.session();
+    t1.execute_blocking("BEGIN").unwrap();
+    t1.execute_blocking("UPDATE t SET v = 11 WHERE id = 1").unwrap();
+    let t2 = spawn(&db, &["UPDATE t SET v = 13 WHERE id = 1"]);
+    assert!(blocked(&t2));
+    drop(t1);
+    assert_eq!(t2.recv().unwrap().unwrap(), "UPDATE 1");
+    assert_eq!(value(&mut db.session(), 1), Value::Int32(13));
+}
