@@ -43,6 +43,10 @@ struct ServeArgs {
     /// Worker threads of the analytical engine (default: number of CPUs).
     #[arg(long)]
     olap_threads: Option<usize>,
+    /// Partitions, each owned by one executor thread. Tables declared with
+    /// `PARTITION BY HASH (column)` spread over them; other tables are replicated on each.
+    #[arg(long, default_value_t = 1)]
+    partitions: usize,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -60,7 +64,7 @@ fn main() -> anyhow::Result<()> {
 }
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    let mut config = Config::default();
+    let mut config = Config { partitions: args.partitions, ..Config::default() };
     if let Some(n) = args.olap_threads {
         config.olap_threads = n;
     }

@@ -52,6 +52,10 @@ pub struct TableDef {
     pub columns: Vec<ColumnDef>,
     /// Indexes; the primary key, if any, comes first.
     pub indexes: Vec<IndexDef>,
+    /// The column whose hash picks a row's partition (`PARTITION BY HASH (col)`). A table
+    /// without one is replicated: every partition holds all of it, reads go to any one
+    /// partition, writes to all of them.
+    pub partition_key: Option<usize>,
 }
 
 impl TableDef {

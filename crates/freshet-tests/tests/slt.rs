@@ -1,9 +1,9 @@
 //! The SQL logic test corpus (`slt/*.slt`), run in-process through both execution paths.
 //!
-//! Every file runs three times, each on a fresh database: in-process with the short-statement
+//! Every file runs four times, each on a fresh database: in-process with the short-statement
 //! path enabled (index-driven SELECTs on the partition executor), in-process with it disabled
-//! (every SELECT on the analytical side), and through the PostgreSQL server with a real client
-//! (tokio-postgres, simple protocol). All runs must produce the file's expected output, which
+//! (every SELECT on the analytical side), in-process with three partitions, and through the
+//! PostgreSQL server with a real client (tokio-postgres, simple protocol). All runs must produce the file's expected output, which
 //! is how the suite checks that the same SQL gives the same answer on either path and over the
 //! wire. Result values are printed in PostgreSQL's text format; NULL prints as `NULL` and the
 //! empty string as `(empty)`.
@@ -93,11 +93,11 @@ pub fn slt_files() -> Vec<PathBuf> {
     files
 }
 
-fn run_embedded(short_path: bool) {
+fn run_embedded(short_path: bool, partitions: usize) {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let mut failures = Vec::new();
     for file in slt_files() {
-        let db = Database::open(Config { olap_threads: 2, ..Config::default() }).unwrap();
+        let db = Database::open(Config { olap_threads: 2, partitions, ..Config::default() }).unwrap();
         let mut runner = Runner::new(move || {
             let db = db.clone();
             async move {
@@ -110,6 +110,9 @@ fn run_embedded(short_path: bool) {
         });
         runner.add_label("freshet");
         runner.add_label(if short_path { "short_path" } else { "olap_path" });
+        if partitions > 1 {
+            runner.add_label("partitioned");
+        }
         if let Err(e) = runtime.block_on(runner.run_file_async(&file)) {
             failures.push(format!("{}: {e}", file.display()));
         }
@@ -119,12 +122,19 @@ fn run_embedded(short_path: bool) {
 
 #[test]
 fn slt_embedded_short_path() {
-    run_embedded(true);
+    run_embedded(true, 1);
 }
 
 #[test]
 fn slt_embedded_analytical_path() {
-    run_embedded(false);
+    run_embedded(false, 1);
+}
+
+/// Three partitions: tables without a partition key are replicated on each, so every write
+/// is a quiesced step over all partitions; partitioned tables spread their rows.
+#[test]
+fn slt_embedded_three_partitions() {
+    run_embedded(true, 3);
 }
 
 /// A client connection to Freshet's server as a sqllogictest database.

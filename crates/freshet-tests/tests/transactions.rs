@@ -45,9 +45,20 @@ fn transfer(s: &mut Session, from: i32, to: i32, amount: i64) -> Result<bool, fr
 /// may see a different total, the final total is unchanged, and most transfers commit.
 #[test]
 fn transfers_keep_the_total_for_every_auditor() {
-    let db = Database::open(Config { olap_threads: 2, ..Config::default() }).unwrap();
+    transfers_with_auditors(1, "");
+}
+
+/// The same over four partitions with the accounts spread by key: most transfers cross
+/// partitions (quiesced commits), some stay in one; audits take quiesced snapshots.
+#[test]
+fn cross_partition_transfers_are_atomic_and_isolated() {
+    transfers_with_auditors(4, "PARTITION BY HASH (id)");
+}
+
+fn transfers_with_auditors(partitions: usize, partitioning: &str) {
+    let db = Database::open(Config { olap_threads: 2, partitions, ..Config::default() }).unwrap();
     let mut setup = db.session();
-    setup.execute_blocking("CREATE TABLE bank (id INT PRIMARY KEY, balance BIGINT NOT NULL)").unwrap();
+    setup.execute_blocking(&format!("CREATE TABLE bank (id INT PRIMARY KEY, balance BIGINT NOT NULL) {partitioning}")).unwrap();
     setup.execute_blocking(&format!("INSERT INTO bank SELECT value, {START} FROM generate_series(1, {ACCOUNTS})")).unwrap();
     let total = ACCOUNTS as i64 * START;
     let stop = Arc::new(AtomicBool::new(false));

@@ -19,12 +19,15 @@ pub struct Config {
     /// Where the database is kept. Accepted and recorded; until the redo log exists every
     /// database lives in memory only.
     pub data_dir: Option<PathBuf>,
+    /// Partitions, each owned by one executor thread (default 1). Tables declared with
+    /// `PARTITION BY HASH (column)` spread over them; other tables are replicated on each.
+    pub partitions: usize,
 }
 
 impl Default for Config {
     fn default() -> Self {
         let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
-        Config { olap_threads: cpus, short_select_budget: EngineConfig::default().short_select_budget, data_dir: None }
+        Config { olap_threads: cpus, short_select_budget: EngineConfig::default().short_select_budget, data_dir: None, partitions: 1 }
     }
 }
 
@@ -49,7 +52,7 @@ impl std::fmt::Debug for Database {
 
 impl Database {
     pub fn open(config: Config) -> Result<Database> {
-        let engine = Engine::start(EngineConfig { short_select_budget: config.short_select_budget })?;
+        let engine = Engine::start(EngineConfig { short_select_budget: config.short_select_budget, partitions: config.partitions })?;
         let olap = OlapEngine::new(engine.clone(), config.olap_threads)?;
         Ok(Database { inner: Arc::new(Inner { engine, olap, config, next_session: AtomicU32::new(1) }) })
     }

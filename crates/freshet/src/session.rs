@@ -832,9 +832,9 @@ impl Session {
                     t.failed = true;
                     return Err(txn_block::no_savepoint(&name));
                 };
-                let mark = t.savepoints[pos].1;
+                let mark = t.savepoints[pos].1.clone();
                 t.savepoints.truncate(pos + 1);
-                engine.rollback_to(t.id, mark).await?;
+                engine.rollback_to(t.id, &mark).await?;
                 t.failed = false;
                 Ok(StatementResult::command("ROLLBACK"))
             }

@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use freshet_core::engine::{Engine, TxnCtx};
+use freshet_core::engine::{Engine, Savepoint, TxnCtx};
 use freshet_core::storage::Ts;
 use freshet_core::txn::Isolation;
 use freshet_core::{Error, Result, SqlState};
@@ -28,7 +28,7 @@ pub struct SessionTxn {
     pub started: bool,
     pub failed: bool,
     /// Savepoints: name and how many changes the transaction had made when it was set.
-    pub savepoints: Vec<(String, usize)>,
+    pub savepoints: Vec<(String, Savepoint)>,
 }
 
 impl SessionTxn {

@@ -27,9 +27,7 @@ pub fn plan_create_table(ct: &ast::CreateTable) -> Result<DdlPlan> {
     if ct.like.is_some() || ct.clone.is_some() || ct.partition_of.is_some() || ct.inherits.is_some() {
         return Err(Error::unsupported("CREATE TABLE … LIKE/PARTITION OF/INHERITS"));
     }
-    if ct.partition_by.is_some() {
-        return Err(Error::unsupported("PARTITION BY"));
-    }
+
     let name = user_relation(&ct.name)?;
     let mut columns = Vec::with_capacity(ct.columns.len());
     let mut primary: Option<(String, Vec<String>)> = None;
@@ -73,10 +71,14 @@ pub fn plan_create_table(ct: &ast::CreateTable) -> Result<DdlPlan> {
             other => return Err(Error::unsupported(format!("table constraint {other}"))),
         }
     }
-    let mut def = TableDef { id: 0, name: name.clone(), columns, indexes: Vec::new() };
+    let mut def = TableDef { id: 0, name: name.clone(), columns, indexes: Vec::new(), partition_key: None };
     crate::catalog::validate_table(&def)?;
+    if let Some(p) = &ct.partition_by {
+        def.partition_key = Some(partition_key(&def, p)?);
+    }
     if let Some((pk_name, cols)) = primary {
         let positions = resolve_columns(&def, &cols)?;
+        check_includes_partition_key(&def, &positions)?;
         for &p in &positions {
             def.columns[p].nullable = false;
         }
@@ -84,10 +86,42 @@ pub fn plan_create_table(ct: &ast::CreateTable) -> Result<DdlPlan> {
     }
     for (constraint, cols) in uniques {
         let positions = resolve_columns(&def, &cols)?;
+        check_includes_partition_key(&def, &positions)?;
         let index_name = constraint.unwrap_or_else(|| format!("{name}_{}_key", cols.join("_")));
         def.indexes.push(IndexDef { name: index_name, columns: positions, unique: true, primary: false });
     }
     Ok(DdlPlan::CreateTable { def, if_not_exists: ct.if_not_exists })
+}
+
+/// `PARTITION BY HASH (column)`.
+fn partition_key(def: &TableDef, spec: &ast::Expr) -> Result<usize> {
+    let ast::Expr::Function(f) = spec else { return Err(Error::unsupported(format!("PARTITION BY {spec}"))) };
+    let kind = f.name.0.last().and_then(|p| p.as_ident()).map(fold_ident).unwrap_or_default();
+    if kind != "hash" {
+        return Err(Error::unsupported(format!("PARTITION BY {} (only HASH)", kind.to_uppercase())));
+    }
+    let ast::FunctionArguments::List(list) = &f.args else { return Err(Error::syntax("PARTITION BY HASH needs a column")) };
+    let [ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(ast::Expr::Identifier(col)))] = list.args.as_slice() else {
+        return Err(Error::unsupported("PARTITION BY HASH over anything but one column"));
+    };
+    let name = fold_ident(col);
+    def.column_index(&name)
+        .ok_or_else(|| Error::new(SqlState::UndefinedColumn, format!("column \"{name}\" named in partition key does not exist")))
+}
+
+/// A unique key of a partitioned table must include the partition key: each partition checks
+/// uniqueness on its own rows only.
+pub fn check_includes_partition_key(def: &TableDef, columns: &[usize]) -> Result<()> {
+    match def.partition_key {
+        Some(k) if !columns.contains(&k) => Err(Error::new(
+            SqlState::FeatureNotSupported,
+            format!(
+                "unique constraint on partitioned table must include the partition key column \"{}\"",
+                def.columns[k].name
+            ),
+        )),
+        _ => Ok(()),
+    }
 }
 
 fn multiple_primary_keys(table: &str) -> Error {

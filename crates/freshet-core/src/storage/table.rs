@@ -581,6 +581,7 @@ mod tests {
                 IndexDef { name: "t_pkey".into(), columns: vec![0], unique: true, primary: true },
                 IndexDef { name: "t_name".into(), columns: vec![1], unique: false, primary: false },
             ],
+            partition_key: None,
         }))
     }
 

@@ -1,0 +1,326 @@
+//! The engine: the catalog plus the partition executors, and the operations that span them.
+//!
+//! Everything that changes data runs as a job on the executor of the partition that owns it:
+//! one job per statement, which applies the statement and its undo log atomically with
+//! respect to every other job. DDL is serialised by the catalog's DDL lock: storage changes
+//! go to every partition first, then the new catalog version is published.
+//!
+//! Placement (`routing`): a table with a partition key spreads its rows over the partitions by
+//! the key's hash; a table without one is replicated on every partition. A statement runs on
+//! the one partition its key pins it to, or on several; a step that involves several
+//! partitions runs with all of them quiesced (`quiesce`, HyPer §3.4, §4.3).
+
+mod quiesce;
+mod routing;
+mod statements;
+mod waits;
+
+use std::collections::HashMap;
+use std::sync::atomic::AtomicUsize;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use waits::Waits;
+
+pub use statements::Savepoint;
+
+use crate::catalog::{Catalog, CatalogStore, IndexDef, TableDef};
+use crate::error::{Error, Result, SqlState};
+use crate::executor::{Executor, Partition};
+use crate::sql::ddl::{check_includes_partition_key, resolve_columns, DdlPlan};
+use crate::storage::{TableStats, Ts, TxnView};
+use crate::txn::{Isolation, TxnRegistry};
+use crate::types::Value;
+
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// Rows an index-driven SELECT may examine on an executor before it is handed to the
+    /// analytical side instead.
+    pub short_select_budget: usize,
+    /// Partitions, each with its executor thread (at most 64).
+    pub partitions: usize,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig { short_select_budget: 10_000, partitions: 1 }
+    }
+}
+
+/// What a DDL statement did: its command tag and notices for the client.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DdlOutcome {
+    pub tag: &'static str,
+    pub notices: Vec<String>,
+}
+
+/// The result of a short statement.
+#[derive(Debug)]
+pub enum OltpResult {
+    /// Rows changed (UPDATE, DELETE).
+    Count(u64),
+    Rows(Vec<Vec<Value>>),
+    /// The SELECT examined more rows than the short path allows.
+    TooLarge,
+}
+
+/// A statement's transaction: an interactive transaction's id, the snapshot the statement
+/// reads (the transaction's, or for READ COMMITTED the statement's own), and its isolation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TxnCtx {
+    pub id: Ts,
+    pub start: Ts,
+    pub isolation: Isolation,
+}
+
+impl TxnCtx {
+    pub fn view(&self) -> TxnView {
+        TxnView { id: self.id, start: self.start }
+    }
+}
+
+pub struct Engine {
+    catalog: CatalogStore,
+    executors: Vec<Executor>,
+    registry: Arc<TxnRegistry>,
+    waits: Arc<Waits>,
+    /// Multi-partition steps are queued on their executors under this lock, so that every
+    /// executor sees them in the same order and their barriers cannot deadlock.
+    quiesce_order: Mutex<()>,
+    /// The partitions each running transaction has touched (bit i: partition i).
+    touched: Mutex<HashMap<Ts, u64>>,
+    /// Round robin over the replicas for reads of replicated tables outside a transaction.
+    next_reader: AtomicUsize,
+    config: EngineConfig,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine").field("partitions", &self.executors.len()).field("config", &self.config).finish()
+    }
+}
+
+impl Engine {
+    pub fn start(config: EngineConfig) -> Result<Arc<Engine>> {
+        if config.partitions == 0 || config.partitions > 64 {
+            return Err(Error::new(SqlState::InvalidParameterValue, "the number of partitions must be between 1 and 64"));
+        }
+        let executors = (0..config.partitions)
+            .map(|i| Executor::spawn(i).map_err(|e| Error::internal(format!("cannot start executor {i}: {e}"))))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Arc::new(Engine {
+            catalog: CatalogStore::new(),
+            executors,
+            registry: Arc::new(TxnRegistry::default()),
+            waits: Arc::new(Waits::default()),
+            quiesce_order: Mutex::new(()),
+            touched: Mutex::new(HashMap::new()),
+            next_reader: AtomicUsize::new(0),
+            config,
+        }))
+    }
+
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.catalog.current()
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    pub fn registry(&self) -> &Arc<TxnRegistry> {
+        &self.registry
+    }
+
+    pub fn partitions(&self) -> usize {
+        self.executors.len()
+    }
+
+    /// Runs `f` on every partition and waits for all of them.
+    async fn on_all<R, F>(&self, f: F) -> Result<Vec<R>>
+    where
+        R: Send + 'static,
+        F: Fn(&mut Partition) -> R + Send + Sync + Clone + 'static,
+    {
+        let replies: Vec<_> = self.executors.iter().map(|e| e.call(f.clone())).collect();
+        let mut out = Vec::with_capacity(replies.len());
+        for r in replies {
+            out.push(r.await?);
+        }
+        Ok(out)
+    }
+
+    /// Versions held and waiting for collection, summed over partitions (for tests).
+    pub async fn version_counts(&self) -> Result<(usize, usize)> {
+        let counts = self.on_all(|p| (p.tables_version_count(), p.txns.pending_versions())).await?;
+        Ok(counts.into_iter().fold((0, 0), |(a, b), (x, y)| (a + x, b + y)))
+    }
+
+    /// The table's counters, summed over its partitions.
+    pub async fn table_stats(&self, table: &Arc<TableDef>) -> Result<TableStats> {
+        let id = table.id;
+        let stats = self.on_all(move |p| p.table(id).map(|t| t.stats())).await?;
+        stats.into_iter().try_fold(TableStats::default(), |acc, s| {
+            let s = s?;
+            Ok(TableStats { segments_copied: acc.segments_copied + s.segments_copied, live_rows: acc.live_rows + s.live_rows })
+        })
+    }
+
+    pub async fn execute_ddl(&self, plan: DdlPlan) -> Result<DdlOutcome> {
+        let _guard = self.catalog.ddl_lock.lock().await;
+        let catalog = self.catalog.current();
+        match plan {
+            DdlPlan::CreateTable { def, if_not_exists } => self.create_table(&catalog, def, if_not_exists).await,
+            DdlPlan::DropTables { names, if_exists } => self.drop_tables(&catalog, names, if_exists).await,
+            DdlPlan::CreateIndex { table, name, columns, unique, if_not_exists } => {
+                self.create_index(&catalog, &table, name, &columns, unique, if_not_exists).await
+            }
+            DdlPlan::DropIndexes { names, if_exists } => self.drop_indexes(&catalog, names, if_exists).await,
+            DdlPlan::AddPrimaryKey { table, columns } => self.add_primary_key(&catalog, &table, &columns).await,
+            DdlPlan::Truncate { tables } => {
+                let defs = tables.iter().map(|t| catalog.require_table(t).cloned()).collect::<Result<Vec<_>>>()?;
+                let ids: Vec<_> = defs.iter().map(|d| d.id).collect();
+                self.on_all(move |p| -> Result<()> {
+                    for id in &ids {
+                        p.table_mut(*id)?.truncate();
+                    }
+                    Ok(())
+                })
+                .await?
+                .into_iter()
+                .collect::<Result<()>>()?;
+                Ok(DdlOutcome { tag: "TRUNCATE TABLE", notices: vec![] })
+            }
+        }
+    }
+
+    async fn create_table(&self, catalog: &Catalog, mut def: TableDef, if_not_exists: bool) -> Result<DdlOutcome> {
+        if catalog.relation_exists(&def.name) {
+            if if_not_exists {
+                return Ok(DdlOutcome {
+                    tag: "CREATE TABLE",
+                    notices: vec![format!("relation \"{}\" already exists, skipping", def.name)],
+                });
+            }
+            return Err(Error::new(SqlState::DuplicateTable, format!("relation \"{}\" already exists", def.name)));
+        }
+        for index in &def.indexes {
+            if catalog.relation_exists(&index.name) || def.indexes.iter().filter(|i| i.name == index.name).count() > 1 {
+                return Err(Error::new(SqlState::DuplicateTable, format!("relation \"{}\" already exists", index.name)));
+            }
+        }
+        def.id = self.catalog.allocate_table_id();
+        let def = Arc::new(def);
+        let d = def.clone();
+        self.on_all(move |p| p.create_table(d.clone())).await?;
+        self.catalog.put_table(def);
+        Ok(DdlOutcome { tag: "CREATE TABLE", notices: vec![] })
+    }
+
+    async fn drop_tables(&self, catalog: &Catalog, names: Vec<String>, if_exists: bool) -> Result<DdlOutcome> {
+        let mut notices = Vec::new();
+        let mut doomed = Vec::new();
+        for n in &names {
+            match catalog.table(n) {
+                Some(t) => doomed.push(t.clone()),
+                None if if_exists => notices.push(format!("table \"{n}\" does not exist, skipping")),
+                None => return Err(Error::undefined_table(n)),
+            }
+        }
+        for t in &doomed {
+            self.catalog.remove_table(&t.name)?;
+        }
+        let ids: Vec<_> = doomed.iter().map(|t| t.id).collect();
+        self.on_all(move |p| ids.iter().for_each(|id| drop(p.drop_table(*id)))).await?;
+        Ok(DdlOutcome { tag: "DROP TABLE", notices })
+    }
+
+    /// Installs a changed definition on every partition (building or dropping indexes), then
+    /// publishes it.
+    async fn replace_def(&self, def: TableDef) -> Result<()> {
+        let def = Arc::new(def);
+        let d = def.clone();
+        let results = self.on_all(move |p| p.table_mut(d.id).and_then(|t| t.set_def(d.clone()))).await?;
+        results.into_iter().collect::<Result<()>>()?;
+        self.catalog.put_table(def);
+        Ok(())
+    }
+
+    async fn create_index(
+        &self,
+        catalog: &Catalog,
+        table: &str,
+        name: String,
+        columns: &[String],
+        unique: bool,
+        if_not_exists: bool,
+    ) -> Result<DdlOutcome> {
+        let def = catalog.require_table(table)?;
+        if catalog.relation_exists(&name) {
+            if if_not_exists {
+                return Ok(DdlOutcome {
+                    tag: "CREATE INDEX",
+                    notices: vec![format!("relation \"{name}\" already exists, skipping")],
+                });
+            }
+            return Err(Error::new(SqlState::DuplicateTable, format!("relation \"{name}\" already exists")));
+        }
+        let positions = resolve_columns(def, columns)?;
+        if unique {
+            check_includes_partition_key(def, &positions)?;
+        }
+        let mut new_def = (**def).clone();
+        new_def.indexes.push(IndexDef { name, columns: positions, unique, primary: false });
+        self.replace_def(new_def).await?;
+        Ok(DdlOutcome { tag: "CREATE INDEX", notices: vec![] })
+    }
+
+    async fn drop_indexes(&self, catalog: &Catalog, names: Vec<String>, if_exists: bool) -> Result<DdlOutcome> {
+        let mut notices = Vec::new();
+        for n in names {
+            let Some((table, position)) = catalog.index_owner(&n) else {
+                if if_exists {
+                    notices.push(format!("index \"{n}\" does not exist, skipping"));
+                    continue;
+                }
+                return Err(Error::new(SqlState::UndefinedObject, format!("index \"{n}\" does not exist")));
+            };
+            let current = self.catalog.current();
+            let table = current.require_table(&table.name)?;
+            if table.indexes[position].primary {
+                return Err(Error::new(
+                    SqlState::DependentObjectsStillExist,
+                    format!("cannot drop index {n} because constraint {n} on table {} requires it", table.name),
+                ));
+            }
+            let mut new_def = (**table).clone();
+            new_def.indexes.retain(|i| i.name != n);
+            self.replace_def(new_def).await?;
+        }
+        Ok(DdlOutcome { tag: "DROP INDEX", notices })
+    }
+
+    async fn add_primary_key(&self, catalog: &Catalog, table: &str, columns: &[String]) -> Result<DdlOutcome> {
+        let def = catalog.require_table(table)?;
+        if def.primary_key().is_some() {
+            return Err(Error::new(
+                SqlState::InvalidTableDefinition,
+                format!("multiple primary keys for table \"{table}\" are not allowed"),
+            ));
+        }
+        let name = format!("{table}_pkey");
+        if catalog.relation_exists(&name) {
+            return Err(Error::new(SqlState::DuplicateTable, format!("relation \"{name}\" already exists")));
+        }
+        let positions = resolve_columns(def, columns)?;
+        check_includes_partition_key(def, &positions)?;
+        let mut new_def = (**def).clone();
+        for &p in &positions {
+            new_def.columns[p].nullable = false;
+        }
+        new_def.indexes.insert(0, IndexDef { name, columns: positions, unique: true, primary: true });
+        self.replace_def(new_def).await?;
+        Ok(DdlOutcome { tag: "ALTER TABLE", notices: vec![] })
+    }
+}

@@ -1,0 +1,94 @@
+//! Steps that involve several partitions run with all of them quiesced (HyPer §3.4, §4.3).
+//!
+//! A quiesced step is one job on each involved executor. The jobs meet at a barrier before any
+//! of them does its part, so every involved partition has finished whatever it ran before and
+//! runs nothing else until the step ends; they meet again at the end, so none goes on before
+//! all are done. A step that commits adds two meetings in the middle: after every part has run
+//! (the first participant then decides, and draws the one commit timestamp), and after the
+//! decision. Because the timestamp is drawn while every involved partition is paused, no
+//! transaction can see it before every partition has stamped its versions.
+//!
+//! All steps are queued under one lock, so every executor meets them in the same order and
+//! the barriers cannot deadlock. Executors never wait for anything else.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier};
+
+use parking_lot::Mutex;
+
+use super::Engine;
+use crate::error::Result;
+use crate::executor::Partition;
+use crate::storage::Ts;
+
+/// The meeting point of one quiesced step.
+pub(super) struct Quiesce {
+    barrier: Barrier,
+    /// Set by the first participant: the snapshot an autocommit statement reads.
+    pub start: Mutex<Ts>,
+    failed: AtomicBool,
+    /// The decision: a commit timestamp, or `None` to roll back.
+    decision: Mutex<Option<Ts>>,
+}
+
+impl Quiesce {
+    pub fn meet(&self) {
+        self.barrier.wait();
+    }
+
+    pub fn report(&self, ok: bool) {
+        if !ok {
+            self.failed.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// After every participant has reported: the first decides (drawing a commit timestamp
+    /// with `draw` if nobody failed), everyone learns the decision.
+    pub fn decide(&self, first: bool, draw: impl FnOnce() -> Ts) -> Option<Ts> {
+        self.meet();
+        if first {
+            *self.decision.lock() = (!self.failed.load(Ordering::SeqCst)).then(draw);
+        }
+        self.meet();
+        *self.decision.lock()
+    }
+}
+
+impl Engine {
+    /// Runs `f` as one quiesced step on `parts` (each call gets the step and whether it is the
+    /// first participant); returns each partition's result in the order of `parts`.
+    pub(super) async fn quiesced<R, F>(&self, parts: &[usize], f: F) -> Result<Vec<R>>
+    where
+        R: Send + 'static,
+        F: Fn(&mut Partition, &Quiesce, bool) -> R + Send + Sync + 'static,
+    {
+        let step = Arc::new(Quiesce {
+            barrier: Barrier::new(parts.len()),
+            start: Mutex::new(0),
+            failed: AtomicBool::new(false),
+            decision: Mutex::new(None),
+        });
+        let f = Arc::new(f);
+        let replies: Vec<_> = {
+            let _order = self.quiesce_order.lock();
+            parts
+                .iter()
+                .enumerate()
+                .map(|(i, &p)| {
+                    let (step, f) = (step.clone(), f.clone());
+                    self.executors[p].call(move |partition| {
+                        step.meet();
+                        let r = f(partition, &step, i == 0);
+                        step.meet();
+                        r
+                    })
+                })
+                .collect()
+        };
+        let mut out = Vec::with_capacity(replies.len());
+        for r in replies {
+            out.push(r.await?);
+        }
+        Ok(out)
+    }
+}

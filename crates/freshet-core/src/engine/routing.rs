@@ -1,0 +1,81 @@
+//! Which partitions a statement runs on.
+//!
+//! A partitioned table's rows live on the partition given by a stable hash (FNV-1a) of the
+//! partition key's order-preserving encoding, so all integer widths of one value land on the
+//! same partition. A replicated table is on every partition: reads go to one, writes to all.
+
+use super::Engine;
+use crate::catalog::TableDef;
+use crate::error::Result;
+use crate::sql::exec::key_value;
+use crate::sql::expr::{BinaryOp, EvalContext, Expr, NoRow};
+use crate::sql::plan::{conjuncts, OltpPlan};
+use crate::storage::index::{encode_value, KeyBuf};
+use crate::types::Value;
+
+/// FNV-1a: stable across runs and builds (placement must not change under a restart).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ *b as u64).wrapping_mul(0x0100_0000_01b3))
+}
+
+impl Engine {
+    fn all_partitions(&self) -> Vec<usize> {
+        (0..self.executors.len()).collect()
+    }
+
+    /// The partition of a row of a partitioned table (partition 0 for a replicated one).
+    pub(super) fn partition_of_row(&self, table: &TableDef, row: &[Value]) -> usize {
+        match table.partition_key {
+            Some(k) => self.partition_of_key(table, &row[k]),
+            None => 0,
+        }
+    }
+
+    fn partition_of_key(&self, table: &TableDef, v: &Value) -> usize {
+        let n = self.executors.len();
+        if n == 1 {
+            return 0;
+        }
+        let mut key = KeyBuf::new();
+        let ty = table.partition_key.map(|k| table.columns[k].ty);
+        let v = ty.and_then(|ty| key_value(v.clone(), ty)).unwrap_or(Value::Null);
+        encode_value(&v, &mut key);
+        (fnv1a(&key) % n as u64) as usize
+    }
+
+    /// The partitions a short statement runs on. `reader` is the partition a read of a
+    /// replicated table uses.
+    pub(super) fn plan_partitions(&self, plan: &OltpPlan, params: &[Value], now: i64, reader: usize) -> Result<Vec<usize>> {
+        let table = plan.table();
+        if self.executors.len() == 1 {
+            return Ok(vec![0]);
+        }
+        let Some(key) = table.partition_key else {
+            return Ok(match plan {
+                OltpPlan::Select(s) if !s.lock => vec![reader],
+                _ => self.all_partitions(),
+            });
+        };
+        let filter = match plan {
+            OltpPlan::Select(s) => s.filter.as_ref(),
+            OltpPlan::Update(u) => u.filter.as_ref(),
+            OltpPlan::Delete(d) => d.filter.as_ref(),
+        };
+        let cx = EvalContext { params, now };
+        if let Some(v) = filter.and_then(|f| pinned_key(f, key)) {
+            return Ok(vec![self.partition_of_key(table, &v.eval(&NoRow, &cx)?)]);
+        }
+        Ok(self.all_partitions())
+    }
+}
+
+/// A `key = constant` conjunct of a filter, if there is one.
+fn pinned_key(filter: &Expr, key: usize) -> Option<&Expr> {
+    conjuncts(filter).into_iter().find_map(|c| match c {
+        Expr::Binary { op: BinaryOp::Eq, left, right, .. } => match (left.as_ref(), right.as_ref()) {
+            (Expr::Column { index, .. }, v) | (v, Expr::Column { index, .. }) if *index == key && v.is_row_independent() => Some(v),
+            _ => None,
+        },
+        _ => None,
+    })
+}

@@ -1,0 +1,471 @@
+//! Running statements and ending transactions, on one partition or several.
+//!
+//! A statement outside a transaction block is a transaction of its own. On one partition it
+//! starts, runs and commits inside one job; on several it runs as one quiesced step that
+//! commits on all of them or on none. A statement of a transaction block runs on the
+//! partitions it needs and leaves its changes uncommitted; if it fails on one partition of
+//! several, its work is undone on all of them (so that a statement that waits for another
+//! transaction can run again from the start). Commit validates and stamps on every partition
+//! the transaction touched, quiesced when there are several.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::{Engine, OltpResult, TxnCtx};
+use crate::catalog::TableDef;
+use crate::error::{Error, Result, SqlState};
+use crate::executor::Partition;
+use crate::sql::exec::{self, SelectOutcome};
+use crate::sql::expr::EvalContext;
+use crate::sql::plan::OltpPlan;
+use crate::storage::{TableSnapshot, Ts, TxnView};
+use crate::txn::{self, Isolation, LocalTxn, ReadPredicate, TxnRegistry};
+use crate::types::Value;
+
+/// What a savepoint remembers: how many versions the transaction had made on each partition.
+pub type Savepoint = Vec<(usize, usize)>;
+
+type StatementFn<R> = Arc<dyn Fn(&mut Partition, &mut LocalTxn) -> Result<R> + Send + Sync>;
+
+impl Engine {
+    fn touch(&self, id: Ts, parts: &[usize]) {
+        let mask = parts.iter().fold(0u64, |m, p| m | 1 << p);
+        *self.touched.lock().entry(id).or_default() |= mask;
+    }
+
+    /// The partitions a transaction touched, in order.
+    fn touched(&self, id: Ts) -> Vec<usize> {
+        let mask = self.touched.lock().get(&id).copied().unwrap_or(0);
+        (0..self.executors.len()).filter(|p| mask >> p & 1 == 1).collect()
+    }
+
+    fn forget(&self, id: Ts) -> Vec<usize> {
+        let parts = self.touched(id);
+        self.touched.lock().remove(&id);
+        parts
+    }
+
+    /// The partition that serves a read of a replicated table: one the transaction already
+    /// uses, or the next in turn.
+    fn reader(&self, txn: Option<&TxnCtx>) -> usize {
+        if let Some(first) = txn.and_then(|t| self.touched(t.id).first().copied()) {
+            return first;
+        }
+        self.next_reader.fetch_add(1, Ordering::Relaxed) % self.executors.len()
+    }
+
+    /// Runs a statement on `parts` in `txn` (or as an autocommit statement).
+    async fn run_on<R: Send + 'static>(&self, parts: Vec<usize>, txn: Option<TxnCtx>, f: StatementFn<R>) -> Result<Vec<R>> {
+        let registry = self.registry.clone();
+        let results = match (parts.as_slice(), txn) {
+            ([p], _) => {
+                let r = self.executors[*p].call(move |part| with_txn(part, txn, &registry, |part, local| f(part, local))).await?;
+                vec![r]
+            }
+            (_, Some(ctx)) => {
+                self.quiesced(&parts, move |part, step, first| {
+                    let mut local = take_local(part, &ctx);
+                    let mark = local.versions.len();
+                    let mut r = f(part, &mut local);
+                    step.report(r.is_ok());
+                    if step.decide(first, || 0).is_none()
+                        && let Err(e) = txn::rollback_versions(part, &mut local.versions, mark)
+                    {
+                        r = Err(e);
+                    }
+                    part.txns.local.insert(ctx.id, local);
+                    r
+                })
+                .await?
+            }
+            (_, None) => {
+                let id = registry.new_txn_id();
+                self.quiesced(&parts, move |part, step, first| {
+                    if first {
+                        *step.start.lock() = registry.now();
+                    }
+                    step.meet();
+                    let view = TxnView { id, start: *step.start.lock() };
+                    let mut local = LocalTxn::new(view, Isolation::RepeatableRead);
+                    let r = f(part, &mut local);
+                    step.report(r.is_ok());
+                    let finished = match step.decide(first, || registry.next_commit_ts()) {
+                        Some(ts) => txn::commit(part, local, ts, &registry),
+                        None => txn::rollback_versions(part, &mut local.versions, 0),
+                    };
+                    finished.and(r)
+                })
+                .await?
+            }
+        };
+        if let Some(ctx) = txn {
+            self.touch(ctx.id, &parts);
+        }
+        results.into_iter().collect()
+    }
+
+    /// Inserts rows that already have the table's column types: as one autocommit statement,
+    /// or as a statement of `txn`.
+    pub async fn insert_rows(&self, table: &Arc<TableDef>, rows: Vec<Vec<Value>>, txn: Option<TxnCtx>) -> Result<u64> {
+        let id = table.id;
+        let n = self.executors.len();
+        let (parts, groups): (Vec<usize>, Vec<Arc<Vec<Vec<Value>>>>) = if table.partition_key.is_none() || n == 1 {
+            let all = Arc::new(rows);
+            let parts: Vec<usize> = if n == 1 { vec![0] } else { (0..n).collect() };
+            let groups = parts.iter().map(|_| all.clone()).collect();
+            (parts, groups)
+        } else {
+            let mut by_part: Vec<Vec<Vec<Value>>> = vec![Vec::new(); n];
+            for row in rows {
+                by_part[self.partition_of_row(table, &row)].push(row);
+            }
+            by_part.into_iter().enumerate().filter(|(_, r)| !r.is_empty()).map(|(p, r)| (p, Arc::new(r))).unzip()
+        };
+        if parts.is_empty() {
+            return Ok(0);
+        }
+        let by_id: Arc<Vec<(usize, Arc<Vec<Vec<Value>>>)>> = Arc::new(parts.iter().copied().zip(groups).collect());
+        let f: StatementFn<u64> = Arc::new(move |p, local| {
+            let rows = by_id.iter().find(|(part, _)| *part == p.id).map(|(_, r)| r.clone()).unwrap_or_default();
+            exec::insert_rows(p.table_mut(id)?, &rows, local)
+        });
+        let counts = self.run_on(parts, txn, f).await?;
+        Ok(if table.partition_key.is_none() { counts.first().copied().unwrap_or(0) } else { counts.iter().sum() })
+    }
+
+    /// Runs a short statement with its parameters, in `txn` or as an autocommit statement.
+    pub async fn run(&self, plan: Arc<OltpPlan>, params: Vec<Value>, now: i64, txn: Option<TxnCtx>) -> Result<OltpResult> {
+        let budget = self.config.short_select_budget;
+        let parts = self.plan_partitions(&plan, &params, now, self.reader(txn.as_ref()))?;
+        if parts.len() > 1
+            && let OltpPlan::Select(s) = plan.as_ref()
+            && (!s.order_by.is_empty() || s.limit.is_some() || s.offset.is_some())
+        {
+            // Ordering and limits across partitions are the analytical side's job.
+            if s.lock {
+                return Err(Error::unsupported("FOR UPDATE with ORDER BY or LIMIT across partitions"));
+            }
+            return Ok(OltpResult::TooLarge);
+        }
+        // A replicated table's statement that ran everywhere did the same on every replica.
+        let replicated = plan.table().partition_key.is_none();
+        let params: Arc<[Value]> = params.into();
+        let p2 = plan.clone();
+        let f: StatementFn<OltpResult> = Arc::new(move |p, local| run_on_partition(p, local, &p2, &params, now, budget));
+        let results = self.run_on(parts, txn, f).await?;
+        Ok(merge(results, replicated))
+    }
+
+    /// A transaction-consistent snapshot of `tables`, taken between statements (with several
+    /// partitions, with all of them quiesced). With a view, the snapshot shows what that
+    /// transaction sees; without one, everything committed. Uncommitted changes of running
+    /// transactions are reverted in the snapshot.
+    pub async fn snapshot(&self, tables: &[Arc<TableDef>], view: Option<TxnView>) -> Result<Vec<TableSnapshot>> {
+        let defs: Vec<_> = tables.to_vec();
+        let view = view.unwrap_or_else(TxnView::committed);
+        let take = move |p: &mut Partition, reader: usize| -> Result<Vec<Option<TableSnapshot>>> {
+            defs.iter()
+                .map(|def| {
+                    if def.partition_key.is_none() && p.id != reader {
+                        return Ok(None);
+                    }
+                    let store = p.table(def.id)?;
+                    if !Arc::ptr_eq(store.def(), def) && store.def().as_ref() != def.as_ref() {
+                        return Err(Error::new(SqlState::UndefinedTable, format!("relation \"{}\" changed during the query", def.name)));
+                    }
+                    Ok(Some(store.snapshot_for(&view)))
+                })
+                .collect()
+        };
+        let parts: Vec<Vec<Option<TableSnapshot>>> = if self.executors.len() == 1 {
+            vec![self.executors[0].call(move |p| take(p, 0)).await??]
+        } else {
+            let reader = self.reader(None);
+            let all: Vec<usize> = (0..self.executors.len()).collect();
+            self.quiesced(&all, move |p, _, _| take(p, reader)).await?.into_iter().collect::<Result<_>>()?
+        };
+        let mut merged: Vec<Option<TableSnapshot>> = vec![None; tables.len()];
+        for part in parts {
+            for (slot, snap) in merged.iter_mut().zip(part) {
+                match (slot.as_mut(), snap) {
+                    (None, s) => *slot = s,
+                    (Some(acc), Some(s)) => acc.chunks.extend(s.chunks),
+                    (Some(_), None) => {}
+                }
+            }
+        }
+        merged.into_iter().map(|s| s.ok_or_else(|| Error::internal("a table has no snapshot"))).collect()
+    }
+
+    /// Records that a SERIALIZABLE transaction read whole tables (an analytical query).
+    pub async fn record_table_reads(&self, txn: TxnCtx, tables: &[Arc<TableDef>]) -> Result<()> {
+        if txn.isolation != Isolation::Serializable || tables.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<_> = tables.iter().map(|t| t.id).collect();
+        let all: Vec<usize> = (0..self.executors.len()).collect();
+        let registry = self.registry.clone();
+        let replies: Vec<_> = all
+            .iter()
+            .map(|&p| {
+                let (ids, registry) = (ids.clone(), registry.clone());
+                self.executors[p].call(move |part| {
+                    with_txn(part, Some(txn), &registry, |_, local| {
+                        local.reads.extend(ids.iter().map(|id| ReadPredicate::Table(*id)));
+                        Ok(())
+                    })
+                })
+            })
+            .collect();
+        for r in replies {
+            r.await??;
+        }
+        self.touch(txn.id, &all);
+        Ok(())
+    }
+
+    /// Commits a transaction: validates its reads (SERIALIZABLE) and stamps its versions with
+    /// one commit timestamp on every partition it touched. If validation fails anywhere, it is
+    /// rolled back everywhere (40001).
+    pub async fn commit(&self, txn: TxnCtx) -> Result<()> {
+        let parts = self.forget(txn.id);
+        let registry = self.registry.clone();
+        let result = match parts.as_slice() {
+            [] => Ok(()),
+            [p] => {
+                self.executors[*p]
+                    .call(move |part| -> Result<()> {
+                        let Some(mut local) = part.txns.local.remove(&txn.id) else { return Ok(()) };
+                        if let Err(e) = txn::validate(part, &local) {
+                            txn::rollback_versions(part, &mut local.versions, 0)?;
+                            return Err(e);
+                        }
+                        if local.versions.is_empty() {
+                            return Ok(());
+                        }
+                        let ts = registry.next_commit_ts();
+                        txn::commit(part, local, ts, &registry)
+                    })
+                    .await
+                    .and_then(|r| r)
+            }
+            _ => self
+                .quiesced(&parts, move |part, step, first| -> Result<()> {
+                    let local = part.txns.local.remove(&txn.id);
+                    let valid = local.as_ref().map_or(Ok(()), |l| txn::validate(part, l));
+                    step.report(valid.is_ok());
+                    let finished = match (local, step.decide(first, || registry.next_commit_ts())) {
+                        (Some(l), Some(ts)) => txn::commit(part, l, ts, &registry),
+                        (Some(mut l), None) => txn::rollback_versions(part, &mut l.versions, 0),
+                        (None, _) => Ok(()),
+                    };
+                    finished.and(valid)
+                })
+                .await
+                .and_then(|rs| rs.into_iter().collect::<Result<()>>()),
+        };
+        self.waits.ended(txn.id);
+        result
+    }
+
+    /// Rolls a transaction back on every partition it touched.
+    pub async fn rollback(&self, id: Ts) -> Result<()> {
+        let parts = self.forget(id);
+        let replies: Vec<_> = parts
+            .iter()
+            .map(|&p| {
+                let registry = self.registry.clone();
+                self.executors[p].call(move |part| -> Result<()> {
+                    txn::rollback(part, id)?;
+                    txn::collect_garbage(part, registry.oldest_needed())
+                })
+            })
+            .collect();
+        let mut result = Ok(());
+        for r in replies {
+            if let Err(e) = r.await.and_then(|r| r) {
+                result = Err(e);
+            }
+        }
+        self.waits.ended(id);
+        result
+    }
+
+    /// Ends a registered snapshot. When it was the oldest, versions only it needed are
+    /// collected (in the background, by each executor).
+    pub fn release_snapshot(&self, start: Ts) {
+        if self.registry.end_snapshot(start) {
+            for e in &self.executors {
+                let registry = self.registry.clone();
+                e.submit(Box::new(move |p: &mut Partition| {
+                    if let Err(e) = txn::collect_garbage(p, registry.oldest_needed()) {
+                        tracing::error!("garbage collection failed: {e}");
+                    }
+                }));
+            }
+        }
+    }
+
+    /// Rolls a transaction back without waiting (for sessions that end abruptly).
+    pub fn rollback_detached(&self, id: Ts) {
+        let parts = self.forget(id);
+        if parts.is_empty() {
+            self.waits.ended(id);
+            return;
+        }
+        let remaining = Arc::new(std::sync::atomic::AtomicUsize::new(parts.len()));
+        for p in parts {
+            let (registry, waits, remaining) = (self.registry.clone(), self.waits.clone(), remaining.clone());
+            self.executors[p].submit(Box::new(move |part: &mut Partition| {
+                if let Err(e) = txn::rollback(part, id).and_then(|_| txn::collect_garbage(part, registry.oldest_needed())) {
+                    tracing::error!("rollback of an abandoned transaction failed: {e}");
+                }
+                // Waiters may go on once every partition has undone the changes.
+                if remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
+                    waits.ended(id);
+                }
+            }));
+        }
+    }
+
+    /// A savepoint: how many versions the transaction has made on each partition so far.
+    pub async fn savepoint(&self, id: Ts) -> Result<Savepoint> {
+        let mut marks = Vec::new();
+        for p in self.touched(id) {
+            let n = self.executors[p].call(move |part| part.txns.local.get(&id).map_or(0, |t| t.versions.len())).await?;
+            marks.push((p, n));
+        }
+        Ok(marks)
+    }
+
+    /// Undoes what the transaction did after a savepoint.
+    pub async fn rollback_to(&self, id: Ts, savepoint: &Savepoint) -> Result<()> {
+        for p in self.touched(id) {
+            let mark = savepoint.iter().find(|(q, _)| *q == p).map_or(0, |(_, m)| *m);
+            self.executors[p]
+                .call(move |part| -> Result<()> {
+                    let Some(mut local) = part.txns.local.remove(&id) else { return Ok(()) };
+                    let result = txn::rollback_versions(part, &mut local.versions, mark);
+                    part.txns.local.insert(id, local);
+                    result
+                })
+                .await??;
+        }
+        Ok(())
+    }
+}
+
+/// The state of an interactive transaction on this partition (created on first use).
+fn take_local(p: &mut Partition, ctx: &TxnCtx) -> LocalTxn {
+    let mut local = p.txns.local.remove(&ctx.id).unwrap_or_else(|| {
+        let mut local = LocalTxn::new(ctx.view(), ctx.isolation);
+        // SERIALIZABLE transactions are counted from their first statement.
+        local.registered = ctx.isolation == Isolation::Serializable;
+        local
+    });
+    local.view.start = ctx.start;
+    local
+}
+
+/// Runs `f` as a statement of `txn` on this partition, or as an autocommit statement: then
+/// it commits at once if it succeeds and rolls back if it fails, all within this one job.
+fn with_txn<R>(
+    p: &mut Partition,
+    txn: Option<TxnCtx>,
+    registry: &TxnRegistry,
+    f: impl FnOnce(&mut Partition, &mut LocalTxn) -> Result<R>,
+) -> Result<R> {
+    match txn {
+        None => {
+            let view = TxnView { id: registry.new_txn_id(), start: registry.now() };
+            let mut local = LocalTxn::new(view, Isolation::RepeatableRead);
+            match f(p, &mut local) {
+                Ok(r) => {
+                    if !local.versions.is_empty() {
+                        let ts = registry.next_commit_ts();
+                        txn::commit(p, local, ts, registry)?;
+                    }
+                    Ok(r)
+                }
+                Err(e) => {
+                    txn::rollback_versions(p, &mut local.versions, 0)?;
+                    Err(e)
+                }
+            }
+        }
+        Some(ctx) => {
+            let mut local = take_local(p, &ctx);
+            let mark = local.versions.len();
+            let mut result = f(p, &mut local);
+            // A statement that must wait for another transaction undoes its partial work, so
+            // that it can run again from the start once that transaction has ended.
+            if let Err(e) = &result
+                && e.blocked_by.is_some()
+                && let Err(undo) = txn::rollback_versions(p, &mut local.versions, mark)
+            {
+                result = Err(undo);
+            }
+            p.txns.local.insert(ctx.id, local);
+            result
+        }
+    }
+}
+
+fn run_on_partition(
+    p: &mut Partition,
+    local: &mut LocalTxn,
+    plan: &Arc<OltpPlan>,
+    params: &Arc<[Value]>,
+    now: i64,
+    budget: usize,
+) -> Result<OltpResult> {
+    let cx = EvalContext { params, now };
+    let id = plan.table().id;
+    if local.records_reads() {
+        local.reads.push(ReadPredicate::Filter { table: id, plan: plan.clone(), params: params.clone() });
+    }
+    match plan.as_ref() {
+        OltpPlan::Select(s) => match exec::run_select(p.table(id)?, s, &local.view, &cx, budget)? {
+            SelectOutcome::Rows(rows, ids) => {
+                if s.lock {
+                    let table = p.table_mut(id)?;
+                    for row in ids {
+                        if let Some(v) = table.lock(row, &local.view)? {
+                            local.versions.push((id, v));
+                        }
+                    }
+                }
+                Ok(OltpResult::Rows(rows))
+            }
+            SelectOutcome::TooLarge if s.lock => Err(Error::unsupported(format!("FOR UPDATE over more than {budget} rows"))),
+            SelectOutcome::TooLarge => Ok(OltpResult::TooLarge),
+        },
+        OltpPlan::Update(u) => {
+            if let Some(k) = u.table.partition_key
+                && u.assignments.iter().any(|(c, _)| *c == k)
+            {
+                return Err(Error::unsupported("updating the partition key column of a partitioned table"));
+            }
+            exec::run_update(p.table_mut(id)?, u, &cx, local).map(OltpResult::Count)
+        }
+        OltpPlan::Delete(d) => exec::run_delete(p.table_mut(id)?, d, &cx, local).map(OltpResult::Count),
+    }
+}
+
+/// Combines the results of one statement on several partitions. A statement on a replicated
+/// table did the same on every replica: its result is one replica's.
+fn merge(mut results: Vec<OltpResult>, replicated: bool) -> OltpResult {
+    if replicated || results.len() == 1 {
+        return results.drain(..).next().unwrap_or(OltpResult::Rows(Vec::new()));
+    }
+    let mut rows = Vec::new();
+    let mut count = None;
+    for r in results {
+        match r {
+            OltpResult::TooLarge => return OltpResult::TooLarge,
+            OltpResult::Rows(r) => rows.extend(r),
+            OltpResult::Count(n) => *count.get_or_insert(0) += n,
+        }
+    }
+    count.map_or(OltpResult::Rows(rows), OltpResult::Count)
+}
