@@ -288,8 +288,10 @@ pub fn run_select(table: &TableStore, plan: &SelectPlan, view: &TxnView, cx: &Ev
         (Some(_), Some(l)) => Some(l.saturating_add(offset)),
         _ => None,
     };
-    let n = table.def().columns.len();
-    let mut rows: Vec<(RowId, Vec<Value>)> = Vec::new();
+    let sorting = in_order.is_none() && !plan.order_by.is_empty();
+    // Each qualifying row's output and, when sorting here, its sort key: computed from the
+    // version seen, without materialising the whole row.
+    let mut hits: Vec<(RowId, Vec<Value>, Vec<Value>)> = Vec::new();
     let mut examined = 0usize;
     let mut too_large = false;
     for_each_candidate(table, &plan.access, in_order == Some(true), view, cx, &mut |row, version| {
@@ -299,35 +301,32 @@ pub fn run_select(table: &TableStore, plan: &SelectPlan, view: &TxnView, cx: &Ev
             return Ok(false);
         }
         if matches(&version, plan.filter.as_ref(), cx)? {
-            rows.push((row, version.values(n)));
+            let out = plan.projection.iter().map(|e| e.eval(&version, cx)).collect::<Result<Vec<_>>>()?;
+            let key = if sorting {
+                plan.order_by.iter().map(|(e, _, _)| e.eval(&version, cx)).collect::<Result<Vec<_>>>()?
+            } else {
+                Vec::new()
+            };
+            hits.push((row, out, key));
         }
-        Ok(stop_at.is_none_or(|n| (rows.len() as u64) < n))
+        Ok(stop_at.is_none_or(|n| (hits.len() as u64) < n))
     })?;
     if too_large {
         return Ok(SelectOutcome::TooLarge);
     }
-    if in_order.is_none() && !plan.order_by.is_empty() {
-        rows = sort_rows(rows, &plan.order_by, cx)?;
+    if sorting {
+        sort_hits(&mut hits, &plan.order_by)?;
     }
     let take = limit.unwrap_or(u64::MAX).min(usize::MAX as u64) as usize;
     let skip = offset.min(usize::MAX as u64) as usize;
-    let mut out = Vec::new();
-    let mut ids = Vec::new();
-    for (row, values) in rows.into_iter().skip(skip).take(take) {
-        out.push(plan.projection.iter().map(|e| e.eval(&SliceRow(&values), cx)).collect::<Result<Vec<_>>>()?);
-        ids.push(row);
-    }
+    let (ids, out): (Vec<RowId>, Vec<Vec<Value>>) = hits.into_iter().skip(skip).take(take).map(|(r, o, _)| (r, o)).unzip();
     Ok(SelectOutcome::Rows(out, ids))
 }
 
-fn sort_rows(rows: Vec<(RowId, Vec<Value>)>, order_by: &[(Expr, bool, bool)], cx: &EvalContext) -> Result<Vec<(RowId, Vec<Value>)>> {
-    let mut keyed = Vec::with_capacity(rows.len());
-    for row in rows {
-        let key = order_by.iter().map(|(e, _, _)| e.eval(&SliceRow(&row.1), cx)).collect::<Result<Vec<_>>>()?;
-        keyed.push((key, row));
-    }
+/// Sorts rows by their ORDER BY key values (PostgreSQL's NULL placement per key).
+fn sort_hits(hits: &mut [(RowId, Vec<Value>, Vec<Value>)], order_by: &[(Expr, bool, bool)]) -> Result<()> {
     let mut failure = None;
-    keyed.sort_by(|(a, _), (b, _)| {
+    hits.sort_by(|(_, _, a), (_, _, b)| {
         for ((x, y), (_, desc, nulls_first)) in a.iter().zip(b).zip(order_by) {
             let ord = match (x.is_null(), y.is_null()) {
                 (true, true) => Ordering::Equal,
@@ -348,8 +347,5 @@ fn sort_rows(rows: Vec<(RowId, Vec<Value>)>, order_by: &[(Expr, bool, bool)], cx
         }
         Ordering::Equal
     });
-    match failure {
-        Some(e) => Err(e),
-        None => Ok(keyed.into_iter().map(|(_, row)| row).collect()),
-    }
+    failure.map_or(Ok(()), Err)
 }
