@@ -13,5 +13,6 @@ pub mod sql;
 pub mod storage;
 pub mod txn;
 pub mod types;
+pub mod wal;
 
 pub use error::{Error, Result, SqlState};

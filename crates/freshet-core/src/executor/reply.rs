@@ -72,6 +72,12 @@ fn lost() -> Error {
     Error::internal("the partition executor stopped before answering")
 }
 
+impl<T> std::fmt::Debug for Reply<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Reply")
+    }
+}
+
 impl<T> Reply<T> {
     /// Blocks the calling thread until the job has answered.
     pub fn wait(self) -> Result<T> {
