@@ -31,9 +31,10 @@ use crate::error::{Error, Result};
 use crate::executor::Partition;
 use crate::sql::expr::{EvalContext, SliceRow};
 use crate::sql::plan::OltpPlan;
-use crate::storage::mvcc::{Ts, TxnView, TXN_ID_BASE};
+use crate::storage::mvcc::{Change, Ts, TxnView, TXN_ID_BASE};
 use crate::storage::RowId;
 use crate::types::Value;
+use crate::wal::RowChange;
 
 /// Isolation levels. READ UNCOMMITTED behaves as READ COMMITTED, as in PostgreSQL.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -274,6 +275,58 @@ pub fn commit(p: &mut Partition, txn: LocalTxn, ts: Ts, registry: &TxnRegistry) 
     }
     p.txns.gc_queue.push_back((ts, txn.versions));
     collect_garbage(p, registry.oldest_needed())
+}
+
+/// The row changes `txn` made on this partition, one per row, in the order it first changed
+/// them: an insert with the final values (nothing if it also deleted the row), a delete, or an
+/// update of the columns it changed with their final values.
+pub fn redo_changes(p: &Partition, txn: &LocalTxn, out: &mut Vec<RowChange>) -> Result<()> {
+    struct RowState {
+        inserted: bool,
+        deleted: bool,
+        columns: Vec<usize>,
+    }
+    let mut order: Vec<(TableId, RowId)> = Vec::new();
+    let mut states: HashMap<(TableId, RowId), RowState> = HashMap::new();
+    for &(table, v) in &txn.versions {
+        let version = p.table(table)?.version(v);
+        let key = (table, version.row);
+        let state = states.entry(key).or_insert_with(|| {
+            order.push(key);
+            RowState { inserted: false, deleted: false, columns: Vec::new() }
+        });
+        match &version.change {
+            Change::Inserted => state.inserted = true,
+            Change::Deleted => state.deleted = true,
+            Change::Updated { before, .. } => {
+                for (c, _) in before {
+                    if !state.columns.contains(c) {
+                        state.columns.push(*c);
+                    }
+                }
+            }
+            Change::Locked => {}
+        }
+    }
+    let partition = p.id as u16;
+    for key in order {
+        let (table, row) = key;
+        let state = &states[&key];
+        let store = p.table(table)?;
+        out.push(match (state.inserted, state.deleted) {
+            (true, true) => continue,
+            (true, false) => RowChange::Insert { table, partition, row, values: store.row_values(row) },
+            (false, true) => RowChange::Delete { table, partition, row },
+            (false, false) if state.columns.is_empty() => continue,
+            (false, false) => RowChange::Update {
+                table,
+                partition,
+                row,
+                columns: state.columns.iter().map(|&c| (c as u16, store.get(row, c))).collect(),
+            },
+        });
+    }
+    Ok(())
 }
 
 /// Before- and after-images of every row `txn` changed (before stamping its versions).

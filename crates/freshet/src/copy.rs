@@ -102,12 +102,14 @@ pub struct CopyIn {
     txn: TxnCtx,
     /// Whether the COPY runs in a transaction of its own (outside a transaction block).
     own_txn: bool,
+    /// Whether its commit waits for the redo log (synchronous_commit).
+    sync: bool,
 }
 
 impl CopyIn {
     /// A COPY into `table`, as part of the transaction block `txn`, or in a transaction of
     /// its own.
-    pub(crate) fn new(engine: Arc<Engine>, table: Arc<TableDef>, columns: Vec<usize>, format: CopyFormat, txn: Option<TxnCtx>) -> Self {
+    pub(crate) fn new(engine: Arc<Engine>, table: Arc<TableDef>, columns: Vec<usize>, format: CopyFormat, txn: Option<TxnCtx>, sync: bool) -> Self {
         let header_pending = format.header;
         let own_txn = txn.is_none();
         let txn = txn.unwrap_or_else(|| {
@@ -129,6 +131,7 @@ impl CopyIn {
             ended: false,
             txn,
             own_txn,
+            sync,
         }
     }
 
@@ -226,7 +229,7 @@ impl CopyIn {
             return Ok(());
         }
         let rows = std::mem::take(&mut self.rows);
-        self.inserted += self.engine.insert_rows(&self.table, rows, Some(self.txn)).await?;
+        self.inserted += self.engine.insert_rows(&self.table, rows, Some(self.txn), self.sync).await?;
         Ok(())
     }
 
@@ -242,7 +245,7 @@ impl CopyIn {
             }
             self.flush().await?;
             if self.own_txn {
-                self.engine.commit(self.txn).await?;
+                self.engine.commit(self.txn, self.sync).await?;
                 self.end_own();
             }
             Ok(self.inserted)

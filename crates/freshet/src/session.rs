@@ -527,7 +527,7 @@ impl Session {
             Kind::CopyFrom { table, columns, format } => {
                 let txn = self.statement_txn();
                 Ok(StatementResult {
-                    output: Output::CopyIn(CopyIn::new(self.db.inner.engine.clone(), table.clone(), columns.clone(), format.clone(), txn)),
+                    output: Output::CopyIn(CopyIn::new(self.db.inner.engine.clone(), table.clone(), columns.clone(), format.clone(), txn, self.settings.synchronous_commit())),
                     notices: vec![],
                     parameter_status: vec![],
                 })
@@ -567,7 +567,7 @@ impl Session {
         let engine = &self.db.inner.engine;
         let locks = query.short.as_ref().is_some_and(|s| matches!(s.as_ref(), OltpPlan::Select(p) if p.lock));
         if let (Some(short), true) = (&query.short, self.settings.short_path() || locks) {
-            match engine.run(short.clone(), params.clone(), now, txn).await? {
+            match engine.run(short.clone(), params.clone(), now, txn, self.settings.synchronous_commit()).await? {
                 OltpResult::Rows(rows) => return Ok(RowStream::from_values(rows)),
                 OltpResult::TooLarge => {}
                 OltpResult::Count(_) => return Err(Error::internal("a SELECT returned a count")),
@@ -631,7 +631,7 @@ impl Session {
         if full_rows.is_empty() {
             return Ok(0);
         }
-        self.db.inner.engine.insert_rows(table, full_rows, txn).await
+        self.db.inner.engine.insert_rows(table, full_rows, txn, self.settings.synchronous_commit()).await
     }
 
     async fn run_dml(&self, plan: Arc<OltpPlan>, params: Vec<Value>, now: i64, txn: Option<TxnCtx>) -> Result<StatementResult> {
@@ -640,7 +640,7 @@ impl Session {
             OltpPlan::Delete(_) => "DELETE",
             OltpPlan::Select(_) => return Err(Error::internal("a SELECT planned as DML")),
         };
-        match self.db.inner.engine.run(plan, params, now, txn).await? {
+        match self.db.inner.engine.run(plan, params, now, txn, self.settings.synchronous_commit()).await? {
             OltpResult::Count(n) => Ok(StatementResult::command(format!("{verb} {n}"))),
             _ => Err(Error::internal("DML returned rows")),
         }
@@ -809,7 +809,7 @@ impl Session {
             }
             TxnStatement::Commit => match self.txn.take() {
                 None => Ok(StatementResult::command("COMMIT").with_notices(vec!["there is no transaction in progress".into()])),
-                Some(t) => txn_block::commit(&engine, t).await,
+                Some(t) => txn_block::commit(&engine, t, self.settings.synchronous_commit()).await,
             },
             TxnStatement::Rollback => match self.txn.take() {
                 None => Ok(StatementResult::command("ROLLBACK").with_notices(vec!["there is no transaction in progress".into()])),
@@ -865,7 +865,7 @@ impl Session {
             let table = catalog.require_table(name)?.clone();
             let plan = OltpPlan::Delete(plan::DeletePlan { table, filter: None, access: plan::Access::Scan });
             let txn = self.statement_txn();
-            engine.run(Arc::new(plan), vec![], now, txn).await?;
+            engine.run(Arc::new(plan), vec![], now, txn, self.settings.synchronous_commit()).await?;
         }
         Ok(StatementResult::command("TRUNCATE TABLE"))
     }

@@ -43,7 +43,7 @@ const KNOWN: &[Known] = &[
     Known { name: "default_transaction_isolation", default: "serializable", reported: false, description: "Isolation level of new transactions: serializable, repeatable read, read committed (read uncommitted behaves as read committed)." },
     Known { name: "max_index_keys", default: "32", reported: false, description: "Maximum columns in an index key." },
     Known { name: "client_min_messages", default: "notice", reported: false, description: "Lowest message level sent to the client." },
-    Known { name: "synchronous_commit", default: "on", reported: false, description: "Accepted; durability arrives with the redo log." },
+    Known { name: "synchronous_commit", default: "on", reported: false, description: "on: a commit is acknowledged once its redo record is durable (group commit); off: at once, the record becoming durable within 10 ms (asynchronous commit)." },
     Known { name: "freshet.lock_wait", default: "on", reported: false, description: "on: a write that meets a row another transaction changed and has not committed waits for it to end, then runs again (a wait that would close a cycle fails with 40P01); off: it fails at once with 40001." },
     Known { name: "freshet.short_path", default: "on", reported: false, description: "on: index-driven SELECTs run on the partition executor; off: every SELECT runs on the analytical side (for comparing the two paths)." },
 ];
@@ -122,6 +122,10 @@ impl Settings {
         self.get("freshet.short_path").is_none_or(|v| v != "off")
     }
 
+    pub fn synchronous_commit(&self) -> bool {
+        self.get("synchronous_commit").is_none_or(|v| v != "off")
+    }
+
     pub fn lock_wait(&self) -> bool {
         self.get("freshet.lock_wait").is_none_or(|v| v != "off")
     }
@@ -156,6 +160,11 @@ fn normalize(name: &str, value: &str) -> Result<String> {
             }
             "ISO, MDY".into()
         }
+        "synchronous_commit" => match value.to_lowercase().as_str() {
+            "on" | "true" | "1" | "local" | "remote_write" | "remote_apply" => "on".into(),
+            "off" | "false" | "0" => "off".into(),
+            _ => return Err(invalid("Use on or off.")),
+        },
         "freshet.short_path" | "freshet.lock_wait" => match value.to_lowercase().as_str() {
             "on" | "true" | "1" | "auto" => "on".into(),
             "off" | "false" | "0" => "off".into(),

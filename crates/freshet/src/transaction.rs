@@ -103,12 +103,12 @@ pub fn read_only_error(what: &str) -> Error {
 }
 
 /// Commits (or, for a failed block, rolls back) a block; the block is over either way.
-pub async fn commit(engine: &Arc<Engine>, mut txn: SessionTxn) -> Result<StatementResult> {
+pub async fn commit(engine: &Arc<Engine>, mut txn: SessionTxn, sync: bool) -> Result<StatementResult> {
     let result = if txn.failed {
         engine.rollback(txn.id).await.map(|_| StatementResult::command("ROLLBACK"))
     } else if txn.started {
         let ctx = TxnCtx { id: txn.id, start: txn.start.unwrap_or(0), isolation: txn.isolation };
-        engine.commit(ctx).await.map(|_| StatementResult::command("COMMIT"))
+        engine.commit(ctx, sync).await.map(|_| StatementResult::command("COMMIT"))
     } else {
         Ok(StatementResult::command("COMMIT"))
     };

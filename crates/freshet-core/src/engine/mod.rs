@@ -17,7 +17,7 @@ mod waits;
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicUsize;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 
@@ -32,6 +32,11 @@ use crate::sql::ddl::{check_includes_partition_key, resolve_columns, DdlPlan};
 use crate::storage::{TableStats, Ts, TxnView};
 use crate::txn::{Isolation, TxnRegistry};
 use crate::types::Value;
+use crate::executor::Reply;
+use crate::wal::{Lsn, RedoRecord, RowChange, Wal};
+
+/// Resolves when a commit's redo record is durable (or its write failed).
+pub type Durable = Reply<Result<Lsn>>;
 
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
@@ -92,6 +97,8 @@ pub struct Engine {
     touched: Mutex<HashMap<Ts, u64>>,
     /// Round robin over the replicas for reads of replicated tables outside a transaction.
     next_reader: AtomicUsize,
+    /// The redo log, once recovery has attached it (none for an in-memory database).
+    wal: OnceLock<Arc<Wal>>,
     config: EngineConfig,
 }
 
@@ -117,6 +124,7 @@ impl Engine {
             quiesce_order: Mutex::new(()),
             touched: Mutex::new(HashMap::new()),
             next_reader: AtomicUsize::new(0),
+            wal: OnceLock::new(),
             config,
         }))
     }
@@ -131,6 +139,15 @@ impl Engine {
 
     pub fn registry(&self) -> &Arc<TxnRegistry> {
         &self.registry
+    }
+
+    /// Starts logging: every later commit and schema change is appended to `wal`.
+    pub fn attach_wal(&self, wal: Arc<Wal>) {
+        let _ = self.wal.set(wal);
+    }
+
+    pub fn wal(&self) -> Option<&Arc<Wal>> {
+        self.wal.get()
     }
 
     pub fn partitions(&self) -> usize {
@@ -181,15 +198,14 @@ impl Engine {
             DdlPlan::Truncate { tables } => {
                 let defs = tables.iter().map(|t| catalog.require_table(t).cloned()).collect::<Result<Vec<_>>>()?;
                 let ids: Vec<_> = defs.iter().map(|d| d.id).collect();
-                self.on_all(move |p| -> Result<()> {
+                let logged = ids.clone();
+                self.ddl_step(Some(RedoRecord::Truncate(logged)), move |p| -> Result<()> {
                     for id in &ids {
                         p.table_mut(*id)?.truncate();
                     }
                     Ok(())
                 })
-                .await?
-                .into_iter()
-                .collect::<Result<()>>()?;
+                .await?;
                 Ok(DdlOutcome { tag: "TRUNCATE TABLE", notices: vec![] })
             }
         }
@@ -213,7 +229,11 @@ impl Engine {
         def.id = self.catalog.allocate_table_id();
         let def = Arc::new(def);
         let d = def.clone();
-        self.on_all(move |p| p.create_table(d.clone())).await?;
+        self.ddl_step(Some(RedoRecord::PutTable((*def).clone())), move |p| {
+            p.create_table(d.clone());
+            Ok(())
+        })
+        .await?;
         self.catalog.put_table(def);
         Ok(DdlOutcome { tag: "CREATE TABLE", notices: vec![] })
     }
@@ -231,8 +251,14 @@ impl Engine {
         for t in &doomed {
             self.catalog.remove_table(&t.name)?;
         }
-        let ids: Vec<_> = doomed.iter().map(|t| t.id).collect();
-        self.on_all(move |p| ids.iter().for_each(|id| drop(p.drop_table(*id)))).await?;
+        for t in &doomed {
+            let id = t.id;
+            self.ddl_step(Some(RedoRecord::DropTable(id)), move |p| {
+                p.drop_table(id);
+                Ok(())
+            })
+            .await?;
+        }
         Ok(DdlOutcome { tag: "DROP TABLE", notices })
     }
 
@@ -241,10 +267,40 @@ impl Engine {
     async fn replace_def(&self, def: TableDef) -> Result<()> {
         let def = Arc::new(def);
         let d = def.clone();
-        let results = self.on_all(move |p| p.table_mut(d.id).and_then(|t| t.set_def(d.clone()))).await?;
-        results.into_iter().collect::<Result<()>>()?;
+        self.ddl_step(Some(RedoRecord::PutTable((*def).clone())), move |p| p.table_mut(d.id).and_then(|t| t.set_def(d.clone()))).await?;
         self.catalog.put_table(def);
         Ok(())
+    }
+
+    /// A schema change's storage step: applied on every partition with all of them quiesced;
+    /// if every partition succeeded, its redo record is logged in the same step (so it sits
+    /// between the same commits on every partition) and made durable.
+    async fn ddl_step<F>(&self, record: Option<RedoRecord>, f: F) -> Result<()>
+    where
+        F: Fn(&mut Partition) -> Result<()> + Send + Sync + 'static,
+    {
+        let wal = self.wal.get().cloned();
+        let all: Vec<usize> = (0..self.executors.len()).collect();
+        let (results, step) = self
+            .quiesced_step(&all, move |p, step, first| {
+                let r = f(p);
+                step.report(r.is_ok());
+                if step.decide(first, || 0).is_none() {
+                    return r;
+                }
+                step.append_once(first, || match (&wal, &record) {
+                    (Some(wal), Some(record)) => {
+                        let mut bytes = Vec::new();
+                        crate::wal::record::encode(record, &mut bytes);
+                        wal.append(bytes, true)
+                    }
+                    _ => Ok(None),
+                })
+                .and(r)
+            })
+            .await?;
+        results.into_iter().collect::<Result<()>>()?;
+        durable(step.take_durable()).await
     }
 
     async fn create_index(
@@ -322,5 +378,26 @@ impl Engine {
         new_def.indexes.insert(0, IndexDef { name, columns: positions, unique: true, primary: true });
         self.replace_def(new_def).await?;
         Ok(DdlOutcome { tag: "ALTER TABLE", notices: vec![] })
+    }
+}
+
+/// Appends a committed transaction's row changes to the log (if there is one); with `sync`,
+/// returns the token that resolves once the record is durable.
+pub(crate) fn log_commit(wal: Option<&Arc<Wal>>, ts: Ts, changes: Vec<RowChange>, sync: bool) -> Result<Option<Durable>> {
+    match wal {
+        Some(wal) if !changes.is_empty() => {
+            let mut bytes = Vec::new();
+            crate::wal::record::encode(&RedoRecord::Commit { ts, changes }, &mut bytes);
+            wal.append(bytes, sync)
+        }
+        _ => Ok(None),
+    }
+}
+
+/// Waits until a commit is durable.
+pub(crate) async fn durable(token: Option<Durable>) -> Result<()> {
+    match token {
+        Some(t) => t.await?.map(|_| ()),
+        None => Ok(()),
     }
 }

@@ -16,10 +16,11 @@ use std::sync::{Arc, Barrier};
 
 use parking_lot::Mutex;
 
-use super::Engine;
+use super::{Durable, Engine};
 use crate::error::Result;
 use crate::executor::Partition;
 use crate::storage::Ts;
+use crate::wal::RowChange;
 
 /// The meeting point of one quiesced step.
 pub(super) struct Quiesce {
@@ -29,6 +30,9 @@ pub(super) struct Quiesce {
     failed: AtomicBool,
     /// The decision: a commit timestamp, or `None` to roll back.
     decision: Mutex<Option<Ts>>,
+    /// The row changes of every participant, logged as one record.
+    redo: Mutex<Vec<RowChange>>,
+    logged: Mutex<Option<Result<Option<Durable>>>>,
 }
 
 impl Quiesce {
@@ -39,6 +43,35 @@ impl Quiesce {
     pub fn report(&self, ok: bool) {
         if !ok {
             self.failed.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// Logs the row changes of every participant as one redo record (appended by the first),
+    /// so that a transaction over several partitions is redone as a whole or not at all.
+    pub fn log(&self, first: bool, mine: Vec<RowChange>, append: impl FnOnce(Vec<RowChange>) -> Result<Option<Durable>>) -> Result<()> {
+        self.redo.lock().extend(mine);
+        self.append_once(first, || append(std::mem::take(&mut *self.redo.lock())))
+    }
+
+    /// Once every participant has arrived, the first appends a record; everyone learns
+    /// whether that worked.
+    pub fn append_once(&self, first: bool, append: impl FnOnce() -> Result<Option<Durable>>) -> Result<()> {
+        self.meet();
+        if first {
+            *self.logged.lock() = Some(append());
+        }
+        self.meet();
+        match self.logged.lock().as_ref() {
+            Some(Err(e)) => Err(e.clone()),
+            _ => Ok(()),
+        }
+    }
+
+    /// The durability token of the record the first participant appended.
+    pub fn take_durable(&self) -> Option<Durable> {
+        match self.logged.lock().take() {
+            Some(Ok(d)) => d,
+            _ => None,
         }
     }
 
@@ -62,11 +95,23 @@ impl Engine {
         R: Send + 'static,
         F: Fn(&mut Partition, &Quiesce, bool) -> R + Send + Sync + 'static,
     {
+        Ok(self.quiesced_step(parts, f).await?.0)
+    }
+
+    /// [`quiesced`](Self::quiesced), also returning the step (for what its first participant
+    /// logged).
+    pub(super) async fn quiesced_step<R, F>(&self, parts: &[usize], f: F) -> Result<(Vec<R>, Arc<Quiesce>)>
+    where
+        R: Send + 'static,
+        F: Fn(&mut Partition, &Quiesce, bool) -> R + Send + Sync + 'static,
+    {
         let step = Arc::new(Quiesce {
             barrier: Barrier::new(parts.len()),
             start: Mutex::new(0),
             failed: AtomicBool::new(false),
             decision: Mutex::new(None),
+            redo: Mutex::new(Vec::new()),
+            logged: Mutex::new(None),
         });
         let f = Arc::new(f);
         let replies: Vec<_> = {
@@ -89,6 +134,6 @@ impl Engine {
         for r in replies {
             out.push(r.await?);
         }
-        Ok(out)
+        Ok((out, step))
     }
 }

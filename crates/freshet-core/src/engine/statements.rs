@@ -11,7 +11,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::{Engine, OltpResult, TxnCtx};
+use super::{Durable, Engine, OltpResult, TxnCtx};
 use crate::catalog::TableDef;
 use crate::error::{Error, Result, SqlState};
 use crate::executor::Partition;
@@ -21,6 +21,7 @@ use crate::sql::plan::OltpPlan;
 use crate::storage::{TableSnapshot, Ts, TxnView};
 use crate::txn::{self, Isolation, LocalTxn, ReadPredicate, TxnRegistry};
 use crate::types::Value;
+use crate::wal::Wal;
 
 /// What a savepoint remembers: how many versions the transaction had made on each partition.
 pub type Savepoint = Vec<(usize, usize)>;
@@ -54,59 +55,72 @@ impl Engine {
         self.next_reader.fetch_add(1, Ordering::Relaxed) % self.executors.len()
     }
 
-    /// Runs a statement on `parts` in `txn` (or as an autocommit statement).
-    async fn run_on<R: Send + 'static>(&self, parts: Vec<usize>, txn: Option<TxnCtx>, f: StatementFn<R>) -> Result<Vec<R>> {
+    /// Runs a statement on `parts` in `txn` (or as an autocommit statement, which commits and,
+    /// with `sync`, returns only once its redo record is durable).
+    async fn run_on<R: Send + 'static>(&self, parts: Vec<usize>, txn: Option<TxnCtx>, sync: bool, f: StatementFn<R>) -> Result<Vec<R>> {
         let registry = self.registry.clone();
-        let results = match (parts.as_slice(), txn) {
+        let wal = self.wal.get().cloned();
+        let (results, token) = match (parts.as_slice(), txn) {
             ([p], _) => {
-                let r = self.executors[*p].call(move |part| with_txn(part, txn, &registry, |part, local| f(part, local))).await?;
-                vec![r]
+                let (r, token) = self.executors[*p]
+                    .call(move |part| match txn {
+                        Some(ctx) => (statement(part, &ctx, |part, local| f(part, local)), None),
+                        None => match autocommit(part, &registry, wal.as_ref(), sync, |part, local| f(part, local)) {
+                            Ok((r, token)) => (Ok(r), token),
+                            Err(e) => (Err(e), None),
+                        },
+                    })
+                    .await?;
+                (vec![r], token)
             }
             (_, Some(ctx)) => {
-                self.quiesced(&parts, move |part, step, first| {
-                    let mut local = take_local(part, &ctx);
-                    let mark = local.versions.len();
-                    let mut r = f(part, &mut local);
-                    step.report(r.is_ok());
-                    if step.decide(first, || 0).is_none()
-                        && let Err(e) = txn::rollback_versions(part, &mut local.versions, mark)
-                    {
-                        r = Err(e);
-                    }
-                    part.txns.local.insert(ctx.id, local);
-                    r
-                })
-                .await?
+                let rs = self
+                    .quiesced(&parts, move |part, step, first| {
+                        let mut local = take_local(part, &ctx);
+                        let mark = local.versions.len();
+                        let mut r = f(part, &mut local);
+                        step.report(r.is_ok());
+                        if step.decide(first, || 0).is_none()
+                            && let Err(e) = txn::rollback_versions(part, &mut local.versions, mark)
+                        {
+                            r = Err(e);
+                        }
+                        part.txns.local.insert(ctx.id, local);
+                        r
+                    })
+                    .await?;
+                (rs, None)
             }
             (_, None) => {
                 let id = registry.new_txn_id();
-                self.quiesced(&parts, move |part, step, first| {
-                    if first {
-                        *step.start.lock() = registry.now();
-                    }
-                    step.meet();
-                    let view = TxnView { id, start: *step.start.lock() };
-                    let mut local = LocalTxn::new(view, Isolation::RepeatableRead);
-                    let r = f(part, &mut local);
-                    step.report(r.is_ok());
-                    let finished = match step.decide(first, || registry.next_commit_ts()) {
-                        Some(ts) => txn::commit(part, local, ts, &registry),
-                        None => txn::rollback_versions(part, &mut local.versions, 0),
-                    };
-                    finished.and(r)
-                })
-                .await?
+                let (rs, step) = self
+                    .quiesced_step(&parts, move |part, step, first| {
+                        if first {
+                            *step.start.lock() = registry.now();
+                        }
+                        step.meet();
+                        let view = TxnView { id, start: *step.start.lock() };
+                        let mut local = LocalTxn::new(view, Isolation::RepeatableRead);
+                        let r = f(part, &mut local);
+                        step.report(r.is_ok());
+                        let decision = step.decide(first, || registry.next_commit_ts());
+                        finish_on_step(part, step, first, local, decision, &registry, wal.as_ref(), sync).and(r)
+                    })
+                    .await?;
+                (rs, step.take_durable())
             }
         };
         if let Some(ctx) = txn {
             self.touch(ctx.id, &parts);
         }
-        results.into_iter().collect()
+        let results = results.into_iter().collect::<Result<Vec<_>>>()?;
+        super::durable(token).await?;
+        Ok(results)
     }
 
     /// Inserts rows that already have the table's column types: as one autocommit statement,
     /// or as a statement of `txn`.
-    pub async fn insert_rows(&self, table: &Arc<TableDef>, rows: Vec<Vec<Value>>, txn: Option<TxnCtx>) -> Result<u64> {
+    pub async fn insert_rows(&self, table: &Arc<TableDef>, rows: Vec<Vec<Value>>, txn: Option<TxnCtx>, sync: bool) -> Result<u64> {
         let id = table.id;
         let n = self.executors.len();
         let (parts, groups): (Vec<usize>, Vec<Arc<Vec<Vec<Value>>>>) = if table.partition_key.is_none() || n == 1 {
@@ -129,12 +143,12 @@ impl Engine {
             let rows = by_id.iter().find(|(part, _)| *part == p.id).map(|(_, r)| r.clone()).unwrap_or_default();
             exec::insert_rows(p.table_mut(id)?, &rows, local)
         });
-        let counts = self.run_on(parts, txn, f).await?;
+        let counts = self.run_on(parts, txn, sync, f).await?;
         Ok(if table.partition_key.is_none() { counts.first().copied().unwrap_or(0) } else { counts.iter().sum() })
     }
 
     /// Runs a short statement with its parameters, in `txn` or as an autocommit statement.
-    pub async fn run(&self, plan: Arc<OltpPlan>, params: Vec<Value>, now: i64, txn: Option<TxnCtx>) -> Result<OltpResult> {
+    pub async fn run(&self, plan: Arc<OltpPlan>, params: Vec<Value>, now: i64, txn: Option<TxnCtx>, sync: bool) -> Result<OltpResult> {
         let budget = self.config.short_select_budget;
         let parts = self.plan_partitions(&plan, &params, now, self.reader(txn.as_ref()))?;
         if parts.len() > 1
@@ -152,7 +166,7 @@ impl Engine {
         let params: Arc<[Value]> = params.into();
         let p2 = plan.clone();
         let f: StatementFn<OltpResult> = Arc::new(move |p, local| run_on_partition(p, local, &p2, &params, now, budget));
-        let results = self.run_on(parts, txn, f).await?;
+        let results = self.run_on(parts, txn, sync, f).await?;
         Ok(merge(results, replicated))
     }
 
@@ -204,13 +218,12 @@ impl Engine {
         }
         let ids: Vec<_> = tables.iter().map(|t| t.id).collect();
         let all: Vec<usize> = (0..self.executors.len()).collect();
-        let registry = self.registry.clone();
         let replies: Vec<_> = all
             .iter()
             .map(|&p| {
-                let (ids, registry) = (ids.clone(), registry.clone());
+                let ids = ids.clone();
                 self.executors[p].call(move |part| {
-                    with_txn(part, Some(txn), &registry, |_, local| {
+                    statement(part, &txn, |_, local| {
                         local.reads.extend(ids.iter().map(|id| ReadPredicate::Table(*id)));
                         Ok(())
                     })
@@ -225,47 +238,40 @@ impl Engine {
     }
 
     /// Commits a transaction: validates its reads (SERIALIZABLE) and stamps its versions with
-    /// one commit timestamp on every partition it touched. If validation fails anywhere, it is
-    /// rolled back everywhere (40001).
-    pub async fn commit(&self, txn: TxnCtx) -> Result<()> {
+    /// one commit timestamp on every partition it touched, logging its changes as one redo
+    /// record. If validation or logging fails anywhere, it is rolled back everywhere. With
+    /// `sync`, returns once the record is durable.
+    pub async fn commit(&self, txn: TxnCtx, sync: bool) -> Result<()> {
         let parts = self.forget(txn.id);
         let registry = self.registry.clone();
-        let result = match parts.as_slice() {
-            [] => Ok(()),
-            [p] => {
-                self.executors[*p]
-                    .call(move |part| -> Result<()> {
-                        let Some(mut local) = part.txns.local.remove(&txn.id) else { return Ok(()) };
-                        if let Err(e) = txn::validate(part, &local) {
-                            txn::rollback_versions(part, &mut local.versions, 0)?;
-                            return Err(e);
-                        }
-                        if local.versions.is_empty() {
-                            return Ok(());
-                        }
-                        let ts = registry.next_commit_ts();
-                        txn::commit(part, local, ts, &registry)
-                    })
-                    .await
-                    .and_then(|r| r)
-            }
+        let wal = self.wal.get().cloned();
+        let outcome: Result<Option<Durable>> = match parts.as_slice() {
+            [] => Ok(None),
+            [p] => self.executors[*p]
+                .call(move |part| -> Result<Option<Durable>> {
+                    let Some(mut local) = part.txns.local.remove(&txn.id) else { return Ok(None) };
+                    if let Err(e) = txn::validate(part, &local) {
+                        txn::rollback_versions(part, &mut local.versions, 0)?;
+                        return Err(e);
+                    }
+                    finish_alone(part, local, &registry, wal.as_ref(), sync)
+                })
+                .await
+                .and_then(|r| r),
             _ => self
-                .quiesced(&parts, move |part, step, first| -> Result<()> {
+                .quiesced_step(&parts, move |part, step, first| -> Result<()> {
                     let local = part.txns.local.remove(&txn.id);
                     let valid = local.as_ref().map_or(Ok(()), |l| txn::validate(part, l));
                     step.report(valid.is_ok());
-                    let finished = match (local, step.decide(first, || registry.next_commit_ts())) {
-                        (Some(l), Some(ts)) => txn::commit(part, l, ts, &registry),
-                        (Some(mut l), None) => txn::rollback_versions(part, &mut l.versions, 0),
-                        (None, _) => Ok(()),
-                    };
-                    finished.and(valid)
+                    let decision = step.decide(first, || registry.next_commit_ts());
+                    let local = local.unwrap_or_else(|| LocalTxn::new(txn.view(), txn.isolation));
+                    finish_on_step(part, step, first, local, decision, &registry, wal.as_ref(), sync).and(valid)
                 })
                 .await
-                .and_then(|rs| rs.into_iter().collect::<Result<()>>()),
+                .and_then(|(rs, step)| rs.into_iter().collect::<Result<()>>().map(|_| step.take_durable())),
         };
         self.waits.ended(txn.id);
-        result
+        super::durable(outcome?).await
     }
 
     /// Rolls a transaction back on every partition it touched.
@@ -367,46 +373,90 @@ fn take_local(p: &mut Partition, ctx: &TxnCtx) -> LocalTxn {
     local
 }
 
-/// Runs `f` as a statement of `txn` on this partition, or as an autocommit statement: then
-/// it commits at once if it succeeds and rolls back if it fails, all within this one job.
-fn with_txn<R>(
+/// Runs `f` as a statement of the interactive transaction `ctx` on this partition.
+fn statement<R>(p: &mut Partition, ctx: &TxnCtx, f: impl FnOnce(&mut Partition, &mut LocalTxn) -> Result<R>) -> Result<R> {
+    let mut local = take_local(p, ctx);
+    let mark = local.versions.len();
+    let mut result = f(p, &mut local);
+    // A statement that must wait for another transaction undoes its partial work, so that it
+    // can run again from the start once that transaction has ended.
+    if let Err(e) = &result
+        && e.blocked_by.is_some()
+        && let Err(undo) = txn::rollback_versions(p, &mut local.versions, mark)
+    {
+        result = Err(undo);
+    }
+    p.txns.local.insert(ctx.id, local);
+    result
+}
+
+/// Runs `f` as an autocommit statement within this one job: it commits (and is logged) at once
+/// if it succeeds and rolls back if it fails.
+fn autocommit<R>(
     p: &mut Partition,
-    txn: Option<TxnCtx>,
     registry: &TxnRegistry,
+    wal: Option<&Arc<Wal>>,
+    sync: bool,
     f: impl FnOnce(&mut Partition, &mut LocalTxn) -> Result<R>,
-) -> Result<R> {
-    match txn {
-        None => {
-            let view = TxnView { id: registry.new_txn_id(), start: registry.now() };
-            let mut local = LocalTxn::new(view, Isolation::RepeatableRead);
-            match f(p, &mut local) {
-                Ok(r) => {
-                    if !local.versions.is_empty() {
-                        let ts = registry.next_commit_ts();
-                        txn::commit(p, local, ts, registry)?;
-                    }
-                    Ok(r)
-                }
-                Err(e) => {
-                    txn::rollback_versions(p, &mut local.versions, 0)?;
-                    Err(e)
-                }
-            }
+) -> Result<(R, Option<Durable>)> {
+    let view = TxnView { id: registry.new_txn_id(), start: registry.now() };
+    let mut local = LocalTxn::new(view, Isolation::RepeatableRead);
+    match f(p, &mut local) {
+        Ok(r) => Ok((r, finish_alone(p, local, registry, wal, sync)?)),
+        Err(e) => {
+            txn::rollback_versions(p, &mut local.versions, 0)?;
+            Err(e)
         }
-        Some(ctx) => {
-            let mut local = take_local(p, &ctx);
-            let mark = local.versions.len();
-            let mut result = f(p, &mut local);
-            // A statement that must wait for another transaction undoes its partial work, so
-            // that it can run again from the start once that transaction has ended.
-            if let Err(e) = &result
-                && e.blocked_by.is_some()
-                && let Err(undo) = txn::rollback_versions(p, &mut local.versions, mark)
-            {
-                result = Err(undo);
-            }
-            p.txns.local.insert(ctx.id, local);
-            result
+    }
+}
+
+/// Commits a transaction that touched only this partition: logs its changes, then stamps its
+/// versions; if the log refuses the record, rolls it back instead.
+fn finish_alone(p: &mut Partition, mut local: LocalTxn, registry: &TxnRegistry, wal: Option<&Arc<Wal>>, sync: bool) -> Result<Option<Durable>> {
+    if local.versions.is_empty() {
+        return Ok(None);
+    }
+    let ts = registry.next_commit_ts();
+    let mut changes = Vec::new();
+    if wal.is_some() {
+        txn::redo_changes(p, &local, &mut changes)?;
+    }
+    match super::log_commit(wal, ts, changes, sync) {
+        Ok(token) => {
+            txn::commit(p, local, ts, registry)?;
+            Ok(token)
+        }
+        Err(e) => {
+            txn::rollback_versions(p, &mut local.versions, 0)?;
+            Err(e)
+        }
+    }
+}
+
+/// The end of a quiesced step that commits: with a decision to commit, every participant
+/// contributes its row changes to one redo record (appended by the first), then stamps its
+/// versions; if the decision is to roll back or logging fails, every participant rolls back.
+#[allow(clippy::too_many_arguments)]
+fn finish_on_step(
+    p: &mut Partition,
+    step: &super::quiesce::Quiesce,
+    first: bool,
+    mut local: LocalTxn,
+    decision: Option<Ts>,
+    registry: &TxnRegistry,
+    wal: Option<&Arc<Wal>>,
+    sync: bool,
+) -> Result<()> {
+    let Some(ts) = decision else { return txn::rollback_versions(p, &mut local.versions, 0) };
+    let mut changes = Vec::new();
+    if wal.is_some() {
+        txn::redo_changes(p, &local, &mut changes)?;
+    }
+    match step.log(first, changes, |all| super::log_commit(wal, ts, all, sync)) {
+        Ok(()) => txn::commit(p, local, ts, registry),
+        Err(e) => {
+            txn::rollback_versions(p, &mut local.versions, 0)?;
+            Err(e)
         }
     }
 }

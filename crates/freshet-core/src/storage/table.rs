@@ -531,6 +531,72 @@ impl TableStore {
         out
     }
 
+    /// Recovery: puts a row into its logged slot, creating chunks and slots up to it (slots
+    /// in between start deleted). Indexes are rebuilt by [`finish_restore`](Self::finish_restore).
+    pub fn restore_insert(&mut self, row: RowId, values: &[Value]) {
+        self.extend_to(row);
+        let copies = &mut self.stats.segments_copied;
+        let chunk = &mut self.chunks[row.chunk()];
+        for (c, v) in values.iter().enumerate().take(self.types.len()) {
+            cow(&mut chunk.columns[c], copies).set(row.slot(), v, &mut chunk.arenas[c]);
+        }
+        self.set_deleted(row, false);
+    }
+
+    /// Recovery: sets columns of a restored row.
+    pub fn restore_update(&mut self, row: RowId, columns: &[(usize, Value)]) {
+        if self.slot_in_use(row) {
+            self.write_values(row, columns);
+        }
+    }
+
+    /// Recovery: deletes a restored row.
+    pub fn restore_delete(&mut self, row: RowId) {
+        if self.slot_in_use(row) {
+            self.set_deleted(row, true);
+        }
+    }
+
+    /// Makes `row` an existing slot: chunks up to its chunk, slots up to it (new ones deleted).
+    fn extend_to(&mut self, row: RowId) {
+        while self.chunks.len() <= row.chunk() {
+            if let Some(last) = self.chunks.last_mut() {
+                let fill = CHUNK_ROWS - last.len;
+                push_deleted_slots(last, &self.types, fill);
+            }
+            self.chunks.push(Chunk::new(&self.types, CHUNK_ROWS));
+        }
+        let chunk = &mut self.chunks[row.chunk()];
+        if chunk.len <= row.slot() {
+            let fill = row.slot() + 1 - chunk.len;
+            push_deleted_slots(chunk, &self.types, fill);
+        }
+    }
+
+    /// Ends recovery of this table: live counts, free slots and every index are rebuilt from
+    /// the rows; no versions remain (everything restored is committed and visible to all).
+    pub fn finish_restore(&mut self) -> Result<()> {
+        self.heads.clear();
+        self.versions.clear();
+        self.free_versions.clear();
+        self.free.clear();
+        let mut live = 0;
+        for (ci, chunk) in self.chunks.iter().enumerate() {
+            for slot in 0..chunk.len {
+                if chunk.is_deleted(slot) {
+                    self.free.push(RowId::new(ci, slot));
+                } else {
+                    live += 1;
+                }
+            }
+        }
+        self.free.reverse();
+        self.stats.live_rows = live;
+        let indexes = self.def.indexes.iter().map(|i| self.build_index(i)).collect::<Result<Vec<_>>>()?;
+        self.indexes = indexes;
+        Ok(())
+    }
+
     /// Removes every row and version (TRUNCATE; not transactional).
     pub fn truncate(&mut self) {
         self.chunks.clear();
@@ -546,6 +612,26 @@ impl TableStore {
     pub fn heap_bytes(&self) -> usize {
         self.chunks.iter().flat_map(|c| c.columns.iter()).map(|s| s.heap_bytes()).sum()
     }
+}
+
+/// Appends `n` deleted slots (NULL values) to a live chunk.
+fn push_deleted_slots(chunk: &mut Chunk, types: &[DataType], n: usize) {
+    if n == 0 {
+        return;
+    }
+    let mut copies = 0;
+    for c in 0..types.len() {
+        let seg = cow(&mut chunk.columns[c], &mut copies);
+        for _ in 0..n {
+            seg.push(&Value::Null, &mut chunk.arenas[c]);
+        }
+    }
+    let len = chunk.len;
+    let bits = cow(chunk.deleted.get_or_insert_with(|| Arc::new(Bitmap::filled(len, false))), &mut copies);
+    for _ in 0..n {
+        bits.push(true);
+    }
+    chunk.len += n;
 }
 
 fn patch_deleted(chunk: &mut ChunkSnapshot, slot: usize, deleted: bool) {

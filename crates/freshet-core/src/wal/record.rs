@@ -34,7 +34,8 @@ impl RowChange {
 /// A redo record.
 #[derive(Clone, Debug, PartialEq)]
 pub enum RedoRecord {
-    /// The changes of one committed transaction, on all its partitions.
+    /// The changes of one committed transaction, on all its partitions, and its commit
+    /// timestamp (recovery sets the clock past the largest).
     Commit { ts: Ts, changes: Vec<RowChange> },
     /// A table was created, or its definition changed (indexes, primary key).
     PutTable(TableDef),
