@@ -33,13 +33,24 @@ struct ServeArgs {
     /// Port to listen on.
     #[arg(long, default_value_t = 5433)]
     port: u16,
-    /// Directory that keeps the database. Accepted now; the database is kept in memory only
-    /// until the redo log and checkpoints exist.
+    /// Directory that keeps the database: its redo log and checkpoints. Created if missing;
+    /// recovered from at start. One server at a time may use it.
     #[arg(long, default_value = "./freshet-data")]
     data_dir: PathBuf,
-    /// Keep nothing on disk.
-    #[arg(long)]
+    /// Keep nothing on disk: everything is lost when the server stops.
+    #[arg(long, conflicts_with = "data_dir")]
     in_memory: bool,
+    /// The default of the `synchronous_commit` setting: `on` acknowledges a commit once its
+    /// redo record is on stable storage (group commit), `off` at once (asynchronous commit;
+    /// a crash may lose the last few milliseconds of commits, never part of a transaction).
+    #[arg(long, default_value = "on", value_parser = ["on", "off"])]
+    synchronous_commit: String,
+    /// Log growth, in MiB, after which a checkpoint is written in the background.
+    #[arg(long, default_value_t = 256)]
+    checkpoint_mb: u64,
+    /// Seconds after which a checkpoint is written if anything was logged since the last.
+    #[arg(long, default_value_t = 300)]
+    checkpoint_seconds: u64,
     /// Worker threads of the analytical engine (default: number of CPUs).
     #[arg(long)]
     olap_threads: Option<usize>,
@@ -64,33 +75,52 @@ fn main() -> anyhow::Result<()> {
 }
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    let mut config = Config { partitions: args.partitions, ..Config::default() };
+    let mut config = Config {
+        partitions: args.partitions,
+        synchronous_commit: args.synchronous_commit == "on",
+        checkpoint_bytes: args.checkpoint_mb.max(1) << 20,
+        checkpoint_interval: std::time::Duration::from_secs(args.checkpoint_seconds.max(1)),
+        ..Config::default()
+    };
     if let Some(n) = args.olap_threads {
         config.olap_threads = n;
     }
     if args.in_memory {
         tracing::info!("in-memory mode: nothing is written to disk");
     } else {
-        tracing::warn!(
-            data_dir = %args.data_dir.display(),
-            "durability is not implemented yet: the database lives in memory and is lost when the server stops"
-        );
+        tracing::info!(data_dir = %args.data_dir.display(), synchronous_commit = %args.synchronous_commit, "opening the data directory");
         config.data_dir = Some(args.data_dir.clone());
     }
-    let db = Database::open(config).map_err(|e| anyhow::anyhow!("cannot open the database: {e}"))?;
+    let db = match Database::open(config) {
+        Ok(db) => db,
+        Err(e) => {
+            // A clear message and a non-zero exit, without a backtrace.
+            eprintln!("freshet: cannot open the database: {e}");
+            if let Some(hint) = &e.hint {
+                eprintln!("hint: {hint}");
+            }
+            std::process::exit(1);
+        }
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .thread_name("freshet-net")
         .enable_all()
         .build()
         .context("cannot start the network runtime")?;
     runtime.block_on(async {
-        let server = Server::bind(db, &ServerConfig { host: args.host.clone(), port: args.port })
+        let server = Server::bind(db.clone(), &ServerConfig { host: args.host.clone(), port: args.port })
             .await
             .with_context(|| format!("cannot listen on {}:{}", args.host, args.port))?;
         server.run(shutdown_signal()).await.context("server failed")?;
-        tracing::info!("stopped");
-        Ok(())
-    })
+        Ok::<(), anyhow::Error>(())
+    })?;
+    // Asynchronous commits still in flight become durable before the process ends.
+    if let Err(e) = db.close() {
+        tracing::error!("could not make the last commits durable: {e}");
+        std::process::exit(1);
+    }
+    tracing::info!("stopped");
+    Ok(())
 }
 
 /// Completes on SIGINT or SIGTERM.

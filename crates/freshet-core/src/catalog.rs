@@ -136,6 +136,12 @@ impl CatalogStore {
         *next
     }
 
+    /// Makes sure table ids handed out later are above `id` (recovery).
+    pub fn ensure_next_table_id(&self, id: TableId) {
+        let mut next = self.next_table_id.lock();
+        *next = (*next).max(id);
+    }
+
     /// Publishes a catalog with `table` added or replaced.
     pub fn put_table(&self, table: Arc<TableDef>) {
         let mut cur = self.current.write();

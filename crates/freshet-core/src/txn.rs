@@ -19,6 +19,11 @@
 //! satisfies one of its predicates, it read something that changed under it and it aborts
 //! with 40001 (precision locking, as in HyPer). Serial order is commit order; read-only
 //! transactions read a committed prefix of it and need no check.
+//!
+//! DURABILITY. With a redo log, a commit is stamped (visible) once its record is queued, before
+//! it is durable (early lock release, HyPer §4.4). Its versions, which hold the before-images,
+//! are kept until the record is durable, whatever the readers: if the log fails, [`rewind`]
+//! undoes exactly the commits whose records did not become durable.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -34,7 +39,7 @@ use crate::sql::plan::OltpPlan;
 use crate::storage::mvcc::{Change, Ts, TxnView, TXN_ID_BASE};
 use crate::storage::RowId;
 use crate::types::Value;
-use crate::wal::RowChange;
+use crate::wal::{Lsn, RowChange, Wal};
 
 /// Isolation levels. READ UNCOMMITTED behaves as READ COMMITTED, as in PostgreSQL.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -125,6 +130,12 @@ impl TxnRegistry {
         was_oldest
     }
 
+    /// Recovery: the clock resumes after `ts`.
+    pub fn advance_clock(&self, ts: Ts) {
+        let _active = self.active.lock();
+        self.clock.fetch_max(ts, Ordering::AcqRel);
+    }
+
     pub fn next_commit_ts(&self) -> Ts {
         let _active = self.active.lock();
         self.clock.fetch_add(1, Ordering::AcqRel) + 1
@@ -205,19 +216,50 @@ struct CommittedWrites {
     rows: Vec<(TableId, Option<Vec<Value>>, Option<Vec<Value>>)>,
 }
 
+/// The versions of one committed transaction on a partition, waiting to be collected.
+#[derive(Debug)]
+struct CommittedVersions {
+    ts: Ts,
+    /// The LSN of the commit's redo record (none without a log, or for a transaction that
+    /// only locked rows).
+    lsn: Option<Lsn>,
+    versions: Vec<(TableId, u32)>,
+}
+
 /// The transactions of one partition.
 #[derive(Debug, Default)]
 pub struct PartitionTxns {
     pub local: HashMap<Ts, LocalTxn>,
     committed: VecDeque<CommittedWrites>,
-    /// Committed versions in commit order, waiting to be collected.
-    gc_queue: VecDeque<(Ts, Vec<(TableId, u32)>)>,
+    /// Committed versions in commit order (which on one partition is also LSN order).
+    gc_queue: VecDeque<CommittedVersions>,
+    /// The redo log, if the database has one: versions wait for their records to be durable.
+    pub log: Option<Arc<Wal>>,
+    /// Transactions rolled back here because the log failed, with the error their next
+    /// statement or COMMIT gets (until the session rolls back).
+    pub aborted: HashMap<Ts, Error>,
 }
 
 impl PartitionTxns {
     /// Versions not collected yet (for tests and monitoring).
     pub fn pending_versions(&self) -> usize {
-        self.gc_queue.iter().map(|(_, v)| v.len()).sum()
+        self.gc_queue.iter().map(|c| c.versions.len()).sum()
+    }
+
+    /// At the end of a transaction: fails (once) if the log failure rolled it back here.
+    pub fn take_aborted(&mut self, id: Ts) -> Result<()> {
+        match self.aborted.remove(&id) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Fails for a transaction the log failure rolled back here.
+    pub fn check_aborted(&self, id: Ts) -> Result<()> {
+        match self.aborted.get(&id) {
+            Some(e) => Err(e.clone()),
+            None => Ok(()),
+        }
     }
 }
 
@@ -232,6 +274,7 @@ pub fn rollback_versions(p: &mut Partition, versions: &mut Vec<(TableId, u32)>, 
 
 /// Rolls a transaction back on this partition and forgets it.
 pub fn rollback(p: &mut Partition, id: Ts) -> Result<()> {
+    p.txns.aborted.remove(&id);
     let Some(mut txn) = p.txns.local.remove(&id) else { return Ok(()) };
     rollback_versions(p, &mut txn.versions, 0)
 }
@@ -260,7 +303,7 @@ pub fn validate(p: &Partition, txn: &LocalTxn) -> Result<()> {
 
 /// Commits `txn` on this partition at `ts`: stamps its versions, keeps its writes for the
 /// validation of transactions still running, and collects versions nobody needs.
-pub fn commit(p: &mut Partition, txn: LocalTxn, ts: Ts, registry: &TxnRegistry) -> Result<()> {
+pub fn commit(p: &mut Partition, txn: LocalTxn, ts: Ts, lsn: Option<Lsn>, registry: &TxnRegistry) -> Result<()> {
     if txn.versions.is_empty() {
         return Ok(());
     }
@@ -273,7 +316,7 @@ pub fn commit(p: &mut Partition, txn: LocalTxn, ts: Ts, registry: &TxnRegistry) 
     for &(table, v) in &txn.versions {
         p.table_mut(table)?.commit_version(v, ts);
     }
-    p.txns.gc_queue.push_back((ts, txn.versions));
+    p.txns.gc_queue.push_back(CommittedVersions { ts, lsn, versions: txn.versions });
     collect_garbage(p, registry.oldest_needed())
 }
 
@@ -347,11 +390,12 @@ fn changed_rows(p: &Partition, txn: &LocalTxn) -> Result<Vec<(TableId, Option<Ve
     Ok(out)
 }
 
-/// Drops versions committed at or before `oldest`, in commit order, and the committed write
-/// sets no running transaction can validate against any more.
+/// Drops versions committed at or before `oldest` whose redo records are durable, in commit
+/// order, and the committed write sets no running transaction can validate against any more.
 pub fn collect_garbage(p: &mut Partition, oldest: Ts) -> Result<()> {
-    while p.txns.gc_queue.front().is_some_and(|(ts, _)| *ts <= oldest) {
-        let Some((_, versions)) = p.txns.gc_queue.pop_front() else { break };
+    let durable = p.txns.log.as_ref().map_or(Lsn::MAX, |w| w.durable_lsn());
+    while p.txns.gc_queue.front().is_some_and(|c| c.ts <= oldest && c.lsn.is_none_or(|l| l < durable)) {
+        let Some(CommittedVersions { versions, .. }) = p.txns.gc_queue.pop_front() else { break };
         for (table, v) in versions {
             // A dropped table takes its versions with it.
             if let Ok(store) = p.table_mut(table) {
@@ -363,4 +407,37 @@ pub fn collect_garbage(p: &mut Partition, oldest: Ts) -> Result<()> {
         p.txns.committed.pop_front();
     }
     Ok(())
+}
+
+/// After a log failure, with every partition quiesced: rolls back the transactions running
+/// here (remembering them as aborted) and undoes, newest first, the commits whose records are
+/// not below `durable`. Returns (commits undone, transactions rolled back).
+///
+/// On one partition, commit order is LSN order, so those commits are a suffix of the queue;
+/// none of their versions has been collected (see [`collect_garbage`]), and once the running
+/// transactions' versions are gone theirs are the newest of their rows.
+pub fn rewind(p: &mut Partition, durable: Lsn) -> Result<(usize, usize)> {
+    let failure = p
+        .txns
+        .log
+        .as_ref()
+        .and_then(|w| w.check_writable().err())
+        .unwrap_or_else(|| Error::new(crate::error::SqlState::IoError, "the redo log failed"));
+    let running: Vec<Ts> = p.txns.local.keys().copied().collect();
+    for id in &running {
+        if let Some(mut txn) = p.txns.local.remove(id) {
+            rollback_versions(p, &mut txn.versions, 0)?;
+        }
+        let e = Error::new(failure.state, format!("the transaction was rolled back because the redo log failed: {}", failure.message));
+        p.txns.aborted.insert(*id, e);
+    }
+    let mut undone = 0;
+    while p.txns.gc_queue.back().is_some_and(|c| c.lsn.is_none_or(|l| l >= durable)) {
+        let Some(mut c) = p.txns.gc_queue.pop_back() else { break };
+        rollback_versions(p, &mut c.versions, 0)?;
+        undone += usize::from(c.lsn.is_some());
+    }
+    // Nobody is left to validate against the write sets.
+    p.txns.committed.clear();
+    Ok((undone, running.len()))
 }

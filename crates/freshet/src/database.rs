@@ -6,7 +6,10 @@ use freshet_core::engine::{Engine, EngineConfig};
 use freshet_core::Result;
 use freshet_olap::OlapEngine;
 
+use crate::durability::checkpoint::CheckpointInfo;
+use crate::durability::{DataDir, DurabilityConfig, RecoveryReport};
 use crate::session::Session;
+use freshet_core::wal::{Fs, RealFs};
 
 /// How a database is opened.
 #[derive(Clone, Debug)]
@@ -16,9 +19,14 @@ pub struct Config {
     /// Rows an index-driven SELECT may examine on an executor before it moves to the
     /// analytical side (default 10,000).
     pub short_select_budget: usize,
-    /// Where the database is kept. Accepted and recorded; until the redo log exists every
-    /// database lives in memory only.
+    /// Where the database is kept (redo log and checkpoints); `None` keeps it in memory only.
     pub data_dir: Option<PathBuf>,
+    /// Log growth after which a checkpoint is written (default 256 MiB).
+    pub checkpoint_bytes: u64,
+    /// Time after which a checkpoint is written if anything was logged (default 5 minutes).
+    pub checkpoint_interval: std::time::Duration,
+    /// The default of `synchronous_commit` for new sessions (default on).
+    pub synchronous_commit: bool,
     /// Partitions, each owned by one executor thread (default 1). Tables declared with
     /// `PARTITION BY HASH (column)` spread over them; other tables are replicated on each.
     pub partitions: usize,
@@ -27,7 +35,15 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
-        Config { olap_threads: cpus, short_select_budget: EngineConfig::default().short_select_budget, data_dir: None, partitions: 1 }
+        Config {
+            olap_threads: cpus,
+            short_select_budget: EngineConfig::default().short_select_budget,
+            data_dir: None,
+            checkpoint_bytes: 256 << 20,
+            checkpoint_interval: std::time::Duration::from_secs(300),
+            synchronous_commit: true,
+            partitions: 1,
+        }
     }
 }
 
@@ -35,6 +51,8 @@ pub(crate) struct Inner {
     pub engine: Arc<Engine>,
     pub olap: OlapEngine,
     pub config: Config,
+    pub data: Option<Arc<DataDir>>,
+    pub recovery: RecoveryReport,
     next_session: AtomicU32,
 }
 
@@ -51,10 +69,50 @@ impl std::fmt::Debug for Database {
 }
 
 impl Database {
+    /// Opens a database: in memory, or kept in `config.data_dir` (recovering what is there).
     pub fn open(config: Config) -> Result<Database> {
+        Self::open_with(config, Arc::new(RealFs))
+    }
+
+    /// [`open`](Self::open) over a given file layer (tests inject faults through it).
+    pub fn open_with(config: Config, fs: Arc<dyn Fs>) -> Result<Database> {
         let engine = Engine::start(EngineConfig { short_select_budget: config.short_select_budget, partitions: config.partitions })?;
+        let (data, recovery) = match &config.data_dir {
+            Some(dir) => {
+                let durability = DurabilityConfig {
+                    dir: dir.clone(),
+                    checkpoint_bytes: config.checkpoint_bytes,
+                    checkpoint_interval: config.checkpoint_interval,
+                };
+                let (data, report) = DataDir::open(durability, fs, engine.clone())?;
+                (Some(data), report)
+            }
+            None => (None, RecoveryReport::default()),
+        };
         let olap = OlapEngine::new(engine.clone(), config.olap_threads)?;
-        Ok(Database { inner: Arc::new(Inner { engine, olap, config, next_session: AtomicU32::new(1) }) })
+        Ok(Database { inner: Arc::new(Inner { engine, olap, config, data, recovery, next_session: AtomicU32::new(1) }) })
+    }
+
+    /// What recovery did when the database was opened.
+    pub fn recovery(&self) -> &RecoveryReport {
+        &self.inner.recovery
+    }
+
+    /// Writes a checkpoint now (CHECKPOINT). An in-memory database has nothing to write.
+    pub fn checkpoint(&self) -> Result<Option<CheckpointInfo>> {
+        match &self.inner.data {
+            Some(d) => d.checkpoint().map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Makes every commit so far durable (asynchronous commits included). Servers call this
+    /// when they stop.
+    pub fn close(&self) -> Result<()> {
+        match &self.inner.data {
+            Some(d) => d.wal().sync().wait()?.map(|_| ()),
+            None => Ok(()),
+        }
     }
 
     /// A new session (one per client connection).

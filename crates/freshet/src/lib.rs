@@ -18,6 +18,7 @@
 
 mod copy;
 mod database;
+pub mod durability;
 mod result;
 mod rewrite;
 mod session;

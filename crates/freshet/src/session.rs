@@ -78,6 +78,8 @@ enum Kind {
     CopyTo { query: QueryPlan, format: CopyFormat },
     Explain(Vec<String>),
     Utility,
+    /// CHECKPOINT: writes a checkpoint now (nothing to do in memory).
+    Checkpoint,
     Transaction(TxnStatement),
 }
 
@@ -160,7 +162,12 @@ impl Drop for Session {
 
 impl Session {
     pub(crate) fn new(db: Database, id: u32) -> Self {
-        Session { db, id, settings: Settings::default(), txn: None }
+        let mut defaults = Vec::new();
+        if !db.config().synchronous_commit {
+            defaults.push(("synchronous_commit".to_string(), "off".to_string()));
+        }
+        let settings = Settings::with_defaults(defaults);
+        Session { db, id, settings, txn: None }
     }
 
     pub fn id(&self) -> u32 {
@@ -332,6 +339,7 @@ impl Session {
             | Statement::Discard { .. }
             | Statement::Vacuum(_)
             | Statement::Analyze(_) => (Kind::Utility, None),
+            Statement::Pragma { name, value: None, .. } if name.to_string() == "checkpoint" => (Kind::Checkpoint, None),
             Statement::StartTransaction { modes, .. } => {
                 let (isolation, read_only) = txn_block::modes(modes);
                 (Kind::Transaction(TxnStatement::Begin { isolation, read_only }), None)
@@ -551,6 +559,20 @@ impl Session {
             Kind::Utility => {
                 let statement = prepared.statement.as_ref().ok_or_else(|| Error::internal("statement missing"))?;
                 self.run_utility(statement, prepared.columns.clone())
+            }
+            Kind::Checkpoint => {
+                // Writing a checkpoint takes seconds on a large database: it runs on a thread
+                // of its own while this session waits without holding up its caller's runtime.
+                let db = self.db.clone();
+                let (tx, rx) = futures::channel::oneshot::channel();
+                std::thread::Builder::new()
+                    .name("freshet-checkpoint-now".into())
+                    .spawn(move || {
+                        let _ = tx.send(db.checkpoint());
+                    })
+                    .map_err(|e| Error::internal(format!("cannot start the checkpoint: {e}")))?;
+                rx.await.map_err(|_| Error::internal("the checkpoint thread ended without an answer"))??;
+                Ok(StatementResult::command("CHECKPOINT"))
             }
         }
     }

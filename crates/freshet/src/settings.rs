@@ -56,12 +56,20 @@ fn known(name: &str) -> Option<&'static Known> {
 #[derive(Clone, Debug, Default)]
 pub struct Settings {
     values: BTreeMap<String, String>,
+    /// Defaults the server was started with, in place of the built-in ones (RESET returns
+    /// to these).
+    server_defaults: BTreeMap<String, String>,
 }
 
 impl Settings {
+    /// Settings whose defaults are the built-in ones, except those in `server_defaults`.
+    pub fn with_defaults(server_defaults: impl IntoIterator<Item = (String, String)>) -> Self {
+        Settings { values: BTreeMap::new(), server_defaults: server_defaults.into_iter().collect() }
+    }
+
     pub fn get(&self, name: &str) -> Option<String> {
         let name = name.to_lowercase();
-        if let Some(v) = self.values.get(&name) {
+        if let Some(v) = self.values.get(&name).or_else(|| self.server_defaults.get(&name)) {
             return Some(v.clone());
         }
         known(&name).map(|k| k.default.to_string())
@@ -88,7 +96,7 @@ impl Settings {
     pub fn reset(&mut self, name: &str) -> Option<(String, String)> {
         let name = name.to_lowercase();
         self.values.remove(&name);
-        known(&name).filter(|k| k.reported).map(|k| (display_name(k.name), k.default.to_string()))
+        known(&name).filter(|k| k.reported).map(|k| (display_name(k.name), self.get(k.name).unwrap_or_default()))
     }
 
     pub fn reset_all(&mut self) {

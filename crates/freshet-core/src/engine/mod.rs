@@ -11,18 +11,20 @@
 //! partitions runs with all of them quiesced (`quiesce`, HyPer §3.4, §4.3).
 
 mod quiesce;
+mod recovery;
 mod routing;
 mod statements;
 mod waits;
 
 use std::collections::HashMap;
-use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 
 use waits::Waits;
 
+pub use recovery::CheckpointImage;
 pub use statements::Savepoint;
 
 use crate::catalog::{Catalog, CatalogStore, IndexDef, TableDef};
@@ -33,7 +35,7 @@ use crate::storage::{TableStats, Ts, TxnView};
 use crate::txn::{Isolation, TxnRegistry};
 use crate::types::Value;
 use crate::executor::Reply;
-use crate::wal::{Lsn, RedoRecord, RowChange, Wal};
+use crate::wal::{Logged, Lsn, RedoRecord, RowChange, Wal};
 
 /// Resolves when a commit's redo record is durable (or its write failed).
 pub type Durable = Reply<Result<Lsn>>;
@@ -99,6 +101,10 @@ pub struct Engine {
     next_reader: AtomicUsize,
     /// The redo log, once recovery has attached it (none for an in-memory database).
     wal: OnceLock<Arc<Wal>>,
+    /// The log failure (its count in [`Wal::failures`]) whose commits were last undone.
+    rewound: AtomicU64,
+    /// A schema change is in memory but not in the log: the log must not resume.
+    ddl_unlogged: AtomicBool,
     config: EngineConfig,
 }
 
@@ -125,6 +131,8 @@ impl Engine {
             touched: Mutex::new(HashMap::new()),
             next_reader: AtomicUsize::new(0),
             wal: OnceLock::new(),
+            rewound: AtomicU64::new(0),
+            ddl_unlogged: AtomicBool::new(false),
             config,
         }))
     }
@@ -141,9 +149,60 @@ impl Engine {
         &self.registry
     }
 
-    /// Starts logging: every later commit and schema change is appended to `wal`.
-    pub fn attach_wal(&self, wal: Arc<Wal>) {
-        let _ = self.wal.set(wal);
+    /// Starts logging: every later commit and schema change is appended to `wal`, and
+    /// versions of commits are kept until their records are durable.
+    pub async fn attach_wal(&self, wal: Arc<Wal>) -> Result<()> {
+        if self.wal.set(wal.clone()).is_err() {
+            return Err(Error::internal("a redo log is attached already"));
+        }
+        self.on_all(move |p| p.txns.log = Some(wal.clone())).await?;
+        Ok(())
+    }
+
+    /// After the log failed: undoes, in memory, every commit whose record did not become
+    /// durable (once per failure), then tries to make the log writable again. Returns whether
+    /// the log accepts records. Transactions running at that moment are rolled back; their
+    /// next statement or COMMIT fails with the log's error.
+    ///
+    /// INVARIANT: once this returns `true`, the database in memory is exactly what recovery
+    /// from the data directory would produce, plus nothing: commits are only ever acknowledged
+    /// or visible as durable if their records are below the durable LSN.
+    pub async fn resume_log(&self) -> Result<bool> {
+        let Some(wal) = self.wal.get().cloned() else { return Ok(true) };
+        if !wal.is_failed() {
+            return Ok(true);
+        }
+        if self.ddl_unlogged.load(Ordering::Acquire) {
+            return Ok(false);
+        }
+        let failures = wal.failures();
+        if self.rewound.load(Ordering::Acquire) != failures {
+            // Everything queued before the failure is answered first, so no commit whose
+            // record is still on its way can be stamped after the undo below.
+            let _ = wal.sync().await;
+            let durable = wal.durable_lsn();
+            let all: Vec<usize> = (0..self.executors.len()).collect();
+            let counts = self.quiesced(&all, move |p, _, _| crate::txn::rewind(p, durable)).await?;
+            let (mut commits, mut aborted) = (0, 0);
+            for c in counts {
+                let (c, a) = c?;
+                commits += c;
+                aborted += a;
+            }
+            self.rewound.store(failures, Ordering::Release);
+            tracing::warn!(
+                durable_lsn = durable,
+                undone_commits = commits,
+                rolled_back_transactions = aborted,
+                "the redo log failed: commits that did not become durable were undone in memory"
+            );
+        }
+        Ok(wal.resume())
+    }
+
+    /// Whether a schema change could not be logged (the server must restart to write again).
+    pub fn needs_restart(&self) -> bool {
+        self.ddl_unlogged.load(Ordering::Acquire)
     }
 
     pub fn wal(&self) -> Option<&Arc<Wal>> {
@@ -280,6 +339,10 @@ impl Engine {
         F: Fn(&mut Partition) -> Result<()> + Send + Sync + 'static,
     {
         let wal = self.wal.get().cloned();
+        if let Some(w) = &wal {
+            w.check_writable()?;
+        }
+        let logs_record = record.is_some();
         let all: Vec<usize> = (0..self.executors.len()).collect();
         let (results, step) = self
             .quiesced_step(&all, move |p, step, first| {
@@ -292,15 +355,26 @@ impl Engine {
                     (Some(wal), Some(record)) => {
                         let mut bytes = Vec::new();
                         crate::wal::record::encode(record, &mut bytes);
-                        wal.append(bytes, true)
+                        wal.append(bytes, true).map(Some)
                     }
                     _ => Ok(None),
                 })
+                .map(|_| ())
                 .and(r)
             })
             .await?;
-        results.into_iter().collect::<Result<()>>()?;
-        durable(step.take_durable()).await
+        let outcome = match results.into_iter().collect::<Result<()>>() {
+            Ok(()) => durable(step.take_durable()).await,
+            Err(e) => Err(e),
+        };
+        if outcome.is_err() && logs_record && step.decided() {
+            // The change is made in memory but its record did not reach the log: the log
+            // cannot resume without losing it, so the server must restart (and recover the
+            // state the log has).
+            self.ddl_unlogged.store(true, Ordering::Release);
+            tracing::error!("a schema change could not be logged; restart the server to continue writing");
+        }
+        outcome
     }
 
     async fn create_index(
@@ -383,12 +457,12 @@ impl Engine {
 
 /// Appends a committed transaction's row changes to the log (if there is one); with `sync`,
 /// returns the token that resolves once the record is durable.
-pub(crate) fn log_commit(wal: Option<&Arc<Wal>>, ts: Ts, changes: Vec<RowChange>, sync: bool) -> Result<Option<Durable>> {
+pub(crate) fn log_commit(wal: Option<&Arc<Wal>>, ts: Ts, changes: Vec<RowChange>, sync: bool) -> Result<Option<Logged>> {
     match wal {
         Some(wal) if !changes.is_empty() => {
             let mut bytes = Vec::new();
             crate::wal::record::encode(&RedoRecord::Commit { ts, changes }, &mut bytes);
-            wal.append(bytes, sync)
+            wal.append(bytes, sync).map(Some)
         }
         _ => Ok(None),
     }

@@ -17,6 +17,7 @@ use std::sync::{Arc, Barrier};
 use parking_lot::Mutex;
 
 use super::{Durable, Engine};
+use crate::wal::{Logged, Lsn};
 use crate::error::Result;
 use crate::executor::Partition;
 use crate::storage::Ts;
@@ -32,7 +33,7 @@ pub(super) struct Quiesce {
     decision: Mutex<Option<Ts>>,
     /// The row changes of every participant, logged as one record.
     redo: Mutex<Vec<RowChange>>,
-    logged: Mutex<Option<Result<Option<Durable>>>>,
+    logged: Mutex<Option<Result<Option<Logged>>>>,
 }
 
 impl Quiesce {
@@ -48,14 +49,14 @@ impl Quiesce {
 
     /// Logs the row changes of every participant as one redo record (appended by the first),
     /// so that a transaction over several partitions is redone as a whole or not at all.
-    pub fn log(&self, first: bool, mine: Vec<RowChange>, append: impl FnOnce(Vec<RowChange>) -> Result<Option<Durable>>) -> Result<()> {
+    pub fn log(&self, first: bool, mine: Vec<RowChange>, append: impl FnOnce(Vec<RowChange>) -> Result<Option<Logged>>) -> Result<Option<Lsn>> {
         self.redo.lock().extend(mine);
         self.append_once(first, || append(std::mem::take(&mut *self.redo.lock())))
     }
 
     /// Once every participant has arrived, the first appends a record; everyone learns
-    /// whether that worked.
-    pub fn append_once(&self, first: bool, append: impl FnOnce() -> Result<Option<Durable>>) -> Result<()> {
+    /// whether that worked, and the record's LSN.
+    pub fn append_once(&self, first: bool, append: impl FnOnce() -> Result<Option<Logged>>) -> Result<Option<Lsn>> {
         self.meet();
         if first {
             *self.logged.lock() = Some(append());
@@ -63,16 +64,22 @@ impl Quiesce {
         self.meet();
         match self.logged.lock().as_ref() {
             Some(Err(e)) => Err(e.clone()),
-            _ => Ok(()),
+            Some(Ok(logged)) => Ok(logged.as_ref().map(|l| l.lsn)),
+            None => Ok(None),
         }
     }
 
     /// The durability token of the record the first participant appended.
     pub fn take_durable(&self) -> Option<Durable> {
-        match self.logged.lock().take() {
-            Some(Ok(d)) => d,
+        match self.logged.lock().as_mut() {
+            Some(Ok(Some(logged))) => logged.durable.take(),
             _ => None,
         }
+    }
+
+    /// Whether the decision was to go ahead (every participant succeeded).
+    pub fn decided(&self) -> bool {
+        self.decision.lock().is_some()
     }
 
     /// After every participant has reported: the first decides (drawing a commit timestamp

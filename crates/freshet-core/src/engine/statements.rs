@@ -76,9 +76,10 @@ impl Engine {
             (_, Some(ctx)) => {
                 let rs = self
                     .quiesced(&parts, move |part, step, first| {
+                        let aborted = part.txns.check_aborted(ctx.id);
                         let mut local = take_local(part, &ctx);
                         let mark = local.versions.len();
-                        let mut r = f(part, &mut local);
+                        let mut r = aborted.and_then(|_| f(part, &mut local));
                         step.report(r.is_ok());
                         if step.decide(first, || 0).is_none()
                             && let Err(e) = txn::rollback_versions(part, &mut local.versions, mark)
@@ -249,6 +250,7 @@ impl Engine {
             [] => Ok(None),
             [p] => self.executors[*p]
                 .call(move |part| -> Result<Option<Durable>> {
+                    part.txns.take_aborted(txn.id)?;
                     let Some(mut local) = part.txns.local.remove(&txn.id) else { return Ok(None) };
                     if let Err(e) = txn::validate(part, &local) {
                         txn::rollback_versions(part, &mut local.versions, 0)?;
@@ -261,7 +263,7 @@ impl Engine {
             _ => self
                 .quiesced_step(&parts, move |part, step, first| -> Result<()> {
                     let local = part.txns.local.remove(&txn.id);
-                    let valid = local.as_ref().map_or(Ok(()), |l| txn::validate(part, l));
+                    let valid = part.txns.take_aborted(txn.id).and_then(|_| local.as_ref().map_or(Ok(()), |l| txn::validate(part, l)));
                     step.report(valid.is_ok());
                     let decision = step.decide(first, || registry.next_commit_ts());
                     let local = local.unwrap_or_else(|| LocalTxn::new(txn.view(), txn.isolation));
@@ -375,6 +377,7 @@ fn take_local(p: &mut Partition, ctx: &TxnCtx) -> LocalTxn {
 
 /// Runs `f` as a statement of the interactive transaction `ctx` on this partition.
 fn statement<R>(p: &mut Partition, ctx: &TxnCtx, f: impl FnOnce(&mut Partition, &mut LocalTxn) -> Result<R>) -> Result<R> {
+    p.txns.check_aborted(ctx.id)?;
     let mut local = take_local(p, ctx);
     let mark = local.versions.len();
     let mut result = f(p, &mut local);
@@ -422,8 +425,9 @@ fn finish_alone(p: &mut Partition, mut local: LocalTxn, registry: &TxnRegistry, 
         txn::redo_changes(p, &local, &mut changes)?;
     }
     match super::log_commit(wal, ts, changes, sync) {
-        Ok(token) => {
-            txn::commit(p, local, ts, registry)?;
+        Ok(logged) => {
+            let (lsn, token) = logged.map_or((None, None), |l| (Some(l.lsn), l.durable));
+            txn::commit(p, local, ts, lsn, registry)?;
             Ok(token)
         }
         Err(e) => {
@@ -453,7 +457,7 @@ fn finish_on_step(
         txn::redo_changes(p, &local, &mut changes)?;
     }
     match step.log(first, changes, |all| super::log_commit(wal, ts, all, sync)) {
-        Ok(()) => txn::commit(p, local, ts, registry),
+        Ok(lsn) => txn::commit(p, local, ts, lsn, registry),
         Err(e) => {
             txn::rollback_versions(p, &mut local.versions, 0)?;
             Err(e)

@@ -59,6 +59,14 @@ impl Partition {
         self.tables.remove(&id)
     }
 
+    /// Ends recovery on this partition: every table rebuilds its indexes and free slots.
+    pub fn finish_restore(&mut self) -> Result<()> {
+        for t in self.tables.values_mut() {
+            t.finish_restore()?;
+        }
+        Ok(())
+    }
+
     /// Versions held by all tables of this partition.
     pub fn tables_version_count(&self) -> usize {
         self.tables.values().map(|t| t.version_count()).sum()

@@ -27,13 +27,19 @@ pub(crate) fn parse_plain(sql: &str) -> Result<Vec<Statement>> {
 }
 
 /// PostgreSQL statements the parser lacks, written on their own: `ABORT [WORK | TRANSACTION]`
-/// (ROLLBACK's other name) and the VACUUM forms the parser does not know (`VACUUM ANALYZE t`),
-/// which Freshet accepts and ignores anyway.
+/// (ROLLBACK's other name), the VACUUM forms the parser does not know (`VACUUM ANALYZE t`),
+/// which Freshet accepts and ignores anyway, and `CHECKPOINT` (carried as a pragma named
+/// `checkpoint`).
 fn postgres_only(sql: &str) -> Option<Statement> {
     let words: Vec<String> = sql.trim().trim_end_matches(';').split_whitespace().map(str::to_lowercase).collect();
     match words.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
         ["abort"] | ["abort", "work" | "transaction"] => Some(Statement::Rollback { chain: false, savepoint: None }),
         ["vacuum", ..] if words.len() > 1 => parse_plain("VACUUM").ok()?.pop(),
+        ["checkpoint"] => Some(Statement::Pragma {
+            name: vec![sqlparser::ast::Ident::new("checkpoint")].into(),
+            value: None,
+            is_eq: false,
+        }),
         _ => None,
     }
 }

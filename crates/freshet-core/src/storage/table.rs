@@ -531,6 +531,13 @@ impl TableStore {
         out
     }
 
+    /// Recovery: installs a new definition (same columns); indexes are rebuilt by
+    /// [`finish_restore`](Self::finish_restore).
+    pub fn restore_def(&mut self, def: Arc<TableDef>) {
+        self.indexes = def.indexes.iter().map(new_index).collect();
+        self.def = def;
+    }
+
     /// Recovery: puts a row into its logged slot, creating chunks and slots up to it (slots
     /// in between start deleted). Indexes are rebuilt by [`finish_restore`](Self::finish_restore).
     pub fn restore_insert(&mut self, row: RowId, values: &[Value]) {

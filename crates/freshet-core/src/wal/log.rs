@@ -11,11 +11,16 @@
 //! asynchronous commit queues its record without a reply; the writer makes such records
 //! durable within [`ASYNC_DELAY`].
 //!
+//! LSNs are assigned when a record is queued (under one lock with the queueing, so the queue
+//! order is the LSN order): the committer learns its record's LSN at once, and a record is
+//! durable exactly when its LSN is below [`Wal::durable_lsn`].
+//!
 //! FAILURE. If a write or sync fails, every commit of the batch gets the error (53100 for a
 //! full disk, 58030 otherwise) and the log stops accepting records until [`Wal::resume`]
-//! succeeds: nothing after a hole can be durable, so nothing is written after one. The writer
-//! remembers the durable LSN; recovery never reads past it because the tail after a failed
-//! write is cut (see [`read_log`]).
+//! succeeds: nothing after a hole can be durable, so nothing is written after one. Resuming
+//! cuts the log back to the durable LSN, so records that were queued or written but never made
+//! durable are gone from the log; the engine undoes their commits in memory before it resumes
+//! (`Engine::resume_log`). Each failure counts one [`Wal::failures`].
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -49,6 +54,8 @@ enum Request {
 struct Shared {
     /// Everything before this LSN is durable.
     durable: AtomicU64,
+    /// Failures so far.
+    failures: AtomicU64,
     /// The log refuses records after a failed write, until resumed.
     failed: AtomicBool,
     failure: Mutex<Option<Error>>,
@@ -56,9 +63,21 @@ struct Shared {
     since_checkpoint: AtomicU64,
 }
 
+/// A queued record: its LSN, and for a synchronous commit the reply that says it is durable.
+pub struct Logged {
+    pub lsn: Lsn,
+    pub durable: Option<Reply<Result<Lsn>>>,
+}
+
+/// The queue's end: the LSN the next record gets.
+struct Appender {
+    next: Lsn,
+    sender: Option<Sender<Request>>,
+}
+
 /// The redo log of one data directory.
 pub struct Wal {
-    sender: Option<Sender<Request>>,
+    appender: Mutex<Appender>,
     shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
     writer: Arc<Mutex<Writer>>,
@@ -143,6 +162,7 @@ impl Wal {
         fs.create_dir_all(dir).map_err(|e| io_error(&e))?;
         let shared = Arc::new(Shared {
             durable: AtomicU64::new(end),
+            failures: AtomicU64::new(0),
             failed: AtomicBool::new(false),
             failure: Mutex::new(None),
             since_checkpoint: AtomicU64::new(0),
@@ -165,39 +185,57 @@ impl Wal {
             .name("freshet-wal".into())
             .spawn(move || run(receiver, s2, w2))
             .map_err(|e| Error::internal(format!("cannot start the log writer: {e}")))?;
-        Ok(Wal { sender: Some(sender), shared, thread: Some(thread), writer })
+        Ok(Wal { appender: Mutex::new(Appender { next: end, sender: Some(sender) }), shared, thread: Some(thread), writer })
     }
 
     /// Queues a record. With `sync`, the reply arrives once the record is durable (or the
     /// write failed); without, the record becomes durable within [`ASYNC_DELAY`].
-    pub fn append(&self, payload: Vec<u8>, sync: bool) -> Result<Option<Reply<Result<Lsn>>>> {
-        if self.shared.failed.load(Ordering::Acquire) {
-            return Err(self.failure());
-        }
-        self.shared.since_checkpoint.fetch_add(payload.len() as u64, Ordering::Relaxed);
+    pub fn append(&self, payload: Vec<u8>, sync: bool) -> Result<Logged> {
         let (reply, rx) = if sync {
             let (tx, rx) = reply_channel();
             (Some(tx), Some(rx))
         } else {
             (None, None)
         };
-        if let Some(s) = &self.sender {
+        let len = payload.len();
+        let mut a = self.appender.lock();
+        if self.shared.failed.load(Ordering::Acquire) {
+            return Err(self.failure());
+        }
+        let lsn = a.next;
+        a.next += (len + FRAME_HEADER) as Lsn;
+        if let Some(s) = &a.sender {
             let _ = s.send(Request::Append { payload, reply });
         }
-        Ok(rx)
+        drop(a);
+        self.shared.since_checkpoint.fetch_add(len as u64, Ordering::Relaxed);
+        Ok(Logged { lsn, durable: rx })
     }
 
-    /// Makes everything queued so far durable.
+    /// Makes everything queued so far durable (or fails, if the log has failed).
     pub fn sync(&self) -> Reply<Result<Lsn>> {
         let (tx, rx) = reply_channel();
-        if let Some(s) = &self.sender {
+        if let Some(s) = &self.appender.lock().sender {
             let _ = s.send(Request::Sync(tx));
         }
         rx
     }
 
+    /// Failures of the log so far (each stops it until [`resume`](Self::resume)).
+    pub fn failures(&self) -> u64 {
+        self.shared.failures.load(Ordering::Acquire)
+    }
+
     pub fn durable_lsn(&self) -> Lsn {
         self.shared.durable.load(Ordering::Acquire)
+    }
+
+    /// Fails with the log's error while it is stopped after a failed write.
+    pub fn check_writable(&self) -> Result<()> {
+        if self.is_failed() {
+            return Err(self.failure());
+        }
+        Ok(())
     }
 
     /// Whether the log stopped after a failed write.
@@ -215,6 +253,9 @@ impl Wal {
         if !self.is_failed() {
             return true;
         }
+        // Let the writer answer (with the failure) everything queued before: nothing queued
+        // under the old numbering may be written after the log resumes.
+        let _ = self.sync().wait();
         let mut w = self.writer.lock();
         let durable = self.durable_lsn();
         let path = w.segment_path(w.segment_start);
@@ -231,8 +272,11 @@ impl Wal {
             w.write_batch(&[], true).map(|_| ())
         })();
         if probe.is_ok() {
+            let mut a = self.appender.lock();
+            a.next = durable;
             *self.shared.failure.lock() = None;
             self.shared.failed.store(false, Ordering::Release);
+            drop(a);
             true
         } else {
             false
@@ -266,7 +310,7 @@ impl Wal {
 
 impl Drop for Wal {
     fn drop(&mut self) {
-        self.sender.take();
+        self.appender.lock().sender.take();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -351,6 +395,7 @@ fn write(batch: Vec<Request>, shared: &Shared, writer: &Mutex<Writer>, unsynced:
             if !failed {
                 tracing::error!("redo log write failed: {e}");
                 *shared.failure.lock() = Some(e.clone());
+                shared.failures.fetch_add(1, Ordering::AcqRel);
                 shared.failed.store(true, Ordering::Release);
             }
             for r in batch {
@@ -487,8 +532,9 @@ mod tests {
         {
             let wal = Wal::open(fs.clone(), &dir, 0).unwrap();
             for i in 0..100u32 {
-                let r = wal.append(i.to_le_bytes().to_vec(), i % 10 == 0).unwrap();
-                if let Some(r) = r {
+                let logged = wal.append(i.to_le_bytes().to_vec(), i % 10 == 0).unwrap();
+                assert_eq!(logged.lsn, u64::from(i) * 12, "LSNs are frame positions");
+                if let Some(r) = logged.durable {
                     r.wait().unwrap().unwrap();
                 }
             }
@@ -498,7 +544,7 @@ mod tests {
         assert_eq!(records.len(), 100);
         assert_eq!(scan.cut_at, None);
         let wal = Wal::open(fs.clone(), &dir, scan.end).unwrap();
-        wal.append(vec![7; 3], true).unwrap().unwrap().wait().unwrap().unwrap();
+        wal.append(vec![7; 3], true).unwrap().durable.unwrap().wait().unwrap().unwrap();
         drop(wal);
         assert_eq!(read_all(fs.as_ref(), &dir).0.len(), 101);
     }
@@ -509,9 +555,9 @@ mod tests {
         let faulty = FaultyFs::new();
         let fs: Arc<dyn Fs> = Arc::new(FaultyHandle(faulty.clone()));
         let wal = Wal::open(fs.clone(), &dir, 0).unwrap();
-        wal.append(vec![1; 10], true).unwrap().unwrap().wait().unwrap().unwrap();
+        wal.append(vec![1; 10], true).unwrap().durable.unwrap().wait().unwrap().unwrap();
         faulty.arm(1, Fault::Torn(13));
-        let e = wal.append(vec![2; 10], true).unwrap().unwrap().wait().unwrap().unwrap_err();
+        let e = wal.append(vec![2; 10], true).unwrap().durable.unwrap().wait().unwrap().unwrap_err();
         assert_eq!(e.state, SqlState::IoError);
         drop(wal);
         let real: Arc<dyn Fs> = Arc::new(RealFs);
@@ -520,7 +566,7 @@ mod tests {
         assert_eq!(scan.cut_at, Some(18));
         // The cut file ends at the valid record, so a new log continues cleanly.
         let wal = Wal::open(real.clone(), &dir, scan.end).unwrap();
-        wal.append(vec![3; 4], true).unwrap().unwrap().wait().unwrap().unwrap();
+        wal.append(vec![3; 4], true).unwrap().durable.unwrap().wait().unwrap().unwrap();
         drop(wal);
         assert_eq!(read_all(real.as_ref(), &dir).0, vec![vec![1; 10], vec![3; 4]]);
     }
@@ -531,14 +577,14 @@ mod tests {
         let faulty = FaultyFs::new();
         let fs: Arc<dyn Fs> = Arc::new(FaultyHandle(faulty.clone()));
         let wal = Wal::open(fs.clone(), &dir, 0).unwrap();
-        wal.append(vec![1; 5], true).unwrap().unwrap().wait().unwrap().unwrap();
+        wal.append(vec![1; 5], true).unwrap().durable.unwrap().wait().unwrap().unwrap();
         faulty.arm(1, Fault::DiskFull);
-        let e = wal.append(vec![2; 5], true).unwrap().unwrap().wait().unwrap().unwrap_err();
+        let e = wal.append(vec![2; 5], true).unwrap().durable.unwrap().wait().unwrap().unwrap_err();
         assert_eq!(e.state, SqlState::DiskFull);
-        assert_eq!(wal.append(vec![3; 5], true).unwrap_err().state, SqlState::DiskFull, "refused while failed");
+        assert_eq!(wal.append(vec![3; 5], true).err().unwrap().state, SqlState::DiskFull, "refused while failed");
         faulty.disarm();
         assert!(wal.resume());
-        wal.append(vec![4; 5], true).unwrap().unwrap().wait().unwrap().unwrap();
+        wal.append(vec![4; 5], true).unwrap().durable.unwrap().wait().unwrap().unwrap();
         drop(wal);
         assert_eq!(read_all(fs.as_ref(), &dir).0, vec![vec![1; 5], vec![4; 5]]);
     }
@@ -549,7 +595,7 @@ mod tests {
         let fs: Arc<dyn Fs> = Arc::new(RealFs);
         let wal = Wal::open(fs.clone(), &dir, 0).unwrap();
         for i in 0..3u8 {
-            wal.append(vec![i; 20], true).unwrap().unwrap().wait().unwrap().unwrap();
+            wal.append(vec![i; 20], true).unwrap().durable.unwrap().wait().unwrap().unwrap();
         }
         drop(wal);
         let path = segment_path(&dir, 0);

@@ -7,5 +7,5 @@ pub mod log;
 pub mod record;
 
 pub use fs::{Fs, RealFs};
-pub use log::{Lsn, Wal};
+pub use log::{Logged, Lsn, Wal};
 pub use record::{RedoRecord, RowChange};
