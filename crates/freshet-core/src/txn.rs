@@ -263,6 +263,23 @@ impl PartitionTxns {
     }
 }
 
+/// Empties a table of this partition (TRUNCATE, which is not transactional): its rows and
+/// versions go, and so do the references to those versions held for collection, for the undo
+/// of running transactions and for validation.
+pub fn truncate_table(p: &mut Partition, table: TableId) -> Result<()> {
+    p.table_mut(table)?.truncate();
+    for c in &mut p.txns.gc_queue {
+        c.versions.retain(|(t, _)| *t != table);
+    }
+    for txn in p.txns.local.values_mut() {
+        txn.versions.retain(|(t, _)| *t != table);
+    }
+    for c in &mut p.txns.committed {
+        c.rows.retain(|(t, _, _)| *t != table);
+    }
+    Ok(())
+}
+
 /// Undoes the versions of `txn` beyond position `keep` (all of them for 0), newest first.
 pub fn rollback_versions(p: &mut Partition, versions: &mut Vec<(TableId, u32)>, keep: usize) -> Result<()> {
     while versions.len() > keep {

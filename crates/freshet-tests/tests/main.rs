@@ -1,5 +1,7 @@
 //! Freshet's integration tests, in one binary so that the large debug executable links once.
 
+mod crash;
+mod durability;
 mod embedded;
 mod locking;
 mod protocol;

@@ -57,18 +57,7 @@ impl AsyncDB for Embedded {
     type ColumnType = DefaultColumnType;
 
     async fn run(&mut self, sql: &str) -> Result<DBOutput<DefaultColumnType>, SltError> {
-        let mut results = self.session.execute_sql(sql).await.map_err(SltError)?;
-        let Some(last) = results.pop() else { return Ok(DBOutput::StatementComplete(0)) };
-        if last.columns.is_empty() {
-            return Ok(DBOutput::StatementComplete(tag_count(&last.tag)));
-        }
-        let types = last.columns.iter().map(|c| column_type(c.ty)).collect();
-        let rows = last
-            .rows()
-            .iter()
-            .map(|r| r.iter().zip(&last.columns).map(|(v, c)| cell(v, c.ty)).collect())
-            .collect();
-        Ok(DBOutput::Rows { types, rows })
+        run_in(&mut self.session, sql).await
     }
 
     async fn shutdown(&mut self) {}
@@ -80,6 +69,114 @@ impl AsyncDB for Embedded {
     fn error_sql_state(err: &SltError) -> Option<String> {
         Some(err.0.state.code().to_string())
     }
+}
+
+/// Runs `sql` in a session and shapes the last result as sqllogictest expects it.
+async fn run_in(session: &mut Session, sql: &str) -> Result<DBOutput<DefaultColumnType>, SltError> {
+    let mut results = session.execute_sql(sql).await.map_err(SltError)?;
+    let Some(last) = results.pop() else { return Ok(DBOutput::StatementComplete(0)) };
+    if last.columns.is_empty() {
+        return Ok(DBOutput::StatementComplete(tag_count(&last.tag)));
+    }
+    let types = last.columns.iter().map(|c| column_type(c.ty)).collect();
+    let rows = last
+        .rows()
+        .iter()
+        .map(|r| r.iter().zip(&last.columns).map(|(v, c)| cell(v, c.ty)).collect())
+        .collect();
+    Ok(DBOutput::Rows { types, rows })
+}
+
+/// A session on a database kept in a data directory that is closed and opened again
+/// (recovering from its checkpoints and log) before every third statement run outside a
+/// transaction block, every other time after a CHECKPOINT; the session's settings carry over. Every result after a restart must
+/// still be the file's expected one.
+pub struct Restarting {
+    dir: PathBuf,
+    db: Option<Database>,
+    session: Option<Session>,
+    statements: usize,
+}
+
+impl Restarting {
+    fn open(dir: &Path) -> Result<Restarting, SltError> {
+        let db = Database::open(crate::durability::durable_config(dir, 1)).map_err(SltError)?;
+        let session = db.session();
+        Ok(Restarting { dir: dir.to_path_buf(), db: Some(db), session: Some(session), statements: 0 })
+    }
+
+    /// Closes and reopens the database; every other time, after a checkpoint (so recovery
+    /// starts from checkpoints as well as from the log alone).
+    async fn restart(&mut self, checkpoint: bool) -> Result<(), SltError> {
+        if checkpoint && let Some(s) = self.session.as_mut() {
+            s.execute_sql("CHECKPOINT").await.map_err(SltError)?;
+        }
+        let settings = self.session.take().map(|s| s.settings().clone()).unwrap_or_default();
+        // Every handle on the database goes before it is opened again.
+        self.db.take();
+        let db = Database::open(crate::durability::durable_config(&self.dir, 1)).map_err(SltError)?;
+        let mut session = db.session();
+        *session.settings_mut() = settings;
+        self.db = Some(db);
+        self.session = Some(session);
+        Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl AsyncDB for Restarting {
+    type Error = SltError;
+    type ColumnType = DefaultColumnType;
+
+    async fn run(&mut self, sql: &str) -> Result<DBOutput<DefaultColumnType>, SltError> {
+        self.statements += 1;
+        let idle = self.session.as_ref().is_some_and(|s| s.transaction_status() == freshet::TransactionStatus::Idle);
+        if self.statements % 3 == 0 && idle {
+            self.restart(self.statements % 6 == 0).await?;
+        }
+        let session = self.session.as_mut().ok_or_else(|| SltError(freshet::Error::internal("no session")))?;
+        run_in(session, sql).await
+    }
+
+    async fn shutdown(&mut self) {}
+
+    fn engine_name(&self) -> &str {
+        "freshet"
+    }
+
+    fn error_sql_state(err: &SltError) -> Option<String> {
+        Some(err.0.state.code().to_string())
+    }
+}
+
+/// The corpus with restarts (DuckDB's `restart` idea): files that use one connection run on a
+/// durable database that is closed and recovered between statements.
+#[test]
+fn slt_durable_with_restarts() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let mut failures = Vec::new();
+    let mut ran = 0;
+    for file in slt_files() {
+        let text = std::fs::read_to_string(&file).unwrap();
+        if text.lines().any(|l| l.starts_with("connection ")) {
+            // Several connections would each hold the database open across a restart.
+            continue;
+        }
+        ran += 1;
+        let dir = crate::durability::TempDir::new("slt");
+        let path = dir.0.clone();
+        let mut runner = Runner::new(move || {
+            let path = path.clone();
+            async move { Restarting::open(&path) }
+        });
+        runner.add_label("freshet");
+        runner.add_label("short_path");
+        if let Err(e) = runtime.block_on(runner.run_file_async(&file)) {
+            failures.push(format!("{}: {e}", file.display()));
+        }
+    }
+    assert!(ran >= 5, "only {ran} files ran with restarts");
+    assert!(failures.is_empty(), "{} slt file(s) failed with restarts:\n{}", failures.len(), failures.join("\n\n"));
 }
 
 pub fn slt_files() -> Vec<PathBuf> {

@@ -568,7 +568,11 @@ impl Session {
                 std::thread::Builder::new()
                     .name("freshet-checkpoint-now".into())
                     .spawn(move || {
-                        let _ = tx.send(db.checkpoint());
+                        let result = db.checkpoint();
+                        // The handle goes before the answer, so that a caller that closes the
+                        // database next finds it closed.
+                        drop(db);
+                        let _ = tx.send(result);
                     })
                     .map_err(|e| Error::internal(format!("cannot start the checkpoint: {e}")))?;
                 rx.await.map_err(|_| Error::internal("the checkpoint thread ended without an answer"))??;

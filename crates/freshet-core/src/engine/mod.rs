@@ -103,6 +103,7 @@ pub struct Engine {
     wal: OnceLock<Arc<Wal>>,
     /// The log failure (its count in [`Wal::failures`]) whose commits were last undone.
     rewound: AtomicU64,
+    rewind_lock: futures::lock::Mutex<()>,
     /// A schema change is in memory but not in the log: the log must not resume.
     ddl_unlogged: AtomicBool,
     config: EngineConfig,
@@ -132,6 +133,7 @@ impl Engine {
             next_reader: AtomicUsize::new(0),
             wal: OnceLock::new(),
             rewound: AtomicU64::new(0),
+            rewind_lock: futures::lock::Mutex::new(()),
             ddl_unlogged: AtomicBool::new(false),
             config,
         }))
@@ -175,6 +177,28 @@ impl Engine {
         if self.ddl_unlogged.load(Ordering::Acquire) {
             return Ok(false);
         }
+        self.undo_unlogged().await?;
+        Ok(wal.resume())
+    }
+
+    /// Waits until a commit's record is durable. If it could not be written, the commits that
+    /// did not become durable are undone before the error is returned, so that no session
+    /// reads a commit after its committer was told it failed.
+    pub(crate) async fn wait_durable(&self, token: Option<Durable>) -> Result<()> {
+        let outcome = durable(token).await;
+        if outcome.is_err()
+            && let Err(e) = self.undo_unlogged().await
+        {
+            tracing::error!("cannot undo the commits the redo log lost: {e}");
+        }
+        outcome
+    }
+
+    /// Once per log failure: undoes the commits whose records did not become durable and
+    /// rolls back the running transactions (see [`resume_log`](Self::resume_log)).
+    async fn undo_unlogged(&self) -> Result<()> {
+        let Some(wal) = self.wal.get().cloned() else { return Ok(()) };
+        let _one = self.rewind_lock.lock().await;
         let failures = wal.failures();
         if self.rewound.load(Ordering::Acquire) != failures {
             // Everything queued before the failure is answered first, so no commit whose
@@ -197,7 +221,7 @@ impl Engine {
                 "the redo log failed: commits that did not become durable were undone in memory"
             );
         }
-        Ok(wal.resume())
+        Ok(())
     }
 
     /// Whether a schema change could not be logged (the server must restart to write again).
@@ -260,7 +284,7 @@ impl Engine {
                 let logged = ids.clone();
                 self.ddl_step(Some(RedoRecord::Truncate(logged)), move |p| -> Result<()> {
                     for id in &ids {
-                        p.table_mut(*id)?.truncate();
+                        crate::txn::truncate_table(p, *id)?;
                     }
                     Ok(())
                 })
@@ -364,7 +388,7 @@ impl Engine {
             })
             .await?;
         let outcome = match results.into_iter().collect::<Result<()>>() {
-            Ok(()) => durable(step.take_durable()).await,
+            Ok(()) => self.wait_durable(step.take_durable()).await,
             Err(e) => Err(e),
         };
         if outcome.is_err() && logs_record && step.decided() {

@@ -115,7 +115,7 @@ impl Engine {
             self.touch(ctx.id, &parts);
         }
         let results = results.into_iter().collect::<Result<Vec<_>>>()?;
-        super::durable(token).await?;
+        self.wait_durable(token).await?;
         Ok(results)
     }
 
@@ -273,7 +273,7 @@ impl Engine {
                 .and_then(|(rs, step)| rs.into_iter().collect::<Result<()>>().map(|_| step.take_durable())),
         };
         self.waits.ended(txn.id);
-        super::durable(outcome?).await
+        self.wait_durable(outcome?).await
     }
 
     /// Rolls a transaction back on every partition it touched.

@@ -529,7 +529,13 @@ pub fn number_literal(text: &str) -> Result<Expr> {
     if let Ok(i) = text.parse::<i64>() {
         return Ok(Expr::literal(Value::Int64(i), DataType::Int64));
     }
-    let d = Decimal::parse(text)?;
+    // A literal beyond NUMERIC(38) (like 1e300) is a double precision, not an error.
+    let Ok(d) = Decimal::parse(text) else {
+        return match text.parse::<f64>() {
+            Ok(f) if f.is_finite() => Ok(Expr::literal(Value::Float64(f), DataType::Float64)),
+            _ => Err(Error::new(SqlState::NumericValueOutOfRange, format!("numeric literal {text} is out of range"))),
+        };
+    };
     let digits = if d.value == 0 { 1 } else { d.value.unsigned_abs().ilog10() as u8 + 1 };
     let precision = digits.max(d.scale).max(1);
     if precision > 38 {

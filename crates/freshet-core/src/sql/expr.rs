@@ -92,6 +92,7 @@ pub enum Func {
     Now,
     CurrentDate,
     Replace,
+    Repeat,
     Extract,
 }
 

@@ -7,6 +7,9 @@ use super::expr::{date_of, extract, EvalContext, Func};
 use crate::error::{Error, Result, SqlState};
 use crate::types::{DataType, Decimal, TypeFamily, Value};
 
+/// The longest text a function builds (PostgreSQL's limit for a field value).
+const MAX_TEXT_BYTES: u64 = (1 << 30) - 1;
+
 /// The function called `name` (lower case), if the short path has it.
 pub fn lookup(name: &str) -> Option<Func> {
     Some(match name {
@@ -30,6 +33,7 @@ pub fn lookup(name: &str) -> Option<Func> {
         "now" | "current_timestamp" | "localtimestamp" => Func::Now,
         "current_date" => Func::CurrentDate,
         "replace" => Func::Replace,
+        "repeat" => Func::Repeat,
         _ => return None,
     })
 }
@@ -37,7 +41,7 @@ pub fn lookup(name: &str) -> Option<Func> {
 fn arity(func: Func, n: usize) -> bool {
     match func {
         Func::Abs | Func::Lower | Func::Upper | Func::Length | Func::Floor | Func::Ceil => n == 1,
-        Func::NullIf | Func::Mod | Func::Extract => n == 2,
+        Func::NullIf | Func::Mod | Func::Extract | Func::Repeat => n == 2,
         Func::Substring => n == 2 || n == 3,
         Func::Btrim | Func::Ltrim | Func::Rtrim | Func::Round => n == 1 || n == 2,
         Func::Replace => n == 3,
@@ -90,6 +94,10 @@ pub fn result_type(name: &str, func: Func, args: &[DataType]) -> Result<DataType
             DataType::Text
         }
         Func::Concat => DataType::Text,
+        Func::Repeat => {
+            need(args[0].is_string() && family(1) == TypeFamily::Integer)?;
+            DataType::Text
+        }
         Func::Length => {
             need(args[0].is_string())?;
             DataType::Int32
@@ -163,6 +171,13 @@ pub fn call(func: Func, args: Vec<Value>, ty: DataType, cx: &EvalContext) -> Res
         Func::Rtrim => Value::Text(trim(text(0), args.get(1).and_then(Value::as_str), false, true)),
         Func::Substring => substring(text(0), int(1), args.get(2).map(|v| v.as_i64().unwrap_or(0)))?,
         Func::Replace => Value::Text(text(0).replace(text(1), text(2))),
+        Func::Repeat => {
+            let n = int(1).max(0) as u64;
+            if n.saturating_mul(text(0).len() as u64) > MAX_TEXT_BYTES {
+                return Err(Error::new(SqlState::ProgramLimitExceeded, "requested length too large"));
+            }
+            Value::Text(text(0).repeat(n as usize))
+        }
         Func::Mod => {
             if int(1) == 0 {
                 return Err(Error::division_by_zero());

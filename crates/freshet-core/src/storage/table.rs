@@ -24,7 +24,7 @@ use super::segment::ColumnSegment;
 use super::snapshot::{ChunkSnapshot, TableSnapshot};
 use super::strings::StringArena;
 use super::{RowId, CHUNK_ROWS};
-use crate::catalog::{IndexDef, TableDef};
+use crate::catalog::{ColumnDef, IndexDef, TableDef};
 use crate::error::{Error, Result, SqlState};
 use crate::types::{DataType, Value};
 
@@ -569,14 +569,14 @@ impl TableStore {
         while self.chunks.len() <= row.chunk() {
             if let Some(last) = self.chunks.last_mut() {
                 let fill = CHUNK_ROWS - last.len;
-                push_deleted_slots(last, &self.types, fill);
+                push_deleted_slots(last, &self.def.columns, fill);
             }
             self.chunks.push(Chunk::new(&self.types, CHUNK_ROWS));
         }
         let chunk = &mut self.chunks[row.chunk()];
         if chunk.len <= row.slot() {
             let fill = row.slot() + 1 - chunk.len;
-            push_deleted_slots(chunk, &self.types, fill);
+            push_deleted_slots(chunk, &self.def.columns, fill);
         }
     }
 
@@ -622,15 +622,19 @@ impl TableStore {
 }
 
 /// Appends `n` deleted slots (NULL values) to a live chunk.
-fn push_deleted_slots(chunk: &mut Chunk, types: &[DataType], n: usize) {
+/// INVARIANT: a NOT NULL column holds no NULL in any slot, deleted ones included (scans hand
+/// whole segments to the analytical engine, whose schema says the column has no nulls), so
+/// such a column gets a placeholder of its type.
+fn push_deleted_slots(chunk: &mut Chunk, columns: &[ColumnDef], n: usize) {
     if n == 0 {
         return;
     }
     let mut copies = 0;
-    for c in 0..types.len() {
+    for (c, column) in columns.iter().enumerate() {
+        let filler = if column.nullable { Value::Null } else { placeholder(column.ty) };
         let seg = cow(&mut chunk.columns[c], &mut copies);
         for _ in 0..n {
-            seg.push(&Value::Null, &mut chunk.arenas[c]);
+            seg.push(&filler, &mut chunk.arenas[c]);
         }
     }
     let len = chunk.len;
@@ -831,5 +835,21 @@ mod tests {
         let err = t.set_def(Arc::new(def)).unwrap_err();
         assert_eq!(err.state, SqlState::UniqueViolation);
         assert_eq!(err.detail.as_deref(), Some("Key (name)=(same) is duplicated."));
+    }
+}
+
+/// A value of type `ty` for slots that hold no row.
+fn placeholder(ty: DataType) -> Value {
+    match ty {
+        DataType::Bool => Value::Bool(false),
+        DataType::Int16 => Value::Int16(0),
+        DataType::Int32 => Value::Int32(0),
+        DataType::Int64 => Value::Int64(0),
+        DataType::Float32 => Value::Float32(0.0),
+        DataType::Float64 => Value::Float64(0.0),
+        DataType::Decimal { scale, .. } => Value::Decimal(crate::types::Decimal { value: 0, scale }),
+        DataType::Char(_) | DataType::Varchar(_) | DataType::Text => Value::Text(String::new()),
+        DataType::Date => Value::Date(0),
+        DataType::Timestamp => Value::Timestamp(0),
     }
 }

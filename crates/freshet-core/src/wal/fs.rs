@@ -119,7 +119,9 @@ pub enum Fault {
 /// [`Fault::SyncFails`]) since arming, counting from 1.
 #[derive(Debug, Default)]
 pub struct FaultyFs {
-    armed: Mutex<Option<(u64, Fault)>>,
+    /// The fault, the write (or sync) it hits, and whether it stays (every later one fails
+    /// too, as a full disk does, until disarmed).
+    armed: Mutex<Option<(u64, Fault, bool)>>,
     writes: AtomicU64,
     syncs: AtomicU64,
     /// After a torn write, the machine has "crashed": nothing more reaches the disk.
@@ -134,7 +136,15 @@ impl FaultyFs {
     pub fn arm(&self, at: u64, fault: Fault) {
         self.writes.store(0, Ordering::SeqCst);
         self.syncs.store(0, Ordering::SeqCst);
-        *self.armed.lock() = Some((at, fault));
+        *self.armed.lock() = Some((at, fault, false));
+    }
+
+    /// Like [`arm`](Self::arm), but the fault hits every write (or sync) from the `at`-th on,
+    /// until [`disarm`](Self::disarm): a disk that stays full until space is freed.
+    pub fn arm_lasting(&self, at: u64, fault: Fault) {
+        self.writes.store(0, Ordering::SeqCst);
+        self.syncs.store(0, Ordering::SeqCst);
+        *self.armed.lock() = Some((at, fault, true));
     }
 
     pub fn disarm(&self) {
@@ -156,14 +166,14 @@ impl FaultyFs {
     fn on_write(&self) -> Option<Fault> {
         let n = self.writes.fetch_add(1, Ordering::SeqCst) + 1;
         match *self.armed.lock() {
-            Some((at, f)) if at == n && f != Fault::SyncFails => Some(f),
+            Some((at, f, lasting)) if (at == n || lasting && n > at) && f != Fault::SyncFails => Some(f),
             _ => None,
         }
     }
 
     fn on_sync(&self) -> bool {
         let n = self.syncs.fetch_add(1, Ordering::SeqCst) + 1;
-        matches!(*self.armed.lock(), Some((at, Fault::SyncFails)) if at == n)
+        matches!(*self.armed.lock(), Some((at, Fault::SyncFails, lasting)) if at == n || lasting && n > at)
     }
 
     fn write_through(&self, buf: &[u8], write: &mut dyn FnMut(&[u8]) -> io::Result<()>) -> io::Result<()> {
@@ -226,6 +236,7 @@ impl Fs for FaultyHandle {
     }
 
     fn write_file(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {
+        self.0.check_alive()?;
         let mut f = File::create(path)?;
         self.0.write_through(bytes, &mut |b| f.write_all(b))?;
         if self.0.on_sync() {
