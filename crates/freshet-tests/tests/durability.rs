@@ -228,6 +228,51 @@ fn a_torn_or_corrupt_tail_is_cut_at_the_last_valid_record() {
     }
 }
 
+/// The frames of a log segment: (start, length including the header).
+fn frames(bytes: &[u8]) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at + 8 <= bytes.len() {
+        let len = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+        out.push((at, len + 8));
+        at += len + 8;
+    }
+    out
+}
+
+/// A transaction too large for one record is logged as parts and a commit record: it comes
+/// back whole, and if the log ends before its commit record, not at all.
+#[test]
+fn a_large_transaction_is_redone_whole_or_not_at_all() {
+    let dir = TempDir::new("large");
+    {
+        let db = open(&dir.0, 1);
+        let mut s = db.session();
+        run(&mut s, "CREATE TABLE small (k INT PRIMARY KEY)");
+        run(&mut s, "INSERT INTO small VALUES (1)");
+        run(&mut s, "CREATE TABLE big (k INT PRIMARY KEY, v TEXT)");
+        run(&mut s, "INSERT INTO big SELECT x, 'value ' || x FROM generate_series(1, 250000) AS g(x)");
+    }
+    {
+        let db = open(&dir.0, 1);
+        let mut s = db.session();
+        assert_eq!(run(&mut s, "SELECT count(*), sum(k) FROM big"), vec![vec![Value::Int64(250_000), Value::Int64(31_250_125_000)]]);
+    }
+    // Cut the log just before the big transaction's commit record: its parts stay behind.
+    let segment = wal_segments(&dir.0).pop().unwrap();
+    let bytes = std::fs::read(&segment).unwrap();
+    let all = frames(&bytes);
+    let big: Vec<&(usize, usize)> = all.iter().filter(|(_, len)| *len > 1_000_000).collect();
+    assert_eq!(big.len(), 3, "two parts and a commit of 100,000, 100,000 and 50,000 rows");
+    let (commit_at, _) = *big[2];
+    std::fs::write(&segment, &bytes[..commit_at]).unwrap();
+    let db = open(&dir.0, 1);
+    assert_eq!(db.recovery().cut_at, None, "the log is valid up to there");
+    let mut s = db.session();
+    assert_eq!(run(&mut s, "SELECT count(*) FROM big"), vec![vec![Value::Int64(0)]]);
+    assert_eq!(run(&mut s, "SELECT count(*) FROM small"), vec![vec![Value::Int64(1)]]);
+}
+
 /// A checkpoint whose file fails its checksum is skipped for the one before it, and the log
 /// since that one brings the database up to date.
 #[test]

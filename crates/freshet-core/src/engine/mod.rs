@@ -481,15 +481,23 @@ impl Engine {
 
 /// Appends a committed transaction's row changes to the log (if there is one); with `sync`,
 /// returns the token that resolves once the record is durable.
-pub(crate) fn log_commit(wal: Option<&Arc<Wal>>, ts: Ts, changes: Vec<RowChange>, sync: bool) -> Result<Option<Logged>> {
-    match wal {
-        Some(wal) if !changes.is_empty() => {
-            let mut bytes = Vec::new();
-            crate::wal::record::encode(&RedoRecord::Commit { ts, changes }, &mut bytes);
-            wal.append(bytes, sync).map(Some)
-        }
-        _ => Ok(None),
+pub(crate) fn log_commit(wal: Option<&Arc<Wal>>, ts: Ts, mut changes: Vec<RowChange>, sync: bool) -> Result<Option<Logged>> {
+    use crate::wal::record::{encode, CHANGES_PER_RECORD};
+    let Some(wal) = wal else { return Ok(None) };
+    if changes.is_empty() {
+        return Ok(None);
     }
+    // A large transaction: its first changes go ahead as parts; the commit record, last,
+    // decides (its LSN is the transaction's).
+    while changes.len() > CHANGES_PER_RECORD {
+        let rest = changes.split_off(CHANGES_PER_RECORD);
+        let mut bytes = Vec::new();
+        encode(&RedoRecord::Part { ts, changes: std::mem::replace(&mut changes, rest) }, &mut bytes);
+        wal.append(bytes, false)?;
+    }
+    let mut bytes = Vec::new();
+    encode(&RedoRecord::Commit { ts, changes }, &mut bytes);
+    wal.append(bytes, sync).map(Some)
 }
 
 /// Waits until a commit is durable.

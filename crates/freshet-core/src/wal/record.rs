@@ -43,14 +43,22 @@ pub enum RedoRecord {
     Truncate(Vec<TableId>),
     /// A checkpoint started here: it holds every commit logged before this record.
     CheckpointStart { ts: Ts },
+    /// Some of the changes of a large transaction, logged ahead of its `Commit` record with
+    /// the same timestamp (which carries the rest). Recovery applies them only with that
+    /// commit; parts without one belong to a transaction that did not commit.
+    Part { ts: Ts, changes: Vec<RowChange> },
 }
+
+/// Row changes per record: a transaction with more is logged as parts and a commit, so that no
+/// record nears [`super::log::MAX_RECORD`].
+pub const CHANGES_PER_RECORD: usize = 100_000;
 
 /// Appends the encoding of `record` to `out`.
 pub fn encode(record: &RedoRecord, out: &mut Vec<u8>) {
     out.push(FORMAT);
     match record {
-        RedoRecord::Commit { ts, changes } => {
-            out.push(1);
+        RedoRecord::Commit { ts, changes } | RedoRecord::Part { ts, changes } => {
+            out.push(if matches!(record, RedoRecord::Commit { .. }) { 1 } else { 6 });
             put_u64(out, *ts);
             put_u32(out, changes.len() as u32);
             for c in changes {
@@ -85,14 +93,14 @@ pub fn decode(bytes: &[u8]) -> Result<RedoRecord> {
         return Err(corrupt("unknown record format"));
     }
     let record = match r.u8()? {
-        1 => {
+        tag @ (1 | 6) => {
             let ts = r.u64()?;
             let n = r.u32()? as usize;
             let mut changes = Vec::with_capacity(n.min(1 << 16));
             for _ in 0..n {
                 changes.push(decode_change(&mut r)?);
             }
-            RedoRecord::Commit { ts, changes }
+            if tag == 1 { RedoRecord::Commit { ts, changes } } else { RedoRecord::Part { ts, changes } }
         }
         2 => RedoRecord::PutTable(decode_table(&mut r)?),
         3 => RedoRecord::DropTable(r.u32()?),

@@ -323,18 +323,21 @@ struct Replay<'a> {
     pending: Vec<Vec<RowChange>>,
     pending_count: usize,
     records: u64,
+    /// Parts of large transactions whose commit records have not been read yet.
+    parts: std::collections::HashMap<u64, Vec<RowChange>>,
 }
 
 impl<'a> Replay<'a> {
     fn new(engine: &'a Arc<Engine>) -> Self {
-        Replay { engine, pending: vec![Vec::new(); engine.partitions()], pending_count: 0, records: 0 }
+        Replay { engine, pending: vec![Vec::new(); engine.partitions()], pending_count: 0, records: 0, parts: Default::default() }
     }
 
     fn apply(&mut self, record: RedoRecord) -> Result<()> {
         self.records += 1;
         match record {
-            RedoRecord::Commit { changes, .. } => {
-                for c in changes {
+            RedoRecord::Commit { ts, changes } => {
+                let earlier = self.parts.remove(&ts).unwrap_or_default();
+                for c in earlier.into_iter().chain(changes) {
                     let p = match &c {
                         RowChange::Insert { partition, .. } | RowChange::Update { partition, .. } | RowChange::Delete { partition, .. } => {
                             *partition as usize
@@ -361,6 +364,10 @@ impl<'a> Replay<'a> {
                 futures::executor::block_on(self.engine.restore_truncate(ids))
             }
             RedoRecord::CheckpointStart { .. } => Ok(()),
+            RedoRecord::Part { ts, changes } => {
+                self.parts.entry(ts).or_default().extend(changes);
+                Ok(())
+            }
         }
     }
 
