@@ -2,13 +2,17 @@
 //! would pick instead, in one run on the same machine, and print both figures and their ratio.
 //!
 //! Suites:
-//! - `pgbench`: pgbench's select-only workload against PostgreSQL and against Freshet;
+//! - `pgbench`: pgbench's select-only or TPC-B-like workload against PostgreSQL and against
+//!   Freshet, at memory speed or durable (group commit, then asynchronous commit);
 //! - `scan`: `SELECT count(*), sum(x) FROM t WHERE y > c` over 10 million rows in Freshet and
-//!   in DuckDB.
+//!   in DuckDB;
+//! - `durability`: log replay rate at recovery, checkpoint time, and throughput while
+//!   checkpoints run.
 //!
 //! Every suite installs what it needs (PostgreSQL from Debian's packages, DuckDB from PyPI)
 //! and can write its results as JSON (`--json PATH`).
 
+mod durability;
 mod pgbench;
 mod postgres;
 mod report;
@@ -24,8 +28,10 @@ pub struct BenchArgs {
 
 #[derive(Subcommand)]
 enum Suite {
-    /// pgbench select-only (-S -M prepared) against PostgreSQL 15 and Freshet.
+    /// pgbench (select-only or TPC-B-like, -M prepared) against PostgreSQL 15 and Freshet.
     Pgbench(pgbench::PgbenchArgs),
+    /// Log replay rate, checkpoint time, and throughput during checkpoints.
+    Durability(durability::DurabilityArgs),
     /// A filtered aggregate over a 10M-row table in Freshet and DuckDB.
     Scan(scan::ScanArgs),
 }
@@ -34,5 +40,6 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     match args.suite {
         Suite::Pgbench(a) => pgbench::run(a),
         Suite::Scan(a) => scan::run(a),
+        Suite::Durability(a) => durability::run(a),
     }
 }

@@ -3,9 +3,12 @@
 //! Workloads: `select-only` (pgbench -S) and `tpcb` (pgbench's default TPC-B-like script:
 //! BEGIN; three UPDATEs, a SELECT and an INSERT; END). Both run with `-M prepared`. Both
 //! systems are loaded by `pgbench -i` itself. PostgreSQL runs from Debian's packages in a
-//! throw-away cluster; for `tpcb` with `fsync=off` and `synchronous_commit=off` so that both
-//! systems run at memory speed (Freshet has no redo log yet). Serialization failures are
-//! retried by pgbench (`--max-tries`) and counted; any other failure fails the benchmark.
+//! throw-away cluster. `--durability memory` compares memory speeds (Freshet --in-memory;
+//! for `tpcb`, PostgreSQL with `fsync=off` and `synchronous_commit=off`); `--durability
+//! durable` compares both systems durable with group commit, then with asynchronous commit
+//! (`synchronous_commit=off` on both), and runs Freshet in memory for reference. Data
+//! directories live under the system's temporary directory for both. Serialization failures
+//! are retried by pgbench (`--max-tries`) and counted; any other failure fails the benchmark.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -19,6 +22,12 @@ use super::report::{machine, print_table, write_json};
 pub enum Workload {
     SelectOnly,
     Tpcb,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Durability {
+    Memory,
+    Durable,
 }
 
 #[derive(clap::Args)]
@@ -41,6 +50,11 @@ pub struct PgbenchArgs {
     /// Tries per transaction on serialization failures (pgbench --max-tries).
     #[arg(long, default_value_t = 10)]
     max_tries: u32,
+    /// `memory`: Freshet --in-memory (for tpcb, PostgreSQL with fsync=off and
+    /// synchronous_commit=off). `durable`: both systems durable with group commit, then both
+    /// with asynchronous commit, then Freshet --in-memory for reference.
+    #[arg(long, value_enum, default_value_t = Durability::Memory)]
+    durability: Durability,
     /// Write the results as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -121,46 +135,92 @@ fn pgbench_init(port: u16, user: &str, db: &str, scale: u32) -> anyhow::Result<(
     Ok(())
 }
 
-fn run_postgres(args: &PgbenchArgs) -> anyhow::Result<Vec<RunResult>> {
-    let mut settings = vec!["shared_buffers=1GB", "max_connections=200"];
-    if args.workload == Workload::Tpcb {
-        settings.extend(["fsync=off", "synchronous_commit=off", "full_page_writes=off"]);
-    }
-    let mut results = Vec::new();
-    for &clients in &args.clients {
-        println!("PostgreSQL 15: pgbench -i -s {}, then {} clients for {} s …", args.scale, clients, args.duration);
-        let pg = Postgres::start(&settings)?;
-        pgbench_init(pg.port, "postgres", "postgres", args.scale)?;
-        results.push(pgbench_run(pg.port, "postgres", "postgres", args, clients)?);
-    }
-    Ok(results)
+/// How both systems keep their data in one comparison.
+struct Setup {
+    label: &'static str,
+    /// PostgreSQL's settings, or `None` for a Freshet-only run.
+    postgres: Option<Vec<&'static str>>,
+    /// Whether Freshet keeps a data directory, and its extra arguments.
+    freshet_durable: bool,
+    freshet_args: Vec<&'static str>,
 }
 
-fn run_freshet(args: &PgbenchArgs) -> anyhow::Result<Vec<RunResult>> {
-    let mut results = Vec::new();
-    for &clients in &args.clients {
-        println!("Freshet: pgbench -i -s {}, then {} clients for {} s …", args.scale, clients, args.duration);
-        let server = FreshetServer::start(&[])?;
-        pgbench_init(server.port, "bench", "freshet", args.scale)?;
-        results.push(pgbench_run(server.port, "bench", "freshet", args, clients)?);
+fn setups(args: &PgbenchArgs) -> Vec<Setup> {
+    let base = vec!["shared_buffers=1GB", "max_connections=200"];
+    let with = |extra: &[&'static str]| base.iter().chain(extra).copied().collect::<Vec<_>>();
+    match (args.durability, args.workload) {
+        (Durability::Memory, Workload::SelectOnly) => {
+            vec![Setup { label: "in memory", postgres: Some(base.clone()), freshet_durable: false, freshet_args: vec![] }]
+        }
+        (Durability::Memory, Workload::Tpcb) => vec![Setup {
+            label: "memory speed (PostgreSQL: fsync=off, synchronous_commit=off; Freshet: --in-memory)",
+            postgres: Some(with(&["fsync=off", "synchronous_commit=off", "full_page_writes=off"])),
+            freshet_durable: false,
+            freshet_args: vec![],
+        }],
+        (Durability::Durable, _) => vec![
+            Setup {
+                label: "durable: group commit (both systems' defaults)",
+                postgres: Some(base.clone()),
+                freshet_durable: true,
+                freshet_args: vec![],
+            },
+            Setup {
+                label: "asynchronous commit (synchronous_commit=off on both)",
+                postgres: Some(with(&["synchronous_commit=off"])),
+                freshet_durable: true,
+                freshet_args: vec!["--synchronous-commit", "off"],
+            },
+            Setup { label: "Freshet --in-memory (reference)", postgres: None, freshet_durable: false, freshet_args: vec![] },
+        ],
     }
-    Ok(results)
+}
+
+fn run_postgres(args: &PgbenchArgs, settings: &[&str], clients: u32) -> anyhow::Result<RunResult> {
+    println!("PostgreSQL 15: pgbench -i -s {}, then {} clients for {} s …", args.scale, clients, args.duration);
+    let pg = Postgres::start(settings)?;
+    pgbench_init(pg.port, "postgres", "postgres", args.scale)?;
+    pgbench_run(pg.port, "postgres", "postgres", args, clients)
+}
+
+fn run_freshet(args: &PgbenchArgs, setup: &Setup, clients: u32) -> anyhow::Result<RunResult> {
+    println!("Freshet: pgbench -i -s {}, then {} clients for {} s …", args.scale, clients, args.duration);
+    let server = if setup.freshet_durable {
+        FreshetServer::durable(&setup.freshet_args)?
+    } else {
+        FreshetServer::in_memory(&setup.freshet_args)?
+    };
+    pgbench_init(server.port, "bench", "freshet", args.scale)?;
+    pgbench_run(server.port, "bench", "freshet", args, clients)
 }
 
 pub fn run(args: PgbenchArgs) -> anyhow::Result<()> {
-    let pg = run_postgres(&args)?;
-    let fr = run_freshet(&args)?;
     let name = match args.workload {
         Workload::SelectOnly => "select-only (-S)",
         Workload::Tpcb => "TPC-B-like (default script)",
     };
+    // (setup, clients, PostgreSQL's result, Freshet's result)
+    let mut runs: Vec<(&Setup, u32, Option<RunResult>, RunResult)> = Vec::new();
+    let all = setups(&args);
+    for setup in &all {
+        println!("== {}", setup.label);
+        for &clients in &args.clients {
+            let pg = match &setup.postgres {
+                Some(settings) => Some(run_postgres(&args, settings, clients)?),
+                None => None,
+            };
+            let fr = run_freshet(&args, setup, clients)?;
+            runs.push((setup, clients, pg, fr));
+        }
+    }
     println!();
     println!(
         "pgbench {name}, -M prepared, scale {}, {} threads, {} s per run, --max-tries {} (same machine, one run)",
         args.scale, args.jobs, args.duration, args.max_tries
     );
-    let row = |system: &str, r: &RunResult| {
+    let row = |setup: &str, system: &str, r: &RunResult| {
         vec![
+            setup.to_string(),
             system.to_string(),
             r.clients.to_string(),
             format!("{:.0}", r.tps),
@@ -173,19 +233,37 @@ pub fn run(args: PgbenchArgs) -> anyhow::Result<()> {
         ]
     };
     let mut rows = Vec::new();
-    for (p, f) in pg.iter().zip(&fr) {
-        rows.push(row("PostgreSQL 15", p));
-        rows.push(row("Freshet", f));
+    for (setup, _, pg, fr) in &runs {
+        let short = setup.label.split(':').next().unwrap_or(setup.label).split(" (").next().unwrap_or(setup.label);
+        if let Some(p) = pg {
+            rows.push(row(short, "PostgreSQL 15", p));
+        }
+        rows.push(row(short, "Freshet", fr));
     }
     print_table(
-        &["system", "clients", "tps", "lat avg ms", "lat p99 ms", "transactions", "serialization failures", "retried", "failed"],
+        &["setup", "system", "clients", "tps", "lat avg ms", "lat p99 ms", "transactions", "serialization failures", "retried", "failed"],
         &rows,
     );
     let mut ratios = Vec::new();
-    for (p, f) in pg.iter().zip(&fr) {
-        let ratio = f.tps / p.tps;
-        println!("{} clients: Freshet / PostgreSQL tps = {ratio:.2}x", p.clients);
-        ratios.push(json!({ "clients": p.clients, "ratio_tps": ratio }));
+    for (setup, clients, pg, fr) in &runs {
+        if let Some(p) = pg {
+            let ratio = fr.tps / p.tps;
+            println!("{} — {clients} clients: Freshet / PostgreSQL tps = {ratio:.2}x", setup.label);
+            ratios.push(json!({ "setup": setup.label, "clients": clients, "freshet_over_postgres_tps": ratio }));
+        }
+    }
+    if args.durability == Durability::Durable {
+        // Asynchronous commit against no log at all, per client count.
+        for &clients in &args.clients {
+            let tps = |label_start: &str| {
+                runs.iter().find(|(s, c, _, _)| *c == clients && s.label.starts_with(label_start)).map(|(_, _, _, f)| f.tps)
+            };
+            if let (Some(asynchronous), Some(memory)) = (tps("asynchronous"), tps("Freshet --in-memory")) {
+                let ratio = asynchronous / memory;
+                println!("{clients} clients: Freshet asynchronous commit / --in-memory tps = {ratio:.2}");
+                ratios.push(json!({ "clients": clients, "freshet_async_over_in_memory_tps": ratio }));
+            }
+        }
     }
     let to_json = |r: &RunResult| {
         json!({
@@ -199,12 +277,17 @@ pub fn run(args: PgbenchArgs) -> anyhow::Result<()> {
         &json!({
             "suite": "pgbench", "workload": name, "scale": args.scale, "jobs": args.jobs, "duration_s": args.duration,
             "max_tries": args.max_tries, "machine": machine(),
-            "postgres": pg.iter().map(to_json).collect::<Vec<_>>(),
-            "freshet": fr.iter().map(to_json).collect::<Vec<_>>(),
+            "runs": runs.iter().map(|(s, _, p, f)| json!({
+                "setup": s.label, "postgres": p.as_ref().map(to_json), "freshet": to_json(f),
+            })).collect::<Vec<_>>(),
             "ratios": ratios,
         }),
     )?;
-    let unexplained: u64 = fr.iter().chain(&pg).map(|r| r.failed.saturating_sub(r.serialization_failures)).sum();
+    let unexplained: u64 = runs
+        .iter()
+        .flat_map(|(_, _, p, f)| p.iter().chain(std::iter::once(f)))
+        .map(|r| r.failed.saturating_sub(r.serialization_failures))
+        .sum();
     anyhow::ensure!(unexplained == 0, "{unexplained} transactions failed for reasons other than serialization failures");
     Ok(())
 }

@@ -103,26 +103,65 @@ fn as_postgres(args: &[&str]) -> anyhow::Result<String> {
     run_cmd(Command::new("runuser").args(["-u", "postgres", "--"]).args(args).current_dir("/tmp"))
 }
 
-/// A `freshet serve` child process on a free port.
+/// A `freshet serve` child process on a free port, in memory or with a data directory of its
+/// own (removed when it stops).
 pub struct FreshetServer {
     pub port: u16,
+    pub data_dir: Option<PathBuf>,
     child: Child,
 }
 
 impl FreshetServer {
-    pub fn start(extra: &[&str]) -> anyhow::Result<FreshetServer> {
+    /// `--in-memory`, with `extra` arguments.
+    pub fn in_memory(extra: &[&str]) -> anyhow::Result<FreshetServer> {
+        Self::spawn(None, extra)
+    }
+
+    /// With a fresh data directory under the system's temporary directory.
+    pub fn durable(extra: &[&str]) -> anyhow::Result<FreshetServer> {
+        let dir = std::env::temp_dir().join(format!("freshet-bench-data-{}-{}", std::process::id(), free_port()?));
+        let _ = std::fs::remove_dir_all(&dir);
+        Self::spawn(Some(dir), extra)
+    }
+
+    /// Starts a server on an existing data directory (after a crash, to time recovery).
+    pub fn reopen(dir: PathBuf, extra: &[&str]) -> anyhow::Result<FreshetServer> {
+        Self::spawn(Some(dir), extra)
+    }
+
+    fn spawn(data_dir: Option<PathBuf>, extra: &[&str]) -> anyhow::Result<FreshetServer> {
         let port = free_port()?;
         let exe = std::env::current_exe()?;
-        let child = Command::new(exe)
-            .args(["serve", "--in-memory", "--port", &port.to_string()])
+        let mut cmd = Command::new(exe);
+        cmd.args(["serve", "--port", &port.to_string()]);
+        match &data_dir {
+            Some(d) => cmd.arg("--data-dir").arg(d),
+            None => cmd.arg("--in-memory"),
+        };
+        let log = std::env::temp_dir().join(format!("freshet-bench-server-{port}.log"));
+        let child = cmd
             .args(extra)
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
+            .env("RUST_LOG", "info")
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::from(std::fs::File::create(&log)?))
+            .stderr(Stdio::null())
             .spawn()
             .context("starting freshet serve")?;
-        let server = FreshetServer { port, child };
-        wait_for_port(port, Duration::from_secs(30))?;
+        let server = FreshetServer { port, data_dir, child };
+        wait_for_port(port, Duration::from_secs(600))?;
         Ok(server)
+    }
+
+    /// What the server has logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(std::env::temp_dir().join(format!("freshet-bench-server-{}.log", self.port))).unwrap_or_default()
+    }
+
+    /// Stops the server with SIGKILL, keeping its data directory; returns it.
+    pub fn crash(mut self) -> Option<PathBuf> {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.data_dir.take()
     }
 }
 
@@ -133,11 +172,22 @@ impl Drop for FreshetServer {
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
             if let Ok(Some(_)) = self.child.try_wait() {
+                self.cleanup();
                 return;
             }
             std::thread::sleep(Duration::from_millis(50));
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
+        self.cleanup();
+    }
+}
+
+impl FreshetServer {
+    fn cleanup(&mut self) {
+        let _ = std::fs::remove_file(std::env::temp_dir().join(format!("freshet-bench-server-{}.log", self.port)));
+        if let Some(d) = self.data_dir.take() {
+            let _ = std::fs::remove_dir_all(d);
+        }
     }
 }

@@ -64,6 +64,13 @@ pub struct RecoveryReport {
     pub records: u64,
     pub bytes: u64,
     pub cut_at: Option<Lsn>,
+    /// Row changes redone from the log.
+    pub changes: u64,
+    /// Time spent loading the checkpoint.
+    pub checkpoint_seconds: f64,
+    /// Time spent replaying the log.
+    pub replay_seconds: f64,
+    /// All of recovery.
     pub seconds: f64,
 }
 
@@ -262,9 +269,13 @@ fn recover(fs: &dyn Fs, dir: &Path, engine: &Arc<Engine>) -> Result<Recovered> {
             Err(e) => tracing::warn!(lsn, "skipping a damaged checkpoint: {e}"),
         }
     }
+    report.checkpoint_seconds = started.elapsed().as_secs_f64();
+    let replay_started = Instant::now();
     let mut replay = Replay::new(engine);
     let mut progress = Instant::now();
+    let mut replayed_bytes = 0u64;
     let scan: LogScan = read_log(fs, &dir.join("wal"), from, &mut |lsn, payload| {
+        replayed_bytes += payload.len() as u64 + 8;
         let record = decode(payload)?;
         if lsn == from && matches!(record, RedoRecord::CheckpointStart { .. }) && report.checkpoint_lsn.is_some() {
             return Ok(());
@@ -274,8 +285,15 @@ fn recover(fs: &dyn Fs, dir: &Path, engine: &Arc<Engine>) -> Result<Recovered> {
         }
         replay.apply(record)?;
         if progress.elapsed() >= Duration::from_secs(2) {
-            let secs = started.elapsed().as_secs_f64();
-            tracing::info!(records = replay.records, at_lsn = lsn, records_per_second = replay.records as f64 / secs, "recovery in progress");
+            let secs = replay_started.elapsed().as_secs_f64();
+            tracing::info!(
+                records = replay.records,
+                megabytes = replayed_bytes as f64 / 1e6,
+                at_lsn = lsn,
+                records_per_second = (replay.records as f64 / secs) as u64,
+                megabytes_per_second = replayed_bytes as f64 / 1e6 / secs,
+                "recovery in progress"
+            );
             progress = Instant::now();
         }
         Ok(())
@@ -288,13 +306,20 @@ fn recover(fs: &dyn Fs, dir: &Path, engine: &Arc<Engine>) -> Result<Recovered> {
     report.records = scan.records;
     report.bytes = scan.bytes;
     report.cut_at = scan.cut_at;
+    report.changes = replay.changes;
+    report.replay_seconds = replay_started.elapsed().as_secs_f64();
     report.seconds = started.elapsed().as_secs_f64();
     if report.records > 0 || report.checkpoint_lsn.is_some() {
         tracing::info!(
+            checkpoint_rows = report.checkpoint_rows,
+            checkpoint_seconds = report.checkpoint_seconds,
             records = report.records,
+            changes = report.changes,
             megabytes = report.bytes as f64 / 1e6,
+            replay_seconds = report.replay_seconds,
+            records_per_second = (report.records as f64 / report.replay_seconds.max(1e-9)) as u64,
+            changes_per_second = (report.changes as f64 / report.replay_seconds.max(1e-9)) as u64,
             seconds = report.seconds,
-            records_per_second = report.records as f64 / report.seconds.max(1e-9),
             "recovery finished"
         );
     }
@@ -323,13 +348,14 @@ struct Replay<'a> {
     pending: Vec<Vec<RowChange>>,
     pending_count: usize,
     records: u64,
+    changes: u64,
     /// Parts of large transactions whose commit records have not been read yet.
     parts: std::collections::HashMap<u64, Vec<RowChange>>,
 }
 
 impl<'a> Replay<'a> {
     fn new(engine: &'a Arc<Engine>) -> Self {
-        Replay { engine, pending: vec![Vec::new(); engine.partitions()], pending_count: 0, records: 0, parts: Default::default() }
+        Replay { engine, pending: vec![Vec::new(); engine.partitions()], pending_count: 0, records: 0, changes: 0, parts: Default::default() }
     }
 
     fn apply(&mut self, record: RedoRecord) -> Result<()> {
@@ -337,6 +363,7 @@ impl<'a> Replay<'a> {
         match record {
             RedoRecord::Commit { ts, changes } => {
                 let earlier = self.parts.remove(&ts).unwrap_or_default();
+                self.changes += (earlier.len() + changes.len()) as u64;
                 for c in earlier.into_iter().chain(changes) {
                     let p = match &c {
                         RowChange::Insert { partition, .. } | RowChange::Update { partition, .. } | RowChange::Delete { partition, .. } => {
