@@ -209,11 +209,14 @@ impl LocalTxn {
     }
 }
 
-/// Rows one committed transaction changed: (table, before-image, after-image).
+/// A changed row: its table, its before-image and its after-image (none: no row).
+type RowImages = (TableId, Option<Vec<Value>>, Option<Vec<Value>>);
+
+/// Rows one committed transaction changed.
 #[derive(Debug)]
 struct CommittedWrites {
     ts: Ts,
-    rows: Vec<(TableId, Option<Vec<Value>>, Option<Vec<Value>>)>,
+    rows: Vec<RowImages>,
 }
 
 /// The versions of one committed transaction on a partition, waiting to be collected.
@@ -390,7 +393,7 @@ pub fn redo_changes(p: &Partition, txn: &LocalTxn, out: &mut Vec<RowChange>) -> 
 }
 
 /// Before- and after-images of every row `txn` changed (before stamping its versions).
-fn changed_rows(p: &Partition, txn: &LocalTxn) -> Result<Vec<(TableId, Option<Vec<Value>>, Option<Vec<Value>>)>> {
+fn changed_rows(p: &Partition, txn: &LocalTxn) -> Result<Vec<RowImages>> {
     let mut seen: HashSet<(TableId, RowId)> = HashSet::new();
     let mut out = Vec::new();
     for &(table, v) in &txn.versions {

@@ -131,8 +131,8 @@ impl AsyncDB for Restarting {
     async fn run(&mut self, sql: &str) -> Result<DBOutput<DefaultColumnType>, SltError> {
         self.statements += 1;
         let idle = self.session.as_ref().is_some_and(|s| s.transaction_status() == freshet::TransactionStatus::Idle);
-        if self.statements % 3 == 0 && idle {
-            self.restart(self.statements % 6 == 0).await?;
+        if self.statements.is_multiple_of(3) && idle {
+            self.restart(self.statements.is_multiple_of(6)).await?;
         }
         let session = self.session.as_mut().ok_or_else(|| SltError(freshet::Error::internal("no session")))?;
         run_in(session, sql).await

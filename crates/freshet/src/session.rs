@@ -495,10 +495,10 @@ impl Session {
 
     async fn execute_planned(&mut self, prepared: &Prepared, params: Vec<Value>) -> Result<StatementResult> {
         let now = now_micros();
-        if self.txn.as_ref().is_some_and(|t| t.read_only) {
-            if let Some(what) = writes(&prepared.kind) {
-                return Err(txn_block::read_only_error(what));
-            }
+        if self.txn.as_ref().is_some_and(|t| t.read_only)
+            && let Some(what) = writes(&prepared.kind)
+        {
+            return Err(txn_block::read_only_error(what));
         }
         match &prepared.kind {
             Kind::Empty => Ok(StatementResult { output: Output::Empty, notices: vec![], parameter_status: vec![] }),

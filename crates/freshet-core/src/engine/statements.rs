@@ -28,6 +28,9 @@ pub type Savepoint = Vec<(usize, usize)>;
 
 type StatementFn<R> = Arc<dyn Fn(&mut Partition, &mut LocalTxn) -> Result<R> + Send + Sync>;
 
+/// Rows to insert on one partition, shared with the job that inserts them.
+type Rows = Arc<Vec<Vec<Value>>>;
+
 impl Engine {
     fn touch(&self, id: Ts, parts: &[usize]) {
         let mask = parts.iter().fold(0u64, |m, p| m | 1 << p);
@@ -124,7 +127,7 @@ impl Engine {
     pub async fn insert_rows(&self, table: &Arc<TableDef>, rows: Vec<Vec<Value>>, txn: Option<TxnCtx>, sync: bool) -> Result<u64> {
         let id = table.id;
         let n = self.executors.len();
-        let (parts, groups): (Vec<usize>, Vec<Arc<Vec<Vec<Value>>>>) = if table.partition_key.is_none() || n == 1 {
+        let (parts, groups): (Vec<usize>, Vec<Rows>) = if table.partition_key.is_none() || n == 1 {
             let all = Arc::new(rows);
             let parts: Vec<usize> = if n == 1 { vec![0] } else { (0..n).collect() };
             let groups = parts.iter().map(|_| all.clone()).collect();
@@ -139,7 +142,7 @@ impl Engine {
         if parts.is_empty() {
             return Ok(0);
         }
-        let by_id: Arc<Vec<(usize, Arc<Vec<Vec<Value>>>)>> = Arc::new(parts.iter().copied().zip(groups).collect());
+        let by_id: Arc<Vec<(usize, Rows)>> = Arc::new(parts.iter().copied().zip(groups).collect());
         let f: StatementFn<u64> = Arc::new(move |p, local| {
             let rows = by_id.iter().find(|(part, _)| *part == p.id).map(|(_, r)| r.clone()).unwrap_or_default();
             exec::insert_rows(p.table_mut(id)?, &rows, local)

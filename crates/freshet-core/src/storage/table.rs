@@ -467,17 +467,18 @@ impl TableStore {
         self.for_each_slot(&mut |row| {
             let newest_live = !self.slot_deleted(row);
             let values: Vec<Value> = index.columns.iter().map(|&c| self.get(row, c)).collect();
-            if newest_live && index.primary {
-                if let Some(c) = values.iter().position(Value::is_null) {
-                    failure = Some(Error::new(
-                        SqlState::NotNullViolation,
-                        format!(
-                            "column \"{}\" of relation \"{}\" contains null values",
-                            self.def.columns[index.columns[c]].name, self.def.name
-                        ),
-                    ));
-                    return false;
-                }
+            if newest_live
+                && index.primary
+                && let Some(c) = values.iter().position(Value::is_null)
+            {
+                failure = Some(Error::new(
+                    SqlState::NotNullViolation,
+                    format!(
+                        "column \"{}\" of relation \"{}\" contains null values",
+                        self.def.columns[index.columns[c]].name, self.def.name
+                    ),
+                ));
+                return false;
             }
             let mut key = KeyBuf::new();
             let has_null = encode_key(&values, &mut key);
@@ -662,6 +663,22 @@ fn new_index(def: &IndexDef) -> IndexStore {
     if def.primary { IndexStore::new_hash() } else { IndexStore::new_ordered() }
 }
 
+/// A value of type `ty` for slots that hold no row.
+fn placeholder(ty: DataType) -> Value {
+    match ty {
+        DataType::Bool => Value::Bool(false),
+        DataType::Int16 => Value::Int16(0),
+        DataType::Int32 => Value::Int32(0),
+        DataType::Int64 => Value::Int64(0),
+        DataType::Float32 => Value::Float32(0.0),
+        DataType::Float64 => Value::Float64(0.0),
+        DataType::Decimal { scale, .. } => Value::Decimal(crate::types::Decimal { value: 0, scale }),
+        DataType::Char(_) | DataType::Varchar(_) | DataType::Text => Value::Text(String::new()),
+        DataType::Date => Value::Date(0),
+        DataType::Timestamp => Value::Timestamp(0),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -838,18 +855,3 @@ mod tests {
     }
 }
 
-/// A value of type `ty` for slots that hold no row.
-fn placeholder(ty: DataType) -> Value {
-    match ty {
-        DataType::Bool => Value::Bool(false),
-        DataType::Int16 => Value::Int16(0),
-        DataType::Int32 => Value::Int32(0),
-        DataType::Int64 => Value::Int64(0),
-        DataType::Float32 => Value::Float32(0.0),
-        DataType::Float64 => Value::Float64(0.0),
-        DataType::Decimal { scale, .. } => Value::Decimal(crate::types::Decimal { value: 0, scale }),
-        DataType::Char(_) | DataType::Varchar(_) | DataType::Text => Value::Text(String::new()),
-        DataType::Date => Value::Date(0),
-        DataType::Timestamp => Value::Timestamp(0),
-    }
-}

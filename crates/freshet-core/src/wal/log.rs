@@ -168,7 +168,7 @@ impl Wal {
             since_checkpoint: AtomicU64::new(0),
         });
         // Continue in the segment that holds `end`, or start a new one there.
-        let segment_start = segments(fs.as_ref(), dir)?.into_iter().map(|(s, _)| s).filter(|s| *s <= end).next_back().unwrap_or(end);
+        let segment_start = segments(fs.as_ref(), dir)?.into_iter().map(|(s, _)| s).rfind(|s| *s <= end).unwrap_or(end);
         let writer = Arc::new(Mutex::new(Writer { fs, dir: dir.to_path_buf(), file: None, segment_start, next: end }));
         if segment_start != end || end > 0 {
             let mut w = writer.lock();

@@ -154,7 +154,7 @@ pub fn list(fs: &dyn Fs, root: &Path) -> Result<Vec<(Lsn, PathBuf)>> {
             Some((Lsn::from_str_radix(name, 16).ok()?, p))
         })
         .collect();
-    out.sort_by(|a, b| b.0.cmp(&a.0));
+    out.sort_by_key(|c| std::cmp::Reverse(c.0));
     Ok(out)
 }
 
