@@ -51,3 +51,15 @@ fn errors_carry_sqlstate() {
     let n = s.execute_blocking("SELECT count(*) FROM t").unwrap();
     assert_eq!(n[0].rows(), vec![vec![Value::Int64(0)]]);
 }
+
+/// The future of `Session::execute` is built for every statement a client sends; rare, large
+/// steps (analytical planning, DDL, COPY, re-planning) are boxed so that it stays small.
+#[test]
+fn the_statement_future_stays_small() {
+    let db = db();
+    let mut s = db.session();
+    let prepared = futures::executor::block_on(s.prepare("SELECT 1", &[])).unwrap();
+    let future = s.execute(&prepared, vec![]);
+    let size = std::mem::size_of_val(&future);
+    assert!(size <= 2048, "Session::execute's future is {size} bytes");
+}

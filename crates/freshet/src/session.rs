@@ -447,7 +447,9 @@ impl Session {
         let current = self.db.inner.engine.catalog().version;
         let replanned;
         let prepared = if prepared.catalog_version != current && needs_catalog(&prepared.kind) {
-            match self.replan(prepared).await {
+            // Boxed, like the other rare and large steps below: the future of `execute` is
+            // built for every statement and must stay small.
+            match Box::pin(self.replan(prepared)).await {
                 Ok(p) => {
                     replanned = p;
                     &replanned
@@ -467,7 +469,7 @@ impl Session {
                     // for it to end, then run the statement again.
                     let holder = e.blocked_by.unwrap_or_default();
                     let waiter = self.txn.as_ref().map(|t| t.id);
-                    if let Err(e) = self.db.inner.engine.wait_for(waiter, holder).await {
+                    if let Err(e) = Box::pin(self.db.inner.engine.wait_for(waiter, holder)).await {
                         break Err(e);
                     }
                 }
@@ -519,9 +521,9 @@ impl Session {
             }
             Kind::DmlWithSubqueries => {
                 let statement = prepared.statement.clone().ok_or_else(|| Error::internal("statement missing"))?;
-                self.run_dml_with_subqueries(statement, &prepared.param_types, params, now).await
+                Box::pin(self.run_dml_with_subqueries(statement, &prepared.param_types, params, now)).await
             }
-            Kind::Ddl(DdlPlan::Truncate { tables }) => self.truncate(tables, now).await,
+            Kind::Ddl(DdlPlan::Truncate { tables }) => Box::pin(self.truncate(tables, now)).await,
             Kind::Ddl(plan) => {
                 if self.txn.is_some() {
                     return Err(Error::unsupported(format!(
@@ -529,7 +531,7 @@ impl Session {
                         statement_name(prepared.statement.as_ref().ok_or_else(|| Error::internal("statement missing"))?)
                     )));
                 }
-                let outcome = self.db.inner.engine.execute_ddl(plan.clone()).await?;
+                let outcome = Box::pin(self.db.inner.engine.execute_ddl(plan.clone())).await?;
                 Ok(StatementResult::command(outcome.tag).with_notices(outcome.notices))
             }
             Kind::CopyFrom { table, columns, format } => {
@@ -544,7 +546,7 @@ impl Session {
             Kind::CopyTo { query, format } => {
                 let columns = prepared.columns.clone().unwrap_or_default();
                 let txn = self.statement_txn();
-                let rows = self.run_query(query, &columns, &prepared.param_types, params, now, txn).await?;
+                let rows = Box::pin(self.run_query(query, &columns, &prepared.param_types, params, now, txn)).await?;
                 Ok(StatementResult {
                     output: Output::CopyOut(CopyOut { format: format.clone(), columns, rows }),
                     notices: vec![],
@@ -575,7 +577,7 @@ impl Session {
                         let _ = tx.send(result);
                     })
                     .map_err(|e| Error::internal(format!("cannot start the checkpoint: {e}")))?;
-                rx.await.map_err(|_| Error::internal("the checkpoint thread ended without an answer"))??;
+                Box::pin(rx).await.map_err(|_| Error::internal("the checkpoint thread ended without an answer"))??;
                 Ok(StatementResult::command("CHECKPOINT"))
             }
         }
@@ -599,6 +601,21 @@ impl Session {
                 OltpResult::Count(_) => return Err(Error::internal("a SELECT returned a count")),
             }
         }
+        Box::pin(self.run_analytical(query, columns, param_types, params, now, txn)).await
+    }
+
+    /// A query on the analytical side: planned (once per prepared statement), run over a
+    /// snapshot taken now.
+    async fn run_analytical(
+        &self,
+        query: &QueryPlan,
+        columns: &[ColumnInfo],
+        param_types: &[DataType],
+        params: Vec<Value>,
+        now: i64,
+        txn: Option<TxnCtx>,
+    ) -> Result<RowStream> {
+        let engine = &self.db.inner.engine;
         let plan = self.olap_plan(query, param_types).await?;
         if let Some(ctx) = txn {
             engine.record_table_reads(ctx, &plan.tables).await?;
@@ -634,9 +651,8 @@ impl Session {
                     .collect::<Result<_>>()?
             }
             (InsertSource::Query(_), Some((query, columns))) => {
-                let stream = self.run_query(query, columns, param_types, params, now, txn).await?;
-                stream
-                    .collect_values(columns)
+                let stream = Box::pin(self.run_query(query, columns, param_types, params, now, txn)).await?;
+                Box::pin(stream.collect_values(columns))
                     .await?
                     .into_iter()
                     .map(|row| row.into_iter().zip(&types).map(|(v, ty)| v.assign_to(*ty)).collect::<Result<Vec<_>>>())
