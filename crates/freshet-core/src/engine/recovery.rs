@@ -10,16 +10,17 @@ use std::sync::Arc;
 
 use super::{Durable, Engine};
 use crate::executor::Reply;
-use crate::catalog::{Catalog, TableDef, TableId};
+use crate::catalog::{TableDef, TableId};
 use crate::error::{Error, Result};
 use crate::storage::{RowId, TableSnapshot, Ts, TxnView};
 use crate::types::Value;
 use crate::wal::{RedoRecord, RowChange};
 
-/// What a checkpoint writes: the catalog and, for every partition, every table as of one
-/// commit timestamp; and the token of the log record that marks where replay starts.
+/// What a checkpoint writes: the table definitions and, for every partition, every table as
+/// of one commit timestamp; and the token of the log record that marks where replay starts.
 pub struct CheckpointImage {
-    pub catalog: Arc<Catalog>,
+    /// Every table, in table id order.
+    pub tables: Vec<Arc<TableDef>>,
     /// For each partition, each table's snapshot (chunk `i`, slot `j` is row id `(i, j)`).
     pub partitions: Vec<Vec<TableSnapshot>>,
     /// The newest commit timestamp the image holds.
@@ -128,19 +129,20 @@ impl Engine {
     /// Takes the image a checkpoint writes, with every partition quiesced: each table as of the
     /// newest commit, and a start record in the log at exactly that point (every commit before
     /// it is in the image, none after it).
+    ///
+    /// The tables are those the partitions hold at that moment, not the published catalog: a
+    /// schema change's record precedes the start record as soon as its step has run, even if
+    /// its catalog version is published a moment later.
     pub async fn checkpoint_image(&self) -> Result<CheckpointImage> {
-        let catalog = self.catalog.current();
-        let tables: Vec<Arc<TableDef>> = catalog.tables().cloned().collect();
         let wal = self.wal.get().cloned();
         let registry = self.registry.clone();
         let all: Vec<usize> = (0..self.executors.len()).collect();
         let (parts, step) = self
             .quiesced_step(&all, move |p, step, first| -> Result<(Vec<TableSnapshot>, Ts)> {
                 let ts = registry.now();
-                let snaps = tables
-                    .iter()
-                    .map(|def| p.table(def.id).map(|t| t.snapshot_for(&TxnView::committed())))
-                    .collect::<Result<Vec<_>>>()?;
+                // Nothing before the meeting in `append_once` may fail: the others wait there.
+                let snaps: Vec<TableSnapshot> =
+                    p.tables().map(|t| t.snapshot_for(&TxnView::committed())).collect();
                 step.append_once(first, || match &wal {
                     Some(wal) => {
                         let mut bytes = Vec::new();
@@ -160,6 +162,7 @@ impl Engine {
             ts = ts.max(t);
             partitions.push(snaps);
         }
-        Ok(CheckpointImage { catalog, partitions, ts, start: step.take_durable() })
+        let tables = partitions.first().map(|snaps: &Vec<TableSnapshot>| snaps.iter().map(|s| s.def.clone()).collect()).unwrap_or_default();
+        Ok(CheckpointImage { tables, partitions, ts, start: step.take_durable() })
     }
 }

@@ -106,9 +106,7 @@ impl Engine {
                         let view = TxnView { id, start: *step.start.lock() };
                         let mut local = LocalTxn::new(view, Isolation::RepeatableRead);
                         let r = f(part, &mut local);
-                        step.report(r.is_ok());
-                        let decision = step.decide(first, || registry.next_commit_ts());
-                        finish_on_step(part, step, first, local, decision, &registry, wal.as_ref(), sync).and(r)
+                        finish_on_step(part, step, first, local, r.is_ok(), &registry, wal.as_ref(), sync).and(r)
                     })
                     .await?;
                 (rs, step.take_durable())
@@ -267,10 +265,8 @@ impl Engine {
                 .quiesced_step(&parts, move |part, step, first| -> Result<()> {
                     let local = part.txns.local.remove(&txn.id);
                     let valid = part.txns.take_aborted(txn.id).and_then(|_| local.as_ref().map_or(Ok(()), |l| txn::validate(part, l)));
-                    step.report(valid.is_ok());
-                    let decision = step.decide(first, || registry.next_commit_ts());
                     let local = local.unwrap_or_else(|| LocalTxn::new(txn.view(), txn.isolation));
-                    finish_on_step(part, step, first, local, decision, &registry, wal.as_ref(), sync).and(valid)
+                    finish_on_step(part, step, first, local, valid.is_ok(), &registry, wal.as_ref(), sync).and(valid)
                 })
                 .await
                 .and_then(|(rs, step)| rs.into_iter().collect::<Result<()>>().map(|_| step.take_durable())),
@@ -440,25 +436,31 @@ fn finish_alone(p: &mut Partition, mut local: LocalTxn, registry: &TxnRegistry, 
     }
 }
 
-/// The end of a quiesced step that commits: with a decision to commit, every participant
-/// contributes its row changes to one redo record (appended by the first), then stamps its
+/// The end of a quiesced step that commits. Every participant reports whether its part
+/// succeeded (`ok`) and its row changes could be read; with a decision to commit, they all
+/// contribute their changes to one redo record (appended by the first), then stamp their
 /// versions; if the decision is to roll back or logging fails, every participant rolls back.
+///
+/// INVARIANT: nothing here returns before the meetings every participant attends (a
+/// participant that left early would leave the others waiting for ever).
 #[allow(clippy::too_many_arguments)]
 fn finish_on_step(
     p: &mut Partition,
     step: &super::quiesce::Quiesce,
     first: bool,
     mut local: LocalTxn,
-    decision: Option<Ts>,
+    ok: bool,
     registry: &TxnRegistry,
     wal: Option<&Arc<Wal>>,
     sync: bool,
 ) -> Result<()> {
-    let Some(ts) = decision else { return txn::rollback_versions(p, &mut local.versions, 0) };
     let mut changes = Vec::new();
-    if wal.is_some() {
-        txn::redo_changes(p, &local, &mut changes)?;
-    }
+    let redo = if ok && wal.is_some() { txn::redo_changes(p, &local, &mut changes) } else { Ok(()) };
+    step.report(ok && redo.is_ok());
+    let Some(ts) = step.decide(first, || registry.next_commit_ts()) else {
+        txn::rollback_versions(p, &mut local.versions, 0)?;
+        return redo;
+    };
     match step.log(first, changes, |all| super::log_commit(wal, ts, all, sync)) {
         Ok(lsn) => txn::commit(p, local, ts, lsn, registry),
         Err(e) => {

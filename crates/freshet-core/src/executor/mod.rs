@@ -51,6 +51,13 @@ impl Partition {
             .ok_or_else(|| dropped(id))
     }
 
+    /// The tables of this partition, in table id order.
+    pub fn tables(&self) -> impl Iterator<Item = &TableStore> {
+        let mut ids: Vec<&TableId> = self.tables.keys().collect();
+        ids.sort_unstable();
+        ids.into_iter().filter_map(|id| self.tables.get(id))
+    }
+
     pub fn create_table(&mut self, def: Arc<TableDef>) {
         self.tables.insert(def.id, TableStore::new(def));
     }

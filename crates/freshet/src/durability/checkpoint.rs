@@ -61,7 +61,7 @@ pub fn write(fs: &dyn Fs, root: &Path, image: &CheckpointImage, lsn: Lsn) -> Res
     let mut total = 0u64;
     let mut rows = 0u64;
     let mut catalog = Vec::new();
-    let defs: Vec<&Arc<TableDef>> = image.catalog.tables().collect();
+    let defs: Vec<&Arc<TableDef>> = image.tables.iter().collect();
     for def in &defs {
         encode_table(def, &mut catalog);
     }
