@@ -570,6 +570,7 @@ impl Session {
                 std::thread::Builder::new()
                     .name("freshet-checkpoint-now".into())
                     .spawn(move || {
+                        crate::durability::yield_cpu_to_transactions();
                         let result = db.checkpoint();
                         // The handle goes before the answer, so that a caller that closes the
                         // database next finds it closed.

@@ -117,6 +117,13 @@ impl IndexStore {
         IndexStore::Ordered(BTreeSet::new())
     }
 
+    /// Makes room for `n` more keys where the structure can.
+    pub fn reserve(&mut self, n: usize) {
+        if let IndexStore::Hash(h) = self {
+            h.reserve(n);
+        }
+    }
+
     /// Adds the entry (key, row); returns false if it was already there.
     pub fn insert(&mut self, key: &[u8], row: RowId) -> bool {
         match self {
