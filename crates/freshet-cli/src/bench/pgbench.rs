@@ -55,6 +55,11 @@ pub struct PgbenchArgs {
     /// with asynchronous commit, then Freshet --in-memory for reference.
     #[arg(long, value_enum, default_value_t = Durability::Memory)]
     durability: Durability,
+    /// Isolation level of both systems' transactions (default_transaction_isolation, e.g.
+    /// "read committed"). Unset, each runs its default: PostgreSQL READ COMMITTED, Freshet
+    /// SERIALIZABLE.
+    #[arg(long)]
+    isolation: Option<String>,
     /// Write the results as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -122,6 +127,9 @@ fn pgbench_run(port: u16, user: &str, db: &str, args: &PgbenchArgs, clients: u32
         .arg(format!("--log-prefix={}", logs.join("log").display()));
     if args.workload == Workload::SelectOnly {
         cmd.arg("-S");
+    }
+    if let Some(level) = &args.isolation {
+        cmd.env("PGOPTIONS", format!("-c default_transaction_isolation={}", level.replace(' ', "\\ ")));
     }
     let out = run_cmd(cmd.arg(db))?;
     let mut r = parse_output(&out, clients)?;
@@ -214,8 +222,12 @@ pub fn run(args: PgbenchArgs) -> anyhow::Result<()> {
         }
     }
     println!();
+    let isolation = match &args.isolation {
+        Some(level) => format!("isolation {level} on both"),
+        None => "default isolation (PostgreSQL read committed, Freshet serializable)".to_string(),
+    };
     println!(
-        "pgbench {name}, -M prepared, scale {}, {} threads, {} s per run, --max-tries {} (same machine, one run)",
+        "pgbench {name}, -M prepared, scale {}, {} threads, {} s per run, --max-tries {}, {isolation} (same machine, one run)",
         args.scale, args.jobs, args.duration, args.max_tries
     );
     let row = |setup: &str, system: &str, r: &RunResult| {
@@ -276,7 +288,7 @@ pub fn run(args: PgbenchArgs) -> anyhow::Result<()> {
         args.json.as_deref(),
         &json!({
             "suite": "pgbench", "workload": name, "scale": args.scale, "jobs": args.jobs, "duration_s": args.duration,
-            "max_tries": args.max_tries, "machine": machine(),
+            "max_tries": args.max_tries, "isolation": args.isolation, "machine": machine(),
             "runs": runs.iter().map(|(s, _, p, f)| json!({
                 "setup": s.label, "postgres": p.as_ref().map(to_json), "freshet": to_json(f),
             })).collect::<Vec<_>>(),
