@@ -57,6 +57,20 @@ impl Chunk {
         }
     }
 
+    /// Appends a live row after the last slot (the chunk has room); returns its slot.
+    fn push_row(&mut self, values: &[Value], copies: &mut u64) -> usize {
+        for (c, v) in values.iter().enumerate() {
+            cow(&mut self.columns[c], copies).push(v, &mut self.arenas[c]);
+        }
+        if let Some(deleted) = &mut self.deleted {
+            cow(deleted, copies).push(false);
+        }
+        let slot = self.len;
+        self.len += 1;
+        self.live += 1;
+        slot
+    }
+
     fn is_deleted(&self, slot: usize) -> bool {
         self.deleted.as_ref().is_some_and(|d| d.get(slot))
     }
@@ -285,17 +299,7 @@ impl TableStore {
             self.chunks.push(Chunk::new(&self.types, capacity));
         }
         let ci = self.chunks.len() - 1;
-        let chunk = &mut self.chunks[ci];
-        for (c, v) in row.iter().enumerate() {
-            cow(&mut chunk.columns[c], copies).push(v, &mut chunk.arenas[c]);
-        }
-        if let Some(deleted) = &mut chunk.deleted {
-            cow(deleted, copies).push(false);
-        }
-        let slot = chunk.len;
-        chunk.len += 1;
-        chunk.live += 1;
-        RowId::new(ci, slot)
+        RowId::new(ci, self.chunks[ci].push_row(row, copies))
     }
 
     /// Deletes a row as a change of transaction `view`, which must see its newest version.
@@ -547,16 +551,7 @@ impl TableStore {
     pub fn restore_insert(&mut self, row: RowId, values: &[Value]) {
         if self.chunks.len() == row.chunk() + 1 && self.chunks[row.chunk()].len == row.slot() && values.len() == self.types.len() {
             // The common case, rows appended in order: push instead of filling and setting.
-            let copies = &mut self.stats.segments_copied;
-            let chunk = &mut self.chunks[row.chunk()];
-            for (c, v) in values.iter().enumerate() {
-                cow(&mut chunk.columns[c], copies).push(v, &mut chunk.arenas[c]);
-            }
-            if let Some(deleted) = &mut chunk.deleted {
-                cow(deleted, copies).push(false);
-            }
-            chunk.len += 1;
-            chunk.live += 1;
+            self.chunks[row.chunk()].push_row(values, &mut self.stats.segments_copied);
             return;
         }
         self.extend_to(row);

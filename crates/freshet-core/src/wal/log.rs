@@ -551,6 +551,11 @@ mod tests {
         d
     }
 
+    /// Appends a record as a synchronous commit and waits for the writer's answer.
+    fn commit(wal: &Wal, payload: Vec<u8>) -> Result<Lsn> {
+        wal.append(payload, true).unwrap().durable.unwrap().wait().unwrap()
+    }
+
     fn read_all(fs: &dyn Fs, dir: &Path) -> (Vec<Vec<u8>>, LogScan) {
         let mut out = Vec::new();
         let scan = read_log(fs, dir, 0, &mut |_, p| {
@@ -580,7 +585,7 @@ mod tests {
         assert_eq!(records.len(), 100);
         assert_eq!(scan.cut_at, None);
         let wal = Wal::open(fs.clone(), &dir, scan.end).unwrap();
-        wal.append(vec![7; 3], true).unwrap().durable.unwrap().wait().unwrap().unwrap();
+        commit(&wal, vec![7; 3]).unwrap();
         drop(wal);
         assert_eq!(read_all(fs.as_ref(), &dir).0.len(), 101);
     }
@@ -612,9 +617,9 @@ mod tests {
         let faulty = FaultyFs::new();
         let fs: Arc<dyn Fs> = Arc::new(FaultyHandle(faulty.clone()));
         let wal = Wal::open(fs.clone(), &dir, 0).unwrap();
-        wal.append(vec![1; 10], true).unwrap().durable.unwrap().wait().unwrap().unwrap();
+        commit(&wal, vec![1; 10]).unwrap();
         faulty.arm(1, Fault::Torn(13));
-        let e = wal.append(vec![2; 10], true).unwrap().durable.unwrap().wait().unwrap().unwrap_err();
+        let e = commit(&wal, vec![2; 10]).unwrap_err();
         assert_eq!(e.state, SqlState::IoError);
         drop(wal);
         let real: Arc<dyn Fs> = Arc::new(RealFs);
@@ -623,7 +628,7 @@ mod tests {
         assert_eq!(scan.cut_at, Some(18));
         // The cut file ends at the valid record, so a new log continues cleanly.
         let wal = Wal::open(real.clone(), &dir, scan.end).unwrap();
-        wal.append(vec![3; 4], true).unwrap().durable.unwrap().wait().unwrap().unwrap();
+        commit(&wal, vec![3; 4]).unwrap();
         drop(wal);
         assert_eq!(read_all(real.as_ref(), &dir).0, vec![vec![1; 10], vec![3; 4]]);
     }
@@ -634,14 +639,14 @@ mod tests {
         let faulty = FaultyFs::new();
         let fs: Arc<dyn Fs> = Arc::new(FaultyHandle(faulty.clone()));
         let wal = Wal::open(fs.clone(), &dir, 0).unwrap();
-        wal.append(vec![1; 5], true).unwrap().durable.unwrap().wait().unwrap().unwrap();
+        commit(&wal, vec![1; 5]).unwrap();
         faulty.arm(1, Fault::DiskFull);
-        let e = wal.append(vec![2; 5], true).unwrap().durable.unwrap().wait().unwrap().unwrap_err();
+        let e = commit(&wal, vec![2; 5]).unwrap_err();
         assert_eq!(e.state, SqlState::DiskFull);
         assert_eq!(wal.append(vec![3; 5], true).err().unwrap().state, SqlState::DiskFull, "refused while failed");
         faulty.disarm();
         assert!(wal.resume());
-        wal.append(vec![4; 5], true).unwrap().durable.unwrap().wait().unwrap().unwrap();
+        commit(&wal, vec![4; 5]).unwrap();
         drop(wal);
         assert_eq!(read_all(fs.as_ref(), &dir).0, vec![vec![1; 5], vec![4; 5]]);
     }
@@ -652,7 +657,7 @@ mod tests {
         let fs: Arc<dyn Fs> = Arc::new(RealFs);
         let wal = Wal::open(fs.clone(), &dir, 0).unwrap();
         for i in 0..3u8 {
-            wal.append(vec![i; 20], true).unwrap().durable.unwrap().wait().unwrap().unwrap();
+            commit(&wal, vec![i; 20]).unwrap();
         }
         drop(wal);
         let path = segment_path(&dir, 0);
