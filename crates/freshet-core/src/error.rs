@@ -127,6 +127,68 @@ impl SqlState {
             Internal => "XX000",
         }
     }
+
+    /// The condition with the five-character code `code` (the inverse of [`Self::code`]).
+    pub fn from_code(code: &str) -> Option<SqlState> {
+        use SqlState::*;
+        Some(match code {
+            "42601" => SyntaxError,
+            "42P01" => UndefinedTable,
+            "42703" => UndefinedColumn,
+            "42704" => UndefinedObject,
+            "42883" => UndefinedFunction,
+            "42P07" => DuplicateTable,
+            "42710" => DuplicateObject,
+            "42701" => DuplicateColumn,
+            "42P16" => InvalidTableDefinition,
+            "42702" => AmbiguousColumn,
+            "23505" => UniqueViolation,
+            "23502" => NotNullViolation,
+            "23503" => ForeignKeyViolation,
+            "23514" => CheckViolation,
+            "22P02" => InvalidTextRepresentation,
+            "22007" => InvalidDatetimeFormat,
+            "22008" => DatetimeFieldOverflow,
+            "22012" => DivisionByZero,
+            "22003" => NumericValueOutOfRange,
+            "22001" => StringDataRightTruncation,
+            "22021" => CharacterNotInRepertoire,
+            "22023" => InvalidParameterValue,
+            "22025" => InvalidEscapeSequence,
+            "22P04" => BadCopyFileFormat,
+            "42804" => DatatypeMismatch,
+            "42846" => CannotCoerce,
+            "42803" => GroupingError,
+            "42P10" => InvalidColumnReference,
+            "42809" => WrongObjectType,
+            "2BP01" => DependentObjectsStillExist,
+            "0A000" => FeatureNotSupported,
+            "08P01" => ProtocolViolation,
+            "42P02" => UndefinedParameter,
+            "42P08" => InvalidParameterReference,
+            "21000" => CardinalityViolation,
+            "34000" => InvalidCursorName,
+            "26000" => InvalidSqlStatementName,
+            "42P05" => DuplicatePreparedStatement,
+            "25000" => InvalidTransactionState,
+            "25001" => ActiveSqlTransaction,
+            "25P02" => InFailedSqlTransaction,
+            "25P01" => NoActiveSqlTransaction,
+            "3B001" => InvalidSavepointSpecification,
+            "25006" => ReadOnlySqlTransaction,
+            "40001" => SerializationFailure,
+            "40P01" => DeadlockDetected,
+            "57014" => QueryCanceled,
+            "54000" => ProgramLimitExceeded,
+            "53200" => OutOfMemory,
+            "55006" => ObjectInUse,
+            "53100" => DiskFull,
+            "58030" => IoError,
+            "57P01" => AdminShutdown,
+            "XX000" => Internal,
+            _ => return None,
+        })
+    }
 }
 
 /// An error of the core: a SQLSTATE, a message in PostgreSQL's style (lower case, no final

@@ -3,7 +3,7 @@
 //!
 //! Planning takes the parser's AST (the same one the short path looked at: no second parse)
 //! and yields an [`OlapPlan`]: the logical plan, its output schema, its parameter types and
-//! the tables it scans. Execution takes a plan, parameter values and a [`QuerySnapshot`] of
+//! the tables it scans. Execution takes a plan, parameter values and a [`DbSnapshot`] of
 //! exactly those tables, builds the physical plan, and streams record batches from the OLAP
 //! runtime to the caller through a bounded channel. Dropping the [`BatchStream`] stops the
 //! query.
@@ -21,11 +21,12 @@ use datafusion::common::ScalarValue;
 use datafusion::datasource::source_as_provider;
 use datafusion::execution::context::{SessionConfig, SessionContext, SessionState};
 use datafusion::logical_expr::LogicalPlan;
-use datafusion::physical_plan::execute_stream;
+use datafusion::physical_plan::{execute_stream, display::DisplayableExecutionPlan};
 use datafusion::sql::parser::Statement as DfStatement;
 use freshet_core::catalog::TableDef;
 use freshet_core::engine::Engine;
-use freshet_core::{Error, Result};
+use freshet_core::{Error, Result, SqlState};
+use std::time::Duration;
 use std::panic::AssertUnwindSafe;
 
 use futures::{FutureExt, Stream, StreamExt};
@@ -33,7 +34,8 @@ use sqlparser::ast;
 use tokio::sync::mpsc;
 
 use crate::error::from_datafusion;
-use crate::provider::{FreshetSchema, QuerySnapshot, SnapshotTable};
+use crate::provider::{FreshetSchema, SnapshotTable};
+use freshet_core::storage::DbSnapshot;
 
 pub const CATALOG: &str = "freshet";
 pub const SCHEMA: &str = "public";
@@ -51,11 +53,12 @@ pub struct OlapPlan {
 }
 
 pub struct OlapEngine {
-    state: SessionState,
+    pub(crate) state: SessionState,
+    schema: Arc<FreshetSchema>,
     /// The worker pool; `None` only while the engine is dropped.
     runtime: Option<tokio::runtime::Runtime>,
-    handle: tokio::runtime::Handle,
-    threads: usize,
+    pub(crate) handle: tokio::runtime::Handle,
+    pub(crate) threads: usize,
 }
 
 impl std::fmt::Debug for OlapEngine {
@@ -81,8 +84,9 @@ impl OlapEngine {
         }
         let ctx = SessionContext::new_with_config(config);
         let catalog = MemoryCatalogProvider::new();
+        let schema = Arc::new(FreshetSchema::new(engine));
         catalog
-            .register_schema(SCHEMA, Arc::new(FreshetSchema::new(engine)) as Arc<dyn SchemaProvider>)
+            .register_schema(SCHEMA, schema.clone() as Arc<dyn SchemaProvider>)
             .map_err(from_datafusion)?;
         ctx.register_catalog(CATALOG, Arc::new(catalog) as Arc<dyn CatalogProvider>);
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -92,11 +96,16 @@ impl OlapEngine {
             .build()
             .map_err(|e| Error::internal(format!("cannot start the analytical worker pool: {e}")))?;
         let handle = runtime.handle().clone();
-        Ok(OlapEngine { state: ctx.state(), runtime: Some(runtime), handle, threads })
+        Ok(OlapEngine { state: ctx.state(), schema, runtime: Some(runtime), handle, threads })
     }
 
     pub fn threads(&self) -> usize {
         self.threads
+    }
+
+    /// Makes `table` visible to queries as `name` in the public schema.
+    pub fn register_system_table(&self, name: &str, table: Arc<dyn crate::provider::SystemTable>) {
+        self.schema.register_system_table(name, table);
     }
 
     /// Plans a query statement.
@@ -126,21 +135,63 @@ impl OlapEngine {
     }
 
     /// Runs a plan over `snapshot` with parameter values; results stream back.
-    pub fn execute(&self, plan: &OlapPlan, params: Vec<ScalarValue>, snapshot: QuerySnapshot) -> BatchStream {
+    /// With a `timeout` (`statement_timeout`), the query is stopped when it has not finished
+    /// in time and the stream ends with 57014.
+    pub fn execute(&self, plan: &OlapPlan, params: Vec<ScalarValue>, snapshot: Arc<DbSnapshot>, timeout: Option<Duration>) -> BatchStream {
         let (tx, rx) = mpsc::channel(2);
         let mut state = self.state.clone();
-        state.config_mut().set_extension(Arc::new(snapshot));
+        state.config_mut().set_extension(snapshot);
         let logical = plan.logical.clone();
         let task = self.handle.spawn(async move {
             let errors = tx.clone();
             // A panic inside DataFusion must reach the client as an error, not as a result
             // that silently ends early.
-            let outcome = AssertUnwindSafe(stream_batches(state, logical, params, tx)).catch_unwind().await;
+            let run = AssertUnwindSafe(stream_batches(state, logical, params, tx)).catch_unwind();
+            let outcome = match timeout {
+                None => run.await,
+                Some(t) => match tokio::time::timeout(t, run).await {
+                    Ok(outcome) => outcome,
+                    Err(_) => {
+                        let _ = errors.send(Err(Error::new(SqlState::QueryCanceled, "canceling statement due to statement timeout"))).await;
+                        return;
+                    }
+                },
+            };
             if outcome.is_err() {
                 let _ = errors.send(Err(Error::internal("the analytical query failed unexpectedly"))).await;
             }
         });
         BatchStream { rx, task }
+    }
+}
+
+impl OlapEngine {
+    /// Runs a plan over `snapshot` to the end and returns the physical plan with the
+    /// metrics of that run, as indented text (EXPLAIN ANALYZE), and the rows it produced.
+    pub async fn explain_analyze(&self, plan: &OlapPlan, params: Vec<ScalarValue>, snapshot: Arc<DbSnapshot>) -> Result<(String, usize)> {
+        let mut state = self.state.clone();
+        state.config_mut().set_extension(snapshot);
+        let logical = plan.logical.clone();
+        let task = self.handle.spawn(async move {
+            let logical = if params.is_empty() { logical } else { logical.with_param_values(params)? };
+            let physical = state.create_physical_plan(&logical).await?;
+            let mut stream = execute_stream(physical.clone(), state.task_ctx())?;
+            let mut rows = 0;
+            while let Some(batch) = stream.next().await {
+                rows += batch?.num_rows();
+            }
+            let text = DisplayableExecutionPlan::with_metrics(physical.as_ref()).indent(true).to_string();
+            Ok::<_, datafusion::error::DataFusionError>((text, rows))
+        });
+        match task.await {
+            Ok(result) => result.map_err(from_datafusion),
+            Err(_) => Err(Error::internal("the analytical query failed unexpectedly")),
+        }
+    }
+
+    /// The analytical worker pool's handle (timers and background tasks of the library).
+    pub fn handle(&self) -> &tokio::runtime::Handle {
+        &self.handle
     }
 }
 
@@ -199,6 +250,10 @@ pub struct BatchStream {
 }
 
 impl BatchStream {
+    pub(crate) fn new(rx: mpsc::Receiver<Result<RecordBatch>>, task: tokio::task::JoinHandle<()>) -> Self {
+        BatchStream { rx, task }
+    }
+
     pub async fn next_batch(&mut self) -> Option<Result<RecordBatch>> {
         self.rx.recv().await
     }

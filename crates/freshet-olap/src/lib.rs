@@ -10,6 +10,7 @@
 
 pub mod engine;
 pub mod error;
+pub mod fork;
 pub mod provider;
 pub mod scan;
 pub mod types;
@@ -17,4 +18,3 @@ pub mod values;
 
 pub use datafusion;
 pub use engine::{BatchStream, OlapEngine, OlapPlan};
-pub use provider::QuerySnapshot;

@@ -2,12 +2,15 @@
 //!
 //! [`FreshetSchema`] resolves table names against the live catalog at planning time and hands
 //! out a [`SnapshotTable`] per table. A `SnapshotTable` holds no data: when DataFusion scans
-//! it, it reads the query's [`QuerySnapshot`] from the session configuration (put there by
+//! it, it reads the query's [`DbSnapshot`] from the session configuration (put there by
 //! [`crate::OlapEngine::execute`]) and wraps that snapshot's chunks as Arrow batches. So one
 //! logical plan can run many times, each time over the snapshot of that execution.
 
 use std::collections::HashMap;
 use std::sync::Arc;
+
+use parking_lot::RwLock;
+use datafusion::arrow::record_batch::RecordBatch;
 
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::SchemaRef;
@@ -17,20 +20,12 @@ use datafusion::datasource::TableType;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::logical_expr::Expr;
 use datafusion::physical_plan::ExecutionPlan;
-use freshet_core::catalog::{TableDef, TableId};
+use freshet_core::catalog::TableDef;
 use freshet_core::engine::Engine;
-use freshet_core::storage::TableSnapshot;
+use freshet_core::storage::DbSnapshot;
 
 use crate::scan::chunk_batch;
 use crate::types::table_schema;
-
-/// The snapshots one query execution reads, by table.
-#[derive(Debug, Default)]
-pub struct QuerySnapshot {
-    pub tables: HashMap<TableId, TableSnapshot>,
-    /// When the snapshot was taken (microseconds since 1970), for observability.
-    pub taken_at: i64,
-}
 
 /// A table as DataFusion sees it.
 #[derive(Debug)]
@@ -65,7 +60,7 @@ impl TableProvider for SnapshotTable {
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let snapshot = state
             .config()
-            .get_extension::<QuerySnapshot>()
+            .get_extension::<DbSnapshot>()
             .ok_or_else(|| DataFusionError::Internal("no snapshot for this query".into()))?;
         let table = snapshot.tables.get(&self.def.id).ok_or_else(|| {
             DataFusionError::Internal(format!("the snapshot lacks table \"{}\"", self.def.name))
@@ -91,15 +86,46 @@ impl TableProvider for SnapshotTable {
     }
 }
 
-/// The `public` schema: the user tables of the current catalog version.
+/// A table computed when a query scans it: a system view such as `freshet_snapshots`.
+pub trait SystemTable: Send + Sync + std::fmt::Debug {
+    fn schema(&self) -> SchemaRef;
+    fn batch(&self) -> Result<RecordBatch>;
+}
+
+#[derive(Debug)]
+struct SystemProvider(Arc<dyn SystemTable>);
+
+#[async_trait]
+impl TableProvider for SystemProvider {
+    fn schema(&self) -> SchemaRef {
+        self.0.schema()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::View
+    }
+
+    async fn scan(&self, _state: &dyn Session, projection: Option<&Vec<usize>>, _filters: &[Expr], _limit: Option<usize>) -> Result<Arc<dyn ExecutionPlan>> {
+        let batch = self.0.batch()?;
+        Ok(MemorySourceConfig::try_new_exec(&[vec![batch]], self.0.schema(), projection.cloned())?)
+    }
+}
+
+/// The `public` schema: the user tables of the current catalog version, and the system views
+/// (a user table of the same name hides a view).
 #[derive(Debug)]
 pub struct FreshetSchema {
     engine: Arc<Engine>,
+    system: RwLock<HashMap<String, Arc<dyn SystemTable>>>,
 }
 
 impl FreshetSchema {
     pub fn new(engine: Arc<Engine>) -> Self {
-        FreshetSchema { engine }
+        FreshetSchema { engine, system: RwLock::new(HashMap::new()) }
+    }
+
+    pub fn register_system_table(&self, name: &str, table: Arc<dyn SystemTable>) {
+        self.system.write().insert(name.to_string(), table);
     }
 }
 
@@ -110,10 +136,13 @@ impl SchemaProvider for FreshetSchema {
     }
 
     async fn table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>> {
-        Ok(self.engine.catalog().table(name).map(|def| Arc::new(SnapshotTable::new(def.clone())) as _))
+        if let Some(def) = self.engine.catalog().table(name) {
+            return Ok(Some(Arc::new(SnapshotTable::new(def.clone())) as _));
+        }
+        Ok(self.system.read().get(name).map(|t| Arc::new(SystemProvider(t.clone())) as _))
     }
 
     fn table_exist(&self, name: &str) -> bool {
-        self.engine.catalog().table(name).is_some()
+        self.engine.catalog().table(name).is_some() || self.system.read().contains_key(name)
     }
 }

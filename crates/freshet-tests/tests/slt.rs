@@ -191,6 +191,10 @@ pub fn slt_files() -> Vec<PathBuf> {
 }
 
 fn run_embedded(short_path: bool, partitions: usize) {
+    run_embedded_with(short_path, partitions, "cow");
+}
+
+fn run_embedded_with(short_path: bool, partitions: usize, snapshot_mode: &'static str) {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let mut failures = Vec::new();
     for file in slt_files() {
@@ -202,6 +206,7 @@ fn run_embedded(short_path: bool, partitions: usize) {
                 if !short_path {
                     session.settings_mut().set("freshet.short_path", "off").map_err(SltError)?;
                 }
+                session.settings_mut().set("freshet.snapshot_mode", snapshot_mode).map_err(SltError)?;
                 Ok::<_, SltError>(Embedded { session })
             }
         });
@@ -225,6 +230,19 @@ fn slt_embedded_short_path() {
 #[test]
 fn slt_embedded_analytical_path() {
     run_embedded(false, 1);
+}
+
+/// fork mode: every query of the corpus runs in a child process forked at a transaction
+/// boundary, and must give the same answers as with copy-on-write snapshots.
+#[test]
+fn slt_embedded_fork_mode() {
+    run_embedded_with(false, 1, "fork");
+}
+
+/// fork mode with three partitions: the fork happens in a quiesced step over all of them.
+#[test]
+fn slt_embedded_fork_mode_three_partitions() {
+    run_embedded_with(false, 3, "fork");
 }
 
 /// Three partitions: tables without a partition key are replicated on each, so every write

@@ -9,6 +9,7 @@ use freshet_olap::OlapEngine;
 use crate::durability::checkpoint::CheckpointInfo;
 use crate::durability::{DataDir, DurabilityConfig, RecoveryReport};
 use crate::session::Session;
+use crate::snapshots::{SnapshotInfo, SnapshotMode, Snapshots, SnapshotsView};
 use freshet_core::wal::{Fs, RealFs};
 
 /// How a database is opened.
@@ -30,6 +31,11 @@ pub struct Config {
     /// Partitions, each owned by one executor thread (default 1). Tables declared with
     /// `PARTITION BY HASH (column)` spread over them; other tables are replicated on each.
     pub partitions: usize,
+    /// The default of `freshet.max_staleness` for new sessions: how old a snapshot an
+    /// analytical query may read (default 0: every commit acknowledged before it started).
+    pub max_staleness: std::time::Duration,
+    /// The default of `freshet.snapshot_mode` for new sessions (default copy-on-write).
+    pub snapshot_mode: SnapshotMode,
 }
 
 impl Default for Config {
@@ -43,6 +49,8 @@ impl Default for Config {
             checkpoint_interval: std::time::Duration::from_secs(300),
             synchronous_commit: true,
             partitions: 1,
+            max_staleness: std::time::Duration::ZERO,
+            snapshot_mode: SnapshotMode::Cow,
         }
     }
 }
@@ -53,6 +61,7 @@ pub(crate) struct Inner {
     pub config: Config,
     pub data: Option<Arc<DataDir>>,
     pub recovery: RecoveryReport,
+    pub snapshots: Arc<Snapshots>,
     next_session: AtomicU32,
 }
 
@@ -90,7 +99,9 @@ impl Database {
             None => (None, RecoveryReport::default()),
         };
         let olap = OlapEngine::new(engine.clone(), config.olap_threads)?;
-        Ok(Database { inner: Arc::new(Inner { engine, olap, config, data, recovery, next_session: AtomicU32::new(1) }) })
+        let snapshots = Arc::new(Snapshots::default());
+        olap.register_system_table("freshet_snapshots", Arc::new(SnapshotsView(snapshots.clone())));
+        Ok(Database { inner: Arc::new(Inner { engine, olap, config, data, recovery, snapshots, next_session: AtomicU32::new(1) }) })
     }
 
     /// What recovery did when the database was opened.
@@ -123,6 +134,11 @@ impl Database {
 
     pub fn engine(&self) -> &Arc<Engine> {
         &self.inner.engine
+    }
+
+    /// The live analytical snapshots (what `SELECT * FROM freshet_snapshots` shows).
+    pub fn snapshots(&self) -> Vec<SnapshotInfo> {
+        self.inner.snapshots.list()
     }
 
     pub fn config(&self) -> &Config {

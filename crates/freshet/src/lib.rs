@@ -23,6 +23,7 @@ mod result;
 mod rewrite;
 mod session;
 mod settings;
+pub mod snapshots;
 mod transaction;
 
 pub use copy::{CopyFormat, CopyIn, CopyOut};
@@ -33,6 +34,7 @@ pub use freshet_olap::datafusion::arrow;
 pub use result::{batch_rows, ColumnInfo, Output, RowBatch, RowStream, StatementResult};
 pub use session::{Prepared, QueryResult, Session, TransactionStatus};
 pub use settings::Settings;
+pub use snapshots::{SnapshotInfo, SnapshotMode};
 pub use sqlparser::ast::Statement;
 
 /// The PostgreSQL version Freshet reports (`server_version`); clients pick SQL dialect

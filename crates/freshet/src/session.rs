@@ -14,7 +14,9 @@
 use std::sync::{Arc, OnceLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use freshet_core::catalog::{ColumnDef, ColumnDefault};
+use freshet_core::catalog::{ColumnDef, ColumnDefault, TableDef};
+use freshet_core::storage::{DbSnapshot, SnapshotMode, SnapshotScope, TxnView};
+use freshet_olap::fork::ForkProcess;
 use freshet_core::engine::{OltpResult, TxnCtx};
 use freshet_core::txn::Isolation;
 use freshet_core::sql::ddl::{self, DdlPlan};
@@ -26,7 +28,7 @@ use freshet_core::{Error, Result, SqlState};
 use freshet_olap::datafusion::arrow::record_batch::RecordBatch;
 use freshet_olap::types::{sql_type, sql_type_of_arrow};
 use freshet_olap::values::scalar;
-use freshet_olap::{OlapPlan, QuerySnapshot};
+use freshet_olap::OlapPlan;
 use sqlparser::ast::{self, Statement};
 
 use crate::copy::{copy_columns, CopyFormat, CopyIn, CopyOut};
@@ -77,6 +79,8 @@ enum Kind {
     CopyFrom { table: Arc<freshet_core::catalog::TableDef>, columns: Vec<usize>, format: CopyFormat },
     CopyTo { query: QueryPlan, format: CopyFormat },
     Explain(Vec<String>),
+    /// EXPLAIN ANALYZE of a query: runs it and reports the plan with its metrics.
+    ExplainAnalyze(QueryPlan),
     Utility,
     /// CHECKPOINT: writes a checkpoint now (nothing to do in memory).
     Checkpoint,
@@ -163,8 +167,15 @@ impl Drop for Session {
 impl Session {
     pub(crate) fn new(db: Database, id: u32) -> Self {
         let mut defaults = Vec::new();
-        if !db.config().synchronous_commit {
+        let config = db.config();
+        if !config.synchronous_commit {
             defaults.push(("synchronous_commit".to_string(), "off".to_string()));
+        }
+        if !config.max_staleness.is_zero() {
+            defaults.push(("freshet.max_staleness".to_string(), crate::snapshots::format_duration(config.max_staleness)));
+        }
+        if config.snapshot_mode != crate::snapshots::SnapshotMode::Cow {
+            defaults.push(("freshet.snapshot_mode".to_string(), config.snapshot_mode.name().to_string()));
         }
         let settings = Settings::with_defaults(defaults);
         Session { db, id, settings, txn: None }
@@ -317,10 +328,12 @@ impl Session {
                     _ => return Err(Error::unsupported("COPY to or from a file or program (use STDIN/STDOUT, e.g. psql's \\copy)")),
                 }
             }
-            Statement::Explain { statement: inner, analyze, .. } => {
-                if *analyze {
-                    return Err(Error::unsupported("EXPLAIN ANALYZE"));
-                }
+            Statement::Explain { statement: inner, analyze: true, .. } => {
+                let Statement::Query(q) = inner.as_ref() else { return Err(Error::unsupported("EXPLAIN ANALYZE of anything but a query")) };
+                let (plan, _) = self.plan_query(q, inner, catalog, params).await?;
+                (Kind::ExplainAnalyze(plan), Some(vec![ColumnInfo { name: "QUERY PLAN".into(), ty: DataType::Text }]))
+            }
+            Statement::Explain { statement: inner, .. } => {
                 let lines = self.explain(inner, catalog, params).await?;
                 (Kind::Explain(lines), Some(vec![ColumnInfo { name: "QUERY PLAN".into(), ty: DataType::Text }]))
             }
@@ -497,10 +510,14 @@ impl Session {
 
     async fn execute_planned(&mut self, prepared: &Prepared, params: Vec<Value>) -> Result<StatementResult> {
         let now = now_micros();
-        if self.txn.as_ref().is_some_and(|t| t.read_only)
+        if let Some(txn) = self.txn.as_mut()
             && let Some(what) = writes(&prepared.kind)
         {
-            return Err(txn_block::read_only_error(what));
+            if txn.read_only {
+                return Err(txn_block::read_only_error(what));
+            }
+            txn.wrote = true;
+            txn.pinned.get_mut().take();
         }
         match &prepared.kind {
             Kind::Empty => Ok(StatementResult { output: Output::Empty, notices: vec![], parameter_status: vec![] }),
@@ -558,6 +575,13 @@ impl Session {
                 let rows = lines.iter().map(|l| vec![Value::Text(l.clone())]).collect();
                 Ok(StatementResult::rows(columns, RowStream::from_values(rows)))
             }
+            Kind::ExplainAnalyze(query) => {
+                let columns = prepared.columns.clone().unwrap_or_default();
+                let txn = self.statement_txn();
+                let lines = Box::pin(self.explain_analyze(query, &prepared.param_types, params, now, txn)).await?;
+                let rows = lines.into_iter().map(|l| vec![Value::Text(l)]).collect();
+                Ok(StatementResult::rows(columns, RowStream::from_values(rows)))
+            }
             Kind::Utility => {
                 let statement = prepared.statement.as_ref().ok_or_else(|| Error::internal("statement missing"))?;
                 self.run_utility(statement, prepared.columns.clone())
@@ -602,18 +626,17 @@ impl Session {
                 OltpResult::Count(_) => return Err(Error::internal("a SELECT returned a count")),
             }
         }
-        Box::pin(self.run_analytical(query, columns, param_types, params, now, txn)).await
+        Box::pin(self.run_analytical(query, columns, param_types, params, txn)).await
     }
 
-    /// A query on the analytical side: planned (once per prepared statement), run over a
-    /// snapshot taken now.
+    /// A query on the analytical side: planned (once per prepared statement), run over the
+    /// snapshot [`Self::query_snapshot`] picks.
     async fn run_analytical(
         &self,
         query: &QueryPlan,
         columns: &[ColumnInfo],
         param_types: &[DataType],
         params: Vec<Value>,
-        now: i64,
         txn: Option<TxnCtx>,
     ) -> Result<RowStream> {
         let engine = &self.db.inner.engine;
@@ -621,11 +644,100 @@ impl Session {
         if let Some(ctx) = txn {
             engine.record_table_reads(ctx, &plan.tables).await?;
         }
-        let snapshots = engine.snapshot(&plan.tables, txn.map(|c| c.view())).await?;
-        let snapshot = QuerySnapshot { tables: snapshots.into_iter().map(|s| (s.def.id, s)).collect(), taken_at: now };
         let scalars = params.iter().zip(param_types).map(|(v, t)| scalar(v, *t)).collect();
-        let stream = self.db.inner.olap.execute(plan, scalars, snapshot);
+        let timeout = self.settings.statement_timeout();
+        let inner = &self.db.inner;
+        if self.settings.snapshot_mode() == SnapshotMode::Fork {
+            let view = txn.map(|c| c.view()).unwrap_or_else(TxnView::committed);
+            let id = inner.snapshots.next_id();
+            let (stream, process) = inner.olap.execute_forked(engine, plan, scalars, view, id, timeout).await?;
+            let weak: std::sync::Weak<ForkProcess> = Arc::downgrade(&process);
+            inner.snapshots.register(weak);
+            return Ok(RowStream::from_batches(stream, columns));
+        }
+        let snapshot = self.query_snapshot(&plan.tables, txn).await?;
+        let stream = inner.olap.execute(plan, scalars, snapshot, timeout);
         Ok(RowStream::from_batches(stream, columns))
+    }
+
+    /// Runs a query as EXPLAIN ANALYZE: which path ran it, the snapshot an analytical query
+    /// read (its id, mode, scope and age), the physical plan with its metrics, and the time.
+    async fn explain_analyze(&self, query: &QueryPlan, param_types: &[DataType], params: Vec<Value>, now: i64, txn: Option<TxnCtx>) -> Result<Vec<String>> {
+        let started = std::time::Instant::now();
+        let engine = &self.db.inner.engine;
+        if let (Some(short), true) = (&query.short, self.settings.short_path()) {
+            match engine.run(short.clone(), params.clone(), now, txn, self.settings.synchronous_commit()).await? {
+                OltpResult::Rows(rows) => {
+                    return Ok(vec![
+                        format!("Short path on the partition executor (actual rows={})", rows.len()),
+                        format!("Execution Time: {:.3} ms", started.elapsed().as_secs_f64() * 1000.0),
+                    ])
+                }
+                OltpResult::TooLarge => {}
+                OltpResult::Count(_) => return Err(Error::internal("a SELECT returned a count")),
+            }
+        }
+        let plan = self.olap_plan(query, param_types).await?;
+        if let Some(ctx) = txn {
+            engine.record_table_reads(ctx, &plan.tables).await?;
+        }
+        let snapshot = self.query_snapshot(&plan.tables, txn).await?;
+        let mut taken_at = String::new();
+        freshet_core::types::datetime::format_timestamp(snapshot.taken_at, &mut taken_at);
+        let mut lines = vec![format!(
+            "Snapshot {} (cow, {}): taken at {taken_at}, age {:.3} ms when the query started, {} table(s)",
+            snapshot.id,
+            snapshot.scope.name(),
+            started.saturating_duration_since(snapshot.taken).as_secs_f64() * 1000.0,
+            snapshot.tables.len()
+        )];
+        let scalars = params.iter().zip(param_types).map(|(v, t)| scalar(v, *t)).collect();
+        let (text, rows) = self.db.inner.olap.explain_analyze(plan, scalars, snapshot).await?;
+        lines.push("Analytical query (DataFusion):".into());
+        lines.extend(text.lines().map(|l| format!("  {l}")));
+        lines.push(format!("Rows: {rows}"));
+        lines.push(format!("Execution Time: {:.3} ms", started.elapsed().as_secs_f64() * 1000.0));
+        Ok(lines)
+    }
+
+    /// The snapshot an analytical query over `tables` reads (see [`crate::snapshots`]): in a
+    /// transaction block that has not written (and is not READ COMMITTED), the block's pinned
+    /// snapshot; in one that has, a snapshot of this statement's view; outside a block, a
+    /// shared snapshot of committed state within the session's `freshet.max_staleness`.
+    async fn query_snapshot(&self, tables: &[Arc<TableDef>], txn: Option<TxnCtx>) -> Result<Arc<DbSnapshot>> {
+        let inner = &self.db.inner;
+        let engine = &inner.engine;
+        match (txn, self.txn.as_ref()) {
+            (Some(ctx), Some(block)) if ctx.isolation != Isolation::ReadCommitted && !block.wrote => {
+                let pinned = block.pinned.lock().clone();
+                if let Some(s) = pinned.filter(|s| s.covers(tables) && s.catalog_version == engine.catalog().version) {
+                    return Ok(s);
+                }
+                let all: Vec<Arc<TableDef>> = engine.catalog().tables().cloned().collect();
+                let s = inner.snapshots.take(engine, &all, Some(ctx.view()), SnapshotScope::Transaction).await?;
+                *block.pinned.lock() = Some(s.clone());
+                Ok(s)
+            }
+            (Some(ctx), _) => inner.snapshots.take(engine, tables, Some(ctx.view()), SnapshotScope::Statement).await,
+            (None, _) => {
+                let weak = Arc::downgrade(&self.db.inner);
+                let handle = inner.olap.handle().clone();
+                let keep = move |id: u64, after: std::time::Duration| {
+                    handle.spawn(async move {
+                        let mut wait = after;
+                        loop {
+                            tokio::time::sleep(wait).await;
+                            let Some(inner) = weak.upgrade() else { return };
+                            match inner.snapshots.expire(id) {
+                                Some(more) => wait = more,
+                                None => return,
+                            }
+                        }
+                    });
+                };
+                inner.snapshots.shared(engine, tables, self.settings.max_staleness(), keep).await
+            }
+        }
     }
 
     async fn run_insert(

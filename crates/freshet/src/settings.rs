@@ -34,7 +34,7 @@ const KNOWN: &[Known] = &[
     Known { name: "server_version_num", default: "150000", reported: false, description: "Numeric form of server_version." },
     Known { name: "session_authorization", default: "freshet", reported: true, description: "Session user." },
     Known { name: "standard_conforming_strings", default: "on", reported: true, description: "Backslashes are literal in ordinary strings." },
-    Known { name: "statement_timeout", default: "0", reported: false, description: "Accepted; not enforced yet." },
+    Known { name: "statement_timeout", default: "0", reported: false, description: "Longest time an analytical query may run before it is cancelled (57014); 0: no limit." },
     Known { name: "lock_timeout", default: "0", reported: false, description: "Accepted; Freshet does not wait for locks." },
     Known { name: "idle_in_transaction_session_timeout", default: "0", reported: false, description: "Accepted; not enforced." },
     Known { name: "timezone", default: "UTC", reported: true, description: "Time zone; timestamps without time zone ignore it." },
@@ -45,6 +45,8 @@ const KNOWN: &[Known] = &[
     Known { name: "client_min_messages", default: "notice", reported: false, description: "Lowest message level sent to the client." },
     Known { name: "synchronous_commit", default: "on", reported: false, description: "on: a commit is acknowledged once its redo record is durable (group commit); off: at once, the record becoming durable within 10 ms (asynchronous commit)." },
     Known { name: "freshet.lock_wait", default: "on", reported: false, description: "on: a write that meets a row another transaction changed and has not committed waits for it to end, then runs again (a wait that would close a cycle fails with 40P01); off: it fails at once with 40001." },
+    Known { name: "freshet.max_staleness", default: "0", reported: false, description: "How old a snapshot an analytical query outside a transaction block may read: 0 (every commit acknowledged before the query started) or a duration such as 250ms or 1s. Queries that accept the same staleness share one snapshot." },
+    Known { name: "freshet.snapshot_mode", default: "cow", reported: false, description: "How analytical snapshots are taken: cow (copy-on-write of column segments) or fork (a fork()ed child process runs the query on its memory image)." },
     Known { name: "freshet.short_path", default: "on", reported: false, description: "on: index-driven SELECTs run on the partition executor; off: every SELECT runs on the analytical side (for comparing the two paths)." },
 ];
 
@@ -134,6 +136,19 @@ impl Settings {
         self.get("synchronous_commit").is_none_or(|v| v != "off")
     }
 
+    pub fn max_staleness(&self) -> std::time::Duration {
+        self.get("freshet.max_staleness").and_then(|v| crate::snapshots::parse_duration(&v)).unwrap_or_default()
+    }
+
+    pub fn snapshot_mode(&self) -> crate::snapshots::SnapshotMode {
+        self.get("freshet.snapshot_mode").and_then(|v| crate::snapshots::SnapshotMode::parse(&v)).unwrap_or(crate::snapshots::SnapshotMode::Cow)
+    }
+
+    /// `statement_timeout`, if one is set.
+    pub fn statement_timeout(&self) -> Option<std::time::Duration> {
+        self.get("statement_timeout").and_then(|v| crate::snapshots::parse_duration(&v)).filter(|d| !d.is_zero())
+    }
+
     pub fn lock_wait(&self) -> bool {
         self.get("freshet.lock_wait").is_none_or(|v| v != "off")
     }
@@ -177,6 +192,14 @@ fn normalize(name: &str, value: &str) -> Result<String> {
             "on" | "true" | "1" | "auto" => "on".into(),
             "off" | "false" | "0" => "off".into(),
             _ => return Err(invalid("Use on or off.")),
+        },
+        "freshet.max_staleness" | "statement_timeout" => match crate::snapshots::parse_duration(value) {
+            Some(d) => crate::snapshots::format_duration(d),
+            None => return Err(crate::snapshots::invalid_duration(name, value)),
+        },
+        "freshet.snapshot_mode" => match crate::snapshots::SnapshotMode::parse(value) {
+            Some(m) => m.name().into(),
+            None => return Err(invalid("Use cow or fork.")),
         },
         "default_transaction_read_only" => match value.to_lowercase().as_str() {
             "on" | "true" | "1" => "on".into(),

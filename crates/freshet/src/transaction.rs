@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use freshet_core::engine::{Engine, Savepoint, TxnCtx};
-use freshet_core::storage::Ts;
+use freshet_core::storage::{DbSnapshot, Ts};
 use freshet_core::txn::Isolation;
 use freshet_core::{Error, Result, SqlState};
 use sqlparser::ast;
@@ -29,6 +29,12 @@ pub struct SessionTxn {
     pub failed: bool,
     /// Savepoints: name and how many changes the transaction had made when it was set.
     pub savepoints: Vec<(String, Savepoint)>,
+    /// Whether a statement that may write has run.
+    pub wrote: bool,
+    /// The snapshot of every table, as this transaction sees them, that its analytical
+    /// queries read until it writes (REPEATABLE READ and SERIALIZABLE: the view does not
+    /// change between statements, so one snapshot serves the whole block).
+    pub pinned: parking_lot::Mutex<Option<Arc<DbSnapshot>>>,
 }
 
 impl SessionTxn {
@@ -41,6 +47,8 @@ impl SessionTxn {
             started: false,
             failed: false,
             savepoints: Vec::new(),
+            wrote: false,
+            pinned: parking_lot::Mutex::new(None),
         }
     }
 

@@ -10,6 +10,7 @@
 //! the one partition its key pins it to, or on several; a step that involves several
 //! partitions runs with all of them quiesced (`quiesce`, HyPer §3.4, §4.3).
 
+mod fork;
 mod quiesce;
 mod recovery;
 mod routing;
@@ -23,6 +24,7 @@ use std::sync::{Arc, OnceLock};
 use parking_lot::Mutex;
 
 use waits::Waits;
+pub use fork::{ForkChild, Forked};
 
 pub use recovery::CheckpointImage;
 pub use statements::Savepoint;

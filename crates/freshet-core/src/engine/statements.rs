@@ -179,38 +179,14 @@ impl Engine {
     pub async fn snapshot(&self, tables: &[Arc<TableDef>], view: Option<TxnView>) -> Result<Vec<TableSnapshot>> {
         let defs: Vec<_> = tables.to_vec();
         let view = view.unwrap_or_else(TxnView::committed);
-        let take = move |p: &mut Partition, reader: usize| -> Result<Vec<Option<TableSnapshot>>> {
-            defs.iter()
-                .map(|def| {
-                    if def.partition_key.is_none() && p.id != reader {
-                        return Ok(None);
-                    }
-                    let store = p.table(def.id)?;
-                    if !Arc::ptr_eq(store.def(), def) && store.def().as_ref() != def.as_ref() {
-                        return Err(Error::new(SqlState::UndefinedTable, format!("relation \"{}\" changed during the query", def.name)));
-                    }
-                    Ok(Some(store.snapshot_for(&view)))
-                })
-                .collect()
-        };
         let parts: Vec<Vec<Option<TableSnapshot>>> = if self.executors.len() == 1 {
-            vec![self.executors[0].call(move |p| take(p, 0)).await??]
+            vec![self.executors[0].call(move |p| snapshot_partition(p, &defs, &view, 0)).await??]
         } else {
             let reader = self.reader(None);
             let all: Vec<usize> = (0..self.executors.len()).collect();
-            self.quiesced(&all, move |p, _, _| take(p, reader)).await?.into_iter().collect::<Result<_>>()?
+            self.quiesced(&all, move |p, _, _| snapshot_partition(p, &defs, &view, reader)).await?.into_iter().collect::<Result<_>>()?
         };
-        let mut merged: Vec<Option<TableSnapshot>> = vec![None; tables.len()];
-        for part in parts {
-            for (slot, snap) in merged.iter_mut().zip(part) {
-                match (slot.as_mut(), snap) {
-                    (None, s) => *slot = s,
-                    (Some(acc), Some(s)) => acc.chunks.extend(s.chunks),
-                    (Some(_), None) => {}
-                }
-            }
-        }
-        merged.into_iter().map(|s| s.ok_or_else(|| Error::internal("a table has no snapshot"))).collect()
+        merge_snapshots(parts, tables.len())
     }
 
     /// Records that a SERIALIZABLE transaction read whole tables (an analytical query).
@@ -527,4 +503,36 @@ fn merge(mut results: Vec<OltpResult>, replicated: bool) -> OltpResult {
         }
     }
     count.map_or(OltpResult::Rows(rows), OltpResult::Count)
+}
+
+/// One partition's share of a snapshot of `defs` as `view` sees them: its part of every
+/// partitioned table, and replicated tables only on partition `reader`.
+pub(super) fn snapshot_partition(p: &Partition, defs: &[Arc<TableDef>], view: &TxnView, reader: usize) -> Result<Vec<Option<TableSnapshot>>> {
+    defs.iter()
+        .map(|def| {
+            if def.partition_key.is_none() && p.id != reader {
+                return Ok(None);
+            }
+            let store = p.table(def.id)?;
+            if !Arc::ptr_eq(store.def(), def) && store.def().as_ref() != def.as_ref() {
+                return Err(Error::new(SqlState::UndefinedTable, format!("relation \"{}\" changed during the query", def.name)));
+            }
+            Ok(Some(store.snapshot_for(view)))
+        })
+        .collect()
+}
+
+/// The partitions' shares of a snapshot, joined per table.
+pub(super) fn merge_snapshots(parts: Vec<Vec<Option<TableSnapshot>>>, tables: usize) -> Result<Vec<TableSnapshot>> {
+    let mut merged: Vec<Option<TableSnapshot>> = vec![None; tables];
+    for part in parts {
+        for (slot, snap) in merged.iter_mut().zip(part) {
+            match (slot.as_mut(), snap) {
+                (None, s) => *slot = s,
+                (Some(acc), Some(s)) => acc.chunks.extend(s.chunks),
+                (Some(_), None) => {}
+            }
+        }
+    }
+    merged.into_iter().map(|s| s.ok_or_else(|| Error::internal("a table has no snapshot"))).collect()
 }
