@@ -76,7 +76,16 @@ impl Connection<'_> {
             if limit > 0 && sent == limit {
                 return Ok((sent, false));
             }
-            let next = self.cancel.race(async { Ok(cursor.rows.next().await) }, freshet::Error::canceled).await?;
+            // A client that disconnects while its query runs ends the query (and, in fork
+            // mode, its child process) rather than leaving it to run to the end.
+            let next = tokio::select! {
+                // Rows that are ready are taken without looking at the socket.
+                biased;
+                next = self.cancel.race(async { Ok(cursor.rows.next().await) }, freshet::Error::canceled) => next?,
+                () = self.wire.client_gone() => {
+                    return Err(ConnError::Io(std::io::Error::new(std::io::ErrorKind::ConnectionAborted, "the client disconnected during a query")));
+                }
+            };
             match next {
                 None => return Ok((sent, true)),
                 Some(batch) => cursor.current = Some((batch?, 0)),

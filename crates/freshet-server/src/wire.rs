@@ -46,6 +46,17 @@ impl Wire {
     }
 
     /// Whether a complete message is already buffered (reading it will not wait).
+    /// Completes when the client has closed its end of the connection while a result is
+    /// being computed. A client that has sent more (pipelined messages not read yet) is not
+    /// considered gone: this then never completes.
+    pub async fn client_gone(&self) {
+        let mut byte = [0u8; 1];
+        match self.socket.peek(&mut byte).await {
+            Ok(0) | Err(_) => {}
+            Ok(_) => std::future::pending::<()>().await,
+        }
+    }
+
     pub fn has_message(&self) -> bool {
         if self.input.len() < 5 {
             return false;

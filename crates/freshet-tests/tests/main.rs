@@ -3,6 +3,7 @@
 mod crash;
 mod durability;
 mod embedded;
+mod freshness;
 mod locking;
 mod protocol;
 mod robustness;

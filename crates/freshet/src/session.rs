@@ -338,7 +338,7 @@ impl Session {
                 (Kind::Explain(lines), Some(vec![ColumnInfo { name: "QUERY PLAN".into(), ty: DataType::Text }]))
             }
             Statement::ShowVariable { variable } => {
-                let name = variable.iter().map(fold_ident).collect::<Vec<_>>().join(" ");
+                let name = show_name(variable);
                 let columns = if name == "all" {
                     ["name", "setting", "description"].iter().map(|n| ColumnInfo { name: n.to_string(), ty: DataType::Text }).collect()
                 } else {
@@ -868,7 +868,7 @@ impl Session {
     fn run_utility(&mut self, statement: &Statement, columns: Option<Arc<Vec<ColumnInfo>>>) -> Result<StatementResult> {
         match statement {
             Statement::ShowVariable { variable } => {
-                let name = variable.iter().map(fold_ident).collect::<Vec<_>>().join(" ");
+                let name = show_name(variable);
                 let rows = if name == "all" {
                     self.settings.all().into_iter().map(|(n, v, d)| vec![Value::Text(n), Value::Text(v), Value::Text(d)]).collect()
                 } else {
@@ -1082,6 +1082,14 @@ impl Session {
     pub fn execute_blocking(&mut self, sql: &str) -> Result<Vec<QueryResult>> {
         futures::executor::block_on(self.execute_sql(sql))
     }
+}
+
+/// The parameter a SHOW names: words (`SHOW transaction isolation level`) or, for a custom
+/// parameter, a dotted name (`SHOW freshet.max_staleness`, which the parser splits too).
+fn show_name(variable: &[ast::Ident]) -> String {
+    let words: Vec<String> = variable.iter().map(fold_ident).collect();
+    let spaced = words.join(" ");
+    if words.len() == 2 && !matches!(spaced.as_str(), "time zone") { words.join(".") } else { spaced }
 }
 
 /// What a statement kind changes, if anything (for read-only transactions).

@@ -37,9 +37,12 @@ use freshet_olap::datafusion::arrow::record_batch::RecordBatch;
 use freshet_olap::provider::SystemTable;
 use parking_lot::Mutex;
 
-/// The newest shared snapshot and until when the registry keeps it.
+/// The newest shared snapshot: reachable for reuse while anything holds it, and held by the
+/// registry itself until `keep_until` (only with a bound above zero).
 struct Current {
-    snapshot: Arc<DbSnapshot>,
+    snapshot: Weak<DbSnapshot>,
+    id: u64,
+    kept: Option<Arc<DbSnapshot>>,
     keep_until: Instant,
 }
 
@@ -128,9 +131,10 @@ impl Snapshots {
         };
         let snapshot = self.take(engine, wanted, None, SnapshotScope::Shared).await?;
         let mut current = self.current.lock();
-        let newer = current.as_ref().is_none_or(|c| c.snapshot.id < snapshot.id);
+        let newer = current.as_ref().is_none_or(|c| c.id < snapshot.id);
         if newer {
-            *current = Some(Current { snapshot: snapshot.clone(), keep_until: snapshot.taken + max_staleness });
+            let kept = (!max_staleness.is_zero()).then(|| snapshot.clone());
+            *current = Some(Current { snapshot: Arc::downgrade(&snapshot), id: snapshot.id, kept, keep_until: snapshot.taken + max_staleness });
             drop(current);
             if !max_staleness.is_zero() {
                 keep(snapshot.id, max_staleness);
@@ -142,27 +146,30 @@ impl Snapshots {
     fn reusable(&self, engine: &Engine, tables: &[Arc<TableDef>], max_staleness: Duration, started: Instant) -> Option<Arc<DbSnapshot>> {
         let mut current = self.current.lock();
         let c = current.as_mut()?;
-        let s = &c.snapshot;
+        let s = c.snapshot.upgrade()?;
         let fresh = started.saturating_duration_since(s.taken) <= max_staleness || engine.registry().now() == s.clock;
         if !fresh || s.catalog_version != engine.catalog().version || !s.covers(tables) {
             return None;
         }
-        let snapshot = s.clone();
-        c.keep_until = c.keep_until.max(snapshot.taken + max_staleness);
-        Some(snapshot)
+        // A later query with a longer bound may keep it longer (its timer runs already, or
+        // the registry holds it until the first timer looks again).
+        if c.kept.is_some() {
+            c.keep_until = c.keep_until.max(s.taken + max_staleness);
+        }
+        Some(s)
     }
 
     /// Drops the registry's reference to shared snapshot `id` if its time is up; returns how
     /// long to wait before looking again otherwise.
     pub fn expire(&self, id: u64) -> Option<Duration> {
         let mut current = self.current.lock();
-        let c = current.as_ref()?;
-        if c.snapshot.id != id {
+        let c = current.as_mut()?;
+        if c.id != id {
             return None;
         }
         let now = Instant::now();
         if now >= c.keep_until {
-            *current = None;
+            c.kept = None;
             None
         } else {
             Some(c.keep_until - now)
@@ -222,7 +229,7 @@ pub fn parse_duration(value: &str) -> Option<Duration> {
         "d" => number * 86_400_000.0,
         _ => return None,
     };
-    (ms.is_finite() && ms >= 0.0 && ms < 1e15).then(|| Duration::from_secs_f64(ms / 1000.0))
+    (ms.is_finite() && (0.0..1e15).contains(&ms)).then(|| Duration::from_secs_f64(ms / 1000.0))
 }
 
 /// A duration as PostgreSQL shows time settings (`0`, `250ms`, `1s`, `2min`).
@@ -232,9 +239,9 @@ pub fn format_duration(d: Duration) -> String {
         "0".into()
     } else if ms.fract() != 0.0 {
         format!("{}us", (ms * 1000.0).round() as u64)
-    } else if (ms as u64) % 60_000 == 0 {
+    } else if (ms as u64).is_multiple_of(60_000) {
         format!("{}min", ms as u64 / 60_000)
-    } else if (ms as u64) % 1000 == 0 {
+    } else if (ms as u64).is_multiple_of(1000) {
         format!("{}s", ms as u64 / 1000)
     } else {
         format!("{}ms", ms as u64)
