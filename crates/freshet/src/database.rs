@@ -4,6 +4,8 @@ use std::sync::Arc;
 
 use freshet_core::engine::{Engine, EngineConfig};
 use freshet_core::Result;
+use freshet_core::storage::{DbSnapshot, SnapshotScope, TxnView};
+use freshet_olap::fork::ForkProcess;
 use freshet_olap::OlapEngine;
 
 use crate::durability::checkpoint::CheckpointInfo;
@@ -134,6 +136,39 @@ impl Database {
 
     pub fn engine(&self) -> &Arc<Engine> {
         &self.inner.engine
+    }
+
+    /// Takes a copy-on-write snapshot of every table now, as analytical queries do; it is
+    /// listed in `freshet_snapshots` and lives until the last clone is dropped.
+    pub fn snapshot(&self) -> Result<Arc<DbSnapshot>> {
+        let engine = &self.inner.engine;
+        let tables: Vec<_> = engine.catalog().tables().cloned().collect();
+        futures::executor::block_on(self.inner.snapshots.take(engine, &tables, None, SnapshotScope::Shared))
+    }
+
+    /// Forks a child process that holds an image of the database taken at a transaction
+    /// boundary (fork mode's snapshot) and does nothing else until the handle is dropped,
+    /// which kills and reaps it. Listed in `freshet_snapshots` with its pid.
+    pub fn fork_snapshot(&self) -> Result<Arc<ForkProcess>> {
+        let engine = &self.inner.engine;
+        let tables: Vec<_> = engine.catalog().tables().cloned().collect();
+        let count = tables.len();
+        let taken = std::time::Instant::now();
+        let taken_at = crate::session::now_micros();
+        let child: freshet_core::engine::ForkChild = Box::new(|_snapshots| -> std::convert::Infallible {
+            // SAFETY: plain system calls in the child, which only waits to be killed.
+            unsafe {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                loop {
+                    libc::pause();
+                }
+            }
+        });
+        let forked = futures::executor::block_on(engine.fork(tables, TxnView::committed(), child))?;
+        let process = Arc::new(ForkProcess { id: self.inner.snapshots.next_id(), forked, taken_at, taken, tables: count });
+        let weak: std::sync::Weak<ForkProcess> = Arc::downgrade(&process);
+        self.inner.snapshots.register(weak);
+        Ok(process)
     }
 
     /// The live analytical snapshots (what `SELECT * FROM freshet_snapshots` shows).

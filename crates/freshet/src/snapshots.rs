@@ -213,6 +213,28 @@ impl SystemTable for SnapshotsView {
     }
 }
 
+/// How long a bare fork() of this process takes (the child exits at once), from a thread of
+/// its own: the baseline fork mode is compared with.
+pub fn bare_fork_time() -> Result<Duration> {
+    let thread = std::thread::spawn(|| {
+        let started = Instant::now();
+        // SAFETY: the child calls nothing but _exit.
+        let pid = unsafe { libc::fork() };
+        match pid {
+            -1 => Err(Error::internal(format!("fork failed: {}", std::io::Error::last_os_error()))),
+            0 => unsafe { libc::_exit(0) },
+            pid => {
+                let took = started.elapsed();
+                let mut status = 0;
+                // SAFETY: reaps our own child.
+                unsafe { libc::waitpid(pid, &mut status, 0) };
+                Ok(took)
+            }
+        }
+    });
+    thread.join().map_err(|_| Error::internal("the fork thread panicked"))?
+}
+
 /// Parses a duration setting the way PostgreSQL parses time parameters: a number (in
 /// milliseconds unless a unit follows) with an optional unit `us`, `ms`, `s`, `min`, `h`, `d`.
 pub fn parse_duration(value: &str) -> Option<Duration> {

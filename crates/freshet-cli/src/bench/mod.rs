@@ -6,17 +6,21 @@
 //!   Freshet, at memory speed or durable (group commit, then asynchronous commit);
 //! - `scan`: `SELECT count(*), sum(x) FROM t WHERE y > c` over 10 million rows in Freshet and
 //!   in DuckDB;
+//! - `snapshot`: snapshot creation time against database size (copy-on-write, fork, fork with
+//!   huge pages), OLTP throughput under periodic snapshots, memory a snapshot holds;
 //! - `durability`: log replay rate at recovery, checkpoint time, and throughput while
 //!   checkpoints run.
 //!
 //! Every suite installs what it needs (PostgreSQL from Debian's packages, DuckDB from PyPI)
 //! and can write its results as JSON (`--json PATH`).
 
+mod chart;
 mod durability;
 mod pgbench;
 mod postgres;
 mod report;
 mod scan;
+mod snapshot;
 
 use clap::Subcommand;
 
@@ -34,6 +38,8 @@ enum Suite {
     Durability(durability::DurabilityArgs),
     /// A filtered aggregate over a 10M-row table in Freshet and DuckDB.
     Scan(scan::ScanArgs),
+    /// Snapshot creation time, OLTP throughput under periodic snapshots, snapshot memory.
+    Snapshot(snapshot::SnapshotArgs),
 }
 
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
@@ -41,5 +47,6 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         Suite::Pgbench(a) => pgbench::run(a),
         Suite::Scan(a) => scan::run(a),
         Suite::Durability(a) => durability::run(a),
+        Suite::Snapshot(a) => snapshot::run(a),
     }
 }
