@@ -67,6 +67,19 @@ struct ServeArgs {
     /// `PARTITION BY HASH (column)` spread over them; other tables are replicated on each.
     #[arg(long, default_value_t = 1)]
     partitions: usize,
+    /// The default of `freshet.max_staleness`: how old a snapshot an analytical query may
+    /// read (0, or a duration such as 250ms or 1s). Queries that accept the same staleness
+    /// share one snapshot.
+    #[arg(long, default_value = "0", value_parser = parse_staleness)]
+    max_staleness: std::time::Duration,
+    /// The default of `freshet.snapshot_mode`: `cow` (copy-on-write of column segments) or
+    /// `fork` (each analytical query runs in a child process forked at a transaction boundary).
+    #[arg(long, default_value = "cow", value_parser = ["cow", "fork"])]
+    snapshot_mode: String,
+}
+
+fn parse_staleness(s: &str) -> Result<std::time::Duration, String> {
+    freshet::snapshots::parse_duration(s).ok_or_else(|| format!("not a duration: {s} (use e.g. 0, 250ms, 1s)"))
 }
 
 fn main() -> anyhow::Result<()> {
@@ -89,6 +102,8 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         synchronous_commit: args.synchronous_commit == "on",
         checkpoint_bytes: args.checkpoint_mb.max(1) << 20,
         checkpoint_interval: std::time::Duration::from_secs(args.checkpoint_seconds.max(1)),
+        max_staleness: args.max_staleness,
+        snapshot_mode: freshet::SnapshotMode::parse(&args.snapshot_mode).unwrap_or(freshet::SnapshotMode::Cow),
         ..Config::default()
     };
     if let Some(n) = args.olap_threads {

@@ -178,6 +178,33 @@ fn a_read_only_block_reads_one_snapshot_while_writes_continue() {
     assert_ne!(int(&mut s, q), first);
 }
 
+#[test]
+fn snapshots_from_different_moments_live_at_once() {
+    let db = open();
+    let mut w = db.session();
+    w.execute_blocking("CREATE TABLE ev (id BIGINT PRIMARY KEY)").unwrap();
+    let mut sessions = Vec::new();
+    for i in 1..=3 {
+        w.execute_blocking(&format!("INSERT INTO ev VALUES ({i})")).unwrap();
+        let mut s = db.session();
+        s.execute_blocking("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").unwrap();
+        assert_eq!(int(&mut s, "SELECT count(*) FROM ev"), i);
+        sessions.push(s);
+    }
+    w.execute_blocking("INSERT INTO ev VALUES (4)").unwrap();
+    let pinned: Vec<_> = db.snapshots().into_iter().filter(|i| i.scope == "transaction").collect();
+    assert_eq!(pinned.len(), 3, "{pinned:?}");
+    assert!(pinned.windows(2).all(|p| p[0].created_at <= p[1].created_at));
+    // Each block still reads its own moment.
+    for (i, s) in sessions.iter_mut().enumerate() {
+        assert_eq!(int(s, "SELECT count(*) FROM ev"), i as i64 + 1);
+    }
+    // Releasing one leaves the others.
+    sessions[1].execute_blocking("COMMIT").unwrap();
+    let left: Vec<u64> = db.snapshots().into_iter().filter(|i| i.scope == "transaction").map(|i| i.id).collect();
+    assert_eq!(left, vec![pinned[0].id, pinned[2].id]);
+}
+
 /// Resident memory of this process, in bytes.
 fn resident() -> u64 {
     let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
