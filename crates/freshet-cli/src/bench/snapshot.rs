@@ -271,31 +271,34 @@ pub fn run(args: SnapshotArgs) -> anyhow::Result<()> {
 
     println!("\n== 2. OLTP throughput with a snapshot and an analytical query every interval ({} clients, {} s each) ==", args.clients, args.duration);
     let db = accounts_db(&args)?;
-    let (base_before, _) = oltp_run(&db, &args, None)?;
-    let mut throughput = Vec::new();
-    let mut rows = Vec::new();
-    let mut chart_lines = Vec::new();
-    for mode in ["cow", "fork"] {
-        let mut points = Vec::new();
-        for &ms in &args.intervals {
+    // The machine is shared and its speed drifts: every interval is measured between two runs
+    // without snapshots, and compared with their mean.
+    let mut baselines = vec![oltp_run(&db, &args, None)?.0];
+    let mut measured = Vec::new();
+    for &ms in &args.intervals {
+        for mode in ["cow", "fork"] {
             let (tps, taken) = oltp_run(&db, &args, Some((mode, Duration::from_millis(ms))))?;
             eprintln!("  {mode} every {ms} ms: {tps:.0} tps, {taken} snapshots");
-            points.push((ms as f64, tps));
-            throughput.push(json!({ "mode": mode, "interval_ms": ms, "tps": tps, "snapshots": taken }));
+            measured.push((mode, ms, tps, taken, baselines.len() - 1));
         }
-        chart_lines.push((mode, points));
+        let (base, _) = oltp_run(&db, &args, None)?;
+        eprintln!("  no snapshots: {base:.0} tps");
+        baselines.push(base);
     }
-    let (base_after, _) = oltp_run(&db, &args, None)?;
-    let base = (base_before + base_after) / 2.0;
-    for (mode, points) in &chart_lines {
-        for &(ms, tps) in points {
-            rows.push(vec![mode.to_string(), format!("{ms}"), format!("{tps:.0}"), format!("{:.3}", tps / base)]);
+    let mut throughput = Vec::new();
+    let mut rows = Vec::new();
+    let mut chart: Vec<(&str, Vec<(f64, f64)>)> = vec![("cow", vec![]), ("fork", vec![])];
+    for (mode, ms, tps, taken, b) in measured {
+        let base = (baselines[b] + baselines[b + 1]) / 2.0;
+        let relative = tps / base;
+        rows.push(vec![mode.to_string(), ms.to_string(), format!("{tps:.0}"), format!("{base:.0}"), format!("{relative:.3}"), taken.to_string()]);
+        throughput.push(json!({ "mode": mode, "interval_ms": ms, "tps": tps, "baseline_tps": base, "relative": relative, "snapshots": taken }));
+        if let Some((_, points)) = chart.iter_mut().find(|(m, _)| *m == mode) {
+            points.push((ms as f64, relative));
         }
     }
-    println!("no snapshots: {base_before:.0} tps before, {base_after:.0} tps after (baseline = mean {base:.0})");
-    print_table(&["mode", "interval ms", "tps", "relative"], &rows);
-    let lines: Vec<Series> =
-        chart_lines.iter().map(|(m, p)| Series { name: m.to_string(), points: p.iter().map(|&(x, t)| (x, t / base)).collect() }).collect();
+    print_table(&["mode", "interval ms", "tps", "baseline tps", "relative", "snapshots"], &rows);
+    let lines: Vec<Series> = chart.into_iter().map(|(m, p)| Series { name: m.to_string(), points: p }).collect();
     line_chart(&args.charts.join("throughput.svg"), "OLTP throughput relative to no snapshots", "snapshot interval (ms, log)", "relative throughput", true, &lines)?;
 
     println!("\n== 3. Memory held by one snapshot after N random single-row updates ==");
@@ -334,7 +337,7 @@ pub fn run(args: SnapshotArgs) -> anyhow::Result<()> {
             "machine": machine(),
             "creation": plain,
             "creation_huge_pages": huge,
-            "throughput": { "baseline_tps": [base_before, base_after], "clients": args.clients, "duration_s": args.duration, "runs": throughput },
+            "throughput": { "baselines_tps": baselines, "clients": args.clients, "duration_s": args.duration, "runs": throughput },
             "memory": memory,
         }),
     )

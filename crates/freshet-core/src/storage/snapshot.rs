@@ -14,7 +14,8 @@ use crate::types::Value;
 
 #[derive(Clone, Debug)]
 pub struct ChunkSnapshot {
-    pub columns: Vec<Arc<ColumnSegment>>,
+    /// The column segments (the list is shared with the live chunk until it writes).
+    pub columns: Arc<Vec<Arc<ColumnSegment>>>,
     /// Deleted slots (`None`: none deleted).
     pub deleted: Option<Arc<Bitmap>>,
     /// Slots in use; slots at and past `len` do not exist in this snapshot.
@@ -61,9 +62,11 @@ impl TableSnapshot {
     pub fn memory(&self) -> SnapshotMemory {
         let mut m = SnapshotMemory::default();
         for chunk in &self.chunks {
-            for seg in &chunk.columns {
+            // A shared list shares all its segments.
+            let list_shared = Arc::strong_count(&chunk.columns) > 1;
+            for seg in chunk.columns.iter() {
                 let bytes = seg.heap_bytes() as u64;
-                if Arc::strong_count(seg) > 1 {
+                if list_shared || Arc::strong_count(seg) > 1 {
                     m.shared_bytes += bytes;
                 } else {
                     m.copied_bytes += bytes;

@@ -38,7 +38,10 @@ pub struct TableStats {
 
 #[derive(Debug)]
 struct Chunk {
-    columns: Vec<Arc<ColumnSegment>>,
+    /// The column segments. The list itself is shared with snapshots too, so that a snapshot
+    /// clones one pointer per chunk, not one per segment (fewer cache misses: measured with
+    /// `freshet bench snapshot`); a write copies the list, then the segment, if shared.
+    columns: Arc<Vec<Arc<ColumnSegment>>>,
     deleted: Option<Arc<Bitmap>>,
     len: usize,
     live: usize,
@@ -49,7 +52,7 @@ struct Chunk {
 impl Chunk {
     fn new(types: &[DataType], capacity: usize) -> Self {
         Chunk {
-            columns: types.iter().map(|t| Arc::new(ColumnSegment::new(t.physical(), capacity))).collect(),
+            columns: Arc::new(types.iter().map(|t| Arc::new(ColumnSegment::new(t.physical(), capacity))).collect()),
             deleted: None,
             len: 0,
             live: 0,
@@ -60,7 +63,7 @@ impl Chunk {
     /// Appends a live row after the last slot (the chunk has room); returns its slot.
     fn push_row(&mut self, values: &[Value], copies: &mut u64) -> usize {
         for (c, v) in values.iter().enumerate() {
-            cow(&mut self.columns[c], copies).push(v, &mut self.arenas[c]);
+            segment_mut(&mut self.columns, c, copies).push(v, &mut self.arenas[c]);
         }
         if let Some(deleted) = &mut self.deleted {
             cow(deleted, copies).push(false);
@@ -74,6 +77,13 @@ impl Chunk {
     fn is_deleted(&self, slot: usize) -> bool {
         self.deleted.as_ref().is_some_and(|d| d.get(slot))
     }
+}
+
+/// The segment of column `c`, unique to the live table: the chunk's segment list, and then
+/// the segment, are copied first if a snapshot shares them (only the segment copy counts).
+#[inline]
+fn segment_mut<'a>(columns: &'a mut Arc<Vec<Arc<ColumnSegment>>>, c: usize, copies: &mut u64) -> &'a mut ColumnSegment {
+    cow(&mut Arc::make_mut(columns)[c], copies)
 }
 
 /// Makes `arc` unique, copying its contents if a snapshot shares them.
@@ -285,7 +295,7 @@ impl TableStore {
             let chunk = &mut self.chunks[id.chunk()];
             let slot = id.slot();
             for (c, v) in row.iter().enumerate() {
-                cow(&mut chunk.columns[c], copies).set(slot, v, &mut chunk.arenas[c]);
+                segment_mut(&mut chunk.columns, c, copies).set(slot, v, &mut chunk.arenas[c]);
             }
             if let Some(deleted) = &mut chunk.deleted {
                 cow(deleted, copies).set(slot, false);
@@ -391,7 +401,7 @@ impl TableStore {
         let copies = &mut self.stats.segments_copied;
         let chunk = &mut self.chunks[row.chunk()];
         for (c, v) in changes {
-            cow(&mut chunk.columns[*c], copies).set(row.slot(), v, &mut chunk.arenas[*c]);
+            segment_mut(&mut chunk.columns, *c, copies).set(row.slot(), v, &mut chunk.arenas[*c]);
         }
     }
 
@@ -435,7 +445,7 @@ impl TableStore {
                         for (c, v) in values.iter().enumerate() {
                             if chunk.columns[c].get(slot, self.types[c]) != *v {
                                 let arena = arenas.entry((ci, c)).or_default();
-                                Arc::make_mut(&mut chunk.columns[c]).set(slot, v, arena);
+                                Arc::make_mut(&mut Arc::make_mut(&mut chunk.columns)[c]).set(slot, v, arena);
                             }
                         }
                     }
@@ -558,7 +568,7 @@ impl TableStore {
         let copies = &mut self.stats.segments_copied;
         let chunk = &mut self.chunks[row.chunk()];
         for (c, v) in values.iter().enumerate().take(self.types.len()) {
-            cow(&mut chunk.columns[c], copies).set(row.slot(), v, &mut chunk.arenas[c]);
+            segment_mut(&mut chunk.columns, c, copies).set(row.slot(), v, &mut chunk.arenas[c]);
         }
         self.set_deleted(row, false);
     }
@@ -646,7 +656,7 @@ fn push_deleted_slots(chunk: &mut Chunk, columns: &[ColumnDef], n: usize) {
     let mut copies = 0;
     for (c, column) in columns.iter().enumerate() {
         let filler = if column.nullable { Value::Null } else { placeholder(column.ty) };
-        let seg = cow(&mut chunk.columns[c], &mut copies);
+        let seg = segment_mut(&mut chunk.columns, c, &mut copies);
         for _ in 0..n {
             seg.push(&filler, &mut chunk.arenas[c]);
         }
