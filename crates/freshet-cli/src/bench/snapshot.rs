@@ -125,17 +125,19 @@ fn creation(args: &SnapshotArgs) -> anyhow::Result<Vec<Json>> {
     Ok(out)
 }
 
-/// The creation experiment again in a child process whose allocator asks for huge pages.
-fn creation_huge_pages(args: &SnapshotArgs) -> anyhow::Result<Vec<Json>> {
+/// The creation experiment in a child process (so that the memory it grows to does not stay
+/// with this process and slow the forks of the other experiments); with `huge_pages`, its
+/// allocator asks for transparent huge pages.
+fn creation_in_child(args: &SnapshotArgs, huge_pages: bool) -> anyhow::Result<Vec<Json>> {
     let exe = std::env::current_exe()?;
     let sizes: Vec<String> = args.sizes.iter().map(|s| s.to_string()).collect();
     let out = Command::new(exe)
         .args(["bench", "snapshot", "--creation-only", "--runs", &args.runs.to_string(), "--sizes", &sizes.join(",")])
-        .env("MIMALLOC_ALLOW_LARGE_OS_PAGES", "1")
+        .env("MIMALLOC_ALLOW_LARGE_OS_PAGES", if huge_pages { "1" } else { "0" })
         .stderr(std::process::Stdio::inherit())
         .output()
         .context("running the huge-page creation experiment")?;
-    anyhow::ensure!(out.status.success(), "the huge-page run failed");
+    anyhow::ensure!(out.status.success(), "the creation experiment failed");
     Ok(serde_json::from_slice(&out.stdout)?)
 }
 
@@ -234,8 +236,8 @@ pub fn run(args: SnapshotArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     println!("== 1. Snapshot creation time against database size (median of {} runs) ==", args.runs);
-    let plain = creation(&args)?;
-    let huge = if args.no_huge_pages { vec![] } else { creation_huge_pages(&args)? };
+    let plain = creation_in_child(&args, false)?;
+    let huge = if args.no_huge_pages { vec![] } else { creation_in_child(&args, true)? };
     let field = |rows: &[Json], i: usize, k: &str| rows.get(i).and_then(|r| r[k].as_f64()).unwrap_or(f64::NAN);
     let mut table = Vec::new();
     for (i, r) in plain.iter().enumerate() {
