@@ -110,7 +110,28 @@ fn creation(args: &SnapshotArgs) -> anyhow::Result<Vec<Json>> {
             drop(child);
             bare.push(freshet::snapshots::bare_fork_time().map_err(|e| anyhow!("{e}"))?.as_secs_f64() * 1000.0);
         }
+        // What a live snapshot costs writers: the same update (every 64th row, so every page
+        // of the column is written) with no snapshot, with a copy-on-write snapshot held, and
+        // with a fork child alive (the kernel copies each page on its first write).
+        let mut write_cost = |state: &str| -> anyhow::Result<f64> {
+            let cow = (state == "cow").then(|| db.snapshot()).transpose().map_err(|e| anyhow!("{e}"))?;
+            let fork = (state == "fork").then(|| db.fork_snapshot()).transpose().map_err(|e| anyhow!("{e}"))?;
+            let t = Instant::now();
+            sql(&mut s, "UPDATE wide SET b = b + 1 WHERE a % 64 = 0")?;
+            let ms = t.elapsed().as_secs_f64() * 1000.0;
+            drop((cow, fork));
+            Ok(ms)
+        };
+        let (mut none_ms, mut cow_ms, mut fork_ms) = (vec![], vec![], vec![]);
+        for _ in 0..3 {
+            none_ms.push(write_cost("none")?);
+            cow_ms.push(write_cost("cow")?);
+            fork_ms.push(write_cost("fork")?);
+        }
         out.push(json!({
+            "update_ms": median(&mut none_ms),
+            "update_cow_ms": median(&mut cow_ms),
+            "update_fork_ms": median(&mut fork_ms),
             "size_gib": size,
             "data_gib": data_bytes() as f64 / GIB,
             "rows": loaded,
@@ -269,6 +290,20 @@ pub fn run(args: SnapshotArgs) -> anyhow::Result<()> {
         lines.push(series(&huge, "fork_ms", "fork mode, THP"));
         lines.push(series(&huge, "bare_fork_ms", "bare fork(), THP"));
     }
+    println!("\nWriting every page of one column (UPDATE wide SET b = b + 1 WHERE a % 64 = 0), ms:");
+    let mut table = Vec::new();
+    for (name, rows) in [("4 KiB pages", &plain), ("huge pages", &huge)] {
+        for (i, r) in rows.iter().enumerate() {
+            table.push(vec![
+                name.to_string(),
+                format!("{:.2}", r["data_gib"].as_f64().unwrap_or(0.0)),
+                format!("{:.1}", field(rows, i, "update_ms")),
+                format!("{:.1}", field(rows, i, "update_cow_ms")),
+                format!("{:.1}", field(rows, i, "update_fork_ms")),
+            ]);
+        }
+    }
+    print_table(&["pages", "data GiB", "no snapshot", "cow snapshot held", "fork child alive"], &table);
     line_chart(&args.charts.join("creation.svg"), "Snapshot creation time", "database size (GiB)", "ms", false, &lines)?;
 
     println!("\n== 2. OLTP throughput with a snapshot and an analytical query every interval ({} clients, {} s each) ==", args.clients, args.duration);
