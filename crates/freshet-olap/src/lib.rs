@@ -11,6 +11,7 @@
 pub mod engine;
 pub mod error;
 pub mod provider;
+pub mod rewrite;
 pub mod scan;
 pub mod types;
 pub mod values;
