@@ -7,7 +7,12 @@
 //! - `scan`: `SELECT count(*), sum(x) FROM t WHERE y > c` over 10 million rows in Freshet and
 //!   in DuckDB;
 //! - `durability`: log replay rate at recovery, checkpoint time, and throughput while
-//!   checkpoints run.
+//!   checkpoints run;
+//! - `tpcc`: TPC-C's five transactions in the standard mix against Freshet (over the wire or
+//!   embedded) and PostgreSQL, with the consistency conditions checked after each run;
+//! - `ch`: the CH-benCHmark: TPC-C plus analytical streams running the 22 CH queries and
+//!   HyPer's top-10 query, with DuckDB running the same queries on the same data, and every
+//!   system's answers compared.
 //!
 //! Every suite installs what it needs (PostgreSQL from Debian's packages, DuckDB from PyPI)
 //! and can write its results as JSON (`--json PATH`).
@@ -17,6 +22,7 @@ mod pgbench;
 mod postgres;
 mod report;
 mod scan;
+mod tpcc;
 
 use clap::Subcommand;
 
@@ -34,6 +40,10 @@ enum Suite {
     Durability(durability::DurabilityArgs),
     /// A filtered aggregate over a 10M-row table in Freshet and DuckDB.
     Scan(scan::ScanArgs),
+    /// TPC-C (standard mix, no think time) against Freshet and PostgreSQL 15.
+    Tpcc(tpcc::TpccArgs),
+    /// CH-benCHmark: TPC-C plus analytical streams; DuckDB runs the same queries.
+    Ch(tpcc::ChArgs),
 }
 
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
@@ -41,5 +51,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         Suite::Pgbench(a) => pgbench::run(a),
         Suite::Scan(a) => scan::run(a),
         Suite::Durability(a) => durability::run(a),
+        Suite::Tpcc(a) => tpcc::run_tpcc(a),
+        Suite::Ch(a) => tpcc::run_ch(a),
     }
 }
