@@ -8,4 +8,5 @@ mod protocol;
 mod robustness;
 mod slt;
 mod snapshot;
+mod tpcc;
 mod transactions;
