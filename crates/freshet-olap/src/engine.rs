@@ -109,7 +109,8 @@ impl OlapEngine {
     }
 
     /// Plans a query statement.
-    pub async fn plan(&self, statement: ast::Statement) -> Result<OlapPlan> {
+    pub async fn plan(&self, mut statement: ast::Statement) -> Result<OlapPlan> {
+        crate::rewrite::postgres_functions(&mut statement);
         let logical = self
             .state
             .statement_to_plan(DfStatement::Statement(Box::new(statement)))

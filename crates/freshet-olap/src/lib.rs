@@ -12,6 +12,7 @@ pub mod engine;
 pub mod error;
 pub mod fork;
 pub mod provider;
+pub mod rewrite;
 pub mod scan;
 pub mod types;
 pub mod values;

@@ -9,4 +9,5 @@ mod protocol;
 mod robustness;
 mod slt;
 mod snapshot;
+mod tpcc;
 mod transactions;

@@ -9,7 +9,12 @@
 //! - `snapshot`: snapshot creation time against database size (copy-on-write, fork, fork with
 //!   huge pages), OLTP throughput under periodic snapshots, memory a snapshot holds;
 //! - `durability`: log replay rate at recovery, checkpoint time, and throughput while
-//!   checkpoints run.
+//!   checkpoints run;
+//! - `tpcc`: TPC-C's five transactions in the standard mix against Freshet (over the wire or
+//!   embedded) and PostgreSQL, with the consistency conditions checked after each run;
+//! - `ch`: the CH-benCHmark: TPC-C plus analytical streams running the 22 CH queries and
+//!   HyPer's top-10 query, with DuckDB running the same queries on the same data, and every
+//!   system's answers compared.
 //!
 //! Every suite installs what it needs (PostgreSQL from Debian's packages, DuckDB from PyPI)
 //! and can write its results as JSON (`--json PATH`).
@@ -21,6 +26,7 @@ mod postgres;
 mod report;
 mod scan;
 mod snapshot;
+mod tpcc;
 
 use clap::Subcommand;
 
@@ -40,6 +46,10 @@ enum Suite {
     Scan(scan::ScanArgs),
     /// Snapshot creation time, OLTP throughput under periodic snapshots, snapshot memory.
     Snapshot(snapshot::SnapshotArgs),
+    /// TPC-C (standard mix, no think time) against Freshet and PostgreSQL 15.
+    Tpcc(tpcc::TpccArgs),
+    /// CH-benCHmark: TPC-C plus analytical streams; DuckDB runs the same queries.
+    Ch(tpcc::ChArgs),
 }
 
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
@@ -48,5 +58,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         Suite::Scan(a) => scan::run(a),
         Suite::Durability(a) => durability::run(a),
         Suite::Snapshot(a) => snapshot::run(a),
+        Suite::Tpcc(a) => tpcc::run_tpcc(a),
+        Suite::Ch(a) => tpcc::run_ch(a),
     }
 }

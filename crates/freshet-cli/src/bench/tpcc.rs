@@ -1,0 +1,564 @@
+//! TPC-C and the CH-benCHmark: Freshet (over the wire or embedded) and PostgreSQL 15 (over the
+//! wire, same statements) in one run; for `ch`, DuckDB runs the analytical queries on the same
+//! generated data, and every system's answers are compared after loading.
+//!
+//! The workload code (schema, generator, transactions, queries, checks) is `freshet-bench`;
+//! this module starts the systems, runs the workload on each in turn, and reports.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use freshet::{Config, Database};
+use freshet_bench::ch::{self, answers, QueryAnswer};
+use freshet_bench::target::Target;
+use freshet_bench::tpcc::consistency::ConditionResult;
+use freshet_bench::tpcc::generate::Scale;
+use freshet_bench::tpcc::load::{load, write_csv, LoadReport, LoadSpec};
+use freshet_bench::tpcc::random::{NurandConstants, Rng};
+use freshet_bench::tpcc::run::{run, RunSpec, RunStats};
+use freshet_bench::tpcc::schema::{self, Flavor};
+use freshet_bench::tpcc::terminal::Workload;
+use freshet_bench::tpcc::TxnKind;
+use serde_json::{json, Value};
+
+use super::postgres::{run_cmd, FreshetServer, Postgres};
+use super::report::{machine, print_table, write_json};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Mode {
+    /// Statement by statement over the PostgreSQL protocol (BEGIN … COMMIT, prepared statements).
+    Interactive,
+    /// Statement by statement in-process through freshet::Session.
+    Embedded,
+    /// CALL of stored procedures over the wire (not available yet).
+    Procedures,
+    /// Native procedures in-process (not available yet).
+    Native,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Interactive => "interactive",
+            Mode::Embedded => "embedded",
+            Mode::Procedures => "procedures",
+            Mode::Native => "native",
+        }
+    }
+}
+
+#[derive(clap::Args, Clone)]
+pub struct TpccArgs {
+    /// Warehouses (each is about 100 MB of TPC-C data at the specification's scale).
+    #[arg(long, default_value_t = 5)]
+    warehouses: i64,
+    /// OLTP terminals (each on its own connection; no keying or think time).
+    #[arg(long, default_value_t = 8)]
+    terminals: usize,
+    /// Seconds of the measured run per system.
+    #[arg(long, default_value_t = 60)]
+    duration: u64,
+    /// How Freshet is driven (PostgreSQL always runs interactive).
+    #[arg(long, value_enum, default_value_t = Mode::Interactive)]
+    mode: Mode,
+    /// Isolation level of every transaction on both systems.
+    #[arg(long, default_value = "read committed")]
+    isolation: String,
+    /// Skip PostgreSQL (Freshet only).
+    #[arg(long)]
+    no_postgres: bool,
+    /// Seed of the data generator and the terminals: the same seed gives the same data.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Warehouses loaded at the same time.
+    #[arg(long, default_value_t = 2)]
+    load_threads: usize,
+    /// Write the results as JSON (an array with one object per system and mode) to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Reduced cardinalities (1,000 items, 30 customers and orders per district), for testing
+    /// the tooling only.
+    #[arg(long, hide = true)]
+    tiny: bool,
+}
+
+#[derive(clap::Args, Clone)]
+pub struct ChArgs {
+    #[command(flatten)]
+    tpcc: TpccArgs,
+    /// Analytical streams running the CH queries in a loop during the TPC-C run.
+    #[arg(long, default_value_t = 1)]
+    streams: usize,
+    /// Timed runs of each query in DuckDB (after the run that gives its answer).
+    #[arg(long, default_value_t = 3)]
+    duckdb_runs: u32,
+    /// Skip DuckDB.
+    #[arg(long)]
+    no_duckdb: bool,
+    /// Write DuckDB's answers after loading to this file (the format of the tests' reference).
+    #[arg(long)]
+    answers_out: Option<PathBuf>,
+}
+
+impl TpccArgs {
+    fn scale(&self) -> Scale {
+        if self.tiny { Scale::TINY } else { Scale::SPEC }
+    }
+
+    fn load_spec(&self) -> LoadSpec {
+        LoadSpec { warehouses: self.warehouses, scale: self.scale(), seed: self.seed, threads: self.load_threads, progress: true }
+    }
+
+    fn run_spec(&self, streams: usize) -> RunSpec {
+        let load = NurandConstants::for_load(self.seed);
+        let constants = NurandConstants::for_run(load, &mut Rng::stream(self.seed, 0, "run-constants"));
+        RunSpec {
+            workload: Workload { warehouses: self.warehouses, scale: self.scale(), constants },
+            terminals: self.terminals,
+            duration: Duration::from_secs(self.duration),
+            seed: self.seed,
+            streams,
+            queries: if streams > 0 { ch::queries::all() } else { vec![] },
+            progress: true,
+        }
+    }
+}
+
+/// One system's results.
+struct SystemRun {
+    system: &'static str,
+    mode: &'static str,
+    load: LoadReport,
+    answers: Vec<QueryAnswer>,
+    stats: RunStats,
+    consistency: Vec<ConditionResult>,
+}
+
+fn db_err(e: freshet_bench::conn::DbError) -> anyhow::Error {
+    anyhow::anyhow!("{e}")
+}
+
+/// Loads, optionally checks answers, runs, and checks consistency on one target.
+fn measure(target: &Target, flavor: Flavor, args: &TpccArgs, streams: usize, with_answers: bool) -> anyhow::Result<(LoadReport, Vec<QueryAnswer>, RunStats, Vec<ConditionResult>)> {
+    let report = load(target, flavor, args.load_spec()).map_err(db_err).context("loading")?;
+    println!("  loaded {} rows in {:.1} s", report.rows, report.seconds);
+    let answers = if with_answers { target.run(ch::RunOnce { queries: ch::queries::all() }).map_err(db_err)? } else { vec![] };
+    println!("  running {} terminals{} for {} s …", args.terminals, if streams > 0 { format!(" and {streams} analytical streams") } else { String::new() }, args.duration);
+    let stats = run(target, &args.run_spec(streams));
+    for f in &stats.fatal {
+        eprintln!("  fatal: {f}");
+    }
+    let consistency = target.run(ch::Consistency { warehouses: args.warehouses }).map_err(db_err).context("consistency checks")?;
+    for c in &consistency {
+        println!("  consistency condition {} ({}): {}", c.number, c.description, if c.holds { "holds" } else { "VIOLATED" });
+    }
+    Ok((report, answers, stats, consistency))
+}
+
+fn run_freshet(args: &TpccArgs, streams: usize, with_answers: bool) -> anyhow::Result<SystemRun> {
+    println!("Freshet ({} mode): {} warehouses …", args.mode.name(), args.warehouses);
+    let isolation = Some(args.isolation.clone());
+    let (load, answers, stats, consistency) = match args.mode {
+        Mode::Embedded => {
+            let db = Database::open(Config::default()).map_err(|e| anyhow::anyhow!("{e}"))?;
+            measure(&Target::embedded(db).with_isolation(isolation), Flavor::Freshet, args, streams, with_answers)?
+        }
+        Mode::Interactive => {
+            let server = FreshetServer::in_memory(&[])?;
+            let target = Target::wire(format!("host=127.0.0.1 port={} user=bench dbname=freshet", server.port)).with_isolation(isolation);
+            measure(&target, Flavor::Freshet, args, streams, with_answers)?
+        }
+        Mode::Procedures | Mode::Native => unreachable!("rejected before"),
+    };
+    Ok(SystemRun { system: "freshet", mode: args.mode.name(), load, answers, stats, consistency })
+}
+
+fn run_postgres(args: &TpccArgs, streams: usize, with_answers: bool) -> anyhow::Result<SystemRun> {
+    println!("PostgreSQL 15 (interactive mode): {} warehouses …", args.warehouses);
+    // Memory speed, as Freshet runs in memory: no fsync, asynchronous commit.
+    let pg = Postgres::start(&[
+        "shared_buffers=2GB",
+        "max_connections=200",
+        "fsync=off",
+        "synchronous_commit=off",
+        "full_page_writes=off",
+        "max_wal_size=8GB",
+    ])?;
+    let target = Target::wire(format!("host=127.0.0.1 port={} user=postgres dbname=postgres", pg.port)).with_isolation(Some(args.isolation.clone()));
+    let (load, answers, stats, consistency) = measure(&target, Flavor::Postgres, args, streams, with_answers)?;
+    Ok(SystemRun { system: "postgresql", mode: "interactive", load, answers, stats, consistency })
+}
+
+fn check_mode(mode: Mode) -> anyhow::Result<()> {
+    if matches!(mode, Mode::Procedures | Mode::Native) {
+        bail!(
+            "--mode {} needs stored procedures, which Freshet does not have yet; use --mode interactive or --mode embedded",
+            mode.name()
+        );
+    }
+    Ok(())
+}
+
+fn print_runs(runs: &[SystemRun], args: &TpccArgs) {
+    println!();
+    println!(
+        "TPC-C: {} warehouses{}, {} terminals, {} s, isolation {} on every system, no keying or think time (same machine, one run)",
+        args.warehouses,
+        if args.tiny { " (reduced test scale)" } else { "" },
+        args.terminals,
+        args.duration,
+        args.isolation
+    );
+    let mut rows = Vec::new();
+    for r in runs {
+        let s = &r.stats;
+        let rolled_back: u64 = s.txns.iter().map(|t| t.rolled_back).sum();
+        let retried: u64 = s.txns.iter().map(|t| t.retried).sum();
+        let errors: u64 = s.txns.iter().map(|t| t.errors).sum();
+        let holds = r.consistency.iter().filter(|c| c.holds).count();
+        rows.push(vec![
+            r.system.to_string(),
+            r.mode.to_string(),
+            format!("{:.1}", r.load.seconds),
+            format!("{:.0}", s.tps()),
+            format!("{:.0}", s.new_orders_per_minute()),
+            s.committed().to_string(),
+            rolled_back.to_string(),
+            retried.to_string(),
+            errors.to_string(),
+            format!("{holds}/{}", r.consistency.len()),
+        ]);
+    }
+    print_table(
+        &["system", "mode", "load s", "tps", "NOPM", "committed", "rolled back (1%)", "retried 40001/40P01", "other errors", "consistency 1-4"],
+        &rows,
+    );
+    println!();
+    let mut rows = Vec::new();
+    for r in runs {
+        for kind in TxnKind::ALL {
+            let t = r.stats.get(kind);
+            rows.push(vec![
+                r.system.to_string(),
+                kind.name().to_string(),
+                t.committed.to_string(),
+                format!("{:.2}", t.percentile_ms(0.50)),
+                format!("{:.2}", t.percentile_ms(0.95)),
+                format!("{:.2}", t.percentile_ms(0.99)),
+            ]);
+        }
+    }
+    print_table(&["system", "transaction", "committed", "p50 ms", "p95 ms", "p99 ms"], &rows);
+    for r in runs {
+        for e in &r.stats.error_samples {
+            println!("{}: error sample: {e}", r.system);
+        }
+    }
+    if let [.., pg] = runs
+        && pg.system == "postgresql"
+    {
+        for f in runs.iter().filter(|r| r.system == "freshet") {
+            println!("Freshet ({}) / PostgreSQL tps = {:.2}x", f.mode, f.stats.tps() / pg.stats.tps());
+        }
+    }
+}
+
+fn run_json(r: &SystemRun, args: &TpccArgs, streams: usize, correct: &dyn Fn(&str) -> Option<bool>) -> Value {
+    let s = &r.stats;
+    let mut txns = serde_json::Map::new();
+    for kind in TxnKind::ALL {
+        let t = s.get(kind);
+        txns.insert(
+            kind.name().into(),
+            json!({
+                "committed": t.committed, "aborted": t.rolled_back + t.retried + t.errors,
+                "rolled_back": t.rolled_back, "retried": t.retried, "errors": t.errors,
+                "p50_ms": t.percentile_ms(0.50), "p95_ms": t.percentile_ms(0.95), "p99_ms": t.percentile_ms(0.99),
+            }),
+        );
+    }
+    let consistency: serde_json::Map<String, Value> = r.consistency.iter().map(|c| (c.number.to_string(), json!(c.holds))).collect();
+    let mut queries = serde_json::Map::new();
+    for (name, q) in &s.queries {
+        queries.insert(
+            name.clone(),
+            json!({ "runs": q.times_ms.len(), "mean_ms": q.mean_ms(), "p99_ms": q.percentile_ms(0.99), "errors": q.errors, "correct": correct(name) }),
+        );
+    }
+    json!({
+        "system": r.system, "mode": r.mode, "isolation": args.isolation, "warehouses": args.warehouses,
+        "scale": if args.tiny { "tiny" } else { "spec" }, "terminals": args.terminals, "streams": streams,
+        "duration_s": s.seconds, "load_s": r.load.seconds, "loaded_rows": r.load.rows,
+        "tps": s.tps(), "new_order_per_min": s.new_orders_per_minute(),
+        "transactions": txns, "consistency": consistency, "queries": queries, "machine": machine(),
+    })
+}
+
+pub fn run_tpcc(args: TpccArgs) -> anyhow::Result<()> {
+    check_mode(args.mode)?;
+    let mut runs = vec![run_freshet(&args, 0, false)?];
+    if !args.no_postgres {
+        runs.push(run_postgres(&args, 0, false)?);
+    }
+    print_runs(&runs, &args);
+    let objects: Vec<Value> = runs.iter().map(|r| run_json(r, &args, 0, &|_| None)).collect();
+    write_json(args.json.as_deref(), &json!(objects))?;
+    finish(&runs)
+}
+
+/// Fails the command if a run broke down or left the database inconsistent.
+fn finish(runs: &[SystemRun]) -> anyhow::Result<()> {
+    for r in runs {
+        anyhow::ensure!(r.stats.fatal.is_empty(), "{}: {}", r.system, r.stats.fatal.join("; "));
+        anyhow::ensure!(r.consistency.iter().all(|c| c.holds), "{}: a consistency condition is violated", r.system);
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// CH-benCHmark
+
+const DUCKDB_SCRIPT: &str = r#"
+import datetime, decimal, glob, json, os, subprocess, sys, time
+try:
+    import duckdb
+except ImportError:
+    subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", "duckdb"])
+    import duckdb
+directory, runs, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+spec = json.load(open(os.path.join(directory, "spec.json")))
+
+def canon(v):
+    if v is None:
+        return "NULL"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, decimal.Decimal):
+        s = format(v, "f")
+        if "." in s:
+            s = s.rstrip("0").rstrip(".")
+        return "0" if s == "-0" else s
+    if isinstance(v, float):
+        if v == int(v) and abs(v) < 1e17:
+            return str(int(v))
+        return ("%.10f" % v).rstrip("0").rstrip(".")
+    if isinstance(v, datetime.datetime):
+        s = v.strftime("%Y-%m-%d %H:%M:%S")
+        return s + (".%06d" % v.microsecond if v.microsecond else "")
+    if isinstance(v, datetime.date):
+        return v.isoformat()
+    return str(v).rstrip(" ")
+
+con = duckdb.connect()
+con.execute(f"SET threads TO {threads}")
+t0 = time.perf_counter()
+for s in spec["ddl"]:
+    con.execute(s)
+for t in spec["tables"]:
+    for f in sorted(glob.glob(os.path.join(directory, f"{t}.*.csv"))):
+        con.execute(f"COPY {t} FROM '{f}' (FORMAT csv, HEADER false)")
+load = time.perf_counter() - t0
+out = {}
+for name, sql in spec["queries"]:
+    try:
+        t = time.perf_counter()
+        rows = con.execute(sql).fetchall()
+        first = (time.perf_counter() - t) * 1e3
+        times = []
+        for i in range(runs):
+            t = time.perf_counter()
+            con.execute(sql).fetchall()
+            times.append((time.perf_counter() - t) * 1e3)
+        out[name] = {"rows": [[canon(v) for v in r] for r in rows], "first_ms": first, "times_ms": times}
+    except Exception as e:
+        out[name] = {"error": str(e)}
+print(json.dumps({"version": duckdb.__version__, "load_s": load, "queries": out}))
+"#;
+
+struct DuckDbRun {
+    version: String,
+    load_s: f64,
+    generate_s: f64,
+    /// Per query: answer or error, and timed runs.
+    queries: Vec<(String, Result<answers::Answer, String>, Vec<f64>)>,
+}
+
+fn run_duckdb(args: &ChArgs) -> anyhow::Result<DuckDbRun> {
+    println!("DuckDB: generating CSV files and loading {} warehouses …", args.tpcc.warehouses);
+    let dir = std::env::temp_dir().join(format!("freshet-bench-ch-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let generated = write_csv(&dir, LoadSpec { progress: false, ..args.tpcc.load_spec() })?;
+    let spec = json!({
+        "ddl": schema::ddl(Flavor::DuckDb),
+        "tables": schema::TABLES,
+        "queries": ch::queries::all().into_iter().map(|(n, q)| json!([n, q])).collect::<Vec<_>>(),
+    });
+    std::fs::write(dir.join("spec.json"), spec.to_string())?;
+    let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
+    let out = run_cmd(Command::new("python3").args([
+        "-c",
+        DUCKDB_SCRIPT,
+        dir.to_str().unwrap_or_default(),
+        &args.duckdb_runs.to_string(),
+        &threads.to_string(),
+    ]));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = out?;
+    let v: Value = serde_json::from_str(out.lines().last().unwrap_or("")).context("DuckDB's output")?;
+    let mut queries = Vec::new();
+    for (name, _) in ch::queries::all() {
+        let q = &v["queries"][&name];
+        let result = match q["error"].as_str() {
+            Some(e) => Err(e.to_string()),
+            None => Ok(q["rows"]
+                .as_array()
+                .map(|rows| {
+                    rows.iter()
+                        .map(|r| r.as_array().map(|c| c.iter().map(|x| x.as_str().unwrap_or("").to_string()).collect()).unwrap_or_default())
+                        .collect()
+                })
+                .unwrap_or_default()),
+        };
+        let times = q["times_ms"].as_array().map(|a| a.iter().filter_map(Value::as_f64).collect()).unwrap_or_default();
+        queries.push((name, result, times));
+    }
+    println!("  loaded in {:.1} s (CSV generated in {:.1} s)", v["load_s"].as_f64().unwrap_or(f64::NAN), generated.seconds);
+    Ok(DuckDbRun {
+        version: v["version"].as_str().unwrap_or("").to_string(),
+        load_s: v["load_s"].as_f64().unwrap_or(f64::NAN),
+        generate_s: generated.seconds,
+        queries,
+    })
+}
+
+fn write_answers(path: &std::path::Path, duck: &DuckDbRun) -> anyhow::Result<()> {
+    let mut text = String::new();
+    for (name, result, _) in &duck.queries {
+        match result {
+            Ok(a) => text.push_str(&format!("== {name}\n{}\n", answers::to_text(a))),
+            Err(e) => bail!("DuckDB failed on {name}: {e}"),
+        }
+    }
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+    println!("DuckDB's answers written to {}", path.display());
+    Ok(())
+}
+
+fn mean(t: &[f64]) -> f64 {
+    if t.is_empty() { f64::NAN } else { t.iter().sum::<f64>() / t.len() as f64 }
+}
+
+pub fn run_ch(args: ChArgs) -> anyhow::Result<()> {
+    check_mode(args.tpcc.mode)?;
+    let duck = if args.no_duckdb { None } else { Some(run_duckdb(&args)?) };
+    if let (Some(path), Some(d)) = (&args.answers_out, &duck) {
+        write_answers(path, d)?;
+    }
+    let mut runs = vec![run_freshet(&args.tpcc, args.streams, true)?];
+    if !args.tpcc.no_postgres {
+        runs.push(run_postgres(&args.tpcc, args.streams, true)?);
+    }
+    print_runs(&runs, &args.tpcc);
+
+    // Answers after loading: every system against PostgreSQL (exact NUMERIC) and DuckDB.
+    let answer_of = |r: &SystemRun, name: &str| r.answers.iter().find(|a| a.name == name).map(|a| a.result.clone());
+    let reference = |name: &str| -> Option<answers::Answer> {
+        let pg = runs.iter().find(|r| r.system == "postgresql").and_then(|r| answer_of(r, name)).and_then(Result::ok);
+        pg.or_else(|| duck.as_ref()?.queries.iter().find(|(n, _, _)| n == name)?.1.clone().ok())
+    };
+    let duck_answer = |name: &str| duck.as_ref().and_then(|d| d.queries.iter().find(|(n, _, _)| n == name)).map(|(_, r, _)| r.clone());
+    let correct = |system: &str, name: &str| -> Option<bool> {
+        let mine = match system {
+            "duckdb" => duck_answer(name)?,
+            _ => answer_of(runs.iter().find(|r| r.system == system)?, name)?,
+        };
+        let Ok(mine) = mine else { return Some(false) };
+        let mut ok = reference(name).is_none_or(|r| answers::agree(&mine, &r));
+        if let Some(Ok(d)) = duck_answer(name) {
+            ok &= answers::agree(&mine, &d);
+        }
+        Some(ok)
+    };
+
+    println!();
+    println!(
+        "CH-benCHmark queries: answers after loading (before TPC-C), then {} stream(s) during the TPC-C run; DuckDB {} on the loaded data, no concurrent writes",
+        args.streams,
+        duck.as_ref().map(|d| d.version.as_str()).unwrap_or("(skipped)")
+    );
+    let mut rows = Vec::new();
+    let mut totals = [0.0f64; 4];
+    for (name, _) in ch::queries::all() {
+        let fr = &runs[0];
+        let once = fr.answers.iter().find(|a| a.name == name).map(|a| a.ms).unwrap_or(f64::NAN);
+        let during = fr.stats.queries.iter().find(|(n, _)| *n == name).map(|(_, q)| q.clone()).unwrap_or_default();
+        let pg = runs.get(1).and_then(|p| p.answers.iter().find(|a| a.name == name)).map(|a| a.ms);
+        let dd = duck_answer(&name).map(|_| mean(&duck.as_ref().map(|d| d.queries.iter().find(|(n, _, _)| *n == name).map(|q| q.2.clone()).unwrap_or_default()).unwrap_or_default()));
+        totals[0] += once;
+        totals[1] += during.mean_ms();
+        totals[2] += pg.unwrap_or(0.0);
+        totals[3] += dd.unwrap_or(0.0);
+        let mark = |c: Option<bool>| match c {
+            Some(true) => "correct",
+            Some(false) => "INCORRECT",
+            None => "-",
+        };
+        let fr_error = fr.answers.iter().find(|a| a.name == name).and_then(|a| a.result.as_ref().err().cloned());
+        rows.push(vec![
+            name.clone(),
+            format!("{once:.1}"),
+            format!("{:.1}", during.mean_ms()),
+            format!("{:.1}", during.percentile_ms(0.99)),
+            during.times_ms.len().to_string(),
+            pg.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into()),
+            dd.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into()),
+            mark(correct("freshet", &name)).to_string(),
+            mark(correct("postgresql", &name)).to_string(),
+            mark(correct("duckdb", &name)).to_string(),
+            fr_error.map(|e| e.chars().take(60).collect()).unwrap_or_default(),
+        ]);
+    }
+    print_table(
+        &["query", "Freshet ms (loaded)", "Freshet mean ms (under TPC-C)", "p99 ms", "runs", "PostgreSQL ms (loaded)", "DuckDB mean ms", "Freshet", "PostgreSQL", "DuckDB", "Freshet error"],
+        &rows,
+    );
+    println!(
+        "total of the 23 queries: Freshet {:.0} ms after loading, {:.0} ms (means) under TPC-C; PostgreSQL {:.0} ms after loading; DuckDB {:.0} ms",
+        totals[0], totals[1], totals[2], totals[3]
+    );
+    if totals[3] > 0.0 {
+        println!("Freshet (after loading) / DuckDB total query time = {:.2}x", totals[0] / totals[3]);
+    }
+
+    let mut objects: Vec<Value> = runs
+        .iter()
+        .map(|r| {
+            let system = r.system;
+            let mut o = run_json(r, &args.tpcc, args.streams, &|name| correct(system, name));
+            o["answers_after_load_ms"] = json!(r.answers.iter().map(|a| (a.name.clone(), json!(a.ms))).collect::<serde_json::Map<_, _>>());
+            o
+        })
+        .collect();
+    if let Some(d) = &duck {
+        let queries: serde_json::Map<String, Value> = d
+            .queries
+            .iter()
+            .map(|(name, result, times)| {
+                let mut t = times.clone();
+                t.sort_by(|a, b| a.total_cmp(b));
+                let p99 = t.last().copied().unwrap_or(f64::NAN);
+                (name.clone(), json!({ "runs": times.len(), "mean_ms": mean(times), "p99_ms": p99, "correct": correct("duckdb", name), "error": result.as_ref().err() }))
+            })
+            .collect();
+        objects.push(json!({
+            "system": "duckdb", "mode": "static", "version": d.version, "warehouses": args.tpcc.warehouses, "machine": machine(),
+            "load_s": d.load_s, "csv_generate_s": d.generate_s, "queries": queries,
+        }));
+    }
+    write_json(args.tpcc.json.as_deref(), &json!(objects))?;
+    finish(&runs)
+}
