@@ -112,6 +112,7 @@ impl OlapEngine {
         timeout: Option<Duration>,
     ) -> Result<(BatchStream, Arc<ForkProcess>)> {
         let (parent_end, child_end) = UnixStream::pair().map_err(|e| Error::internal(format!("cannot create a socket pair: {e}")))?;
+        let child_fd = child_end.as_raw_fd();
         let state = self.state.clone();
         let logical = plan.logical.clone();
         let threads = self.threads;
@@ -122,7 +123,7 @@ impl OlapEngine {
             // SAFETY: ends the child without the parent's destructors or atexit handlers.
             unsafe { libc::_exit(code) }
         });
-        let forked = engine.fork(plan.tables.clone(), view, child).await?;
+        let forked = engine.fork(plan.tables.clone(), view, vec![child_fd], child).await?;
         let process = Arc::new(ForkProcess { id, forked, taken_at, taken, tables: plan.tables.len() });
         parent_end.set_nonblocking(true).map_err(|e| Error::internal(format!("socket: {e}")))?;
         let (tx, rx) = mpsc::channel(2);
@@ -187,16 +188,7 @@ fn child_main(
     params: Vec<ScalarValue>,
     threads: usize,
 ) -> i32 {
-    let fd = socket.as_raw_fd();
-    // SAFETY: plain system calls; from here on the child holds no descriptor but its socket
-    // (and the standard streams).
-    unsafe {
-        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-        if fd > 3 {
-            libc::syscall(libc::SYS_close_range, 3u32, (fd - 1) as u32, 0u32);
-        }
-        libc::syscall(libc::SYS_close_range, (fd + 1) as u32, u32::MAX, 0u32);
-    }
+    // `Engine::fork` has closed every other descriptor and set the parent-death signal.
     let mut out = std::io::BufWriter::with_capacity(1 << 16, socket);
     let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| -> Result<()> {
         let tables = snapshots?;

@@ -156,15 +156,14 @@ impl Database {
         let taken = std::time::Instant::now();
         let taken_at = crate::session::now_micros();
         let child: freshet_core::engine::ForkChild = Box::new(|_snapshots| -> std::convert::Infallible {
-            // SAFETY: plain system calls in the child, which only waits to be killed.
+            // SAFETY: a plain system call in the child, which only waits to be killed.
             unsafe {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
                 loop {
                     libc::pause();
                 }
             }
         });
-        let forked = futures::executor::block_on(engine.fork(tables, TxnView::committed(), child))?;
+        let forked = futures::executor::block_on(engine.fork(tables, TxnView::committed(), Vec::new(), child))?;
         let process = Arc::new(ForkProcess { id: self.inner.snapshots.next_id(), forked, taken_at, taken, tables: count });
         let weak: std::sync::Weak<ForkProcess> = Arc::downgrade(&process);
         self.inner.snapshots.register(weak);

@@ -45,8 +45,11 @@ pub struct Forked {
 
 impl Engine {
     /// Forks the process at a transaction boundary (see the module documentation); `child`
-    /// runs in the child. Returns once the parent side of fork() has returned.
-    pub async fn fork(&self, tables: Vec<Arc<TableDef>>, view: TxnView, child: ForkChild) -> Result<Forked> {
+    /// runs in the child, which first closes every descriptor above 2 except `keep` (it must
+    /// not hold the data directory's lock, the log or client sockets) and is killed if its
+    /// parent dies. Returns once the parent side of fork() has returned.
+    pub async fn fork(&self, tables: Vec<Arc<TableDef>>, view: TxnView, keep: Vec<i32>, child: ForkChild) -> Result<Forked> {
+        let keep = Arc::new(keep);
         let n = self.executors.len();
         let child = Arc::new(Mutex::new(Some(child)));
         let tables = Arc::new(tables);
@@ -55,7 +58,7 @@ impl Engine {
             self.executors[0]
                 .call(move |p| {
                     let parts = [AtomicPtr::new(p as *mut Partition)];
-                    fork_now(&parts, &tables, &view, &child)
+                    fork_now(&parts, &tables, &view, &keep, &child)
                 })
                 .await??
         } else {
@@ -67,7 +70,7 @@ impl Engine {
                     // Every partition has published itself before the first one forks; the
                     // others wait at the step's last meeting until it has.
                     step.meet();
-                    if first { fork_now(&slots, &tables, &view, &child).map(Some) } else { Ok(None) }
+                    if first { fork_now(&slots, &tables, &view, &keep, &child).map(Some) } else { Ok(None) }
                 })
                 .await?;
             results.into_iter().collect::<Result<Vec<_>>>()?.into_iter().flatten().next().ok_or_else(|| Error::internal("no partition forked"))?
@@ -76,7 +79,7 @@ impl Engine {
     }
 }
 
-fn fork_now(parts: &[AtomicPtr<Partition>], tables: &[Arc<TableDef>], view: &TxnView, child: &Mutex<Option<ForkChild>>) -> Result<Forked> {
+fn fork_now(parts: &[AtomicPtr<Partition>], tables: &[Arc<TableDef>], view: &TxnView, keep: &[i32], child: &Mutex<Option<ForkChild>>) -> Result<Forked> {
     let started = Instant::now();
     // SAFETY: fork() in a multi-threaded process; the child only touches memory that no other
     // thread can be changing at this moment (see the module invariants) and ends with _exit.
@@ -84,6 +87,7 @@ fn fork_now(parts: &[AtomicPtr<Partition>], tables: &[Arc<TableDef>], view: &Txn
     match pid {
         -1 => Err(Error::internal(format!("fork failed: {}", std::io::Error::last_os_error()))),
         0 => {
+            close_descriptors(keep);
             // SAFETY: every pointer was published by its partition's executor, which is parked
             // at the step's barrier (or is this thread) and in the child no longer runs.
             let parts: Vec<&Partition> = parts.iter().map(|p| unsafe { &*p.load(Ordering::SeqCst) }).collect();
@@ -98,5 +102,24 @@ fn fork_now(parts: &[AtomicPtr<Partition>], tables: &[Arc<TableDef>], view: &Txn
             }
         }
         pid => Ok(Forked { pid, fork_time: started.elapsed(), pause: Duration::ZERO }),
+    }
+}
+
+/// In the child: asks to be killed when the parent dies and closes every inherited descriptor
+/// above 2 except `keep`.
+fn close_descriptors(keep: &[i32]) {
+    let mut keep: Vec<u32> = keep.iter().filter(|&&fd| fd > 2).map(|&fd| fd as u32).collect();
+    keep.sort_unstable();
+    let mut first = 3u32;
+    // SAFETY: plain system calls on this process's own descriptors.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+        for fd in keep {
+            if fd > first {
+                libc::syscall(libc::SYS_close_range, first, fd - 1, 0u32);
+            }
+            first = fd + 1;
+        }
+        libc::syscall(libc::SYS_close_range, first, u32::MAX, 0u32);
     }
 }
