@@ -43,9 +43,15 @@ pub struct SnapshotArgs {
     /// Timed snapshots per size and mode.
     #[arg(long, default_value_t = 5)]
     runs: usize,
+    /// Which experiments to run: `creation`, `throughput`, `memory` (default: all three).
+    #[arg(long, value_delimiter = ',', default_value = "creation,throughput,memory")]
+    only: Vec<String>,
     /// Skip the huge-page run of the creation experiment.
     #[arg(long)]
     no_huge_pages: bool,
+    /// Run only the huge-page run of the creation experiment.
+    #[arg(long)]
+    huge_pages_only: bool,
     /// Directory for the charts.
     #[arg(long, default_value = "snapshot-bench")]
     charts: PathBuf,
@@ -256,12 +262,43 @@ pub fn run(args: SnapshotArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string(&rows)?);
         return Ok(());
     }
+    let wants = |part: &str| args.only.iter().any(|p| p == part);
+    let (mut plain, mut huge) = (vec![], vec![]);
+    if wants("creation") {
+        (plain, huge) = creation_report(&args)?;
+    }
+    let (mut baselines, mut throughput, mut memory) = (vec![], vec![], vec![]);
+    if wants("throughput") || wants("memory") {
+        let db = accounts_db(&args)?;
+        if wants("throughput") {
+            (baselines, throughput) = throughput_report(&args, &db)?;
+        }
+        if wants("memory") {
+            memory = memory_report(&args, &db)?;
+        }
+    }
+    write_json(
+        args.json.as_deref(),
+        &json!({
+            "benchmark": "snapshot",
+            "machine": machine(),
+            "creation": plain,
+            "creation_huge_pages": huge,
+            "throughput": { "baselines_tps": baselines, "clients": args.clients, "duration_s": args.duration, "runs": throughput },
+            "memory": memory,
+        }),
+    )
+}
+
+/// Experiment 1: prints its tables and draws its chart.
+fn creation_report(args: &SnapshotArgs) -> anyhow::Result<(Vec<Json>, Vec<Json>)> {
     println!("== 1. Snapshot creation time against database size (median of {} runs) ==", args.runs);
-    let plain = creation_in_child(&args, false)?;
-    let huge = if args.no_huge_pages { vec![] } else { creation_in_child(&args, true)? };
+    let plain = if args.huge_pages_only { vec![] } else { creation_in_child(args, false)? };
+    let huge = if args.no_huge_pages { vec![] } else { creation_in_child(args, true)? };
     let field = |rows: &[Json], i: usize, k: &str| rows.get(i).and_then(|r| r[k].as_f64()).unwrap_or(f64::NAN);
     let mut table = Vec::new();
-    for (i, r) in plain.iter().enumerate() {
+    let base = if plain.is_empty() { &huge } else { &plain };
+    for (i, r) in base.iter().enumerate() {
         let size = r["data_gib"].as_f64().unwrap_or(0.0);
         table.push(vec![
             format!("{:.2}", size),
@@ -305,20 +342,24 @@ pub fn run(args: SnapshotArgs) -> anyhow::Result<()> {
     }
     print_table(&["pages", "data GiB", "no snapshot", "cow snapshot held", "fork child alive"], &table);
     line_chart(&args.charts.join("creation.svg"), "Snapshot creation time", "database size (GiB)", "ms", false, &lines)?;
+    Ok((plain, huge))
+}
+
+/// Experiment 2: OLTP throughput under periodic snapshots; returns the baselines and runs.
+fn throughput_report(args: &SnapshotArgs, db: &Database) -> anyhow::Result<(Vec<f64>, Vec<Json>)> {
 
     println!("\n== 2. OLTP throughput with a snapshot and an analytical query every interval ({} clients, {} s each) ==", args.clients, args.duration);
-    let db = accounts_db(&args)?;
     // The machine is shared and its speed drifts: every interval is measured between two runs
     // without snapshots, and compared with their mean.
-    let mut baselines = vec![oltp_run(&db, &args, None)?.0];
+    let mut baselines = vec![oltp_run(db, args, None)?.0];
     let mut measured = Vec::new();
     for &ms in &args.intervals {
         for mode in ["cow", "fork"] {
-            let (tps, taken) = oltp_run(&db, &args, Some((mode, Duration::from_millis(ms))))?;
+            let (tps, taken) = oltp_run(db, args, Some((mode, Duration::from_millis(ms))))?;
             eprintln!("  {mode} every {ms} ms: {tps:.0} tps, {taken} snapshots");
             measured.push((mode, ms, tps, taken, baselines.len() - 1));
         }
-        let (base, _) = oltp_run(&db, &args, None)?;
+        let (base, _) = oltp_run(db, args, None)?;
         eprintln!("  no snapshots: {base:.0} tps");
         baselines.push(base);
     }
@@ -337,6 +378,11 @@ pub fn run(args: SnapshotArgs) -> anyhow::Result<()> {
     print_table(&["mode", "interval ms", "tps", "baseline tps", "relative", "snapshots"], &rows);
     let lines: Vec<Series> = chart.into_iter().map(|(m, p)| Series { name: m.to_string(), points: p }).collect();
     line_chart(&args.charts.join("throughput.svg"), "OLTP throughput relative to no snapshots", "snapshot interval (ms, log)", "relative throughput", true, &lines)?;
+    Ok((baselines, throughput))
+}
+
+/// Experiment 3: memory one snapshot holds after N updates, both modes.
+fn memory_report(args: &SnapshotArgs, db: &Database) -> anyhow::Result<Vec<Json>> {
 
     println!("\n== 3. Memory held by one snapshot after N random single-row updates ==");
     let mut memory = Vec::new();
@@ -344,12 +390,12 @@ pub fn run(args: SnapshotArgs) -> anyhow::Result<()> {
     let (mut cow_pts, mut fork_pts) = (Vec::new(), Vec::new());
     for &n in &args.updates {
         let snap = db.snapshot().map_err(|e| anyhow!("{e}"))?;
-        random_updates(&db, args.accounts, n)?;
+        random_updates(db, args.accounts, n)?;
         let cow = snap.memory().copied_bytes;
         drop(snap);
         let child = db.fork_snapshot().map_err(|e| anyhow!("{e}"))?;
         let (_, private_before) = child.memory();
-        random_updates(&db, args.accounts, n)?;
+        random_updates(db, args.accounts, n)?;
         let (_, private_after) = child.memory();
         drop(child);
         let fork = private_after.saturating_sub(private_before);
@@ -367,15 +413,5 @@ pub fn run(args: SnapshotArgs) -> anyhow::Result<()> {
         true,
         &[Series { name: "copy-on-write".into(), points: cow_pts }, Series { name: "fork".into(), points: fork_pts }],
     )?;
-    write_json(
-        args.json.as_deref(),
-        &json!({
-            "benchmark": "snapshot",
-            "machine": machine(),
-            "creation": plain,
-            "creation_huge_pages": huge,
-            "throughput": { "baselines_tps": baselines, "clients": args.clients, "duration_s": args.duration, "runs": throughput },
-            "memory": memory,
-        }),
-    )
+    Ok(memory)
 }
