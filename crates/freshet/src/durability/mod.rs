@@ -351,6 +351,9 @@ fn load_checkpoint(fs: &dyn Fs, engine: &Arc<Engine>, loaded: &checkpoint::Loade
     for def in &loaded.tables {
         futures::executor::block_on(engine.restore_put_table(def.clone()))?;
     }
+    for source in &loaded.procedures {
+        engine.restore_put_procedure(source)?;
+    }
     let mut rows = 0;
     for (name, partition, table) in &loaded.files {
         let Some(def) = loaded.tables.iter().find(|d| d.id == *table) else { continue };
@@ -411,6 +414,11 @@ impl<'a> Replay<'a> {
             RedoRecord::Truncate(ids) => {
                 self.drain()?;
                 futures::executor::block_on(self.engine.restore_truncate(ids))
+            }
+            RedoRecord::PutProcedure(source) => self.engine.restore_put_procedure(&source),
+            RedoRecord::DropProcedure(name) => {
+                self.engine.restore_drop_procedure(&name);
+                Ok(())
             }
             RedoRecord::CheckpointStart { .. } => Ok(()),
             RedoRecord::Part { ts, changes } => {

@@ -492,6 +492,15 @@ impl Rewriter<'_, '_> {
                     *expr = self.placeholder(ParamSource::Var(slot));
                 }
             }
+            ast::Expr::CompoundIdentifier(parts) if parts.len() == 2 && fold_ident(&parts[0]) == self.c.header.name => {
+                // `routine_name.parameter`, PostgreSQL's way to name a parameter a column hides.
+                let name = fold_ident(&parts[1]);
+                let slot = self.c.lookup(&name).ok_or_else(|| Error::syntax(format!("\"{}.{name}\" is not a known variable", self.c.header.name)))?;
+                if matches!(self.c.slots[slot].ty, PlType::Array(_)) {
+                    return Err(Error::unsupported(format!("the array \"{name}\" as a value")));
+                }
+                *expr = self.placeholder(ParamSource::Var(slot));
+            }
             ast::Expr::Value(v) => {
                 if let ast::Value::Placeholder(p) = &v.value {
                     // `$n` in a body names the n-th parameter.
