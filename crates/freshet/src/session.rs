@@ -367,15 +367,26 @@ impl Session {
                     }
                     InsertSource::Values(_) => None,
                 };
-                (Kind::Insert { plan, source }, None)
+                let columns = plan.returning.as_ref().map(returning_columns);
+                (Kind::Insert { plan, source }, columns)
             }
             Statement::Update(_) | Statement::Delete(_) => {
                 let mut probe = statement.clone();
                 if !rewrite::find_subqueries(&mut probe).is_empty() {
+                    if matches!(statement, Statement::Update(u) if u.returning.is_some()) || matches!(statement, Statement::Delete(d) if d.returning.is_some()) {
+                        return Err(Error::unsupported("RETURNING in an UPDATE or DELETE with subqueries"));
+                    }
                     // Parameters inside subqueries are not typed here; they default to text.
                     (Kind::DmlWithSubqueries, None)
                 } else {
-                    (Kind::Dml(Arc::new(plan_dml(statement, catalog, params)?)), None)
+                    let plan = plan_dml(statement, catalog, params)?;
+                    let returning = match &plan {
+                        OltpPlan::Update(u) => u.returning.as_ref(),
+                        OltpPlan::Delete(d) => d.returning.as_ref(),
+                        OltpPlan::Select(_) => None,
+                    };
+                    let columns = returning.map(returning_columns);
+                    (Kind::Dml(Arc::new(plan)), columns)
                 }
             }
             Statement::CreateTable(ct) => (Kind::Ddl(ddl::plan_create_table(ct)?), None),
@@ -610,12 +621,15 @@ impl Session {
             }
             Kind::Insert { plan, source } => {
                 let txn = self.statement_txn();
-                let n = self.run_insert(plan, source.as_ref(), &prepared.param_types, params, now, txn).await?;
-                Ok(StatementResult::command(format!("INSERT 0 {n}")))
+                let (n, returned) = self.run_insert(plan, source.as_ref(), &prepared.param_types, params, now, txn).await?;
+                match (returned, prepared.columns.clone()) {
+                    (Some(rows), Some(columns)) => Ok(StatementResult::rows(columns, RowStream::from_values(rows))),
+                    _ => Ok(StatementResult::command(format!("INSERT 0 {n}"))),
+                }
             }
             Kind::Dml(plan) => {
                 let txn = self.statement_txn();
-                self.run_dml(plan.clone(), params, now, txn).await
+                self.run_dml(plan.clone(), params, now, txn, prepared.columns.clone()).await
             }
             Kind::DmlWithSubqueries => {
                 let statement = prepared.statement.clone().ok_or_else(|| Error::internal("statement missing"))?;
@@ -830,8 +844,9 @@ impl Session {
         params: Vec<Value>,
         now: i64,
         txn: Option<TxnCtx>,
-    ) -> Result<u64> {
+    ) -> Result<(u64, Option<Vec<Vec<Value>>>)> {
         let table = &plan.table;
+        let returning_params = if plan.returning.is_some() { params.clone() } else { Vec::new() };
         let types: Vec<DataType> = plan.columns.iter().map(|&c| table.columns[c].ty).collect();
         let supplied: Vec<Vec<Value>> = match (&plan.source, source) {
             (InsertSource::Values(rows), _) => {
@@ -865,13 +880,21 @@ impl Session {
                 Ok(row)
             })
             .collect::<Result<Vec<_>>>()?;
+        let returned = match &plan.returning {
+            Some(r) => {
+                let cx = EvalContext { params: &returning_params, now };
+                Some(full_rows.iter().map(|row| r.row(row, &cx)).collect::<Result<Vec<_>>>()?)
+            }
+            None => None,
+        };
         if full_rows.is_empty() {
-            return Ok(0);
+            return Ok((0, returned));
         }
-        self.db.inner.engine.insert_rows(table, full_rows, txn, self.settings.synchronous_commit()).await
+        let n = self.db.inner.engine.insert_rows(table, full_rows, txn, self.settings.synchronous_commit()).await?;
+        Ok((n, returned))
     }
 
-    async fn run_dml(&self, plan: Arc<OltpPlan>, params: Vec<Value>, now: i64, txn: Option<TxnCtx>) -> Result<StatementResult> {
+    async fn run_dml(&self, plan: Arc<OltpPlan>, params: Vec<Value>, now: i64, txn: Option<TxnCtx>, columns: Option<Arc<Vec<ColumnInfo>>>) -> Result<StatementResult> {
         let verb = match plan.as_ref() {
             OltpPlan::Update(_) => "UPDATE",
             OltpPlan::Delete(_) => "DELETE",
@@ -879,6 +902,7 @@ impl Session {
         };
         match self.db.inner.engine.run(plan, params, now, txn, self.settings.synchronous_commit()).await? {
             OltpResult::Count(n) => Ok(StatementResult::command(format!("{verb} {n}"))),
+            OltpResult::Rows(rows) if columns.is_some() => Ok(StatementResult::rows(columns.unwrap_or_default(), RowStream::from_values(rows))),
             _ => Err(Error::internal("DML returned rows")),
         }
     }
@@ -894,7 +918,7 @@ impl Session {
         let mut types: Vec<Option<DataType>> = param_types.iter().copied().map(Some).collect();
         let plan = plan_dml(&statement, &catalog, &mut types)?;
         let txn = self.statement_txn();
-        self.run_dml(Arc::new(plan), params, now, txn).await
+        self.run_dml(Arc::new(plan), params, now, txn, None).await
     }
 
     async fn evaluate_subquery(&mut self, found: FoundSubquery, param_types: &[DataType], params: &[Value], now: i64) -> Result<SubqueryValue> {
@@ -1100,7 +1124,7 @@ impl Session {
         let catalog = engine.catalog();
         for name in tables {
             let table = catalog.require_table(name)?.clone();
-            let plan = OltpPlan::Delete(plan::DeletePlan { table, filter: None, access: plan::Access::Scan });
+            let plan = OltpPlan::Delete(plan::DeletePlan { table, filter: None, access: plan::Access::Scan, returning: None });
             let txn = self.statement_txn();
             engine.run(Arc::new(plan), vec![], now, txn, self.settings.synchronous_commit()).await?;
         }
@@ -1196,6 +1220,10 @@ fn plan_dml(statement: &Statement, catalog: &freshet_core::catalog::Catalog, par
         Statement::Delete(d) => Ok(OltpPlan::Delete(plan::plan_delete(catalog, d, params)?)),
         _ => Err(Error::internal("not an UPDATE or DELETE")),
     }
+}
+
+fn returning_columns(r: &plan::Returning) -> Vec<ColumnInfo> {
+    r.columns.iter().map(|c| ColumnInfo { name: c.name.clone(), ty: c.ty }).collect()
 }
 
 fn check_insert_source(plan: &InsertPlan, columns: &[ColumnInfo]) -> Result<()> {
