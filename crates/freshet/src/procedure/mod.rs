@@ -74,11 +74,32 @@ impl ProcedureContext<'_> {
     }
 
     fn run(&mut self, sql: &str, params: &[Value]) -> Result<(Vec<Vec<Value>>, u64)> {
-        futures::executor::block_on(async {
+        wait(async {
             let prepared = self.session.native_statement(sql, params).await?;
             let params = params.iter().zip(&prepared.param_types).map(|(v, t)| v.clone().cast(*t)).collect::<Result<Vec<_>>>()?;
             statement_rows(self.session, &prepared, params).await
         })
+    }
+}
+
+/// Waits for `f` on this thread. Unlike `futures::executor::block_on` it may run inside
+/// another executor's task (a native procedure's body is synchronous code called from the
+/// session's async call): the thread parks until the future's waker unparks it.
+fn wait<F: std::future::Future>(f: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl std::task::Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = std::task::Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut f = std::pin::pin!(f);
+    loop {
+        if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+        std::thread::park();
     }
 }
 
