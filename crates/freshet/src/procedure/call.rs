@@ -355,10 +355,10 @@ impl Session {
                         pc = *target;
                     }
                 }
-                Instr::RangeInit { var, hi, step, lo_e, hi_e, step_e } => {
-                    let lo = int_value(eval(lo_e, &vars, now)?, "lower bound")?;
-                    let h = int_value(eval(hi_e, &vars, now)?, "upper bound")?;
-                    let s = match step_e {
+                Instr::RangeInit { var, hi, step, bounds } => {
+                    let lo = int_value(eval(&bounds.lo, &vars, now)?, "lower bound")?;
+                    let h = int_value(eval(&bounds.hi, &vars, now)?, "upper bound")?;
+                    let s = match &bounds.step {
                         Some(e) => int_value(eval(e, &vars, now)?, "BY value")?,
                         None => 1,
                     };

@@ -67,13 +67,21 @@ pub enum Instr {
     Jump(usize),
     JumpIfNot { cond: ExprUnit, target: usize },
     JumpIf { cond: ExprUnit, target: usize },
-    RangeInit { var: usize, hi: usize, step: usize, lo_e: ExprUnit, hi_e: ExprUnit, step_e: Option<ExprUnit> },
+    RangeInit { var: usize, hi: usize, step: usize, bounds: Box<RangeBounds> },
     RangeTest { var: usize, hi: usize, reverse: bool, exit: usize },
     RangeNext { var: usize, step: usize, reverse: bool },
     ForeachInit { idx: usize },
     ForeachNext { array: usize, idx: usize, var: usize, exit: usize },
     Return(Option<ExprUnit>),
     Raise { level: RaiseLevel, format: Option<String>, args: Vec<ExprUnit>, options: Vec<(String, ExprUnit)> },
+}
+
+/// The bound expressions of `FOR i IN lo..hi BY step`.
+#[derive(Clone, Debug)]
+pub struct RangeBounds {
+    pub lo: ExprUnit,
+    pub hi: ExprUnit,
+    pub step: Option<ExprUnit>,
 }
 
 /// A compiled procedure or function.
@@ -245,14 +253,15 @@ impl Compiler<'_> {
                     self.patch(at, end);
                 }
             }
-            SynStmt::ForRange { var, reverse, lo, hi, step, body } => {
+            SynStmt::ForRange { var, reverse, bounds, body } => {
+                let (lo, hi, step) = bounds.as_ref();
                 let lo_e = self.expr(lo, Some(DataType::Int32))?;
                 let hi_e = self.expr(hi, Some(DataType::Int32))?;
                 let step_e = step.as_ref().map(|s| self.expr(s, Some(DataType::Int32))).transpose()?;
                 self.scopes.push(Vec::new());
                 let v = self.declare(var, PlType::Scalar(DataType::Int32));
                 let (h, st) = (self.hidden(), self.hidden());
-                self.code.push(Instr::RangeInit { var: v, hi: h, step: st, lo_e, hi_e, step_e });
+                self.code.push(Instr::RangeInit { var: v, hi: h, step: st, bounds: Box::new(RangeBounds { lo: lo_e, hi: hi_e, step: step_e }) });
                 let test = self.here();
                 self.code.push(Instr::RangeTest { var: v, hi: h, reverse: *reverse, exit: PATCH });
                 let patches = self.loop_body(body)?;

@@ -53,9 +53,10 @@ pub enum RaiseLevel {
 pub enum SynStmt {
     Assign { target: String, value: ast::Expr },
     /// An SQL statement; `into` are the targets of `SELECT … INTO` / `RETURNING … INTO`.
-    Sql { statement: ast::Statement, text: String, into: Vec<String>, strict: bool },
+    Sql { statement: Box<ast::Statement>, text: String, into: Vec<String>, strict: bool },
     If { branches: Vec<(ast::Expr, Vec<SynStmt>)>, otherwise: Vec<SynStmt> },
-    ForRange { var: String, reverse: bool, lo: ast::Expr, hi: ast::Expr, step: Option<ast::Expr>, body: Vec<SynStmt> },
+    /// `FOR var IN [REVERSE] lo..hi [BY step]`: the bounds are (lo, hi, step).
+    ForRange { var: String, reverse: bool, bounds: Box<(ast::Expr, ast::Expr, Option<ast::Expr>)>, body: Vec<SynStmt> },
     Foreach { var: String, array: ast::Expr, body: Vec<SynStmt> },
     While { cond: ast::Expr, body: Vec<SynStmt> },
     Loop { body: Vec<SynStmt> },
@@ -484,7 +485,7 @@ fn statement(c: &mut Cursor) -> Result<SynStmt> {
             let (text, _) = c.until(|t| t.is_op(";"));
             c.expect_op(";")?;
             let text = format!("SELECT {text}");
-            Ok(SynStmt::Sql { statement: one_statement(&text)?, text, into: vec![], strict: false })
+            Ok(SynStmt::Sql { statement: Box::new(one_statement(&text)?), text, into: vec![], strict: false })
         }
         "select" | "insert" | "update" | "delete" | "with" | "call" => sql_statement(c),
         "commit" | "rollback" | "savepoint" => Err(Error::unsupported("transaction control inside a procedure")),
@@ -548,7 +549,7 @@ fn for_statement(c: &mut Cursor) -> Result<SynStmt> {
     let hi = c.expr_until(|t| t.is_word("by") || t.is_word("loop"))?;
     let step = if c.eat_word("by") { Some(c.expr_until(|t| t.is_word("loop"))?) } else { None };
     let body = loop_body(c)?;
-    Ok(SynStmt::ForRange { var, reverse, lo, hi, step, body })
+    Ok(SynStmt::ForRange { var, reverse, bounds: Box::new((lo, hi, step)), body })
 }
 
 fn raise(c: &mut Cursor) -> Result<SynStmt> {
@@ -650,7 +651,7 @@ fn sql_statement(c: &mut Cursor) -> Result<SynStmt> {
             format!("{} {}", c.text(begin, at), c.text(i, end))
         }
     };
-    let statement = one_statement(&text)?;
+    let statement = Box::new(one_statement(&text)?);
     Ok(SynStmt::Sql { statement, text, into, strict })
 }
 
