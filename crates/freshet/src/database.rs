@@ -69,6 +69,14 @@ pub(crate) struct Inner {
     pub natives: parking_lot::RwLock<std::collections::HashMap<String, Arc<crate::procedure::NativeProcedure>>>,
 }
 
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Some(data) = &self.data {
+            data.stop_background();
+        }
+    }
+}
+
 /// An open database. Cheap to clone; every clone is the same database.
 #[derive(Clone)]
 pub struct Database {

@@ -237,14 +237,25 @@ impl DataDir {
     }
 }
 
-impl Drop for DataDir {
-    fn drop(&mut self) {
+impl DataDir {
+    /// Stops the checkpointer thread and waits for it (unless called on it). The database
+    /// calls this when its last handle goes: the thread holds the directory only while it
+    /// works, and must not be the one that releases it (and its lock) after the database
+    /// was closed, or an immediate reopen would find the directory still locked.
+    pub(crate) fn stop_background(&self) {
         self.stop.store(true, Ordering::Relaxed);
-        if let Some(h) = self.background.lock().take()
+        let handle = self.background.lock().take();
+        if let Some(h) = handle
             && h.thread().id() != std::thread::current().id()
         {
             let _ = h.join();
         }
+    }
+}
+
+impl Drop for DataDir {
+    fn drop(&mut self) {
+        self.stop_background();
     }
 }
 
