@@ -186,6 +186,27 @@ impl Session {
         columns: Option<Arc<Vec<ColumnInfo>>>,
     ) -> Pin<Box<dyn Future<Output = Result<StatementResult>> + Send + 'a>> {
         Box::pin(async move {
+            if self.procedures.depth >= super::MAX_CALL_DEPTH {
+                return Err(Error::new(
+                    SqlState::custom("54001").unwrap_or(SqlState::ProgramLimitExceeded),
+                    format!("stack depth limit exceeded: calls nest more than {} deep", super::MAX_CALL_DEPTH),
+                ));
+            }
+            self.procedures.depth += 1;
+            let result = self.run_call_inner(plan, param_types, params, columns).await;
+            self.procedures.depth -= 1;
+            result
+        })
+    }
+
+    async fn run_call_inner(
+        &mut self,
+        plan: &CallPlan,
+        param_types: &[DataType],
+        params: Vec<Value>,
+        columns: Option<Arc<Vec<ColumnInfo>>>,
+    ) -> Result<StatementResult> {
+        {
             let now = now_micros();
             let target = match self.database().inner.engine.catalog().procedure(&plan.name) {
                 Some(def) => Target::Routine(def.clone()),
@@ -220,7 +241,7 @@ impl Session {
                 (Some(rows), Some(columns)) => StatementResult::rows(columns, RowStream::from_values(rows)).with_notices(notices),
                 _ => StatementResult::command("CALL").with_notices(notices),
             })
-        })
+        }
     }
 
     /// Runs `f` as one transaction if no block is open (committing it, or rolling it back on
@@ -308,8 +329,14 @@ impl Session {
         let now = now_micros();
         let mut notices = Vec::new();
         let mut pc = 0;
+        let deadline = self.settings().statement_timeout().map(|t| std::time::Instant::now() + t);
+        let mut steps = 0u32;
         while let Some(instr) = r.code.get(pc) {
             pc += 1;
+            steps = steps.wrapping_add(1);
+            if steps % 1024 == 0 && deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+                return Err(Error::new(SqlState::QueryCanceled, "canceling statement due to statement timeout"));
+            }
             match instr {
                 Instr::Init { slot, value } => {
                     let v = match value {

@@ -135,7 +135,16 @@ pub(crate) struct CompiledCall {
 pub(crate) struct SessionProcedures {
     pub routines: HashMap<String, Arc<CompiledCall>>,
     pub native_statements: HashMap<String, Arc<Prepared>>,
+    /// Calls running in this session, nested (a routine that calls a routine).
+    pub depth: u32,
 }
+
+/// How deeply calls may nest. A nested call re-enters `Session::execute`, so each level adds
+/// the poll frames of the whole statement path to the thread's stack (over 128 KiB per level
+/// in a debug build; threads have 2 MiB). PostgreSQL's equivalent guard is
+/// `max_stack_depth` (54001). Lifting it needs nested PL/pgSQL calls to push a frame in the
+/// interpreter instead of recursing.
+pub(crate) const MAX_CALL_DEPTH: u32 = 4;
 
 /// The type a value has, for preparing a native procedure's statement (`None` for NULL).
 pub(crate) fn value_type(v: &Value) -> Option<DataType> {
