@@ -334,7 +334,7 @@ impl Session {
         while let Some(instr) = r.code.get(pc) {
             pc += 1;
             steps = steps.wrapping_add(1);
-            if steps % 1024 == 0 && deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+            if steps.is_multiple_of(1024) && deadline.is_some_and(|d| std::time::Instant::now() >= d) {
                 return Err(Error::new(SqlState::QueryCanceled, "canceling statement due to statement timeout"));
             }
             match instr {

@@ -113,7 +113,7 @@ impl Routine {
 pub fn compile(source: &str) -> Result<Routine> {
     let header = parser::parse_header(source)?;
     let body = parser::parse_body(&header.body)?;
-    let mut c = Compiler { scopes: vec![Vec::new()], slots: Vec::new(), code: Vec::new(), sql: Vec::new(), loops: Vec::new(), header: &header };
+    let mut c = Compiler { scopes: vec![Vec::new()], slots: Vec::new(), code: Vec::new(), sql: Vec::new(), loops: Vec::new(), header: &header, constants: Vec::new() };
     for (name, ty) in &header.params {
         if header.params.iter().filter(|(n, _)| n == name).count() > 1 {
             return Err(Error::new(SqlState::InvalidTableDefinition, format!("parameter name \"{name}\" used more than once")));
@@ -149,6 +149,8 @@ struct Compiler<'a> {
     sql: Vec<SqlUnit>,
     loops: Vec<LoopPatches>,
     header: &'a parser::Header,
+    /// Slots declared CONSTANT.
+    constants: Vec<usize>,
 }
 
 const PATCH: usize = usize::MAX;
@@ -204,6 +206,9 @@ impl Compiler<'_> {
                 return Err(Error::unsupported("array variables with a default (arrays come from parameters)"));
             }
             let slot = self.declare(&d.name, d.ty);
+            if d.constant {
+                self.constants.push(slot);
+            }
             self.code.push(Instr::Init { slot, value });
         }
         for s in body {
@@ -219,8 +224,8 @@ impl Compiler<'_> {
             SynStmt::Null => {}
             SynStmt::Assign { target, value } => {
                 let slot = self.scalar_slot(target)?;
-                if slot < self.header.params.len() || target == "found" {
-                    // PostgreSQL allows assigning to parameters; Freshet does too.
+                if self.constants.contains(&slot) {
+                    return Err(Error::new(SqlState::custom("22005").unwrap_or(SqlState::SyntaxError), format!("variable \"{target}\" is declared CONSTANT")));
                 }
                 let value = self.expr(value, hint(self.slots[slot].ty))?;
                 self.code.push(Instr::Assign { slot, value });
@@ -719,6 +724,10 @@ mod tests {
         let e = compile("CREATE PROCEDURE p() LANGUAGE plpgsql AS $$ BEGIN IF true THEN NULL; END $$").unwrap_err();
         assert_eq!(e.state, SqlState::SyntaxError);
         let e = compile("CREATE PROCEDURE p() LANGUAGE plpgsql AS $$ BEGIN y := 1; END $$").unwrap_err();
+        assert_eq!(e.state, SqlState::SyntaxError);
+        let e = compile("CREATE PROCEDURE p() LANGUAGE plpgsql AS $$ DECLARE c CONSTANT INT := 1; BEGIN c := 2; END $$").unwrap_err();
+        assert_eq!(e.state.code(), "22005");
+        let e = compile("CREATE PROCEDURE p() LANGUAGE plpgsql AS $$ BEGIN EXIT; END $$").unwrap_err();
         assert_eq!(e.state, SqlState::SyntaxError);
     }
 }
