@@ -64,6 +64,8 @@ fn native_procedure_returns_rows_to_call() {
     // A stored function is called from Rust the same way; its value is one row.
     s.execute_blocking("CREATE FUNCTION twice(x INT) RETURNS INT LANGUAGE plpgsql AS $$ BEGIN RETURN 2 * x; END $$").unwrap();
     assert_eq!(s.call_blocking("twice", vec![Value::Int32(21)]).unwrap(), vec![vec![Value::Int32(42)]]);
+    let kinds = s.execute_blocking("SELECT name, kind FROM freshet_procedures ORDER BY name").unwrap().remove(0).rows();
+    assert_eq!(kinds, vec![vec![Value::Text("rich".into()), Value::Text("native".into())], vec![Value::Text("twice".into()), Value::Text("function".into())]]);
     let err = s.call_blocking("nothing_here", vec![]).unwrap_err();
     assert_eq!(err.state, SqlState::UndefinedFunction);
 }
@@ -139,6 +141,12 @@ fn procedures_are_classified_by_partition_key() {
     let crossing = "CREATE PROCEDURE restock(n INT) LANGUAGE plpgsql AS $$ BEGIN UPDATE stock SET qty = qty + n; END $$";
     let result = s.execute_blocking(crossing).unwrap().remove(0);
     assert!(result.notices[0].contains("partition-crossing"), "{:?}", result.notices);
+    let listed = s.execute_blocking("SELECT name, kind, arguments, partitioning FROM freshet_procedures ORDER BY name").unwrap().remove(0).rows();
+    let text = |v: &Value| v.as_str().unwrap_or("NULL").to_string();
+    assert_eq!(listed.len(), 2);
+    assert_eq!(listed[0][0..3].iter().map(text).collect::<Vec<_>>(), vec!["restock", "procedure", "n integer"]);
+    assert!(text(&listed[0][3]).starts_with("crossing: "), "{listed:?}");
+    assert_eq!(listed[1].iter().map(text).collect::<Vec<_>>(), vec!["take", "procedure", "w integer, items integer[]", "constrained on w"]);
     s.execute_blocking("CALL take(1, ARRAY[1, 2])").unwrap();
     s.execute_blocking("CALL restock(10)").unwrap();
     let rows = s.execute_blocking("SELECT w_id, i_id, qty FROM stock ORDER BY w_id, i_id").unwrap().remove(0).rows();

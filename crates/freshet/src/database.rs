@@ -66,7 +66,7 @@ pub(crate) struct Inner {
     pub snapshots: Arc<Snapshots>,
     next_session: AtomicU32,
     /// Native procedures registered by the embedding program (not durable).
-    pub natives: parking_lot::RwLock<std::collections::HashMap<String, Arc<crate::procedure::NativeProcedure>>>,
+    pub natives: crate::procedure::Natives,
 }
 
 impl Drop for Inner {
@@ -113,7 +113,9 @@ impl Database {
         let olap = OlapEngine::new(engine.clone(), config.olap_threads)?;
         let snapshots = Arc::new(Snapshots::default());
         olap.register_system_table("freshet_snapshots", Arc::new(SnapshotsView(snapshots.clone())));
-        Ok(Database { inner: Arc::new(Inner { engine, olap, config, data, recovery, snapshots, next_session: AtomicU32::new(1), natives: Default::default() }) })
+        let natives = crate::procedure::Natives::default();
+        olap.register_system_table("freshet_procedures", Arc::new(crate::procedure::ProceduresView { engine: engine.clone(), natives: natives.clone() }));
+        Ok(Database { inner: Arc::new(Inner { engine, olap, config, data, recovery, snapshots, next_session: AtomicU32::new(1), natives }) })
     }
 
     /// What recovery did when the database was opened.

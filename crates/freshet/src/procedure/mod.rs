@@ -25,8 +25,10 @@
 //! procedures").
 
 mod call;
+mod view;
 
 pub(crate) use call::{plan_call, select_function_call, CallPlan};
+pub(crate) use view::{Natives, ProceduresView};
 
 use std::collections::HashMap;
 use std::sync::Arc;
