@@ -114,19 +114,7 @@ impl Restarting {
         let settings = self.session.take().map(|s| s.settings().clone()).unwrap_or_default();
         // Every handle on the database goes before it is opened again.
         self.db.take();
-        // A fork-mode test running at the same time in this process forks children that
-        // inherit every descriptor, the directory's lock among them, until they close them:
-        // the lock may outlive the close for a moment, so a reopen waits for it a little.
-        let mut tries = 0;
-        let db = loop {
-            match Database::open(crate::durability::durable_config(&self.dir, 1)) {
-                Err(e) if e.state == freshet::SqlState::ObjectInUse && tries < 100 => {
-                    tries += 1;
-                    std::thread::sleep(std::time::Duration::from_millis(50));
-                }
-                other => break other.map_err(SltError)?,
-            }
-        };
+        let db = Database::open(crate::durability::durable_config(&self.dir, 1)).map_err(SltError)?;
         let mut session = db.session();
         *session.settings_mut() = settings;
         self.db = Some(db);

@@ -107,15 +107,24 @@ fn lock(dir: &Path) -> Result<File> {
         .write(true)
         .open(dir.join("lock"))
         .map_err(|e| io(&format!("cannot open the data directory {}", dir.display()), e))?;
-    // SAFETY: flock on a file descriptor this function owns; no memory is involved.
-    let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if r != 0 {
-        return Err(Error::new(
-            SqlState::ObjectInUse,
-            format!("the data directory {} is in use by another Freshet server", dir.display()),
-        ));
+    // A child forked for an analytical query (fork mode) inherits the lock's descriptor until
+    // it closes its descriptors or dies with its parent, so a lock that is busy right after
+    // the previous owner closed is waited for briefly before the directory counts as in use.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        // SAFETY: flock on a file descriptor this function owns; no memory is involved.
+        let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if r == 0 {
+            return Ok(file);
+        }
+        if Instant::now() >= deadline {
+            return Err(Error::new(
+                SqlState::ObjectInUse,
+                format!("the data directory {} is in use by another Freshet server", dir.display()),
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
-    Ok(file)
 }
 
 /// Checks (or writes, for a new directory) the format and the partition count.
