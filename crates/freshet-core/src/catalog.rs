@@ -1,4 +1,4 @@
-//! The catalog: tables, their columns, constraints and indexes.
+//! The catalog: tables, their columns, constraints and indexes, and stored procedures.
 //!
 //! The catalog is an immutable value ([`Catalog`]) published through a [`CatalogStore`]; a
 //! statement takes the current version (an `Arc` clone) and plans against it without locks.
@@ -76,11 +76,21 @@ impl TableDef {
     }
 }
 
+/// A stored procedure or function: its compiled form (whose `source` is what the log and
+/// checkpoints keep) and an id that changes with every CREATE OR REPLACE, so that sessions
+/// know when their prepared statements for it are stale.
+#[derive(Clone, Debug)]
+pub struct ProcedureDef {
+    pub id: u64,
+    pub routine: Arc<crate::sql::plpgsql::Routine>,
+}
+
 /// One version of the catalog.
 #[derive(Clone, Debug, Default)]
 pub struct Catalog {
     pub version: u64,
     tables: BTreeMap<String, Arc<TableDef>>,
+    procedures: BTreeMap<String, Arc<ProcedureDef>>,
 }
 
 impl Catalog {
@@ -103,6 +113,14 @@ impl Catalog {
     /// The table that owns the index called `name`.
     pub fn index_owner(&self, name: &str) -> Option<(&Arc<TableDef>, usize)> {
         self.tables.values().find_map(|t| t.index_position(name).map(|i| (t, i)))
+    }
+
+    pub fn procedure(&self, name: &str) -> Option<&Arc<ProcedureDef>> {
+        self.procedures.get(name)
+    }
+
+    pub fn procedures(&self) -> impl Iterator<Item = &Arc<ProcedureDef>> {
+        self.procedures.values()
     }
 
     /// Whether `name` is taken by a table or an index (they share one namespace).
@@ -159,6 +177,31 @@ impl CatalogStore {
         next.version += 1;
         *cur = Arc::new(next);
         Ok(removed)
+    }
+}
+
+impl CatalogStore {
+    /// Publishes a catalog with the procedure `routine` added or replaced.
+    pub fn put_procedure(&self, routine: Arc<crate::sql::plpgsql::Routine>) {
+        let mut cur = self.current.write();
+        let mut next = (**cur).clone();
+        next.version += 1;
+        let def = ProcedureDef { id: next.version, routine };
+        next.procedures.insert(def.routine.name.clone(), Arc::new(def));
+        *cur = Arc::new(next);
+    }
+
+    /// Publishes a catalog without procedure `name`; whether it was there.
+    pub fn remove_procedure(&self, name: &str) -> bool {
+        let mut cur = self.current.write();
+        if !cur.procedures.contains_key(name) {
+            return false;
+        }
+        let mut next = (**cur).clone();
+        next.procedures.remove(name);
+        next.version += 1;
+        *cur = Arc::new(next);
+        true
     }
 }
 

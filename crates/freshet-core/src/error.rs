@@ -63,6 +63,13 @@ pub enum SqlState {
     DiskFull,
     IoError,
     AdminShutdown,
+    /// P0001: RAISE EXCEPTION without an ERRCODE.
+    RaiseException,
+    /// 42723: a procedure or function of that name exists already.
+    DuplicateFunction,
+    /// Another five-character code, as `RAISE … USING ERRCODE = '…'` gives it (interned by
+    /// [`SqlState::custom`]).
+    Custom(&'static str),
     Internal,
 }
 
@@ -124,6 +131,9 @@ impl SqlState {
             DiskFull => "53100",
             IoError => "58030",
             AdminShutdown => "57P01",
+            RaiseException => "P0001",
+            DuplicateFunction => "42723",
+            Custom(code) => code,
             Internal => "XX000",
         }
     }
@@ -185,9 +195,37 @@ impl SqlState {
             "53100" => DiskFull,
             "58030" => IoError,
             "57P01" => AdminShutdown,
+            "P0001" => RaiseException,
+            "42723" => DuplicateFunction,
             "XX000" => Internal,
             _ => return None,
         })
+    }
+}
+
+impl SqlState {
+    /// The condition with code `code`: a known one, or a [`SqlState::Custom`] one for any other
+    /// five characters of digits and upper-case letters (PostgreSQL's rule for SQLSTATEs).
+    /// Custom codes are interned: each distinct code is allocated once for the process.
+    pub fn custom(code: &str) -> Option<SqlState> {
+        let code = code.to_ascii_uppercase();
+        if code.len() != 5 || !code.bytes().all(|b| b.is_ascii_digit() || b.is_ascii_uppercase()) || code.starts_with("00") {
+            return None;
+        }
+        if let Some(known) = SqlState::from_code(&code) {
+            return Some(known);
+        }
+        static INTERNED: std::sync::OnceLock<parking_lot::Mutex<std::collections::HashSet<&'static str>>> = std::sync::OnceLock::new();
+        let mut set = INTERNED.get_or_init(Default::default).lock();
+        let interned = match set.get(code.as_str()) {
+            Some(s) => *s,
+            None => {
+                let leaked: &'static str = Box::leak(code.into_boxed_str());
+                set.insert(leaked);
+                leaked
+            }
+        };
+        Some(SqlState::Custom(interned))
     }
 }
 

@@ -5,6 +5,7 @@ mod durability;
 mod embedded;
 mod freshness;
 mod locking;
+mod procedures;
 mod protocol;
 mod robustness;
 mod slt;

@@ -65,6 +65,16 @@ pub(crate) struct Inner {
     pub recovery: RecoveryReport,
     pub snapshots: Arc<Snapshots>,
     next_session: AtomicU32,
+    /// Native procedures registered by the embedding program (not durable).
+    pub natives: crate::procedure::Natives,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Some(data) = &self.data {
+            data.stop_background();
+        }
+    }
 }
 
 /// An open database. Cheap to clone; every clone is the same database.
@@ -103,7 +113,9 @@ impl Database {
         let olap = OlapEngine::new(engine.clone(), config.olap_threads)?;
         let snapshots = Arc::new(Snapshots::default());
         olap.register_system_table("freshet_snapshots", Arc::new(SnapshotsView(snapshots.clone())));
-        Ok(Database { inner: Arc::new(Inner { engine, olap, config, data, recovery, snapshots, next_session: AtomicU32::new(1) }) })
+        let natives = crate::procedure::Natives::default();
+        olap.register_system_table("freshet_procedures", Arc::new(crate::procedure::ProceduresView { engine: engine.clone(), natives: natives.clone() }));
+        Ok(Database { inner: Arc::new(Inner { engine, olap, config, data, recovery, snapshots, next_session: AtomicU32::new(1), natives }) })
     }
 
     /// What recovery did when the database was opened.
@@ -129,6 +141,33 @@ impl Database {
     }
 
     /// A new session (one per client connection).
+    /// Registers a native procedure: `CALL name(…)` from SQL (or `Session::call` from Rust)
+    /// runs `body` with the call's arguments, atomically like a PL/pgSQL procedure; its
+    /// [`ProcedureContext`](crate::ProcedureContext) runs SQL inside the call's transaction.
+    /// CALL returns no rows. Native procedures are not durable: register them after every
+    /// `Database::open`. A stored procedure of the same name takes precedence.
+    pub fn register_procedure<F>(&self, name: &str, body: F)
+    where
+        F: Fn(&mut crate::ProcedureContext<'_>, &[freshet_core::types::Value]) -> Result<Vec<Vec<freshet_core::types::Value>>> + Send + Sync + 'static,
+    {
+        self.register_procedure_returning(name, vec![], body)
+    }
+
+    /// [`register_procedure`](Self::register_procedure) for a procedure whose CALL returns
+    /// rows with `columns`.
+    pub fn register_procedure_returning<F>(&self, name: &str, columns: Vec<crate::ColumnInfo>, body: F)
+    where
+        F: Fn(&mut crate::ProcedureContext<'_>, &[freshet_core::types::Value]) -> Result<Vec<Vec<freshet_core::types::Value>>> + Send + Sync + 'static,
+    {
+        let name = name.to_lowercase();
+        let native = crate::procedure::NativeProcedure { name: name.clone(), columns, body: Arc::new(body) };
+        self.inner.natives.write().insert(name, Arc::new(native));
+    }
+
+    pub(crate) fn native_procedure(&self, name: &str) -> Option<Arc<crate::procedure::NativeProcedure>> {
+        self.inner.natives.read().get(name).cloned()
+    }
+
     pub fn session(&self) -> Session {
         let id = self.inner.next_session.fetch_add(1, Ordering::Relaxed);
         Session::new(self.clone(), id)

@@ -19,6 +19,7 @@
 mod copy;
 mod database;
 pub mod durability;
+pub mod procedure;
 mod result;
 mod rewrite;
 mod session;
@@ -31,6 +32,7 @@ pub use database::{Config, Database};
 pub use freshet_core::types::{DataType, Decimal, Value};
 pub use freshet_core::{Error, Result, SqlState};
 pub use freshet_olap::datafusion::arrow;
+pub use procedure::{NativeBody, NativeProcedure, ProcedureContext};
 pub use result::{batch_rows, ColumnInfo, Output, RowBatch, RowStream, StatementResult};
 pub use session::{Prepared, QueryResult, Session, TransactionStatus};
 pub use settings::Settings;

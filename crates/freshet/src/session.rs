@@ -85,6 +85,8 @@ enum Kind {
     /// CHECKPOINT: writes a checkpoint now (nothing to do in memory).
     Checkpoint,
     Transaction(TxnStatement),
+    /// CALL p(…), or `SELECT f(…)` of a stored function.
+    Call(crate::procedure::CallPlan),
 }
 
 /// A statement that starts or ends a transaction block or works with savepoints.
@@ -151,6 +153,8 @@ pub struct Session {
     settings: Settings,
     /// The open transaction block, if any.
     txn: Option<SessionTxn>,
+    /// Procedures' statements prepared for this session.
+    pub(crate) procedures: crate::procedure::SessionProcedures,
 }
 
 impl Drop for Session {
@@ -178,7 +182,7 @@ impl Session {
             defaults.push(("freshet.snapshot_mode".to_string(), config.snapshot_mode.name().to_string()));
         }
         let settings = Settings::with_defaults(defaults);
-        Session { db, id, settings, txn: None }
+        Session { db, id, settings, txn: None, procedures: Default::default() }
     }
 
     pub fn id(&self) -> u32 {
@@ -211,6 +215,53 @@ impl Session {
         if let Some(t) = &mut self.txn {
             t.failed = true;
         }
+    }
+
+    pub(crate) fn in_block(&self) -> bool {
+        self.txn.is_some()
+    }
+
+    /// Opens a transaction block with the session's defaults (BEGIN).
+    pub(crate) fn begin_block(&mut self) {
+        let isolation = self.settings.get("default_transaction_isolation").and_then(|v| Isolation::parse(&v)).unwrap_or(Isolation::Serializable);
+        let read_only = self.settings.get("default_transaction_read_only").is_some_and(|v| v == "on");
+        self.txn = Some(SessionTxn::new(&self.db.inner.engine, isolation, read_only));
+    }
+
+    pub(crate) fn take_block(&mut self) -> Option<SessionTxn> {
+        self.txn.take()
+    }
+
+    /// Calls a procedure (stored or native) from Rust, with scalar arguments (an array
+    /// parameter takes its text form, `'{1,2,3}'`), as `CALL` does: atomically outside a
+    /// transaction block, inside the block otherwise. Returns its rows: a native procedure's
+    /// result, or a function's value as one row.
+    pub async fn call(&mut self, name: &str, args: Vec<Value>) -> Result<Vec<Vec<Value>>> {
+        let catalog = self.db.inner.engine.catalog();
+        let select = catalog.procedure(name).is_some_and(|p| p.routine.function);
+        let placeholders: Vec<ast::Expr> =
+            (1..=args.len()).map(|i| ast::Expr::Value(ast::Value::Placeholder(format!("${i}")).with_empty_span())).collect();
+        let mut types: Vec<Option<DataType>> = args.iter().map(crate::procedure::value_type).collect();
+        let (plan, columns) = crate::procedure::plan_call(&self.db, &catalog, name.to_string(), placeholders, select, &mut types)?;
+        let param_types: Vec<DataType> = types.iter().map(|t| t.unwrap_or(DataType::Text)).collect();
+        let columns = Some(Arc::new(columns.unwrap_or_else(|| vec![ColumnInfo { name: name.to_string(), ty: DataType::Text }])));
+        let result = self.run_call(&plan, &param_types, args, columns.clone()).await;
+        let result = match result {
+            Err(e) => {
+                self.statement_failed();
+                return Err(e);
+            }
+            Ok(r) => r,
+        };
+        match result.output {
+            crate::result::Output::Rows { columns, rows } => rows.collect_values(&columns).await,
+            _ => Ok(vec![]),
+        }
+    }
+
+    /// [`call`](Self::call) for callers outside an async runtime.
+    pub fn call_blocking(&mut self, name: &str, args: Vec<Value>) -> Result<Vec<Vec<Value>>> {
+        futures::executor::block_on(self.call(name, args))
     }
 
     /// The transaction context of the next statement (`None` outside a block).
@@ -271,6 +322,36 @@ impl Session {
         params: &mut Vec<Option<DataType>>,
     ) -> Result<(Kind, Option<Vec<ColumnInfo>>)> {
         Ok(match statement {
+            Statement::Query(q) if let Some((name, args)) = crate::procedure::select_function_call(q, catalog) => {
+                let (call, columns) = crate::procedure::plan_call(&self.db, catalog, name, args, true, params)?;
+                (Kind::Call(call), columns)
+            }
+            Statement::Call(f) => {
+                let name = f.name.0.last().and_then(|p| p.as_ident()).map(fold_ident).ok_or_else(|| Error::syntax("CALL needs a procedure name"))?;
+                let args = match &f.args {
+                    ast::FunctionArguments::List(list) => list
+                        .args
+                        .iter()
+                        .map(|a| match a {
+                            ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => Ok(e.clone()),
+                            _ => Err(Error::unsupported("named arguments in CALL")),
+                        })
+                        .collect::<Result<Vec<_>>>()?,
+                    _ => vec![],
+                };
+                let (call, columns) = crate::procedure::plan_call(&self.db, catalog, name, args, false, params)?;
+                (Kind::Call(call), columns)
+            }
+            Statement::Pragma { name, value: Some(v), .. } if matches!(name.to_string().as_str(), freshet_core::sql::parse::CREATE_ROUTINE_PRAGMA | freshet_core::sql::parse::DROP_ROUTINE_PRAGMA) => {
+                let ast::Value::SingleQuotedString(text) = &v.value else { return Err(Error::internal("routine statement without text")) };
+                let plan = if name.to_string() == freshet_core::sql::parse::CREATE_ROUTINE_PRAGMA {
+                    DdlPlan::CreateProcedure { routine: Arc::new(freshet_core::sql::plpgsql::compile(text)?) }
+                } else {
+                    let d = freshet_core::sql::plpgsql::parser::parse_drop(text)?;
+                    DdlPlan::DropProcedures { function: d.function, names: d.names, if_exists: d.if_exists }
+                };
+                (Kind::Ddl(plan), None)
+            }
             Statement::Query(q) => {
                 let (query, columns) = self.plan_query(q, statement, catalog, params).await?;
                 (Kind::Query(query), Some(columns))
@@ -286,15 +367,26 @@ impl Session {
                     }
                     InsertSource::Values(_) => None,
                 };
-                (Kind::Insert { plan, source }, None)
+                let columns = plan.returning.as_ref().map(returning_columns);
+                (Kind::Insert { plan, source }, columns)
             }
             Statement::Update(_) | Statement::Delete(_) => {
                 let mut probe = statement.clone();
                 if !rewrite::find_subqueries(&mut probe).is_empty() {
+                    if matches!(statement, Statement::Update(u) if u.returning.is_some()) || matches!(statement, Statement::Delete(d) if d.returning.is_some()) {
+                        return Err(Error::unsupported("RETURNING in an UPDATE or DELETE with subqueries"));
+                    }
                     // Parameters inside subqueries are not typed here; they default to text.
                     (Kind::DmlWithSubqueries, None)
                 } else {
-                    (Kind::Dml(Arc::new(plan_dml(statement, catalog, params)?)), None)
+                    let plan = plan_dml(statement, catalog, params)?;
+                    let returning = match &plan {
+                        OltpPlan::Update(u) => u.returning.as_ref(),
+                        OltpPlan::Delete(d) => d.returning.as_ref(),
+                        OltpPlan::Select(_) => None,
+                    };
+                    let columns = returning.map(returning_columns);
+                    (Kind::Dml(Arc::new(plan)), columns)
                 }
             }
             Statement::CreateTable(ct) => (Kind::Ddl(ddl::plan_create_table(ct)?), None),
@@ -529,12 +621,15 @@ impl Session {
             }
             Kind::Insert { plan, source } => {
                 let txn = self.statement_txn();
-                let n = self.run_insert(plan, source.as_ref(), &prepared.param_types, params, now, txn).await?;
-                Ok(StatementResult::command(format!("INSERT 0 {n}")))
+                let (n, returned) = self.run_insert(plan, source.as_ref(), &prepared.param_types, params, now, txn).await?;
+                match (returned, prepared.columns.clone()) {
+                    (Some(rows), Some(columns)) => Ok(StatementResult::rows(columns, RowStream::from_values(rows))),
+                    _ => Ok(StatementResult::command(format!("INSERT 0 {n}"))),
+                }
             }
             Kind::Dml(plan) => {
                 let txn = self.statement_txn();
-                self.run_dml(plan.clone(), params, now, txn).await
+                self.run_dml(plan.clone(), params, now, txn, prepared.columns.clone()).await
             }
             Kind::DmlWithSubqueries => {
                 let statement = prepared.statement.clone().ok_or_else(|| Error::internal("statement missing"))?;
@@ -560,6 +655,7 @@ impl Session {
                 })
             }
             Kind::Transaction(t) => self.run_transaction_statement(t.clone()).await,
+            Kind::Call(call) => self.run_call(call, &prepared.param_types, params, prepared.columns.clone()).await,
             Kind::CopyTo { query, format } => {
                 let columns = prepared.columns.clone().unwrap_or_default();
                 let txn = self.statement_txn();
@@ -748,8 +844,9 @@ impl Session {
         params: Vec<Value>,
         now: i64,
         txn: Option<TxnCtx>,
-    ) -> Result<u64> {
+    ) -> Result<(u64, Option<Vec<Vec<Value>>>)> {
         let table = &plan.table;
+        let returning_params = if plan.returning.is_some() { params.clone() } else { Vec::new() };
         let types: Vec<DataType> = plan.columns.iter().map(|&c| table.columns[c].ty).collect();
         let supplied: Vec<Vec<Value>> = match (&plan.source, source) {
             (InsertSource::Values(rows), _) => {
@@ -783,13 +880,21 @@ impl Session {
                 Ok(row)
             })
             .collect::<Result<Vec<_>>>()?;
+        let returned = match &plan.returning {
+            Some(r) => {
+                let cx = EvalContext { params: &returning_params, now };
+                Some(full_rows.iter().map(|row| r.row(row, &cx)).collect::<Result<Vec<_>>>()?)
+            }
+            None => None,
+        };
         if full_rows.is_empty() {
-            return Ok(0);
+            return Ok((0, returned));
         }
-        self.db.inner.engine.insert_rows(table, full_rows, txn, self.settings.synchronous_commit()).await
+        let n = self.db.inner.engine.insert_rows(table, full_rows, txn, self.settings.synchronous_commit()).await?;
+        Ok((n, returned))
     }
 
-    async fn run_dml(&self, plan: Arc<OltpPlan>, params: Vec<Value>, now: i64, txn: Option<TxnCtx>) -> Result<StatementResult> {
+    async fn run_dml(&self, plan: Arc<OltpPlan>, params: Vec<Value>, now: i64, txn: Option<TxnCtx>, columns: Option<Arc<Vec<ColumnInfo>>>) -> Result<StatementResult> {
         let verb = match plan.as_ref() {
             OltpPlan::Update(_) => "UPDATE",
             OltpPlan::Delete(_) => "DELETE",
@@ -797,6 +902,7 @@ impl Session {
         };
         match self.db.inner.engine.run(plan, params, now, txn, self.settings.synchronous_commit()).await? {
             OltpResult::Count(n) => Ok(StatementResult::command(format!("{verb} {n}"))),
+            OltpResult::Rows(rows) if columns.is_some() => Ok(StatementResult::rows(columns.unwrap_or_default(), RowStream::from_values(rows))),
             _ => Err(Error::internal("DML returned rows")),
         }
     }
@@ -812,7 +918,7 @@ impl Session {
         let mut types: Vec<Option<DataType>> = param_types.iter().copied().map(Some).collect();
         let plan = plan_dml(&statement, &catalog, &mut types)?;
         let txn = self.statement_txn();
-        self.run_dml(Arc::new(plan), params, now, txn).await
+        self.run_dml(Arc::new(plan), params, now, txn, None).await
     }
 
     async fn evaluate_subquery(&mut self, found: FoundSubquery, param_types: &[DataType], params: &[Value], now: i64) -> Result<SubqueryValue> {
@@ -1018,7 +1124,7 @@ impl Session {
         let catalog = engine.catalog();
         for name in tables {
             let table = catalog.require_table(name)?.clone();
-            let plan = OltpPlan::Delete(plan::DeletePlan { table, filter: None, access: plan::Access::Scan });
+            let plan = OltpPlan::Delete(plan::DeletePlan { table, filter: None, access: plan::Access::Scan, returning: None });
             let txn = self.statement_txn();
             engine.run(Arc::new(plan), vec![], now, txn, self.settings.synchronous_commit()).await?;
         }
@@ -1114,6 +1220,10 @@ fn plan_dml(statement: &Statement, catalog: &freshet_core::catalog::Catalog, par
         Statement::Delete(d) => Ok(OltpPlan::Delete(plan::plan_delete(catalog, d, params)?)),
         _ => Err(Error::internal("not an UPDATE or DELETE")),
     }
+}
+
+fn returning_columns(r: &plan::Returning) -> Vec<ColumnInfo> {
+    r.columns.iter().map(|c| ColumnInfo { name: c.name.clone(), ty: c.ty }).collect()
 }
 
 fn check_insert_source(plan: &InsertPlan, columns: &[ColumnInfo]) -> Result<()> {

@@ -280,6 +280,8 @@ impl Engine {
             }
             DdlPlan::DropIndexes { names, if_exists } => self.drop_indexes(&catalog, names, if_exists).await,
             DdlPlan::AddPrimaryKey { table, columns } => self.add_primary_key(&catalog, &table, &columns).await,
+            DdlPlan::CreateProcedure { routine } => self.create_procedure(&catalog, routine).await,
+            DdlPlan::DropProcedures { function, names, if_exists } => self.drop_procedures(&catalog, function, names, if_exists).await,
             DdlPlan::Truncate { tables } => {
                 let defs = tables.iter().map(|t| catalog.require_table(t).cloned()).collect::<Result<Vec<_>>>()?;
                 let ids: Vec<_> = defs.iter().map(|d| d.id).collect();
@@ -345,6 +347,48 @@ impl Engine {
             .await?;
         }
         Ok(DdlOutcome { tag: "DROP TABLE", notices })
+    }
+
+    /// CREATE [OR REPLACE] PROCEDURE|FUNCTION: logged (its source text) in a DDL step, then
+    /// published. The notice says how the routine is classified (HyPer §4.3).
+    async fn create_procedure(&self, catalog: &Catalog, routine: Arc<crate::sql::plpgsql::Routine>) -> Result<DdlOutcome> {
+        let tag = if routine.function { "CREATE FUNCTION" } else { "CREATE PROCEDURE" };
+        if let Some(old) = catalog.procedure(&routine.name) {
+            if !routine.or_replace {
+                return Err(Error::new(
+                    SqlState::DuplicateFunction,
+                    format!("{} \"{}\" already exists with same argument types", routine.kind(), routine.name),
+                ));
+            }
+            if old.routine.function != routine.function {
+                return Err(Error::new(SqlState::WrongObjectType, format!("cannot change routine kind of \"{}\"", routine.name)));
+            }
+        }
+        let notice = crate::sql::plpgsql::classify(&routine, catalog).describe(&routine);
+        self.ddl_step(Some(RedoRecord::PutProcedure(routine.source.clone())), |_| Ok(())).await?;
+        self.catalog.put_procedure(routine);
+        Ok(DdlOutcome { tag, notices: vec![notice] })
+    }
+
+    async fn drop_procedures(&self, catalog: &Catalog, function: bool, names: Vec<String>, if_exists: bool) -> Result<DdlOutcome> {
+        let kind = if function { "function" } else { "procedure" };
+        let mut notices = Vec::new();
+        let mut doomed = Vec::new();
+        for n in names {
+            match catalog.procedure(&n) {
+                Some(p) if p.routine.function != function => {
+                    return Err(Error::new(SqlState::WrongObjectType, format!("{n}() is not a {kind}")));
+                }
+                Some(_) => doomed.push(n),
+                None if if_exists => notices.push(format!("{kind} {n}() does not exist, skipping")),
+                None => return Err(Error::new(SqlState::UndefinedFunction, format!("{kind} {n}() does not exist"))),
+            }
+        }
+        for n in doomed {
+            self.ddl_step(Some(RedoRecord::DropProcedure(n.clone())), |_| Ok(())).await?;
+            self.catalog.remove_procedure(&n);
+        }
+        Ok(DdlOutcome { tag: if function { "DROP FUNCTION" } else { "DROP PROCEDURE" }, notices })
     }
 
     /// Installs a changed definition on every partition (building or dropping indexes), then

@@ -27,6 +27,8 @@ pub struct CheckpointImage {
     pub ts: Ts,
     /// Resolves to the LSN of the checkpoint's start record once it is durable.
     pub start: Option<Durable>,
+    /// The CREATE statements of the stored procedures and functions.
+    pub procedures: Vec<String>,
 }
 
 impl Engine {
@@ -57,6 +59,17 @@ impl Engine {
         self.catalog.ensure_next_table_id(def.id);
         self.catalog.put_table(def);
         Ok(())
+    }
+
+    /// Recovery: compiles a logged CREATE PROCEDURE/FUNCTION and publishes it.
+    pub fn restore_put_procedure(&self, source: &str) -> Result<()> {
+        let routine = crate::sql::plpgsql::compile(source)?;
+        self.catalog.put_procedure(Arc::new(routine));
+        Ok(())
+    }
+
+    pub fn restore_drop_procedure(&self, name: &str) {
+        self.catalog.remove_procedure(name);
     }
 
     pub async fn restore_drop_table(&self, id: TableId) -> Result<()> {
@@ -134,6 +147,11 @@ impl Engine {
     /// schema change's record precedes the start record as soon as its step has run, even if
     /// its catalog version is published a moment later.
     pub async fn checkpoint_image(&self) -> Result<CheckpointImage> {
+        // Procedures change only under the DDL lock, which a procedure's DDL step holds from
+        // its record to its publication: with it held here, the image's procedures are
+        // exactly those whose records precede the start record.
+        let _ddl = self.catalog.ddl_lock.lock().await;
+        let procedures = self.catalog.current().procedures().map(|p| p.routine.source.clone()).collect();
         let wal = self.wal.get().cloned();
         let registry = self.registry.clone();
         let all: Vec<usize> = (0..self.executors.len()).collect();
@@ -163,6 +181,6 @@ impl Engine {
             partitions.push(snaps);
         }
         let tables = partitions.first().map(|snaps: &Vec<TableSnapshot>| snaps.iter().map(|s| s.def.clone()).collect()).unwrap_or_default();
-        Ok(CheckpointImage { tables, partitions, ts, start: step.take_durable() })
+        Ok(CheckpointImage { tables, partitions, ts, start: step.take_durable(), procedures })
     }
 }

@@ -481,9 +481,15 @@ fn run_on_partition(
             {
                 return Err(Error::unsupported("updating the partition key column of a partitioned table"));
             }
-            exec::run_update(p.table_mut(id)?, u, &cx, local).map(OltpResult::Count)
+            let mut returned = Vec::new();
+            let n = exec::run_update(p.table_mut(id)?, u, &cx, local, &mut returned)?;
+            Ok(if u.returning.is_some() { OltpResult::Rows(returned) } else { OltpResult::Count(n) })
         }
-        OltpPlan::Delete(d) => exec::run_delete(p.table_mut(id)?, d, &cx, local).map(OltpResult::Count),
+        OltpPlan::Delete(d) => {
+            let mut returned = Vec::new();
+            let n = exec::run_delete(p.table_mut(id)?, d, &cx, local, &mut returned)?;
+            Ok(if d.returning.is_some() { OltpResult::Rows(returned) } else { OltpResult::Count(n) })
+        }
     }
 }
 

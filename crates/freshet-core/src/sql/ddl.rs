@@ -18,6 +18,9 @@ pub enum DdlPlan {
     DropIndexes { names: Vec<String>, if_exists: bool },
     AddPrimaryKey { table: String, columns: Vec<String> },
     Truncate { tables: Vec<String> },
+    /// CREATE [OR REPLACE] PROCEDURE|FUNCTION, compiled (`plpgsql::compile`).
+    CreateProcedure { routine: std::sync::Arc<super::plpgsql::Routine> },
+    DropProcedures { function: bool, names: Vec<String>, if_exists: bool },
 }
 
 pub fn plan_create_table(ct: &ast::CreateTable) -> Result<DdlPlan> {

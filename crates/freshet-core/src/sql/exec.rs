@@ -230,7 +230,8 @@ pub fn insert_rows(table: &mut TableStore, rows: &[Vec<Value>], txn: &mut LocalT
     Ok(rows.len() as u64)
 }
 
-pub fn run_update(table: &mut TableStore, plan: &UpdatePlan, cx: &EvalContext, txn: &mut LocalTxn) -> Result<u64> {
+/// Runs an UPDATE; the RETURNING rows, if it has that clause, go to `returned`.
+pub fn run_update(table: &mut TableStore, plan: &UpdatePlan, cx: &EvalContext, txn: &mut LocalTxn, returned: &mut Vec<Vec<Value>>) -> Result<u64> {
     let targets = collect_targets(table, &plan.access, plan.filter.as_ref(), &txn.view, cx)?;
     let id = table.def().id;
     let types: Vec<DataType> = plan.assignments.iter().map(|(c, _)| table.def().columns[*c].ty).collect();
@@ -240,16 +241,27 @@ pub fn run_update(table: &mut TableStore, plan: &UpdatePlan, cx: &EvalContext, t
             let v = e.eval(&SliceRow(values), cx)?.assign_to(*ty)?;
             changes.push((*col, v));
         }
+        if let Some(r) = &plan.returning {
+            let mut new = values.clone();
+            for (c, v) in &changes {
+                new[*c] = v.clone();
+            }
+            returned.push(r.row(&new, cx)?);
+        }
         let version = table.update(*row, &changes, &txn.view)?;
         txn.versions.push((id, version));
     }
     Ok(targets.len() as u64)
 }
 
-pub fn run_delete(table: &mut TableStore, plan: &DeletePlan, cx: &EvalContext, txn: &mut LocalTxn) -> Result<u64> {
+/// Runs a DELETE; the RETURNING rows, if it has that clause, go to `returned`.
+pub fn run_delete(table: &mut TableStore, plan: &DeletePlan, cx: &EvalContext, txn: &mut LocalTxn, returned: &mut Vec<Vec<Value>>) -> Result<u64> {
     let targets = collect_targets(table, &plan.access, plan.filter.as_ref(), &txn.view, cx)?;
     let id = table.def().id;
-    for (row, _) in &targets {
+    for (row, values) in &targets {
+        if let Some(r) = &plan.returning {
+            returned.push(r.row(values, cx)?);
+        }
         let version = table.delete(*row, &txn.view)?;
         txn.versions.push((id, version));
     }

@@ -16,5 +16,6 @@ pub mod functions;
 pub mod names;
 pub mod parse;
 pub mod plan;
+pub mod plpgsql;
 
 pub use parse::parse;

@@ -14,7 +14,34 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>> {
     if let Some(copy) = super::copy_options::parse_copy(sql) {
         return copy.map(|s| vec![s]);
     }
+    let lower = sql.to_ascii_lowercase();
+    if (lower.contains("procedure") || lower.contains("function"))
+        && let Some(pieces) = super::plpgsql::parser::split_if_routines(sql)
+    {
+        let mut out = Vec::new();
+        for (text, routine) in pieces {
+            match routine {
+                Some(create) => out.push(routine_statement(&text, create)),
+                None => out.extend(parse(&text)?),
+            }
+        }
+        return Ok(out);
+    }
     parse_plain(sql)
+}
+
+/// The pragma name that carries CREATE/DROP PROCEDURE|FUNCTION text (sqlparser does not
+/// parse PostgreSQL's form of them; Freshet's own parser does, in `plpgsql`).
+pub const CREATE_ROUTINE_PRAGMA: &str = "freshet_create_routine";
+pub const DROP_ROUTINE_PRAGMA: &str = "freshet_drop_routine";
+
+fn routine_statement(text: &str, create: bool) -> Statement {
+    let name = if create { CREATE_ROUTINE_PRAGMA } else { DROP_ROUTINE_PRAGMA };
+    Statement::Pragma {
+        name: vec![sqlparser::ast::Ident::new(name)].into(),
+        value: Some(sqlparser::ast::Value::SingleQuotedString(text.to_string()).with_empty_span()),
+        is_eq: true,
+    }
 }
 
 /// Parses with the parser alone.
@@ -45,7 +72,7 @@ fn postgres_only(sql: &str) -> Option<Statement> {
 }
 
 /// Converts a parser error into 42601 with the 1-based character position PostgreSQL reports.
-fn syntax_error(sql: &str, e: ParserError) -> Error {
+pub(crate) fn syntax_error(sql: &str, e: ParserError) -> Error {
     let text = match &e {
         ParserError::TokenizerError(s) | ParserError::ParserError(s) => s.clone(),
         ParserError::RecursionLimitExceeded => {

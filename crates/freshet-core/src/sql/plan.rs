@@ -67,6 +67,7 @@ pub struct InsertPlan {
     /// Positions of the target columns, in the order the source supplies them.
     pub columns: Vec<usize>,
     pub source: InsertSource,
+    pub returning: Option<Returning>,
 }
 
 #[derive(Clone, Debug)]
@@ -75,6 +76,7 @@ pub struct UpdatePlan {
     pub assignments: Vec<(usize, Expr)>,
     pub filter: Option<Expr>,
     pub access: Access,
+    pub returning: Option<Returning>,
 }
 
 #[derive(Clone, Debug)]
@@ -82,6 +84,52 @@ pub struct DeletePlan {
     pub table: Arc<TableDef>,
     pub filter: Option<Expr>,
     pub access: Access,
+    pub returning: Option<Returning>,
+}
+
+/// `RETURNING …`: expressions over a changed row as stored (new values for INSERT and
+/// UPDATE, the deleted values for DELETE).
+#[derive(Clone, Debug)]
+pub struct Returning {
+    pub exprs: Vec<Expr>,
+    pub columns: Vec<ResultColumn>,
+}
+
+impl Returning {
+    /// The RETURNING row of a stored row.
+    pub fn row(&self, stored: &[Value], cx: &super::expr::EvalContext) -> Result<Vec<Value>> {
+        let row = super::expr::SliceRow(stored);
+        self.exprs.iter().map(|e| e.eval(&row, cx)).collect()
+    }
+}
+
+fn bind_returning(table: &TableDef, alias: Option<&ast::Ident>, items: &Option<Vec<ast::SelectItem>>, params: &mut Vec<Option<DataType>>) -> Result<Option<Returning>> {
+    let Some(items) = items else { return Ok(None) };
+    let mut binder = Binder::new(Some(scope_for(table, alias)), params);
+    let mut exprs = Vec::new();
+    let mut columns = Vec::new();
+    for item in items {
+        match item {
+            ast::SelectItem::Wildcard(opts) if is_plain_wildcard(opts) => {
+                for (i, c) in table.columns.iter().enumerate() {
+                    exprs.push(Expr::Column { index: i, ty: c.ty });
+                    columns.push(ResultColumn { name: c.name.clone(), ty: c.ty });
+                }
+            }
+            ast::SelectItem::UnnamedExpr(e) => {
+                let bound = binder.bind_expr(e, None)?;
+                columns.push(ResultColumn { name: column_name(e), ty: bound.ty() });
+                exprs.push(bound);
+            }
+            ast::SelectItem::ExprWithAlias { expr, alias } => {
+                let bound = binder.bind_expr(expr, None)?;
+                columns.push(ResultColumn { name: fold_ident(alias), ty: bound.ty() });
+                exprs.push(bound);
+            }
+            other => return Err(Error::unsupported(format!("RETURNING {other}"))),
+        }
+    }
+    Ok(Some(Returning { exprs, columns }))
 }
 
 #[derive(Clone, Debug)]
@@ -127,16 +175,8 @@ fn scope_for<'a>(table: &'a TableDef, alias: Option<&ast::Ident>) -> Scope<'a> {
     Scope { table, qualifiers }
 }
 
-fn reject_returning(returning: &Option<Vec<ast::SelectItem>>) -> Result<()> {
-    if returning.is_some() {
-        return Err(Error::unsupported("RETURNING"));
-    }
-    Ok(())
-}
-
 /// Plans INSERT. `params` holds the declared parameter types and receives inferred ones.
 pub fn plan_insert(catalog: &Catalog, insert: &ast::Insert, params: &mut Vec<Option<DataType>>) -> Result<InsertPlan> {
-    reject_returning(&insert.returning)?;
     if insert.on.is_some() {
         return Err(Error::unsupported("INSERT … ON CONFLICT"));
     }
@@ -144,6 +184,7 @@ pub fn plan_insert(catalog: &Catalog, insert: &ast::Insert, params: &mut Vec<Opt
         return Err(Error::unsupported("INSERT into a table function"));
     };
     let table = catalog.require_table(&user_relation(name)?)?.clone();
+    let returning = bind_returning(&table, insert.table_alias.as_ref().map(|a| &a.alias), &insert.returning, params)?;
     let columns: Vec<usize> = if insert.columns.is_empty() {
         (0..table.columns.len()).collect()
     } else {
@@ -171,11 +212,11 @@ pub fn plan_insert(catalog: &Catalog, insert: &ast::Insert, params: &mut Vec<Opt
     }
     let Some(source) = &insert.source else {
         // INSERT … DEFAULT VALUES
-        return Ok(InsertPlan { table, columns: vec![], source: InsertSource::Values(vec![vec![]]) });
+        return Ok(InsertPlan { table, columns: vec![], source: InsertSource::Values(vec![vec![]]), returning });
     };
     let values = match source.body.as_ref() {
         ast::SetExpr::Values(v) if source.order_by.is_none() && source.limit_clause.is_none() && source.with.is_none() => v,
-        _ => return Ok(InsertPlan { table, columns, source: InsertSource::Query(source.clone()) }),
+        _ => return Ok(InsertPlan { table, columns, source: InsertSource::Query(source.clone()), returning }),
     };
     let mut binder = Binder::new(None, params);
     let mut rows = Vec::with_capacity(values.rows.len());
@@ -198,7 +239,7 @@ pub fn plan_insert(catalog: &Catalog, insert: &ast::Insert, params: &mut Vec<Opt
         }
         rows.push(bound);
     }
-    Ok(InsertPlan { table, columns, source: InsertSource::Values(rows) })
+    Ok(InsertPlan { table, columns, source: InsertSource::Values(rows), returning })
 }
 
 fn is_default_keyword(e: &ast::Expr) -> bool {
@@ -233,7 +274,6 @@ fn single_table(from: &ast::TableWithJoins) -> Option<(&ast::ObjectName, Option<
 }
 
 pub fn plan_update(catalog: &Catalog, update: &ast::Update, params: &mut Vec<Option<DataType>>) -> Result<UpdatePlan> {
-    reject_returning(&update.returning)?;
     if update.from.is_some() {
         return Err(Error::unsupported("UPDATE … FROM"));
     }
@@ -262,11 +302,12 @@ pub fn plan_update(catalog: &Catalog, update: &ast::Update, params: &mut Vec<Opt
     }
     let filter = update.selection.as_ref().map(|w| binder.bind_predicate(w)).transpose()?;
     let access = choose_access(&table, filter.as_ref(), &[]).0;
-    Ok(UpdatePlan { table, assignments, filter, access })
+    drop(binder);
+    let returning = bind_returning(&table, alias, &update.returning, params)?;
+    Ok(UpdatePlan { table, assignments, filter, access, returning })
 }
 
 pub fn plan_delete(catalog: &Catalog, delete: &ast::Delete, params: &mut Vec<Option<DataType>>) -> Result<DeletePlan> {
-    reject_returning(&delete.returning)?;
     if delete.using.is_some() || !delete.tables.is_empty() {
         return Err(Error::unsupported("DELETE … USING"));
     }
@@ -279,7 +320,9 @@ pub fn plan_delete(catalog: &Catalog, delete: &ast::Delete, params: &mut Vec<Opt
     let mut binder = Binder::new(Some(scope_for(&table, alias)), params);
     let filter = delete.selection.as_ref().map(|w| binder.bind_predicate(w)).transpose()?;
     let access = choose_access(&table, filter.as_ref(), &[]).0;
-    Ok(DeletePlan { table, filter, access })
+    drop(binder);
+    let returning = bind_returning(&table, alias, &delete.returning, params)?;
+    Ok(DeletePlan { table, filter, access, returning })
 }
 
 /// Plans a SELECT for the short path, or returns `None` when it belongs to the analytical

@@ -47,6 +47,10 @@ pub enum RedoRecord {
     /// the same timestamp (which carries the rest). Recovery applies them only with that
     /// commit; parts without one belong to a transaction that did not commit.
     Part { ts: Ts, changes: Vec<RowChange> },
+    /// A stored procedure or function was created or replaced: its CREATE statement's text
+    /// (recovery compiles it again).
+    PutProcedure(String),
+    DropProcedure(String),
 }
 
 /// Row changes per record: a transaction with more is logged as parts and a commit, so that no
@@ -84,6 +88,14 @@ pub fn encode(record: &RedoRecord, out: &mut Vec<u8>) {
             out.push(5);
             put_u64(out, *ts);
         }
+        RedoRecord::PutProcedure(source) => {
+            out.push(7);
+            put_str(out, source);
+        }
+        RedoRecord::DropProcedure(name) => {
+            out.push(8);
+            put_str(out, name);
+        }
     }
 }
 
@@ -109,6 +121,8 @@ pub fn decode(bytes: &[u8]) -> Result<RedoRecord> {
             RedoRecord::Truncate((0..n).map(|_| r.u32()).collect::<Result<_>>()?)
         }
         5 => RedoRecord::CheckpointStart { ts: r.u64()? },
+        7 => RedoRecord::PutProcedure(r.string()?),
+        8 => RedoRecord::DropProcedure(r.string()?),
         t => return Err(corrupt(&format!("unknown record type {t}"))),
     };
     if r.pos != bytes.len() {
@@ -358,7 +372,7 @@ fn put_u64(out: &mut Vec<u8>, v: u64) {
     out.extend_from_slice(&v.to_le_bytes());
 }
 
-fn put_str(out: &mut Vec<u8>, s: &str) {
+pub fn put_str(out: &mut Vec<u8>, s: &str) {
     put_u32(out, s.len() as u32);
     out.extend_from_slice(s.as_bytes());
 }
@@ -399,7 +413,7 @@ impl Reader<'_> {
         Ok(u64::from_le_bytes(self.array()?))
     }
 
-    fn string(&mut self) -> Result<String> {
+    pub fn string(&mut self) -> Result<String> {
         let n = self.u32()? as usize;
         String::from_utf8(self.take(n)?.to_vec()).map_err(|_| corrupt("invalid UTF-8"))
     }
@@ -445,6 +459,8 @@ mod tests {
             RedoRecord::DropTable(7),
             RedoRecord::Truncate(vec![1, 2]),
             RedoRecord::CheckpointStart { ts: 99 },
+            RedoRecord::PutProcedure("CREATE PROCEDURE p() LANGUAGE plpgsql AS $$ BEGIN NULL; END $$".into()),
+            RedoRecord::DropProcedure("p".into()),
         ];
         for record in records {
             let mut buf = Vec::new();

@@ -4,7 +4,8 @@
 //! LAYOUT. `checkpoints/<lsn as 16 hex digits>/` holds, for every partition and table,
 //! `t<table id>-p<partition>.arrow` (the table's columns plus `freshet_row_id`, the row's slot,
 //! so that replay finds the rows later log records name); `catalog.bin` (the table definitions
-//! in the redo record encoding); and `manifest` (the LSN, the newest commit timestamp, the
+//! in the redo record encoding); `procedures.bin` (the CREATE statements of the stored
+//! procedures, length-prefixed, only when there are some); and `manifest` (the LSN, the newest commit timestamp, the
 //! partition count, and every file's length and CRC-32C, itself closed by its own CRC).
 //!
 //! ATOMICITY. Files are written under `<lsn>.tmp/`, each made durable, then the directory is
@@ -66,6 +67,13 @@ pub fn write(fs: &dyn Fs, root: &Path, image: &CheckpointImage, lsn: Lsn) -> Res
         encode_table(def, &mut catalog);
     }
     add_file(fs, &tmp, "catalog.bin", &catalog, &mut manifest, &mut total)?;
+    if !image.procedures.is_empty() {
+        let mut procedures = Vec::new();
+        for source in &image.procedures {
+            freshet_core::wal::record::put_str(&mut procedures, source);
+        }
+        add_file(fs, &tmp, "procedures.bin", &procedures, &mut manifest, &mut total)?;
+    }
     for (p, tables) in image.partitions.iter().enumerate() {
         for snapshot in tables {
             let (bytes, n) = table_file(snapshot)?;
@@ -135,6 +143,8 @@ pub struct Loaded {
     pub tables: Vec<TableDef>,
     /// (file name, partition, table id)
     pub files: Vec<(String, usize, u32)>,
+    /// The CREATE statements of stored procedures (`procedures.bin`, absent when none).
+    pub procedures: Vec<String>,
 }
 
 /// The checkpoints under `root`, newest first: (lsn, directory).
@@ -168,7 +178,7 @@ pub fn verify(fs: &dyn Fs, dir: &Path) -> Result<Loaded> {
     if crc32c::crc32c(body.as_bytes()) != expected {
         return Err(bad("manifest checksum mismatch".into()));
     }
-    let mut loaded = Loaded { lsn: 0, ts: 0, partitions: 0, dir: dir.to_path_buf(), tables: Vec::new(), files: Vec::new() };
+    let mut loaded = Loaded { lsn: 0, ts: 0, partitions: 0, dir: dir.to_path_buf(), tables: Vec::new(), files: Vec::new(), procedures: Vec::new() };
     for line in body.lines() {
         let parts: Vec<&str> = line.split(' ').collect();
         match parts.as_slice() {
@@ -180,7 +190,12 @@ pub fn verify(fs: &dyn Fs, dir: &Path) -> Result<Loaded> {
                 if bytes.len().to_string() != *len || crc32c::crc32c(&bytes).to_string() != *crc {
                     return Err(bad(format!("{name} does not match its checksum")));
                 }
-                if *name == "catalog.bin" {
+                if *name == "procedures.bin" {
+                    let mut r = Reader { bytes: &bytes, pos: 0 };
+                    while r.pos < bytes.len() {
+                        loaded.procedures.push(r.string()?);
+                    }
+                } else if *name == "catalog.bin" {
                     let mut r = Reader { bytes: &bytes, pos: 0 };
                     while r.pos < bytes.len() {
                         loaded.tables.push(decode_table(&mut r)?);

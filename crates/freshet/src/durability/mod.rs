@@ -107,15 +107,24 @@ fn lock(dir: &Path) -> Result<File> {
         .write(true)
         .open(dir.join("lock"))
         .map_err(|e| io(&format!("cannot open the data directory {}", dir.display()), e))?;
-    // SAFETY: flock on a file descriptor this function owns; no memory is involved.
-    let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if r != 0 {
-        return Err(Error::new(
-            SqlState::ObjectInUse,
-            format!("the data directory {} is in use by another Freshet server", dir.display()),
-        ));
+    // A child forked for an analytical query (fork mode) inherits the lock's descriptor until
+    // it closes its descriptors or dies with its parent, so a lock that is busy right after
+    // the previous owner closed is waited for briefly before the directory counts as in use.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        // SAFETY: flock on a file descriptor this function owns; no memory is involved.
+        let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if r == 0 {
+            return Ok(file);
+        }
+        if Instant::now() >= deadline {
+            return Err(Error::new(
+                SqlState::ObjectInUse,
+                format!("the data directory {} is in use by another Freshet server", dir.display()),
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
-    Ok(file)
 }
 
 /// Checks (or writes, for a new directory) the format and the partition count.
@@ -237,14 +246,25 @@ impl DataDir {
     }
 }
 
-impl Drop for DataDir {
-    fn drop(&mut self) {
+impl DataDir {
+    /// Stops the checkpointer thread and waits for it (unless called on it). The database
+    /// calls this when its last handle goes: the thread holds the directory only while it
+    /// works, and must not be the one that releases it (and its lock) after the database
+    /// was closed, or an immediate reopen would find the directory still locked.
+    pub(crate) fn stop_background(&self) {
         self.stop.store(true, Ordering::Relaxed);
-        if let Some(h) = self.background.lock().take()
+        let handle = self.background.lock().take();
+        if let Some(h) = handle
             && h.thread().id() != std::thread::current().id()
         {
             let _ = h.join();
         }
+    }
+}
+
+impl Drop for DataDir {
+    fn drop(&mut self) {
+        self.stop_background();
     }
 }
 
@@ -351,6 +371,9 @@ fn load_checkpoint(fs: &dyn Fs, engine: &Arc<Engine>, loaded: &checkpoint::Loade
     for def in &loaded.tables {
         futures::executor::block_on(engine.restore_put_table(def.clone()))?;
     }
+    for source in &loaded.procedures {
+        engine.restore_put_procedure(source)?;
+    }
     let mut rows = 0;
     for (name, partition, table) in &loaded.files {
         let Some(def) = loaded.tables.iter().find(|d| d.id == *table) else { continue };
@@ -411,6 +434,11 @@ impl<'a> Replay<'a> {
             RedoRecord::Truncate(ids) => {
                 self.drain()?;
                 futures::executor::block_on(self.engine.restore_truncate(ids))
+            }
+            RedoRecord::PutProcedure(source) => self.engine.restore_put_procedure(&source),
+            RedoRecord::DropProcedure(name) => {
+                self.engine.restore_drop_procedure(&name);
+                Ok(())
             }
             RedoRecord::CheckpointStart { .. } => Ok(()),
             RedoRecord::Part { ts, changes } => {

@@ -1,0 +1,733 @@
+//! From the syntax tree to a [`Routine`]: variables become slots, references to them become
+//! `$n` parameters, control flow becomes instructions with jumps.
+//!
+//! Name resolution follows PL/pgSQL's scoping (a nested block's names shadow outer ones; a FOR
+//! loop declares its integer variable). An unqualified name in an embedded statement that is
+//! a variable is the variable, even if a column has the same name: PostgreSQL raises an
+//! ambiguity error there (`plpgsql.variable_conflict = error`); Freshet prefers the variable,
+//! which PostgreSQL offers as `use_variable`. Qualify columns (`t.col`) to reach them.
+
+use std::collections::HashMap;
+use std::ops::ControlFlow;
+
+use sqlparser::ast::{self, VisitMut, VisitorMut};
+
+use super::parser::{self, Decl, RaiseLevel, SynStmt};
+use super::PlType;
+use crate::catalog::Catalog;
+use crate::error::{Error, Result, SqlState};
+use crate::sql::bind::Binder;
+use crate::sql::expr::Expr;
+use crate::sql::names::fold_ident;
+use crate::types::DataType;
+
+/// Where the value of one `$n` of an expression or statement comes from.
+#[derive(Clone, Debug)]
+pub enum ParamSource {
+    Var(usize),
+    /// `arr[index]` (1-based; NULL outside the array).
+    Element { array: usize, index: Box<ExprUnit> },
+    /// `array_length(arr, 1)` (NULL for an empty array) or `cardinality(arr)` (0).
+    Length { array: usize, cardinality: bool },
+}
+
+/// A bound expression and the sources of its parameters.
+#[derive(Clone, Debug)]
+pub struct ExprUnit {
+    pub expr: Expr,
+    pub params: Vec<ParamSource>,
+    pub ty: DataType,
+}
+
+/// An embedded SQL statement with variables replaced by parameters.
+#[derive(Clone, Debug)]
+pub struct SqlUnit {
+    pub statement: ast::Statement,
+    pub text: String,
+    pub params: Vec<ParamSource>,
+    pub param_types: Vec<DataType>,
+    /// Slots that receive the first row (SELECT … INTO, RETURNING … INTO).
+    pub into: Vec<usize>,
+    /// INTO STRICT: exactly one row, or P0002/P0003.
+    pub strict: bool,
+}
+
+#[derive(Clone, Debug)]
+pub struct Slot {
+    pub name: String,
+    pub ty: PlType,
+}
+
+#[derive(Clone, Debug)]
+pub enum Instr {
+    /// A declared variable at its block's start: its default, or NULL.
+    Init { slot: usize, value: Option<ExprUnit> },
+    Assign { slot: usize, value: ExprUnit },
+    Sql(usize),
+    Jump(usize),
+    JumpIfNot { cond: ExprUnit, target: usize },
+    JumpIf { cond: ExprUnit, target: usize },
+    RangeInit { var: usize, hi: usize, step: usize, bounds: Box<RangeBounds> },
+    RangeTest { var: usize, hi: usize, reverse: bool, exit: usize },
+    RangeNext { var: usize, step: usize, reverse: bool },
+    ForeachInit { idx: usize },
+    ForeachNext { array: usize, idx: usize, var: usize, exit: usize },
+    Return(Option<ExprUnit>),
+    Raise { level: RaiseLevel, format: Option<String>, args: Vec<ExprUnit>, options: Vec<(String, ExprUnit)> },
+}
+
+/// The bound expressions of `FOR i IN lo..hi BY step`.
+#[derive(Clone, Debug)]
+pub struct RangeBounds {
+    pub lo: ExprUnit,
+    pub hi: ExprUnit,
+    pub step: Option<ExprUnit>,
+}
+
+/// A compiled procedure or function.
+#[derive(Clone, Debug)]
+pub struct Routine {
+    pub name: String,
+    pub function: bool,
+    /// The parameters are slots `0..params.len()`.
+    pub params: Vec<(String, PlType)>,
+    pub returns: Option<PlType>,
+    /// The CREATE statement as written (what the log and checkpoints keep).
+    pub source: String,
+    pub slots: Vec<Slot>,
+    /// The slot of FOUND.
+    pub found: usize,
+    pub code: Vec<Instr>,
+    pub sql: Vec<SqlUnit>,
+    pub or_replace: bool,
+}
+
+impl Routine {
+    pub fn kind(&self) -> &'static str {
+        if self.function { "function" } else { "procedure" }
+    }
+}
+
+/// Parses and compiles a CREATE PROCEDURE/FUNCTION statement. Errors in the body are 42601
+/// (or 0A000 for constructs outside the subset).
+pub fn compile(source: &str) -> Result<Routine> {
+    let header = parser::parse_header(source)?;
+    let body = parser::parse_body(&header.body)?;
+    let mut c = Compiler { scopes: vec![Vec::new()], slots: Vec::new(), code: Vec::new(), sql: Vec::new(), loops: Vec::new(), header: &header, constants: Vec::new() };
+    for (name, ty) in &header.params {
+        if header.params.iter().filter(|(n, _)| n == name).count() > 1 {
+            return Err(Error::new(SqlState::InvalidTableDefinition, format!("parameter name \"{name}\" used more than once")));
+        }
+        c.declare(name, *ty);
+    }
+    let found = c.declare("found", PlType::Scalar(DataType::Bool));
+    c.code.push(Instr::Init { slot: found, value: None });
+    c.statement(&body)?;
+    Ok(Routine {
+        name: header.name.clone(),
+        function: header.function,
+        params: header.params.clone(),
+        returns: header.returns,
+        source: source.trim().trim_end_matches(';').to_string(),
+        slots: c.slots,
+        found,
+        code: c.code,
+        sql: c.sql,
+        or_replace: header.or_replace,
+    })
+}
+
+struct LoopPatches {
+    breaks: Vec<usize>,
+    continues: Vec<usize>,
+}
+
+struct Compiler<'a> {
+    scopes: Vec<Vec<(String, usize)>>,
+    slots: Vec<Slot>,
+    code: Vec<Instr>,
+    sql: Vec<SqlUnit>,
+    loops: Vec<LoopPatches>,
+    header: &'a parser::Header,
+    /// Slots declared CONSTANT.
+    constants: Vec<usize>,
+}
+
+const PATCH: usize = usize::MAX;
+
+impl Compiler<'_> {
+    fn declare(&mut self, name: &str, ty: PlType) -> usize {
+        let slot = self.slots.len();
+        self.slots.push(Slot { name: name.to_string(), ty });
+        if let Some(scope) = self.scopes.last_mut() {
+            scope.push((name.to_string(), slot));
+        }
+        slot
+    }
+
+    fn hidden(&mut self) -> usize {
+        let slot = self.slots.len();
+        self.slots.push(Slot { name: String::new(), ty: PlType::Scalar(DataType::Int64) });
+        slot
+    }
+
+    fn lookup(&self, name: &str) -> Option<usize> {
+        self.scopes.iter().rev().find_map(|s| s.iter().rev().find(|(n, _)| n == name).map(|(_, slot)| *slot))
+    }
+
+    fn scalar_slot(&self, name: &str) -> Result<usize> {
+        let slot = self.lookup(name).ok_or_else(|| Error::syntax(format!("\"{name}\" is not a known variable")))?;
+        if matches!(self.slots[slot].ty, PlType::Array(_)) {
+            return Err(Error::unsupported(format!("assigning to the array variable \"{name}\"")));
+        }
+        Ok(slot)
+    }
+
+    fn here(&self) -> usize {
+        self.code.len()
+    }
+
+    fn patch(&mut self, at: usize, target: usize) {
+        match &mut self.code[at] {
+            Instr::Jump(t) | Instr::JumpIfNot { target: t, .. } | Instr::JumpIf { target: t, .. } => *t = target,
+            Instr::RangeTest { exit, .. } | Instr::ForeachNext { exit, .. } => *exit = target,
+            _ => {}
+        }
+    }
+
+    fn block(&mut self, decls: &[Decl], body: &[SynStmt]) -> Result<()> {
+        self.scopes.push(Vec::new());
+        for d in decls {
+            let value = match &d.default {
+                Some(e) => Some(self.expr(e, hint(d.ty))?),
+                None => None,
+            };
+            if value.is_some() && matches!(d.ty, PlType::Array(_)) {
+                return Err(Error::unsupported("array variables with a default (arrays come from parameters)"));
+            }
+            let slot = self.declare(&d.name, d.ty);
+            if d.constant {
+                self.constants.push(slot);
+            }
+            self.code.push(Instr::Init { slot, value });
+        }
+        for s in body {
+            self.statement(s)?;
+        }
+        self.scopes.pop();
+        Ok(())
+    }
+
+    fn statement(&mut self, s: &SynStmt) -> Result<()> {
+        match s {
+            SynStmt::Block { decls, body } => self.block(decls, body)?,
+            SynStmt::Null => {}
+            SynStmt::Assign { target, value } => {
+                let slot = self.scalar_slot(target)?;
+                if self.constants.contains(&slot) {
+                    return Err(Error::new(SqlState::custom("22005").unwrap_or(SqlState::SyntaxError), format!("variable \"{target}\" is declared CONSTANT")));
+                }
+                let value = self.expr(value, hint(self.slots[slot].ty))?;
+                self.code.push(Instr::Assign { slot, value });
+            }
+            SynStmt::Sql { statement, text, into, strict } => {
+                let into = into.iter().map(|n| self.scalar_slot(n)).collect::<Result<Vec<_>>>()?;
+                let unit = self.sql_unit(statement, text, into, *strict)?;
+                self.sql.push(unit);
+                self.code.push(Instr::Sql(self.sql.len() - 1));
+            }
+            SynStmt::If { branches, otherwise } => {
+                let mut to_end = Vec::new();
+                for (cond, body) in branches {
+                    let cond = self.expr(cond, Some(DataType::Bool))?;
+                    let test = self.here();
+                    self.code.push(Instr::JumpIfNot { cond, target: PATCH });
+                    for s in body {
+                        self.statement(s)?;
+                    }
+                    to_end.push(self.here());
+                    self.code.push(Instr::Jump(PATCH));
+                    let next = self.here();
+                    self.patch(test, next);
+                }
+                for s in otherwise {
+                    self.statement(s)?;
+                }
+                let end = self.here();
+                for at in to_end {
+                    self.patch(at, end);
+                }
+            }
+            SynStmt::ForRange { var, reverse, bounds, body } => {
+                let (lo, hi, step) = bounds.as_ref();
+                let lo_e = self.expr(lo, Some(DataType::Int32))?;
+                let hi_e = self.expr(hi, Some(DataType::Int32))?;
+                let step_e = step.as_ref().map(|s| self.expr(s, Some(DataType::Int32))).transpose()?;
+                self.scopes.push(Vec::new());
+                let v = self.declare(var, PlType::Scalar(DataType::Int32));
+                let (h, st) = (self.hidden(), self.hidden());
+                self.code.push(Instr::RangeInit { var: v, hi: h, step: st, bounds: Box::new(RangeBounds { lo: lo_e, hi: hi_e, step: step_e }) });
+                let test = self.here();
+                self.code.push(Instr::RangeTest { var: v, hi: h, reverse: *reverse, exit: PATCH });
+                let patches = self.loop_body(body)?;
+                let next = self.here();
+                self.code.push(Instr::RangeNext { var: v, step: st, reverse: *reverse });
+                self.code.push(Instr::Jump(test));
+                let end = self.here();
+                self.patch(test, end);
+                self.close_loop(patches, next, end);
+                self.scopes.pop();
+            }
+            SynStmt::Foreach { var, array, body } => {
+                let ast::Expr::Identifier(name) = array else {
+                    return Err(Error::unsupported("FOREACH over anything but an array variable"));
+                };
+                let a = self.lookup(&fold_ident(name)).ok_or_else(|| Error::syntax(format!("\"{}\" is not a known variable", name.value)))?;
+                let PlType::Array(elem) = self.slots[a].ty else {
+                    return Err(Error::mismatch(format!("FOREACH expression must yield an array, not type {}", self.slots[a].ty.name())));
+                };
+                let v = self.scalar_slot(var)?;
+                if let PlType::Scalar(t) = self.slots[v].ty
+                    && t.family() != elem.family()
+                {
+                    return Err(Error::mismatch(format!("FOREACH loop variable \"{var}\" is {} but the array holds {}", t.pg_name(), elem.pg_name())));
+                }
+                let idx = self.hidden();
+                self.code.push(Instr::ForeachInit { idx });
+                let next = self.here();
+                self.code.push(Instr::ForeachNext { array: a, idx, var: v, exit: PATCH });
+                let patches = self.loop_body(body)?;
+                self.code.push(Instr::Jump(next));
+                let end = self.here();
+                self.patch(next, end);
+                self.close_loop(patches, next, end);
+            }
+            SynStmt::While { cond, body } => {
+                let start = self.here();
+                let cond = self.expr(cond, Some(DataType::Bool))?;
+                self.code.push(Instr::JumpIfNot { cond, target: PATCH });
+                let patches = self.loop_body(body)?;
+                self.code.push(Instr::Jump(start));
+                let end = self.here();
+                self.patch(start, end);
+                self.close_loop(patches, start, end);
+            }
+            SynStmt::Loop { body } => {
+                let start = self.here();
+                let patches = self.loop_body(body)?;
+                self.code.push(Instr::Jump(start));
+                let end = self.here();
+                self.close_loop(patches, start, end);
+            }
+            SynStmt::Exit { cond } | SynStmt::Continue { cond } => {
+                let is_exit = matches!(s, SynStmt::Exit { .. });
+                if self.loops.is_empty() {
+                    return Err(Error::syntax(if is_exit { "EXIT cannot be used outside a loop" } else { "CONTINUE cannot be used outside a loop" }));
+                }
+                let at = self.here();
+                match cond {
+                    Some(c) => {
+                        let cond = self.expr(c, Some(DataType::Bool))?;
+                        self.code.push(Instr::JumpIf { cond, target: PATCH });
+                    }
+                    None => self.code.push(Instr::Jump(PATCH)),
+                }
+                let patches = self.loops.last_mut().expect("inside a loop");
+                if is_exit { patches.breaks.push(at) } else { patches.continues.push(at) }
+            }
+            SynStmt::Return(value) => {
+                let value = match (value, self.header.function, self.header.returns) {
+                    (Some(_), false, _) => return Err(Error::syntax("RETURN cannot have a parameter in a procedure")),
+                    (Some(_), true, None) => return Err(Error::syntax("RETURN cannot have a parameter in function returning void")),
+                    (None, true, Some(_)) => return Err(Error::syntax("missing expression at or near \";\" (RETURN needs a value)")),
+                    (Some(e), true, Some(t)) => Some(self.expr(e, hint(t))?),
+                    (None, _, _) => None,
+                };
+                self.code.push(Instr::Return(value));
+            }
+            SynStmt::Raise { level, format, args, options } => {
+                let args = args.iter().map(|a| self.expr(a, Some(DataType::Text))).collect::<Result<Vec<_>>>()?;
+                let mut opts = Vec::new();
+                for (name, e) in options {
+                    if !["errcode", "message", "detail", "hint"].contains(&name.as_str()) {
+                        return Err(Error::syntax(format!("unrecognized RAISE statement option \"{name}\"")));
+                    }
+                    opts.push((name.clone(), self.expr(e, Some(DataType::Text))?));
+                }
+                self.code.push(Instr::Raise { level: *level, format: format.clone(), args, options: opts });
+            }
+        }
+        Ok(())
+    }
+
+    fn loop_body(&mut self, body: &[SynStmt]) -> Result<LoopPatches> {
+        self.loops.push(LoopPatches { breaks: Vec::new(), continues: Vec::new() });
+        for s in body {
+            self.statement(s)?;
+        }
+        Ok(self.loops.pop().expect("pushed above"))
+    }
+
+    fn close_loop(&mut self, patches: LoopPatches, continue_at: usize, end: usize) {
+        for at in patches.breaks {
+            self.patch(at, end);
+        }
+        for at in patches.continues {
+            self.patch(at, continue_at);
+        }
+    }
+
+    /// Replaces variable references in `e` and binds it.
+    fn expr(&self, e: &ast::Expr, hint: Option<DataType>) -> Result<ExprUnit> {
+        let mut e = e.clone();
+        let mut rewriter = Rewriter { c: self, params: Vec::new(), by_slot: HashMap::new(), error: None };
+        let _ = e.visit(&mut rewriter);
+        if let Some(err) = rewriter.error {
+            return Err(err);
+        }
+        let params = rewriter.params;
+        let mut types: Vec<Option<DataType>> = params.iter().map(|p| Some(self.source_type(p))).collect();
+        let mut binder = Binder::new(None, &mut types);
+        let expr = binder.bind_expr(&e, hint).map_err(|err| {
+            if err.state == SqlState::UndefinedColumn {
+                Error::syntax(format!("{} (in expression \"{e}\")", err.message))
+            } else {
+                err
+            }
+        })?;
+        let ty = expr.ty();
+        Ok(ExprUnit { expr, params, ty })
+    }
+
+    fn sql_unit(&self, statement: &ast::Statement, text: &str, into: Vec<usize>, strict: bool) -> Result<SqlUnit> {
+        let mut statement = statement.clone();
+        let mut rewriter = Rewriter { c: self, params: Vec::new(), by_slot: HashMap::new(), error: None };
+        let _ = statement.visit(&mut rewriter);
+        if let Some(err) = rewriter.error {
+            return Err(err);
+        }
+        let params = rewriter.params;
+        let param_types = params.iter().map(|p| self.source_type(p)).collect();
+        Ok(SqlUnit { statement, text: text.to_string(), params, param_types, into, strict })
+    }
+
+    fn source_type(&self, p: &ParamSource) -> DataType {
+        match p {
+            ParamSource::Var(slot) => match self.slots[*slot].ty {
+                PlType::Scalar(t) | PlType::Array(t) => t,
+            },
+            ParamSource::Element { array, .. } => match self.slots[*array].ty {
+                PlType::Scalar(t) | PlType::Array(t) => t,
+            },
+            ParamSource::Length { .. } => DataType::Int32,
+        }
+    }
+}
+
+fn hint(ty: PlType) -> Option<DataType> {
+    match ty {
+        PlType::Scalar(t) => Some(t),
+        PlType::Array(_) => None,
+    }
+}
+
+/// Rewrites variable references of one expression or statement into `$n` parameters.
+struct Rewriter<'a, 'b> {
+    c: &'a Compiler<'b>,
+    params: Vec<ParamSource>,
+    by_slot: HashMap<usize, usize>,
+    error: Option<Error>,
+}
+
+impl Rewriter<'_, '_> {
+    fn placeholder(&mut self, source: ParamSource) -> ast::Expr {
+        let n = match source {
+            ParamSource::Var(slot) => match self.by_slot.get(&slot) {
+                Some(n) => *n,
+                None => {
+                    self.params.push(source);
+                    self.by_slot.insert(slot, self.params.len());
+                    self.params.len()
+                }
+            },
+            other => {
+                self.params.push(other);
+                self.params.len()
+            }
+        };
+        ast::Expr::Value(ast::Value::Placeholder(format!("${n}")).with_empty_span())
+    }
+
+    fn array_var(&self, e: &ast::Expr) -> Option<usize> {
+        let ast::Expr::Identifier(id) = e else { return None };
+        let slot = self.c.lookup(&fold_ident(id))?;
+        matches!(self.c.slots[slot].ty, PlType::Array(_)).then_some(slot)
+    }
+
+    fn rewrite(&mut self, expr: &mut ast::Expr) -> Result<()> {
+        match expr {
+            ast::Expr::CompoundFieldAccess { root, access_chain } if self.array_var(root).is_some() => {
+                let array = self.array_var(root).expect("checked");
+                let [ast::AccessExpr::Subscript(ast::Subscript::Index { index })] = access_chain.as_slice() else {
+                    return Err(Error::unsupported("array slices and multi-dimensional subscripts"));
+                };
+                let index = Box::new(self.c.expr(index, Some(DataType::Int32))?);
+                *expr = self.placeholder(ParamSource::Element { array, index });
+            }
+            ast::Expr::Function(f) => {
+                let name = f.name.to_string().to_lowercase();
+                if name != "array_length" && name != "cardinality" {
+                    return Ok(());
+                }
+                let ast::FunctionArguments::List(list) = &f.args else { return Ok(()) };
+                let args: Vec<&ast::Expr> = list
+                    .args
+                    .iter()
+                    .filter_map(|a| match a {
+                        ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => Some(e),
+                        _ => None,
+                    })
+                    .collect();
+                let Some(array) = args.first().and_then(|a| self.array_var(a)) else { return Ok(()) };
+                let cardinality = name == "cardinality";
+                if !cardinality && (args.len() != 2 || args[1].to_string() != "1") {
+                    return Err(Error::unsupported("array_length of a dimension other than 1"));
+                }
+                *expr = self.placeholder(ParamSource::Length { array, cardinality });
+            }
+            ast::Expr::Identifier(id) => {
+                let name = fold_ident(id);
+                if let Some(slot) = self.c.lookup(&name) {
+                    if matches!(self.c.slots[slot].ty, PlType::Array(_)) {
+                        return Err(Error::unsupported(format!(
+                            "the array \"{name}\" as a value (use {name}[i], array_length({name}, 1), cardinality({name}) or FOREACH)"
+                        )));
+                    }
+                    *expr = self.placeholder(ParamSource::Var(slot));
+                }
+            }
+            ast::Expr::CompoundIdentifier(parts) if parts.len() == 2 && fold_ident(&parts[0]) == self.c.header.name => {
+                // `routine_name.parameter`, PostgreSQL's way to name a parameter a column hides.
+                let name = fold_ident(&parts[1]);
+                let slot = self.c.lookup(&name).ok_or_else(|| Error::syntax(format!("\"{}.{name}\" is not a known variable", self.c.header.name)))?;
+                if matches!(self.c.slots[slot].ty, PlType::Array(_)) {
+                    return Err(Error::unsupported(format!("the array \"{name}\" as a value")));
+                }
+                *expr = self.placeholder(ParamSource::Var(slot));
+            }
+            ast::Expr::Value(v) => {
+                if let ast::Value::Placeholder(p) = &v.value {
+                    // `$n` in a body names the n-th parameter.
+                    let n: usize = p.trim_start_matches('$').parse().map_err(|_| Error::syntax(format!("bad parameter {p}")))?;
+                    if n == 0 || n > self.c.header.params.len() {
+                        return Err(Error::new(SqlState::UndefinedParameter, format!("there is no parameter ${n}")));
+                    }
+                    *expr = self.placeholder(ParamSource::Var(n - 1));
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+impl VisitorMut for Rewriter<'_, '_> {
+    type Break = ();
+
+    fn pre_visit_expr(&mut self, expr: &mut ast::Expr) -> ControlFlow<()> {
+        match self.rewrite(expr) {
+            Ok(()) => ControlFlow::Continue(()),
+            Err(e) => {
+                self.error = Some(e);
+                ControlFlow::Break(())
+            }
+        }
+    }
+}
+
+/// How a routine's statements reach the partitions (HyPer §4.3).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Classification {
+    /// Every statement on a partitioned table fixes its partition key with the same
+    /// parameter, and no statement writes a replicated table: with that parameter's value
+    /// known, the whole call runs on one partition.
+    Constrained { parameter: Option<String> },
+    /// Some statement may touch several partitions; the reason names the first one.
+    Crossing { reason: String },
+}
+
+impl Classification {
+    pub fn describe(&self, routine: &Routine) -> String {
+        match self {
+            Classification::Constrained { parameter: Some(p) } => {
+                format!("{} \"{}\" is partition-constrained on parameter \"{p}\"", routine.kind(), routine.name)
+            }
+            Classification::Constrained { parameter: None } => {
+                format!("{} \"{}\" is partition-constrained (it reads replicated tables only)", routine.kind(), routine.name)
+            }
+            Classification::Crossing { reason } => format!("{} \"{}\" is partition-crossing: {reason}", routine.kind(), routine.name),
+        }
+    }
+}
+
+/// Classifies `routine` against the tables of `catalog`.
+pub fn classify(routine: &Routine, catalog: &Catalog) -> Classification {
+    let mut key: Option<usize> = None;
+    for unit in &routine.sql {
+        match unit_partitioning(unit, catalog, routine) {
+            Ok(None) => {}
+            Ok(Some(slot)) => match key {
+                None => key = Some(slot),
+                Some(k) if k == slot => {}
+                Some(_) => return Classification::Crossing { reason: format!("\"{}\" uses another partition key value", unit.text) },
+            },
+            Err(reason) => return Classification::Crossing { reason },
+        }
+    }
+    Classification::Constrained { parameter: key.map(|k| routine.slots[k].name.clone()) }
+}
+
+/// The parameter slot that fixes the statement's partition, `None` if it touches only
+/// replicated tables for reading, or why it crosses partitions.
+fn unit_partitioning(unit: &SqlUnit, catalog: &Catalog, routine: &Routine) -> std::result::Result<Option<usize>, String> {
+    let crossing = |why: &str| Err(format!("\"{}\" {why}", unit.text));
+    let param_slot = |e: &ast::Expr| -> Option<usize> {
+        let ast::Expr::Value(v) = e else { return None };
+        let ast::Value::Placeholder(p) = &v.value else { return None };
+        let n: usize = p.trim_start_matches('$').parse().ok()?;
+        match unit.params.get(n.checked_sub(1)?)? {
+            ParamSource::Var(slot) if *slot < routine.params.len() => Some(*slot),
+            _ => None,
+        }
+    };
+    let (table, filter, write): (String, Option<&ast::Expr>, bool) = match &unit.statement {
+        ast::Statement::Insert(i) => {
+            let name = match &i.table {
+                ast::TableObject::TableName(n) => n.to_string().to_lowercase(),
+                _ => return crossing("inserts into a table function"),
+            };
+            let Some(def) = catalog.table(&name) else { return crossing("names an unknown table") };
+            let Some(k) = def.partition_key else { return crossing("writes a replicated table (every partition)") };
+            let position = if i.columns.is_empty() {
+                Some(k)
+            } else {
+                i.columns.iter().position(|c| c.to_string().trim_matches('"').to_lowercase() == def.columns[k].name)
+            };
+            let rows = match i.source.as_ref().map(|s| s.body.as_ref()) {
+                Some(ast::SetExpr::Values(v)) => &v.rows,
+                _ => return crossing("inserts the result of a query"),
+            };
+            let slots: Vec<Option<usize>> = rows.iter().map(|r| position.and_then(|p| r.get(p)).and_then(param_slot)).collect();
+            return match slots.as_slice() {
+                [Some(s)] => Ok(Some(*s)),
+                _ => crossing("does not fix the partition key with a parameter"),
+            };
+        }
+        ast::Statement::Update(u) => match &u.table.relation {
+            ast::TableFactor::Table { name, .. } => (name.to_string().to_lowercase(), u.selection.as_ref(), true),
+            _ => return crossing("updates a derived table"),
+        },
+        ast::Statement::Delete(d) => {
+            let tables = match &d.from {
+                ast::FromTable::WithFromKeyword(t) | ast::FromTable::WithoutKeyword(t) => t,
+            };
+            match tables.first().map(|t| &t.relation) {
+                Some(ast::TableFactor::Table { name, .. }) if tables.len() == 1 => (name.to_string().to_lowercase(), d.selection.as_ref(), true),
+                _ => return crossing("deletes from several tables"),
+            }
+        }
+        ast::Statement::Query(q) => match q.body.as_ref() {
+            ast::SetExpr::Select(s) if s.from.is_empty() => return Ok(None),
+            ast::SetExpr::Select(s) if s.from.len() == 1 && s.from[0].joins.is_empty() => match &s.from[0].relation {
+                ast::TableFactor::Table { name, .. } => (name.to_string().to_lowercase(), s.selection.as_ref(), false),
+                _ => return crossing("reads a derived table"),
+            },
+            _ => return crossing("is a join or a set operation"),
+        },
+        _ => return crossing("is not a single-table statement"),
+    };
+    let Some(def) = catalog.table(&table) else { return crossing("names an unknown table") };
+    let Some(k) = def.partition_key else {
+        return if write { crossing("writes a replicated table (every partition)") } else { Ok(None) };
+    };
+    let key = &def.columns[k].name;
+    let mut found = None;
+    if let Some(f) = filter {
+        conjuncts(f, &mut |e| {
+            if let ast::Expr::BinaryOp { left, op: ast::BinaryOperator::Eq, right } = e {
+                let column = |x: &ast::Expr| match x {
+                    ast::Expr::Identifier(i) => fold_ident(i) == *key,
+                    ast::Expr::CompoundIdentifier(parts) => parts.last().is_some_and(|i| fold_ident(i) == *key),
+                    _ => false,
+                };
+                if column(left) {
+                    found = found.or(param_slot(right));
+                } else if column(right) {
+                    found = found.or(param_slot(left));
+                }
+            }
+        });
+    }
+    match found {
+        Some(slot) => Ok(Some(slot)),
+        None => crossing("does not fix the partition key with a parameter"),
+    }
+}
+
+fn conjuncts(e: &ast::Expr, f: &mut dyn FnMut(&ast::Expr)) {
+    match e {
+        ast::Expr::BinaryOp { left, op: ast::BinaryOperator::And, right } => {
+            conjuncts(left, f);
+            conjuncts(right, f);
+        }
+        ast::Expr::Nested(inner) => conjuncts(inner, f),
+        other => f(other),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loops_and_conditions_compile_to_jumps() {
+        let r = compile(
+            "CREATE PROCEDURE p(n INT, xs INT[]) LANGUAGE plpgsql AS $$
+             DECLARE s INT := 0; x INT;
+             BEGIN
+               FOR i IN 1..n LOOP s := s + i; EXIT WHEN s > 100; END LOOP;
+               FOREACH x IN ARRAY xs LOOP CONTINUE WHEN x IS NULL; s := s + x; END LOOP;
+               IF s > 10 THEN s := 10; ELSIF s < 0 THEN s := 0; ELSE NULL; END IF;
+               SELECT count(*) INTO s FROM t WHERE a = xs[2] AND b = array_length(xs, 1);
+               IF NOT FOUND THEN RAISE EXCEPTION 'none for %', n USING ERRCODE = 'P0002'; END IF;
+             END $$",
+        )
+        .unwrap();
+        assert_eq!(r.params.len(), 2);
+        assert_eq!(r.sql.len(), 1);
+        let unit = &r.sql[0];
+        assert!(unit.text.to_lowercase().starts_with("select count(*)"), "{}", unit.text);
+        assert!(matches!(unit.params[0], ParamSource::Element { array: 1, .. }));
+        assert!(matches!(unit.params[1], ParamSource::Length { array: 1, cardinality: false }));
+        assert_eq!(unit.into.len(), 1);
+        for i in &r.code {
+            if let Instr::Jump(t) | Instr::JumpIf { target: t, .. } | Instr::JumpIfNot { target: t, .. } = i {
+                assert!(*t <= r.code.len(), "unpatched jump");
+            }
+        }
+    }
+
+    #[test]
+    fn body_errors_are_syntax_errors() {
+        let e = compile("CREATE PROCEDURE p() LANGUAGE plpgsql AS $$ BEGIN x := ; END $$").unwrap_err();
+        assert_eq!(e.state, SqlState::SyntaxError);
+        let e = compile("CREATE PROCEDURE p() LANGUAGE plpgsql AS $$ BEGIN IF true THEN NULL; END $$").unwrap_err();
+        assert_eq!(e.state, SqlState::SyntaxError);
+        let e = compile("CREATE PROCEDURE p() LANGUAGE plpgsql AS $$ BEGIN y := 1; END $$").unwrap_err();
+        assert_eq!(e.state, SqlState::SyntaxError);
+        let e = compile("CREATE PROCEDURE p() LANGUAGE plpgsql AS $$ DECLARE c CONSTANT INT := 1; BEGIN c := 2; END $$").unwrap_err();
+        assert_eq!(e.state.code(), "22005");
+        let e = compile("CREATE PROCEDURE p() LANGUAGE plpgsql AS $$ BEGIN EXIT; END $$").unwrap_err();
+        assert_eq!(e.state, SqlState::SyntaxError);
+    }
+}

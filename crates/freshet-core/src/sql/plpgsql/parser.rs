@@ -1,0 +1,699 @@
+//! Recursive descent over PL/pgSQL tokens: the CREATE PROCEDURE/FUNCTION header, the DROP
+//! statement, and the body's statements.
+//!
+//! Expressions and embedded SQL statements are not parsed here: their source text (between
+//! the tokens that bound them — `THEN`, `LOOP`, `..`, `;` at nesting depth 0) goes to
+//! sqlparser, so they accept exactly the SQL the rest of Freshet accepts. `INTO targets` is
+//! cut out of a SELECT (or out of the RETURNING clause of INSERT/UPDATE/DELETE) before that.
+
+use sqlparser::ast;
+use sqlparser::dialect::PostgreSqlDialect;
+use sqlparser::parser::Parser as SqlParser;
+
+use super::lexer::{tokenize, Tok, Token};
+use super::PlType;
+use crate::error::{Error, Result};
+use crate::sql::bind::sql_type;
+
+/// A parsed `CREATE [OR REPLACE] PROCEDURE|FUNCTION` statement.
+#[derive(Clone, Debug)]
+pub struct Header {
+    pub name: String,
+    pub function: bool,
+    pub or_replace: bool,
+    pub params: Vec<(String, PlType)>,
+    /// A function's result type (`None` for a procedure or `RETURNS void`).
+    pub returns: Option<PlType>,
+    pub body: String,
+}
+
+/// `DROP PROCEDURE|FUNCTION [IF EXISTS] name [(types)] [, …]`.
+#[derive(Clone, Debug)]
+pub struct DropRoutines {
+    pub function: bool,
+    pub if_exists: bool,
+    pub names: Vec<String>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Decl {
+    pub name: String,
+    pub ty: PlType,
+    pub default: Option<ast::Expr>,
+    pub constant: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RaiseLevel {
+    Exception,
+    Notice,
+}
+
+#[derive(Clone, Debug)]
+pub enum SynStmt {
+    Assign { target: String, value: ast::Expr },
+    /// An SQL statement; `into` are the targets of `SELECT … INTO` / `RETURNING … INTO`.
+    Sql { statement: Box<ast::Statement>, text: String, into: Vec<String>, strict: bool },
+    If { branches: Vec<(ast::Expr, Vec<SynStmt>)>, otherwise: Vec<SynStmt> },
+    /// `FOR var IN [REVERSE] lo..hi [BY step]`: the bounds are (lo, hi, step).
+    ForRange { var: String, reverse: bool, bounds: Box<(ast::Expr, ast::Expr, Option<ast::Expr>)>, body: Vec<SynStmt> },
+    Foreach { var: String, array: ast::Expr, body: Vec<SynStmt> },
+    While { cond: ast::Expr, body: Vec<SynStmt> },
+    Loop { body: Vec<SynStmt> },
+    Exit { cond: Option<ast::Expr> },
+    Continue { cond: Option<ast::Expr> },
+    Return(Option<ast::Expr>),
+    Raise { level: RaiseLevel, format: Option<String>, args: Vec<ast::Expr>, options: Vec<(String, ast::Expr)> },
+    Null,
+    Block { decls: Vec<Decl>, body: Vec<SynStmt> },
+}
+
+fn err(msg: impl Into<String>) -> Error {
+    Error::syntax(msg)
+}
+
+/// Parses `text` as one SQL expression.
+pub fn parse_expr(text: &str) -> Result<ast::Expr> {
+    let mut p = SqlParser::new(&PostgreSqlDialect {}).try_with_sql(text).map_err(|e| crate::sql::parse::syntax_error(text, e))?;
+    let e = p.parse_expr().map_err(|e| crate::sql::parse::syntax_error(text, e))?;
+    if p.peek_token().token != sqlparser::tokenizer::Token::EOF {
+        return Err(err(format!("syntax error at or near \"{}\" in expression \"{text}\"", p.peek_token().token)));
+    }
+    Ok(e)
+}
+
+/// Parses a type name: a SQL type, or an array of one (`INT[]`).
+pub fn parse_type(text: &str) -> Result<PlType> {
+    let mut p = SqlParser::new(&PostgreSqlDialect {}).try_with_sql(text).map_err(|e| crate::sql::parse::syntax_error(text, e))?;
+    let t = p.parse_data_type().map_err(|e| crate::sql::parse::syntax_error(text, e))?;
+    if p.peek_token().token != sqlparser::tokenizer::Token::EOF {
+        return Err(err(format!("syntax error in type \"{text}\"")));
+    }
+    match &t {
+        ast::DataType::Array(ast::ArrayElemTypeDef::SquareBracket(inner, _) | ast::ArrayElemTypeDef::AngleBracket(inner)) => {
+            Ok(PlType::Array(sql_type(inner)?))
+        }
+        other => Ok(PlType::Scalar(sql_type(other)?)),
+    }
+}
+
+struct Cursor<'a> {
+    src: &'a str,
+    toks: Vec<Token>,
+    pos: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn new(src: &'a str) -> Result<Self> {
+        Ok(Cursor { src, toks: tokenize(src)?, pos: 0 })
+    }
+
+    fn peek(&self) -> Option<&Token> {
+        self.toks.get(self.pos)
+    }
+
+    fn peek_word(&self, w: &str) -> bool {
+        self.peek().is_some_and(|t| t.is_word(w))
+    }
+
+    fn peek_op(&self, o: &str) -> bool {
+        self.peek().is_some_and(|t| t.is_op(o))
+    }
+
+    fn eat_word(&mut self, w: &str) -> bool {
+        let yes = self.peek_word(w);
+        if yes {
+            self.pos += 1;
+        }
+        yes
+    }
+
+    fn eat_op(&mut self, o: &str) -> bool {
+        let yes = self.peek_op(o);
+        if yes {
+            self.pos += 1;
+        }
+        yes
+    }
+
+    fn near(&self) -> String {
+        match self.peek() {
+            Some(t) => format!("syntax error at or near \"{}\"", &self.src[t.start..t.end]),
+            None => "syntax error at end of input".to_string(),
+        }
+    }
+
+    fn expect_word(&mut self, w: &str) -> Result<()> {
+        if self.eat_word(w) { Ok(()) } else { Err(err(format!("{} (expected {})", self.near(), w.to_uppercase()))) }
+    }
+
+    fn expect_op(&mut self, o: &str) -> Result<()> {
+        if self.eat_op(o) { Ok(()) } else { Err(err(format!("{} (expected \"{o}\")", self.near()))) }
+    }
+
+    fn ident(&mut self) -> Result<String> {
+        match self.peek().map(|t| t.tok.clone()) {
+            Some(Tok::Word(w)) | Some(Tok::Quoted(w)) => {
+                self.pos += 1;
+                Ok(w)
+            }
+            _ => Err(err(format!("{} (expected a name)", self.near()))),
+        }
+    }
+
+    /// A possibly schema-qualified routine name (`public.f` is `f`: there is one schema).
+    fn routine_name(&mut self) -> Result<String> {
+        let first = self.ident()?;
+        if self.eat_op(".") {
+            let second = self.ident()?;
+            if first != "public" {
+                return Err(Error::new(crate::error::SqlState::UndefinedObject, format!("schema \"{first}\" does not exist")));
+            }
+            return Ok(second);
+        }
+        Ok(first)
+    }
+
+    /// Advances to the first token at nesting depth 0 for which `stop` holds; returns the
+    /// source text skipped and the index of the stopping token (or the end).
+    fn until(&mut self, stop: impl Fn(&Token) -> bool) -> (String, usize) {
+        let begin = self.pos;
+        let mut depth = 0i32;
+        while let Some(t) = self.toks.get(self.pos) {
+            if depth == 0 && stop(t) {
+                break;
+            }
+            match &t.tok {
+                Tok::Op(o) if o == "(" || o == "[" => depth += 1,
+                Tok::Op(o) if o == ")" || o == "]" => depth -= 1,
+                Tok::Word(w) if w == "case" => depth += 1,
+                Tok::Word(w) if w == "end" && depth > 0 => depth -= 1,
+                _ => {}
+            }
+            self.pos += 1;
+        }
+        (self.text(begin, self.pos), self.pos)
+    }
+
+    fn text(&self, from: usize, to: usize) -> String {
+        if from >= to {
+            return String::new();
+        }
+        self.src[self.toks[from].start..self.toks[to - 1].end].to_string()
+    }
+
+    fn expr_until(&mut self, stop: impl Fn(&Token) -> bool) -> Result<ast::Expr> {
+        let (text, _) = self.until(stop);
+        if text.trim().is_empty() {
+            return Err(err(format!("{} (expected an expression)", self.near())));
+        }
+        parse_expr(&text)
+    }
+}
+
+/// Parses a whole `CREATE [OR REPLACE] PROCEDURE|FUNCTION …` statement (its body is parsed
+/// separately by [`parse_body`]).
+pub fn parse_header(sql: &str) -> Result<Header> {
+    let mut c = Cursor::new(sql)?;
+    c.expect_word("create")?;
+    let or_replace = c.eat_word("or");
+    if or_replace {
+        c.expect_word("replace")?;
+    }
+    let function = if c.eat_word("function") {
+        true
+    } else {
+        c.expect_word("procedure")?;
+        false
+    };
+    let name = c.routine_name()?;
+    c.expect_op("(")?;
+    let mut params = Vec::new();
+    if !c.eat_op(")") {
+        loop {
+            if c.eat_word("out") || c.eat_word("inout") || c.eat_word("variadic") {
+                return Err(Error::unsupported("OUT, INOUT and VARIADIC parameters"));
+            }
+            c.eat_word("in");
+            let pname = c.ident()?;
+            let (ty, _) = c.until(|t| t.is_op(",") || t.is_op(")") || t.is_word("default") || t.is_op("="));
+            if c.peek_word("default") || c.peek_op("=") {
+                return Err(Error::unsupported("parameter defaults"));
+            }
+            params.push((pname, parse_type(&ty)?));
+            if c.eat_op(")") {
+                break;
+            }
+            c.expect_op(",")?;
+        }
+    }
+    let mut returns = None;
+    let mut body = None;
+    let mut language = None;
+    while let Some(t) = c.peek().cloned() {
+        if c.eat_op(";") {
+            continue;
+        }
+        match &t.tok {
+            Tok::Word(w) if w == "returns" => {
+                c.pos += 1;
+                if c.peek_word("table") || c.peek_word("setof") {
+                    return Err(Error::unsupported("RETURNS TABLE and RETURNS SETOF"));
+                }
+                let (ty, _) = c.until(|t| {
+                    ["language", "as", "immutable", "stable", "volatile", "strict", "security", "parallel", "cost", "called", "returns"]
+                        .iter()
+                        .any(|k| t.is_word(k))
+                        || t.is_op(";")
+                });
+                returns = if ty.eq_ignore_ascii_case("void") { None } else { Some(parse_type(&ty)?) };
+            }
+            Tok::Word(w) if w == "language" => {
+                c.pos += 1;
+                language = Some(match c.peek().map(|t| t.tok.clone()) {
+                    Some(Tok::Str(s)) => {
+                        c.pos += 1;
+                        s.to_lowercase()
+                    }
+                    _ => c.ident()?,
+                });
+            }
+            Tok::Word(w) if w == "as" => {
+                c.pos += 1;
+                body = Some(match c.peek().map(|t| t.tok.clone()) {
+                    Some(Tok::Dollar(s)) | Some(Tok::Str(s)) => {
+                        c.pos += 1;
+                        s
+                    }
+                    _ => return Err(err(format!("{} (expected the body as a string)", c.near()))),
+                });
+            }
+            Tok::Word(w) if ["immutable", "stable", "volatile", "strict", "leakproof"].contains(&w.as_str()) => c.pos += 1,
+            Tok::Word(w) if w == "called" => {
+                // CALLED ON NULL INPUT
+                c.pos += 1;
+                c.expect_word("on")?;
+                c.expect_word("null")?;
+                c.expect_word("input")?;
+            }
+            _ => return Err(err(c.near())),
+        }
+    }
+    match language.as_deref() {
+        Some("plpgsql") => {}
+        None => return Err(err("no language specified")),
+        Some(other) => return Err(Error::unsupported(format!("LANGUAGE {other} (only plpgsql)"))),
+    }
+    if function && returns.is_none() && !sql.to_lowercase().contains("returns") {
+        return Err(Error::new(crate::error::SqlState::InvalidTableDefinition, "function result type must be specified"));
+    }
+    if !function && returns.is_some() {
+        return Err(err("procedures cannot have a RETURNS clause"));
+    }
+    let body = body.ok_or_else(|| err("no function body specified"))?;
+    Ok(Header { name, function, or_replace, params, returns, body })
+}
+
+/// Parses `DROP PROCEDURE|FUNCTION [IF EXISTS] name [(argtypes)] [, …] [CASCADE | RESTRICT]`.
+/// Argument types are accepted and not checked: a name identifies one routine.
+pub fn parse_drop(sql: &str) -> Result<DropRoutines> {
+    let mut c = Cursor::new(sql)?;
+    c.expect_word("drop")?;
+    let function = if c.eat_word("function") {
+        true
+    } else {
+        c.expect_word("procedure")?;
+        false
+    };
+    let if_exists = c.eat_word("if");
+    if if_exists {
+        c.expect_word("exists")?;
+    }
+    let mut names = Vec::new();
+    loop {
+        names.push(c.routine_name()?);
+        if c.eat_op("(") {
+            c.until(|t| t.is_op(")"));
+            c.expect_op(")")?;
+        }
+        if !c.eat_op(",") {
+            break;
+        }
+    }
+    let _ = c.eat_word("cascade") || c.eat_word("restrict");
+    c.eat_op(";");
+    if c.peek().is_some() {
+        return Err(err(c.near()));
+    }
+    Ok(DropRoutines { function, if_exists, names })
+}
+
+/// Parses a PL/pgSQL body: `[DECLARE …] BEGIN … END [;]`.
+pub fn parse_body(body: &str) -> Result<SynStmt> {
+    let mut c = Cursor::new(body)?;
+    skip_label(&mut c);
+    let block = block(&mut c)?;
+    c.eat_op(";");
+    if c.peek().is_some() {
+        return Err(err(c.near()));
+    }
+    Ok(block)
+}
+
+fn skip_label(c: &mut Cursor) {
+    if c.peek_op("<<") {
+        c.pos += 1;
+        let _ = c.ident();
+        c.eat_op(">>");
+    }
+}
+
+fn block(c: &mut Cursor) -> Result<SynStmt> {
+    let mut decls = Vec::new();
+    if c.eat_word("declare") {
+        while !c.peek_word("begin") {
+            if c.peek().is_none() {
+                return Err(err(c.near()));
+            }
+            decls.push(decl(c)?);
+        }
+    }
+    c.expect_word("begin")?;
+    let body = statements(c)?;
+    if c.peek_word("exception") {
+        return Err(Error::unsupported("EXCEPTION handlers in PL/pgSQL blocks"));
+    }
+    c.expect_word("end")?;
+    Ok(SynStmt::Block { decls, body })
+}
+
+fn decl(c: &mut Cursor) -> Result<Decl> {
+    let name = c.ident()?;
+    let constant = c.eat_word("constant");
+    let (ty, _) = c.until(|t| t.is_op(":=") || t.is_op("=") || t.is_word("default") || t.is_op(";") || t.is_word("not"));
+    if ty.contains('%') {
+        return Err(Error::unsupported("%TYPE and %ROWTYPE declarations"));
+    }
+    let ty = parse_type(&ty)?;
+    if c.eat_word("not") {
+        c.expect_word("null")?;
+    }
+    let default = if c.eat_op(":=") || c.eat_op("=") || c.eat_word("default") { Some(c.expr_until(|t| t.is_op(";"))?) } else { None };
+    c.expect_op(";")?;
+    Ok(Decl { name, ty, default, constant })
+}
+
+/// Statements up to (not including) END, ELSIF, ELSE or EXCEPTION.
+fn statements(c: &mut Cursor) -> Result<Vec<SynStmt>> {
+    let mut out = Vec::new();
+    loop {
+        match c.peek() {
+            None => return Err(err("syntax error at end of input (missing END)")),
+            Some(t) if ["end", "elsif", "elseif", "else", "exception"].iter().any(|k| t.is_word(k)) => return Ok(out),
+            _ => out.push(statement(c)?),
+        }
+    }
+}
+
+fn statement(c: &mut Cursor) -> Result<SynStmt> {
+    skip_label(c);
+    let Some(first) = c.peek().cloned() else { return Err(err(c.near())) };
+    let word = match &first.tok {
+        Tok::Word(w) => w.clone(),
+        _ => return Err(err(c.near())),
+    };
+    let next_is_assign = c.toks.get(c.pos + 1).is_some_and(|t| t.is_op(":=") || t.is_op("="));
+    if next_is_assign {
+        c.pos += 2;
+        let value = c.expr_until(|t| t.is_op(";"))?;
+        c.expect_op(";")?;
+        return Ok(SynStmt::Assign { target: word, value });
+    }
+    match word.as_str() {
+        "if" => if_statement(c),
+        "for" => for_statement(c),
+        "foreach" => {
+            c.pos += 1;
+            let var = c.ident()?;
+            if c.eat_word("slice") {
+                return Err(Error::unsupported("FOREACH … SLICE"));
+            }
+            c.expect_word("in")?;
+            c.expect_word("array")?;
+            let array = c.expr_until(|t| t.is_word("loop"))?;
+            let body = loop_body(c)?;
+            Ok(SynStmt::Foreach { var, array, body })
+        }
+        "while" => {
+            c.pos += 1;
+            let cond = c.expr_until(|t| t.is_word("loop"))?;
+            let body = loop_body(c)?;
+            Ok(SynStmt::While { cond, body })
+        }
+        "loop" => Ok(SynStmt::Loop { body: loop_body(c)? }),
+        "exit" | "continue" => {
+            c.pos += 1;
+            if !c.peek_word("when") && !c.peek_op(";") {
+                return Err(Error::unsupported("EXIT and CONTINUE with a label"));
+            }
+            let cond = if c.eat_word("when") { Some(c.expr_until(|t| t.is_op(";"))?) } else { None };
+            c.expect_op(";")?;
+            Ok(if word == "exit" { SynStmt::Exit { cond } } else { SynStmt::Continue { cond } })
+        }
+        "return" => {
+            c.pos += 1;
+            if c.peek_word("next") || c.peek_word("query") {
+                return Err(Error::unsupported("RETURN NEXT and RETURN QUERY"));
+            }
+            let value = if c.peek_op(";") { None } else { Some(c.expr_until(|t| t.is_op(";"))?) };
+            c.expect_op(";")?;
+            Ok(SynStmt::Return(value))
+        }
+        "raise" => raise(c),
+        "null" => {
+            c.pos += 1;
+            c.expect_op(";")?;
+            Ok(SynStmt::Null)
+        }
+        "declare" | "begin" => {
+            let b = block(c)?;
+            c.expect_op(";")?;
+            Ok(b)
+        }
+        "perform" => {
+            c.pos += 1;
+            let (text, _) = c.until(|t| t.is_op(";"));
+            c.expect_op(";")?;
+            let text = format!("SELECT {text}");
+            Ok(SynStmt::Sql { statement: Box::new(one_statement(&text)?), text, into: vec![], strict: false })
+        }
+        "select" | "insert" | "update" | "delete" | "with" | "call" => sql_statement(c),
+        "commit" | "rollback" | "savepoint" => Err(Error::unsupported("transaction control inside a procedure")),
+        "get" => Err(Error::unsupported("GET DIAGNOSTICS")),
+        "execute" => Err(Error::unsupported("dynamic SQL (EXECUTE)")),
+        _ => Err(err(c.near())),
+    }
+}
+
+fn loop_body(c: &mut Cursor) -> Result<Vec<SynStmt>> {
+    c.expect_word("loop")?;
+    let body = statements(c)?;
+    c.expect_word("end")?;
+    c.expect_word("loop")?;
+    c.eat_word_label();
+    c.expect_op(";")?;
+    Ok(body)
+}
+
+impl Cursor<'_> {
+    /// `END LOOP label;`: the label is accepted and ignored.
+    fn eat_word_label(&mut self) {
+        if !self.peek_op(";") && matches!(self.peek().map(|t| &t.tok), Some(Tok::Word(_))) {
+            self.pos += 1;
+        }
+    }
+}
+
+fn if_statement(c: &mut Cursor) -> Result<SynStmt> {
+    c.expect_word("if")?;
+    let mut branches = Vec::new();
+    let mut otherwise = Vec::new();
+    loop {
+        let cond = c.expr_until(|t| t.is_word("then"))?;
+        c.expect_word("then")?;
+        branches.push((cond, statements(c)?));
+        if c.eat_word("elsif") || c.eat_word("elseif") {
+            continue;
+        }
+        if c.eat_word("else") {
+            otherwise = statements(c)?;
+        }
+        break;
+    }
+    c.expect_word("end")?;
+    c.expect_word("if")?;
+    c.expect_op(";")?;
+    Ok(SynStmt::If { branches, otherwise })
+}
+
+fn for_statement(c: &mut Cursor) -> Result<SynStmt> {
+    c.expect_word("for")?;
+    let var = c.ident()?;
+    c.expect_word("in")?;
+    let reverse = c.eat_word("reverse");
+    if c.peek_word("select") || c.peek_word("execute") {
+        return Err(Error::unsupported("FOR over a query (loop over an integer range or FOREACH over an array)"));
+    }
+    let lo = c.expr_until(|t| t.is_op("..") || t.is_word("loop"))?;
+    c.expect_op("..")?;
+    let hi = c.expr_until(|t| t.is_word("by") || t.is_word("loop"))?;
+    let step = if c.eat_word("by") { Some(c.expr_until(|t| t.is_word("loop"))?) } else { None };
+    let body = loop_body(c)?;
+    Ok(SynStmt::ForRange { var, reverse, bounds: Box::new((lo, hi, step)), body })
+}
+
+fn raise(c: &mut Cursor) -> Result<SynStmt> {
+    c.expect_word("raise")?;
+    let level = if c.eat_word("exception") {
+        RaiseLevel::Exception
+    } else if ["notice", "warning", "info", "log", "debug"].iter().any(|l| c.eat_word(l)) {
+        RaiseLevel::Notice
+    } else {
+        RaiseLevel::Exception
+    };
+    let mut format = None;
+    let mut args = Vec::new();
+    if let Some(Tok::Str(s)) = c.peek().map(|t| t.tok.clone()) {
+        c.pos += 1;
+        format = Some(s);
+        while c.eat_op(",") {
+            args.push(c.expr_until(|t| t.is_op(",") || t.is_op(";") || t.is_word("using"))?);
+        }
+    } else if !c.peek_word("using") {
+        return Err(Error::unsupported("RAISE with a condition name (use a message or USING ERRCODE)"));
+    }
+    let mut options = Vec::new();
+    if c.eat_word("using") {
+        loop {
+            let name = c.ident()?;
+            if !(c.eat_op("=") || c.eat_op(":=")) {
+                return Err(err(c.near()));
+            }
+            let value = c.expr_until(|t| t.is_op(",") || t.is_op(";"))?;
+            options.push((name, value));
+            if !c.eat_op(",") {
+                break;
+            }
+        }
+    }
+    c.expect_op(";")?;
+    let placeholders = format.as_deref().map_or(0, |f| f.matches('%').count() - 2 * f.matches("%%").count());
+    if placeholders != args.len() {
+        return Err(err(if placeholders > args.len() { "too few parameters specified for RAISE" } else { "too many parameters specified for RAISE" }));
+    }
+    Ok(SynStmt::Raise { level, format, args, options })
+}
+
+fn one_statement(text: &str) -> Result<ast::Statement> {
+    let mut parsed = crate::sql::parse::parse_plain(text)?;
+    if parsed.len() != 1 {
+        return Err(err(format!("expected one SQL statement in \"{text}\"")));
+    }
+    Ok(parsed.remove(0))
+}
+
+/// An embedded SQL statement up to its `;`, with `INTO [STRICT] a, b` cut out.
+fn sql_statement(c: &mut Cursor) -> Result<SynStmt> {
+    let begin = c.pos;
+    let (_, end) = c.until(|t| t.is_op(";"));
+    c.expect_op(";")?;
+    let first = &c.toks[begin];
+    let is_select = first.is_word("select") || first.is_word("with");
+    // Where INTO may stand: in a SELECT, the first INTO at depth 0; otherwise after RETURNING.
+    let mut depth = 0i32;
+    let mut seen_returning = false;
+    let mut into_at = None;
+    for i in begin..end {
+        let t = &c.toks[i];
+        match &t.tok {
+            Tok::Op(o) if o == "(" => depth += 1,
+            Tok::Op(o) if o == ")" => depth -= 1,
+            Tok::Word(w) if depth == 0 && w == "returning" => seen_returning = true,
+            Tok::Word(w) if depth == 0 && w == "into" && (is_select || seen_returning) && i > begin => {
+                into_at = Some(i);
+                break;
+            }
+            _ => {}
+        }
+    }
+    let mut into = Vec::new();
+    let mut strict = false;
+    let text = match into_at {
+        None => c.text(begin, end),
+        Some(at) => {
+            let mut i = at + 1;
+            if c.toks.get(i).is_some_and(|t| t.is_word("strict")) {
+                strict = true;
+                i += 1;
+            }
+            loop {
+                match c.toks.get(i).map(|t| &t.tok) {
+                    Some(Tok::Word(w)) | Some(Tok::Quoted(w)) if i < end => into.push(w.clone()),
+                    _ => return Err(err("syntax error in INTO target list")),
+                }
+                i += 1;
+                if i < end && c.toks[i].is_op(",") {
+                    i += 1;
+                    continue;
+                }
+                break;
+            }
+            format!("{} {}", c.text(begin, at), c.text(i, end))
+        }
+    };
+    let statement = Box::new(one_statement(&text)?);
+    Ok(SynStmt::Sql { statement, text, into, strict })
+}
+
+/// The routine statement a piece of SQL text starts with, if any: `Some(true)` for CREATE
+/// [OR REPLACE] PROCEDURE|FUNCTION, `Some(false)` for DROP PROCEDURE|FUNCTION.
+pub fn routine_statement(tokens: &[Token]) -> Option<bool> {
+    let w: Vec<&str> = tokens
+        .iter()
+        .take(4)
+        .map(|t| match &t.tok {
+            Tok::Word(w) => w.as_str(),
+            _ => "",
+        })
+        .collect();
+    match w.as_slice() {
+        ["create", "procedure" | "function", ..] | ["create", "or", "replace", "procedure" | "function"] => Some(true),
+        ["drop", "procedure" | "function", ..] => Some(false),
+        _ => None,
+    }
+}
+
+/// Splits SQL text at `;` between statements (outside quotes and dollar quotes) when one of
+/// its statements is a routine statement; `None` otherwise (or if it does not tokenize).
+pub fn split_if_routines(sql: &str) -> Option<Vec<(String, Option<bool>)>> {
+    let tokens = tokenize(sql).ok()?;
+    let mut pieces = Vec::new();
+    let mut start = 0;
+    let mut any = false;
+    for (i, t) in tokens.iter().enumerate() {
+        if t.is_op(";") {
+            if start < i {
+                let kind = routine_statement(&tokens[start..i]);
+                any |= kind.is_some();
+                pieces.push((sql[tokens[start].start..tokens[i - 1].end].to_string(), kind));
+            }
+            start = i + 1;
+        }
+    }
+    if start < tokens.len() {
+        let kind = routine_statement(&tokens[start..]);
+        any |= kind.is_some();
+        pieces.push((sql[tokens[start].start..tokens[tokens.len() - 1].end].to_string(), kind));
+    }
+    any.then_some(pieces)
+}

@@ -1,0 +1,486 @@
+//! CALL and `SELECT f(…)`: resolving the routine, evaluating arguments, the call's
+//! transaction, and the PL/pgSQL interpreter loop.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use freshet_core::catalog::{Catalog, ProcedureDef};
+use freshet_core::sql::bind::Binder;
+use freshet_core::sql::expr::{EvalContext, NoRow};
+use freshet_core::sql::plpgsql::parser::RaiseLevel;
+use freshet_core::sql::plpgsql::{self, ExprUnit, Instr, ParamSource, PlType, PlValue};
+use freshet_core::types::{DataType, Value};
+use freshet_core::{Error, Result, SqlState};
+use sqlparser::ast;
+
+use super::{errcode, format_raise, statement_rows, CompiledCall, NativeProcedure, ProcedureContext};
+use crate::database::Database;
+use crate::result::{ColumnInfo, RowStream, StatementResult};
+use crate::session::{now_micros, Session};
+use crate::transaction as txn_block;
+
+/// A planned CALL (or `SELECT f(…)`): the routine is looked up again when it runs, so a
+/// prepared CALL follows CREATE OR REPLACE.
+#[derive(Clone, Debug)]
+pub(crate) struct CallPlan {
+    pub name: String,
+    pub args: Vec<ast::Expr>,
+    /// `SELECT f(…)`: the function's value is the one result row.
+    pub select: bool,
+}
+
+enum Target {
+    Routine(Arc<ProcedureDef>),
+    Native(Arc<NativeProcedure>),
+}
+
+fn undefined(kind: &str, name: &str, args: usize) -> Error {
+    Error::new(SqlState::UndefinedFunction, format!("{kind} {name}({}) does not exist", vec!["?"; args].join(", ")))
+        .with_hint(format!("No {kind} matches the given name and argument count."))
+}
+
+/// Plans `CALL name(args)` or `SELECT name(args)`: checks the routine exists with that many
+/// arguments and types `$n` arguments by the parameters they are passed to.
+pub(crate) fn plan_call(
+    db: &Database,
+    catalog: &Catalog,
+    name: String,
+    args: Vec<ast::Expr>,
+    select: bool,
+    params: &mut Vec<Option<DataType>>,
+) -> Result<(CallPlan, Option<Vec<ColumnInfo>>)> {
+    let kind = if select { "function" } else { "procedure" };
+    let (types, columns): (Vec<DataType>, Option<Vec<ColumnInfo>>) = if let Some(def) = catalog.procedure(&name) {
+        let r = &def.routine;
+        if r.function != select {
+            let (hint, what) = if select { ("To call a procedure, use CALL.", "procedure") } else { ("To call a function, use SELECT.", "function") };
+            return Err(Error::new(SqlState::WrongObjectType, format!("{name}() is a {what}")).with_hint(hint));
+        }
+        if r.params.len() != args.len() {
+            return Err(undefined(kind, &name, args.len()));
+        }
+        let types = r.params.iter().map(|(_, t)| if let PlType::Scalar(t) = t { *t } else { DataType::Text }).collect();
+        let columns = select.then(|| {
+            let ty = match r.returns {
+                Some(PlType::Scalar(t)) => t,
+                _ => DataType::Text,
+            };
+            vec![ColumnInfo { name: name.clone(), ty }]
+        });
+        (types, columns)
+    } else if let (false, Some(native)) = (select, db.native_procedure(&name)) {
+        let columns = (!native.columns.is_empty()).then(|| native.columns.clone());
+        (vec![], columns)
+    } else {
+        return Err(undefined(kind, &name, args.len()));
+    };
+    for (i, a) in args.iter().enumerate() {
+        if let ast::Expr::Value(v) = a
+            && let ast::Value::Placeholder(p) = &v.value
+            && let Ok(n) = p.trim_start_matches('$').parse::<usize>()
+            && n > 0
+        {
+            if params.len() < n {
+                params.resize(n, None);
+            }
+            if params[n - 1].is_none() {
+                params[n - 1] = types.get(i).copied();
+            }
+        }
+    }
+    Ok((CallPlan { name, args, select }, columns))
+}
+
+/// `SELECT f(args)` as the whole statement, with `f` a stored function: its name and arguments.
+pub(crate) fn select_function_call(q: &ast::Query, catalog: &Catalog) -> Option<(String, Vec<ast::Expr>)> {
+    let ast::SetExpr::Select(s) = q.body.as_ref() else { return None };
+    if q.order_by.is_some() || q.limit_clause.is_some() || q.with.is_some() || !s.from.is_empty() || s.selection.is_some() || s.projection.len() != 1 {
+        return None;
+    }
+    let ast::SelectItem::UnnamedExpr(ast::Expr::Function(f)) = &s.projection[0] else { return None };
+    let name = freshet_core::sql::names::fold_ident(f.name.0.last()?.as_ident()?);
+    if f.name.0.len() != 1 || catalog.procedure(&name).is_none() {
+        return None;
+    }
+    let args = match &f.args {
+        ast::FunctionArguments::List(list) => list
+            .args
+            .iter()
+            .map(|a| match a {
+                ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => Some(e.clone()),
+                _ => None,
+            })
+            .collect::<Option<Vec<_>>>()?,
+        ast::FunctionArguments::None => vec![],
+        ast::FunctionArguments::Subquery(_) => return None,
+    };
+    Some((name, args))
+}
+
+/// Evaluates a constant or parameter expression (a CALL argument).
+fn eval_arg(e: &ast::Expr, ty: DataType, param_types: &[DataType], params: &[Value], now: i64) -> Result<Value> {
+    let mut types: Vec<Option<DataType>> = param_types.iter().copied().map(Some).collect();
+    let expr = Binder::new(None, &mut types).bind_expr(e, Some(ty))?;
+    expr.eval(&NoRow, &EvalContext { params, now })?.cast(ty)
+}
+
+fn eval_array_arg(e: &ast::Expr, elem: DataType, param_types: &[DataType], params: &[Value], now: i64) -> Result<PlValue> {
+    match e {
+        ast::Expr::Array(a) => Ok(PlValue::Array(Some(a.elem.iter().map(|x| eval_arg(x, elem, param_types, params, now)).collect::<Result<_>>()?))),
+        ast::Expr::Cast { expr, .. } | ast::Expr::Nested(expr) => eval_array_arg(expr, elem, param_types, params, now),
+        other => match eval_arg(other, DataType::Text, param_types, params, now)? {
+            Value::Null => Ok(PlValue::Array(None)),
+            Value::Text(s) => Ok(PlValue::Array(Some(plpgsql::parse_array_text(&s, elem)?))),
+            v => Err(Error::mismatch(format!("{v:?} is not an array"))),
+        },
+    }
+}
+
+/// The value of one `$n` of an expression or statement.
+fn source_value(p: &ParamSource, vars: &[PlValue], now: i64) -> Result<Value> {
+    match p {
+        ParamSource::Var(slot) => Ok(vars[*slot].scalar()?.clone()),
+        ParamSource::Element { array, index } => {
+            let i = eval(index, vars, now)?;
+            let PlValue::Array(Some(items)) = &vars[*array] else { return Ok(Value::Null) };
+            Ok(match i.as_i64() {
+                Some(i) if i >= 1 => items.get(i as usize - 1).cloned().unwrap_or(Value::Null),
+                _ => Value::Null,
+            })
+        }
+        ParamSource::Length { array, cardinality } => Ok(match &vars[*array] {
+            PlValue::Array(Some(items)) if items.is_empty() && !cardinality => Value::Null,
+            PlValue::Array(Some(items)) => Value::Int32(items.len() as i32),
+            _ => Value::Null,
+        }),
+    }
+}
+
+fn eval(unit: &ExprUnit, vars: &[PlValue], now: i64) -> Result<Value> {
+    let params = unit.params.iter().map(|p| source_value(p, vars, now)).collect::<Result<Vec<_>>>()?;
+    unit.expr.eval(&NoRow, &EvalContext { params: &params, now })
+}
+
+fn slot_type(ty: PlType) -> DataType {
+    match ty {
+        PlType::Scalar(t) | PlType::Array(t) => t,
+    }
+}
+
+fn int_value(v: Value, what: &str) -> Result<i64> {
+    match v {
+        Value::Null => Err(Error::new(SqlState::custom("22004").unwrap_or(SqlState::InvalidParameterValue), format!("{what} of FOR loop cannot be null"))),
+        v => v.cast(DataType::Int64)?.as_i64().ok_or_else(|| Error::internal("integer cast")),
+    }
+}
+
+impl Session {
+    /// Runs a planned call. Boxed with an explicit `Send` type: a routine's statements run
+    /// through `execute`, which may run a CALL again.
+    pub(crate) fn run_call<'a>(
+        &'a mut self,
+        plan: &'a CallPlan,
+        param_types: &'a [DataType],
+        params: Vec<Value>,
+        columns: Option<Arc<Vec<ColumnInfo>>>,
+    ) -> Pin<Box<dyn Future<Output = Result<StatementResult>> + Send + 'a>> {
+        Box::pin(async move {
+            if self.procedures.depth >= super::MAX_CALL_DEPTH {
+                return Err(Error::new(
+                    SqlState::custom("54001").unwrap_or(SqlState::ProgramLimitExceeded),
+                    format!("stack depth limit exceeded: calls nest more than {} deep", super::MAX_CALL_DEPTH),
+                ));
+            }
+            self.procedures.depth += 1;
+            let result = self.run_call_inner(plan, param_types, params, columns).await;
+            self.procedures.depth -= 1;
+            result
+        })
+    }
+
+    async fn run_call_inner(
+        &mut self,
+        plan: &CallPlan,
+        param_types: &[DataType],
+        params: Vec<Value>,
+        columns: Option<Arc<Vec<ColumnInfo>>>,
+    ) -> Result<StatementResult> {
+        {
+            let now = now_micros();
+            let target = match self.database().inner.engine.catalog().procedure(&plan.name) {
+                Some(def) => Target::Routine(def.clone()),
+                None => match self.database().native_procedure(&plan.name) {
+                    Some(n) => Target::Native(n),
+                    None => return Err(undefined("procedure", &plan.name, plan.args.len())),
+                },
+            };
+            let (rows, notices) = match target {
+                Target::Routine(def) => {
+                    let r = &def.routine;
+                    if r.params.len() != plan.args.len() {
+                        return Err(undefined(r.kind(), &plan.name, plan.args.len()));
+                    }
+                    let mut args = Vec::with_capacity(r.params.len());
+                    for (a, (_, ty)) in plan.args.iter().zip(&r.params) {
+                        args.push(match ty {
+                            PlType::Scalar(t) => PlValue::Scalar(eval_arg(a, *t, param_types, &params, now)?),
+                            PlType::Array(elem) => eval_array_arg(a, *elem, param_types, &params, now)?,
+                        });
+                    }
+                    let (value, notices) = self.in_call_transaction(|s| Box::pin(s.run_routine(def.clone(), args))).await?;
+                    (plan.select.then(|| vec![vec![value.unwrap_or(Value::Null)]]), notices)
+                }
+                Target::Native(native) => {
+                    let args = plan.args.iter().map(|a| native_arg(a, param_types, &params, now)).collect::<Result<Vec<_>>>()?;
+                    let rows = self.in_call_transaction(|s| Box::pin(async move { s.run_native(&native, &args).map(|r| (r, vec![])) })).await?;
+                    (columns.is_some().then_some(rows.0), rows.1)
+                }
+            };
+            Ok(match (rows, columns) {
+                (Some(rows), Some(columns)) => StatementResult::rows(columns, RowStream::from_values(rows)).with_notices(notices),
+                _ => StatementResult::command("CALL").with_notices(notices),
+            })
+        }
+    }
+
+    /// Runs `f` as one transaction if no block is open (committing it, or rolling it back on
+    /// any error), or inside the open block.
+    async fn in_call_transaction<T, F>(&mut self, f: F) -> Result<T>
+    where
+        F: for<'s> FnOnce(&'s mut Session) -> Pin<Box<dyn Future<Output = Result<T>> + Send + 's>>,
+    {
+        if self.in_block() {
+            return f(self).await;
+        }
+        self.begin_block();
+        let result = f(self).await;
+        let Some(txn) = self.take_block() else { return Err(Error::internal("the call's transaction disappeared")) };
+        let engine = self.database().inner.engine.clone();
+        match result {
+            Ok(v) => {
+                txn_block::commit(&engine, txn, self.settings().synchronous_commit()).await?;
+                Ok(v)
+            }
+            Err(e) => {
+                let _ = txn_block::rollback(&engine, txn).await;
+                Err(e)
+            }
+        }
+    }
+
+    fn run_native(&mut self, native: &NativeProcedure, args: &[Value]) -> Result<Vec<Vec<Value>>> {
+        let body = native.body.clone();
+        let mut cx = ProcedureContext { session: self };
+        body(&mut cx, args)
+    }
+
+    /// The statement a native procedure runs, prepared once per session and text.
+    pub(crate) async fn native_statement(&mut self, sql: &str, params: &[Value]) -> Result<Arc<crate::session::Prepared>> {
+        if let Some(p) = self.procedures.native_statements.get(sql) {
+            return Ok(p.clone());
+        }
+        let declared: Vec<Option<DataType>> = params.iter().map(super::value_type).collect();
+        let prepared = Box::pin(self.prepare(sql, &declared)).await?;
+        self.procedures.native_statements.insert(sql.to_string(), prepared.clone());
+        Ok(prepared)
+    }
+
+    /// The routine's statements prepared for this session (again after any catalog change).
+    async fn compiled_call(&mut self, def: &ProcedureDef) -> Result<Arc<CompiledCall>> {
+        let version = self.database().inner.engine.catalog().version;
+        if let Some(c) = self.procedures.routines.get(&def.routine.name)
+            && c.id == def.id
+            && c.catalog_version == version
+        {
+            return Ok(c.clone());
+        }
+        let mut prepared = Vec::with_capacity(def.routine.sql.len());
+        for unit in &def.routine.sql {
+            let declared: Vec<Option<DataType>> = unit.param_types.iter().copied().map(Some).collect();
+            let text = unit.statement.to_string();
+            let p = Box::pin(self.prepare_statement(unit.statement.clone(), &text, &declared)).await.map_err(|e| {
+                let message = format!("{} (in statement \"{}\" of {} {})", e.message, unit.text, def.routine.kind(), def.routine.name);
+                Error { message, ..e }
+            })?;
+            prepared.push(p);
+        }
+        let compiled = Arc::new(CompiledCall { id: def.id, catalog_version: version, prepared });
+        self.procedures.routines.insert(def.routine.name.clone(), compiled.clone());
+        Ok(compiled)
+    }
+
+    /// The interpreter: runs the routine's instructions; returns a function's value and the
+    /// notices RAISE NOTICE produced.
+    async fn run_routine(&mut self, def: Arc<ProcedureDef>, args: Vec<PlValue>) -> Result<(Option<Value>, Vec<String>)> {
+        let compiled = self.compiled_call(&def).await?;
+        let r = &def.routine;
+        let mut vars: Vec<PlValue> = r
+            .slots
+            .iter()
+            .map(|s| match s.ty {
+                PlType::Scalar(_) => PlValue::Scalar(Value::Null),
+                PlType::Array(_) => PlValue::Array(None),
+            })
+            .collect();
+        for (i, a) in args.into_iter().enumerate() {
+            vars[i] = a;
+        }
+        let now = now_micros();
+        let mut notices = Vec::new();
+        let mut pc = 0;
+        let deadline = self.settings().statement_timeout().map(|t| std::time::Instant::now() + t);
+        let mut steps = 0u32;
+        while let Some(instr) = r.code.get(pc) {
+            pc += 1;
+            steps = steps.wrapping_add(1);
+            if steps.is_multiple_of(1024) && deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+                return Err(Error::new(SqlState::QueryCanceled, "canceling statement due to statement timeout"));
+            }
+            match instr {
+                Instr::Init { slot, value } => {
+                    let v = match value {
+                        Some(e) => eval(e, &vars, now)?.cast(slot_type(r.slots[*slot].ty))?,
+                        None if *slot == r.found => Value::Bool(false),
+                        None => Value::Null,
+                    };
+                    vars[*slot] = PlValue::Scalar(v);
+                }
+                Instr::Assign { slot, value } => {
+                    let v = eval(value, &vars, now)?.cast(slot_type(r.slots[*slot].ty))?;
+                    vars[*slot] = PlValue::Scalar(v);
+                }
+                Instr::Sql(i) => {
+                    let unit = &r.sql[*i];
+                    let prepared = &compiled.prepared[*i];
+                    let params = unit.params.iter().map(|p| source_value(p, &vars, now)).collect::<Result<Vec<_>>>()?;
+                    let (rows, count) = statement_rows(self, prepared, params).await?;
+                    vars[r.found] = PlValue::Scalar(Value::Bool(count > 0));
+                    if !unit.into.is_empty() {
+                        if unit.strict && rows.len() != 1 {
+                            return Err(if rows.is_empty() {
+                                Error::new(SqlState::custom("P0002").unwrap_or(SqlState::RaiseException), "query returned no rows")
+                            } else {
+                                Error::new(SqlState::custom("P0003").unwrap_or(SqlState::RaiseException), "query returned more than one row")
+                            });
+                        }
+                        let first = rows.into_iter().next();
+                        for (k, slot) in unit.into.iter().enumerate() {
+                            let v = first.as_ref().and_then(|row| row.get(k).cloned()).unwrap_or(Value::Null);
+                            vars[*slot] = PlValue::Scalar(v.cast(slot_type(r.slots[*slot].ty))?);
+                        }
+                    }
+                }
+                Instr::Jump(t) => pc = *t,
+                Instr::JumpIfNot { cond, target } => {
+                    if eval(cond, &vars, now)? != Value::Bool(true) {
+                        pc = *target;
+                    }
+                }
+                Instr::JumpIf { cond, target } => {
+                    if eval(cond, &vars, now)? == Value::Bool(true) {
+                        pc = *target;
+                    }
+                }
+                Instr::RangeInit { var, hi, step, bounds } => {
+                    let lo = int_value(eval(&bounds.lo, &vars, now)?, "lower bound")?;
+                    let h = int_value(eval(&bounds.hi, &vars, now)?, "upper bound")?;
+                    let s = match &bounds.step {
+                        Some(e) => int_value(eval(e, &vars, now)?, "BY value")?,
+                        None => 1,
+                    };
+                    if s <= 0 {
+                        return Err(Error::new(SqlState::InvalidParameterValue, "BY value of FOR loop must be greater than zero"));
+                    }
+                    vars[*var] = PlValue::Scalar(Value::Int32(lo.clamp(i32::MIN as i64, i32::MAX as i64) as i32));
+                    vars[*hi] = PlValue::Scalar(Value::Int64(h));
+                    vars[*step] = PlValue::Scalar(Value::Int64(s));
+                }
+                Instr::RangeTest { var, hi, reverse, exit } => {
+                    let v = vars[*var].scalar()?.as_i64().unwrap_or(0);
+                    let h = vars[*hi].scalar()?.as_i64().unwrap_or(0);
+                    if (!reverse && v > h) || (*reverse && v < h) {
+                        pc = *exit;
+                    }
+                }
+                Instr::RangeNext { var, step, reverse } => {
+                    let v = vars[*var].scalar()?.as_i64().unwrap_or(0);
+                    let s = vars[*step].scalar()?.as_i64().unwrap_or(1);
+                    let next = if *reverse { v - s } else { v + s };
+                    vars[*var] = PlValue::Scalar(Value::Int32(next.clamp(i32::MIN as i64, i32::MAX as i64) as i32));
+                }
+                Instr::ForeachInit { idx } => vars[*idx] = PlValue::Scalar(Value::Int64(0)),
+                Instr::ForeachNext { array, idx, var, exit } => {
+                    let i = vars[*idx].scalar()?.as_i64().unwrap_or(0) as usize;
+                    let item = match &vars[*array] {
+                        PlValue::Array(None) => {
+                            return Err(Error::new(SqlState::custom("22004").unwrap_or(SqlState::InvalidParameterValue), "FOREACH expression must not be null"))
+                        }
+                        PlValue::Array(Some(items)) => items.get(i).cloned(),
+                        PlValue::Scalar(_) => return Err(Error::mismatch("FOREACH expression must yield an array")),
+                    };
+                    match item {
+                        None => pc = *exit,
+                        Some(v) => {
+                            vars[*var] = PlValue::Scalar(v.cast(slot_type(r.slots[*var].ty))?);
+                            vars[*idx] = PlValue::Scalar(Value::Int64(i as i64 + 1));
+                        }
+                    }
+                }
+                Instr::Return(value) => {
+                    let v = match (value, r.returns) {
+                        (Some(e), Some(t)) => Some(eval(e, &vars, now)?.cast(slot_type(t))?),
+                        _ => None,
+                    };
+                    return Ok((v, notices));
+                }
+                Instr::Raise { level, format, args, options } => {
+                    let texts = args
+                        .iter()
+                        .map(|a| Ok(eval(a, &vars, now)?.to_text(a.ty).unwrap_or_else(|| "<NULL>".into())))
+                        .collect::<Result<Vec<_>>>()?;
+                    let mut message = format.as_deref().map(|f| format_raise(f, &texts));
+                    let mut state = SqlState::RaiseException;
+                    let (mut detail, mut hint) = (None, None);
+                    for (name, e) in options {
+                        let text = eval(e, &vars, now)?.to_text(e.ty).unwrap_or_default();
+                        match name.as_str() {
+                            "errcode" => state = errcode(&text)?,
+                            "message" => message = Some(text),
+                            "detail" => detail = Some(text),
+                            _ => hint = Some(text),
+                        }
+                    }
+                    let message = message.unwrap_or_else(|| state.code().to_string());
+                    if *level == RaiseLevel::Notice {
+                        notices.push(message);
+                        continue;
+                    }
+                    let mut err = Error::new(state, message);
+                    err.detail = detail;
+                    err.hint = hint;
+                    return Err(err);
+                }
+            }
+        }
+        if r.function && r.returns.is_some() {
+            return Err(Error::new(
+                SqlState::custom("2F005").unwrap_or(SqlState::RaiseException),
+                format!("control reached end of function \"{}\" without RETURN", r.name),
+            ));
+        }
+        Ok((None, notices))
+    }
+}
+
+/// A native procedure's argument: an array literal becomes its text form (`{1,2}`), anything
+/// else its value.
+fn native_arg(e: &ast::Expr, param_types: &[DataType], params: &[Value], now: i64) -> Result<Value> {
+    if let ast::Expr::Array(a) = e {
+        let items = a.elem.iter().map(|x| eval_arg(x, DataType::Text, param_types, params, now)).collect::<Result<Vec<_>>>()?;
+        return Ok(Value::Text(plpgsql::array_text(&items, DataType::Text)));
+    }
+    // Typed as the expression is (a number stays a number; a quoted literal is text).
+    let mut types: Vec<Option<DataType>> = param_types.iter().copied().map(Some).collect();
+    Binder::new(None, &mut types).bind_expr(e, None)?.eval(&NoRow, &EvalContext { params, now })
+}

@@ -1,0 +1,222 @@
+//! Running stored procedures: PL/pgSQL routines from the catalog and native Rust procedures
+//! registered by an embedding program.
+//!
+//! A CALL (or `SELECT f(…)` of a function) runs in the session that issued it:
+//! - outside a transaction block, as one transaction of its own: BEGIN, the routine, COMMIT;
+//!   any error — a failing statement, RAISE EXCEPTION, a failed commit — rolls all of it back
+//!   and reaches the client with its SQLSTATE;
+//! - inside a block, as part of that transaction (an error fails the block, as any statement's
+//!   error does).
+//!
+//! PL/pgSQL: the routine's instructions (`freshet_core::sql::plpgsql::Instr`) run in one loop
+//! over a vector of variable slots. Embedded statements are prepared once per session and
+//! catalog version ([`CompiledCall`]) with their variables as typed `$n` parameters, and run
+//! through `Session::execute`, so they take the same short or analytical path, lock waits and
+//! read-only checks as statements a client sends. Expressions run on the short path's
+//! evaluator. Nothing is parsed or planned per call.
+//!
+//! NATIVE procedures ([`NativeProcedure`]) are Rust closures registered with
+//! `Database::register_procedure`; their [`ProcedureContext`] runs SQL (prepared once per
+//! session, cached by text) inside the call's transaction. They live in the `Database` only:
+//! they are not logged and the embedding program registers them again after every start.
+//! Their statements block the calling thread while they run.
+//!
+//! NOT YET: running a whole call as one executor job (see ARCHITECTURE.md, "Stored
+//! procedures").
+
+mod call;
+mod view;
+
+pub(crate) use call::{plan_call, select_function_call, CallPlan};
+pub(crate) use view::{Natives, ProceduresView};
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use freshet_core::types::{DataType, Value};
+use freshet_core::{Error, Result};
+
+use crate::result::{ColumnInfo, Output};
+use crate::session::{Prepared, Session};
+
+/// The body of a native procedure: called with its context and arguments, it returns rows
+/// (empty for a procedure without a result).
+pub type NativeBody = dyn Fn(&mut ProcedureContext<'_>, &[Value]) -> Result<Vec<Vec<Value>>> + Send + Sync;
+
+/// A native procedure: a name, the columns its rows have (none: CALL returns no rows), and
+/// its body.
+pub struct NativeProcedure {
+    pub name: String,
+    pub columns: Vec<ColumnInfo>,
+    pub body: Arc<NativeBody>,
+}
+
+impl std::fmt::Debug for NativeProcedure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NativeProcedure").field("name", &self.name).field("columns", &self.columns).finish()
+    }
+}
+
+/// What a native procedure's body works with: the session running the call, inside the
+/// call's transaction.
+pub struct ProcedureContext<'a> {
+    pub(crate) session: &'a mut Session,
+}
+
+impl ProcedureContext<'_> {
+    /// Runs `sql` with `params` (`$1…`) and returns its rows (none for a command). The
+    /// statement is prepared the first time this session runs that text.
+    pub fn query(&mut self, sql: &str, params: &[Value]) -> Result<Vec<Vec<Value>>> {
+        Ok(self.run(sql, params)?.0)
+    }
+
+    /// Runs a command and returns its row count (INSERT, UPDATE, DELETE).
+    pub fn execute(&mut self, sql: &str, params: &[Value]) -> Result<u64> {
+        Ok(self.run(sql, params)?.1)
+    }
+
+    fn run(&mut self, sql: &str, params: &[Value]) -> Result<(Vec<Vec<Value>>, u64)> {
+        wait(async {
+            let prepared = self.session.native_statement(sql, params).await?;
+            let params = params.iter().zip(&prepared.param_types).map(|(v, t)| v.clone().cast(*t)).collect::<Result<Vec<_>>>()?;
+            statement_rows(self.session, &prepared, params).await
+        })
+    }
+}
+
+/// Waits for `f` on this thread. Unlike `futures::executor::block_on` it may run inside
+/// another executor's task (a native procedure's body is synchronous code called from the
+/// session's async call): the thread parks until the future's waker unparks it.
+fn wait<F: std::future::Future>(f: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl std::task::Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = std::task::Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut f = std::pin::pin!(f);
+    loop {
+        if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+        std::thread::park();
+    }
+}
+
+/// Runs a prepared statement and gathers its rows and row count.
+pub(crate) async fn statement_rows(session: &mut Session, prepared: &Arc<Prepared>, params: Vec<Value>) -> Result<(Vec<Vec<Value>>, u64)> {
+    let result = session.execute(prepared, params).await?;
+    match result.output {
+        Output::Rows { columns, rows } => {
+            let rows = rows.collect_values(&columns).await?;
+            let n = rows.len() as u64;
+            Ok((rows, n))
+        }
+        Output::Command { tag } => Ok((vec![], tag.rsplit(' ').next().and_then(|n| n.parse().ok()).unwrap_or(0))),
+        Output::Empty => Ok((vec![], 0)),
+        Output::CopyIn(c) => {
+            c.abort().await;
+            Err(Error::unsupported("COPY inside a procedure"))
+        }
+        Output::CopyOut(_) => Err(Error::unsupported("COPY inside a procedure")),
+    }
+}
+
+/// A PL/pgSQL routine's statements, prepared for one session.
+pub(crate) struct CompiledCall {
+    /// The `ProcedureDef::id` they were prepared for.
+    pub id: u64,
+    pub catalog_version: u64,
+    pub prepared: Vec<Arc<Prepared>>,
+}
+
+/// Per-session state of procedures: prepared routines and native statements.
+#[derive(Default)]
+pub(crate) struct SessionProcedures {
+    pub routines: HashMap<String, Arc<CompiledCall>>,
+    pub native_statements: HashMap<String, Arc<Prepared>>,
+    /// Calls running in this session, nested (a routine that calls a routine).
+    pub depth: u32,
+}
+
+/// How deeply calls may nest. A nested call re-enters `Session::execute`, so each level adds
+/// the poll frames of the whole statement path to the thread's stack (over 128 KiB per level
+/// in a debug build; threads have 2 MiB). PostgreSQL's equivalent guard is
+/// `max_stack_depth` (54001). Lifting it needs nested PL/pgSQL calls to push a frame in the
+/// interpreter instead of recursing.
+pub(crate) const MAX_CALL_DEPTH: u32 = 4;
+
+/// The type a value has, for preparing a native procedure's statement (`None` for NULL).
+pub(crate) fn value_type(v: &Value) -> Option<DataType> {
+    Some(match v {
+        Value::Null => return None,
+        Value::Bool(_) => DataType::Bool,
+        Value::Int16(_) => DataType::Int16,
+        Value::Int32(_) => DataType::Int32,
+        Value::Int64(_) => DataType::Int64,
+        Value::Float32(_) => DataType::Float32,
+        Value::Float64(_) => DataType::Float64,
+        Value::Decimal(_) => DataType::Decimal { precision: 38, scale: 10 },
+        Value::Text(_) => DataType::Text,
+        Value::Date(_) => DataType::Date,
+        Value::Timestamp(_) => DataType::Timestamp,
+    })
+}
+
+/// RAISE's message: each `%` replaced by the next argument's text (NULL as `<NULL>`), `%%` by `%`.
+pub(crate) fn format_raise(format: &str, args: &[String]) -> String {
+    let mut out = String::with_capacity(format.len());
+    let mut args = args.iter();
+    let mut chars = format.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '%' {
+            if chars.peek() == Some(&'%') {
+                chars.next();
+                out.push('%');
+            } else if let Some(a) = args.next() {
+                out.push_str(a);
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The SQLSTATE of `RAISE … USING ERRCODE = …`: a five-character code or one of the
+/// condition names PostgreSQL programs use most.
+pub(crate) fn errcode(text: &str) -> Result<freshet_core::SqlState> {
+    use freshet_core::SqlState;
+    let named = match text.to_ascii_lowercase().as_str() {
+        "raise_exception" => Some("P0001"),
+        "no_data_found" => Some("P0002"),
+        "too_many_rows" => Some("P0003"),
+        "unique_violation" => Some("23505"),
+        "check_violation" => Some("23514"),
+        "not_null_violation" => Some("23502"),
+        "foreign_key_violation" => Some("23503"),
+        "serialization_failure" => Some("40001"),
+        "invalid_parameter_value" => Some("22023"),
+        "division_by_zero" => Some("22012"),
+        "data_exception" => Some("22000"),
+        _ => None,
+    };
+    SqlState::custom(named.unwrap_or(text))
+        .ok_or_else(|| Error::new(SqlState::UndefinedObject, format!("unrecognized exception condition \"{text}\"")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn raise_formats() {
+        assert_eq!(format_raise("a % b %% c %", &["1".into(), "2".into()]), "a 1 b % c 2");
+        assert_eq!(errcode("22012").unwrap().code(), "22012");
+        assert_eq!(errcode("XY123").unwrap().code(), "XY123");
+        assert_eq!(errcode("no_data_found").unwrap().code(), "P0002");
+        assert!(errcode("nonsense").is_err());
+    }
+}
