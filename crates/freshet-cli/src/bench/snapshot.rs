@@ -367,6 +367,7 @@ fn throughput_report(args: &SnapshotArgs, db: &Database) -> anyhow::Result<(Vec<
             baselines.push(base);
         }
     }
+    let mut throughput = Vec::new();
     let mut rows = Vec::new();
     let mut chart: Vec<(&str, Vec<(f64, f64)>)> = vec![("cow", vec![]), ("fork", vec![])];
     for (mode, ms, tps, taken, b) in measured {
