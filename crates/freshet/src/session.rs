@@ -713,16 +713,31 @@ impl Session {
         now: i64,
         txn: Option<TxnCtx>,
     ) -> Result<RowStream> {
-        let engine = &self.db.inner.engine;
         let locks = query.short.as_ref().is_some_and(|s| matches!(s.as_ref(), OltpPlan::Select(p) if p.lock));
-        if let (Some(short), true) = (&query.short, self.settings.short_path() || locks) {
-            match engine.run(short.clone(), params.clone(), now, txn, self.settings.synchronous_commit()).await? {
-                OltpResult::Rows(rows) => return Ok(RowStream::from_values(rows)),
-                OltpResult::TooLarge => {}
-                OltpResult::Count(_) => return Err(Error::internal("a SELECT returned a count")),
-            }
+        if let Some(rows) = self.run_short(query, &params, now, txn, locks).await? {
+            return Ok(RowStream::from_values(rows));
         }
         Box::pin(self.run_analytical(query, columns, param_types, params, txn)).await
+    }
+
+    /// Runs a query on the short path if it has a short plan and the session uses the short
+    /// path (or `force`): its rows, or `None` when the query is for the analytical side.
+    async fn run_short(&self, query: &QueryPlan, params: &[Value], now: i64, txn: Option<TxnCtx>, force: bool) -> Result<Option<Vec<Vec<Value>>>> {
+        let Some(short) = query.short.as_ref().filter(|_| self.settings.short_path() || force) else { return Ok(None) };
+        match self.db.inner.engine.run(short.clone(), params.to_vec(), now, txn, self.settings.synchronous_commit()).await? {
+            OltpResult::Rows(rows) => Ok(Some(rows)),
+            OltpResult::TooLarge => Ok(None),
+            OltpResult::Count(_) => Err(Error::internal("a SELECT returned a count")),
+        }
+    }
+
+    /// The analytical plan of a query, its table reads recorded for a SERIALIZABLE transaction.
+    async fn analytical_plan<'a>(&self, query: &'a QueryPlan, param_types: &[DataType], txn: Option<TxnCtx>) -> Result<&'a OlapPlan> {
+        let plan = self.olap_plan(query, param_types).await?;
+        if let Some(ctx) = txn {
+            self.db.inner.engine.record_table_reads(ctx, &plan.tables).await?;
+        }
+        Ok(plan)
     }
 
     /// A query on the analytical side: planned (once per prepared statement), run over the
@@ -736,10 +751,7 @@ impl Session {
         txn: Option<TxnCtx>,
     ) -> Result<RowStream> {
         let engine = &self.db.inner.engine;
-        let plan = self.olap_plan(query, param_types).await?;
-        if let Some(ctx) = txn {
-            engine.record_table_reads(ctx, &plan.tables).await?;
-        }
+        let plan = self.analytical_plan(query, param_types, txn).await?;
         let scalars = params.iter().zip(param_types).map(|(v, t)| scalar(v, *t)).collect();
         let timeout = self.settings.statement_timeout();
         let inner = &self.db.inner;
@@ -760,23 +772,13 @@ impl Session {
     /// read (its id, mode, scope and age), the physical plan with its metrics, and the time.
     async fn explain_analyze(&self, query: &QueryPlan, param_types: &[DataType], params: Vec<Value>, now: i64, txn: Option<TxnCtx>) -> Result<Vec<String>> {
         let started = std::time::Instant::now();
-        let engine = &self.db.inner.engine;
-        if let (Some(short), true) = (&query.short, self.settings.short_path()) {
-            match engine.run(short.clone(), params.clone(), now, txn, self.settings.synchronous_commit()).await? {
-                OltpResult::Rows(rows) => {
-                    return Ok(vec![
-                        format!("Short path on the partition executor (actual rows={})", rows.len()),
-                        format!("Execution Time: {:.3} ms", started.elapsed().as_secs_f64() * 1000.0),
-                    ])
-                }
-                OltpResult::TooLarge => {}
-                OltpResult::Count(_) => return Err(Error::internal("a SELECT returned a count")),
-            }
+        if let Some(rows) = self.run_short(query, &params, now, txn, false).await? {
+            return Ok(vec![
+                format!("Short path on the partition executor (actual rows={})", rows.len()),
+                format!("Execution Time: {:.3} ms", started.elapsed().as_secs_f64() * 1000.0),
+            ]);
         }
-        let plan = self.olap_plan(query, param_types).await?;
-        if let Some(ctx) = txn {
-            engine.record_table_reads(ctx, &plan.tables).await?;
-        }
+        let plan = self.analytical_plan(query, param_types, txn).await?;
         let snapshot = self.query_snapshot(&plan.tables, txn).await?;
         let mut taken_at = String::new();
         freshet_core::types::datetime::format_timestamp(snapshot.taken_at, &mut taken_at);
