@@ -141,7 +141,7 @@ impl OlapEngine {
     pub fn execute(&self, plan: &OlapPlan, params: Vec<ScalarValue>, snapshot: Arc<DbSnapshot>, timeout: Option<Duration>) -> BatchStream {
         let (tx, rx) = mpsc::channel(2);
         let mut state = self.state.clone();
-        state.config_mut().set_extension(snapshot);
+        state.config_mut().set_extension(snapshot.clone());
         let logical = plan.logical.clone();
         let task = self.handle.spawn(async move {
             let errors = tx.clone();
@@ -162,7 +162,7 @@ impl OlapEngine {
                 let _ = errors.send(Err(Error::internal("the analytical query failed unexpectedly"))).await;
             }
         });
-        BatchStream { rx, task }
+        BatchStream { rx, task, snapshot: Some(snapshot) }
     }
 }
 
@@ -245,23 +245,38 @@ fn scanned_tables(plan: &LogicalPlan) -> Result<Vec<Arc<TableDef>>> {
 }
 
 /// Record batches of a running query. Dropping it cancels the query.
+///
+/// The query counts as running, and keeps its snapshot, until its results have been read to
+/// the end or dropped: a plan that finishes early (its last batches wait in the channel) does
+/// not release the snapshot before the client has them.
 pub struct BatchStream {
     rx: mpsc::Receiver<Result<RecordBatch>>,
     task: tokio::task::JoinHandle<()>,
+    snapshot: Option<Arc<DbSnapshot>>,
 }
 
 impl BatchStream {
     pub(crate) fn new(rx: mpsc::Receiver<Result<RecordBatch>>, task: tokio::task::JoinHandle<()>) -> Self {
-        BatchStream { rx, task }
+        BatchStream { rx, task, snapshot: None }
     }
 
     pub async fn next_batch(&mut self) -> Option<Result<RecordBatch>> {
-        self.rx.recv().await
+        let next = self.rx.recv().await;
+        self.release_at_end(next.is_none());
+        next
     }
 
     /// Blocks the calling thread (not an async task) for the next batch.
     pub fn blocking_next(&mut self) -> Option<Result<RecordBatch>> {
-        self.rx.blocking_recv()
+        let next = self.rx.blocking_recv();
+        self.release_at_end(next.is_none());
+        next
+    }
+
+    fn release_at_end(&mut self, ended: bool) {
+        if ended {
+            self.snapshot = None;
+        }
     }
 }
 
@@ -269,7 +284,12 @@ impl Stream for BatchStream {
     type Item = Result<RecordBatch>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        self.rx.poll_recv(cx)
+        let next = self.rx.poll_recv(cx);
+        if let Poll::Ready(item) = &next {
+            let ended = item.is_none();
+            self.release_at_end(ended);
+        }
+        next
     }
 }
 

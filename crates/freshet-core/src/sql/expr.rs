@@ -421,8 +421,8 @@ pub fn binary(op: BinaryOp, l: Value, r: Value, ty: DataType) -> Result<Value> {
     }
     if op == BinaryOp::Concat {
         let mut s = String::new();
-        l.write_text(DataType::Text, &mut s);
-        r.write_text(DataType::Text, &mut s);
+        l.write_as_text(&mut s);
+        r.write_as_text(&mut s);
         return Ok(Value::Text(s));
     }
     match (&l, &r, ty) {

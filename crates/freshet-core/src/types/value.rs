@@ -121,6 +121,15 @@ impl Value {
         }
     }
 
+    /// The value cast to text (`v::text`, `||`): its output form, except that a boolean
+    /// spells the word (`true`), as PostgreSQL's cast does where output prints `t`.
+    pub fn write_as_text(&self, out: &mut String) {
+        match self {
+            Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+            v => v.write_text(DataType::Text, out),
+        }
+    }
+
     pub fn to_text(&self, ty: DataType) -> Option<String> {
         if self.is_null() {
             return None;
@@ -192,7 +201,7 @@ impl Value {
             (Text(s), ty) => Value::parse(&s, ty)?,
             (v, DataType::Char(_) | DataType::Varchar(_) | DataType::Text) => {
                 let mut s = String::new();
-                v.write_text(DataType::Text, &mut s);
+                v.write_as_text(&mut s);
                 Text(s).cast(ty)?
             }
             (Bool(b), DataType::Bool) => Bool(b),

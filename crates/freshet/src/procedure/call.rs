@@ -328,6 +328,8 @@ impl Session {
         }
         let now = now_micros();
         let mut notices = Vec::new();
+        // Per query loop: its rows and how many were assigned so far.
+        let mut cursors: Vec<(std::vec::IntoIter<Vec<Value>>, usize)> = (0..r.cursors).map(|_| (Vec::new().into_iter(), 0)).collect();
         let mut pc = 0;
         let deadline = self.settings().statement_timeout().map(|t| std::time::Instant::now() + t);
         let mut steps = 0u32;
@@ -426,6 +428,30 @@ impl Session {
                             vars[*idx] = PlValue::Scalar(Value::Int64(i as i64 + 1));
                         }
                     }
+                }
+                Instr::QueryOpen { sql, cursor } => {
+                    let unit = &r.sql[*sql];
+                    let params = unit.params.iter().map(|p| source_value(p, &vars, now)).collect::<Result<Vec<_>>>()?;
+                    let (rows, _) = statement_rows(self, &compiled.prepared[*sql], params).await?;
+                    cursors[*cursor] = (rows.into_iter(), 0);
+                }
+                Instr::QueryNext { cursor, targets, exit } => {
+                    let (rows, seen) = &mut cursors[*cursor];
+                    match rows.next() {
+                        None => pc = *exit,
+                        Some(row) => {
+                            *seen += 1;
+                            let mut row = row.into_iter();
+                            for slot in targets {
+                                let v = row.next().unwrap_or(Value::Null);
+                                vars[*slot] = PlValue::Scalar(v.cast(slot_type(r.slots[*slot].ty))?);
+                            }
+                        }
+                    }
+                }
+                Instr::QueryClose { cursor } => {
+                    let (_, seen) = std::mem::replace(&mut cursors[*cursor], (Vec::new().into_iter(), 0));
+                    vars[r.found] = PlValue::Scalar(Value::Bool(seen > 0));
                 }
                 Instr::Return(value) => {
                     let v = match (value, r.returns) {

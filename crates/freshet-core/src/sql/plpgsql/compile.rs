@@ -72,6 +72,12 @@ pub enum Instr {
     RangeNext { var: usize, step: usize, reverse: bool },
     ForeachInit { idx: usize },
     ForeachNext { array: usize, idx: usize, var: usize, exit: usize },
+    /// Runs statement `sql` and keeps its rows in cursor `cursor`.
+    QueryOpen { sql: usize, cursor: usize },
+    /// Assigns the cursor's next row to `targets`, or jumps to `exit` when none is left.
+    QueryNext { cursor: usize, targets: Vec<usize>, exit: usize },
+    /// After a query loop (also reached by EXIT): FOUND is whether it iterated at all.
+    QueryClose { cursor: usize },
     Return(Option<ExprUnit>),
     Raise { level: RaiseLevel, format: Option<String>, args: Vec<ExprUnit>, options: Vec<(String, ExprUnit)> },
 }
@@ -97,6 +103,8 @@ pub struct Routine {
     pub slots: Vec<Slot>,
     /// The slot of FOUND.
     pub found: usize,
+    /// How many `FOR … IN query` loops the code has (each keeps its rows in a cursor).
+    pub cursors: usize,
     pub code: Vec<Instr>,
     pub sql: Vec<SqlUnit>,
     pub or_replace: bool,
@@ -113,7 +121,7 @@ impl Routine {
 pub fn compile(source: &str) -> Result<Routine> {
     let header = parser::parse_header(source)?;
     let body = parser::parse_body(&header.body)?;
-    let mut c = Compiler { scopes: vec![Vec::new()], slots: Vec::new(), code: Vec::new(), sql: Vec::new(), loops: Vec::new(), header: &header, constants: Vec::new() };
+    let mut c = Compiler { scopes: vec![Vec::new()], slots: Vec::new(), code: Vec::new(), sql: Vec::new(), loops: Vec::new(), header: &header, constants: Vec::new(), cursors: 0 };
     for (name, ty) in &header.params {
         if header.params.iter().filter(|(n, _)| n == name).count() > 1 {
             return Err(Error::new(SqlState::InvalidTableDefinition, format!("parameter name \"{name}\" used more than once")));
@@ -131,6 +139,7 @@ pub fn compile(source: &str) -> Result<Routine> {
         source: source.trim().trim_end_matches(';').to_string(),
         slots: c.slots,
         found,
+        cursors: c.cursors,
         code: c.code,
         sql: c.sql,
         or_replace: header.or_replace,
@@ -151,6 +160,7 @@ struct Compiler<'a> {
     header: &'a parser::Header,
     /// Slots declared CONSTANT.
     constants: Vec<usize>,
+    cursors: usize,
 }
 
 const PATCH: usize = usize::MAX;
@@ -190,7 +200,7 @@ impl Compiler<'_> {
     fn patch(&mut self, at: usize, target: usize) {
         match &mut self.code[at] {
             Instr::Jump(t) | Instr::JumpIfNot { target: t, .. } | Instr::JumpIf { target: t, .. } => *t = target,
-            Instr::RangeTest { exit, .. } | Instr::ForeachNext { exit, .. } => *exit = target,
+            Instr::RangeTest { exit, .. } | Instr::ForeachNext { exit, .. } | Instr::QueryNext { exit, .. } => *exit = target,
             _ => {}
         }
     }
@@ -299,6 +309,22 @@ impl Compiler<'_> {
                 let patches = self.loop_body(body)?;
                 self.code.push(Instr::Jump(next));
                 let end = self.here();
+                self.patch(next, end);
+                self.close_loop(patches, next, end);
+            }
+            SynStmt::ForQuery { targets, statement, text, body } => {
+                let targets = targets.iter().map(|n| self.scalar_slot(n)).collect::<Result<Vec<_>>>()?;
+                let unit = self.sql_unit(statement, text, Vec::new(), false)?;
+                self.sql.push(unit);
+                let cursor = self.cursors;
+                self.cursors += 1;
+                self.code.push(Instr::QueryOpen { sql: self.sql.len() - 1, cursor });
+                let next = self.here();
+                self.code.push(Instr::QueryNext { cursor, targets, exit: PATCH });
+                let patches = self.loop_body(body)?;
+                self.code.push(Instr::Jump(next));
+                let end = self.here();
+                self.code.push(Instr::QueryClose { cursor });
                 self.patch(next, end);
                 self.close_loop(patches, next, end);
             }

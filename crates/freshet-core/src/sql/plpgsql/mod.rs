@@ -18,7 +18,7 @@
 //! procedure parameters and variables ([`PlValue::Array`]): they are never stored in a table
 //! and never passed to SQL whole, only as elements or lengths.
 //!
-//! NOT IMPLEMENTED: EXCEPTION handlers, cursors and FOR over a query, RETURN NEXT/QUERY
+//! NOT IMPLEMENTED: EXCEPTION handlers, cursors, RETURN NEXT/QUERY
 //! (set-returning functions), OUT parameters, %TYPE, dynamic SQL, overloading (a name
 //! identifies one routine).
 

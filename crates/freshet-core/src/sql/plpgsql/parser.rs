@@ -58,6 +58,9 @@ pub enum SynStmt {
     /// `FOR var IN [REVERSE] lo..hi [BY step]`: the bounds are (lo, hi, step).
     ForRange { var: String, reverse: bool, bounds: Box<(ast::Expr, ast::Expr, Option<ast::Expr>)>, body: Vec<SynStmt> },
     Foreach { var: String, array: ast::Expr, body: Vec<SynStmt> },
+    /// `FOR a [, b …] IN query LOOP`: each row of the query (a SELECT, or a command with
+    /// RETURNING) assigned to the targets in turn.
+    ForQuery { targets: Vec<String>, statement: Box<ast::Statement>, text: String, body: Vec<SynStmt> },
     While { cond: ast::Expr, body: Vec<SynStmt> },
     Loop { body: Vec<SynStmt> },
     Exit { cond: Option<ast::Expr> },
@@ -538,12 +541,26 @@ fn if_statement(c: &mut Cursor) -> Result<SynStmt> {
 
 fn for_statement(c: &mut Cursor) -> Result<SynStmt> {
     c.expect_word("for")?;
-    let var = c.ident()?;
-    c.expect_word("in")?;
-    let reverse = c.eat_word("reverse");
-    if c.peek_word("select") || c.peek_word("execute") {
-        return Err(Error::unsupported("FOR over a query (loop over an integer range or FOREACH over an array)"));
+    let mut targets = vec![c.ident()?];
+    while c.eat_op(",") {
+        targets.push(c.ident()?);
     }
+    c.expect_word("in")?;
+    if ["select", "with", "insert", "update", "delete"].iter().any(|w| c.peek_word(w)) {
+        let begin = c.pos;
+        let (text, _) = c.until(|t| t.is_word("loop"));
+        if begin == c.pos {
+            return Err(err(c.near()));
+        }
+        let statement = Box::new(one_statement(&text)?);
+        let body = loop_body(c)?;
+        return Ok(SynStmt::ForQuery { targets, statement, text, body });
+    }
+    if c.peek_word("execute") {
+        return Err(Error::unsupported("FOR over dynamic SQL (EXECUTE)"));
+    }
+    let [var] = <[String; 1]>::try_from(targets).map_err(|_| err("an integer FOR loop has one loop variable"))?;
+    let reverse = c.eat_word("reverse");
     let lo = c.expr_until(|t| t.is_op("..") || t.is_word("loop"))?;
     c.expect_op("..")?;
     let hi = c.expr_until(|t| t.is_word("by") || t.is_word("loop"))?;
