@@ -66,6 +66,38 @@ pub enum Param {
     Text(String),
     /// Microseconds since 1970-01-01 00:00:00.
     Timestamp(i64),
+    Null,
+    /// An integer array: sent as `int4[]`/`int8[]` where the statement declares one, else in
+    /// its text form `{1,2,3}` (how Freshet types a routine's array parameters).
+    IntArray(Vec<i64>),
+}
+
+impl Param {
+    /// Parses `-12.3` as units of `10^-scale` (`-1230` for scale 2); `None` if it is not a
+    /// decimal number or has more fraction digits than `scale`.
+    pub fn parse_decimal(text: &str, scale: u8) -> Option<i64> {
+        let (negative, digits) = match text.strip_prefix('-') {
+            Some(rest) => (true, rest),
+            None => (false, text),
+        };
+        let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
+        if int.is_empty() && frac.is_empty() || frac.len() > scale as usize {
+            return None;
+        }
+        let all_digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+        if !all_digits(int) || !all_digits(frac) {
+            return None;
+        }
+        let int: i64 = if int.is_empty() { 0 } else { int.parse().ok()? };
+        let frac: i64 = if frac.is_empty() { 0 } else { frac.parse::<i64>().ok()? * 10i64.pow((scale as usize - frac.len()) as u32) };
+        let v = int.checked_mul(10i64.pow(scale as u32))?.checked_add(frac)?;
+        Some(if negative { -v } else { v })
+    }
+
+    fn array_text(items: &[i64]) -> String {
+        let parts: Vec<String> = items.iter().map(i64::to_string).collect();
+        format!("{{{}}}", parts.join(","))
+    }
 }
 
 /// A result value.
@@ -157,12 +189,14 @@ impl Embedded {
     }
 }
 
-fn param_value(p: &Param) -> Value {
+pub fn param_value(p: &Param) -> Value {
     match p {
         Param::Int(v) => Value::Int64(*v),
         Param::Decimal(v, s) => Value::Decimal(Decimal::new(*v as i128, *s)),
         Param::Text(s) => Value::Text(s.clone()),
         Param::Timestamp(t) => Value::Timestamp(*t),
+        Param::Null => Value::Null,
+        Param::IntArray(items) => Value::Text(Param::array_text(items)),
     }
 }
 
@@ -279,6 +313,13 @@ impl ToSql for Param {
             (Param::Decimal(v, s), &Type::NUMERIC) => encode_numeric(*v as i128, *s, out),
             (Param::Decimal(v, s), &Type::FLOAT8) => out.put_f64(*v as f64 / 10f64.powi(*s as i32)),
             (Param::Text(s), _) => out.put_slice(s.as_bytes()),
+            (Param::Null, _) => return Ok(IsNull::Yes),
+            (Param::IntArray(items), &Type::INT4_ARRAY) => {
+                let items = items.iter().map(|&v| i32::try_from(v)).collect::<Result<Vec<i32>, _>>()?;
+                return items.to_sql(ty, out);
+            }
+            (Param::IntArray(items), &Type::INT8_ARRAY) => return items.to_sql(ty, out),
+            (Param::IntArray(items), &Type::TEXT | &Type::VARCHAR | &Type::UNKNOWN) => out.put_slice(Param::array_text(items).as_bytes()),
             (Param::Timestamp(t), &Type::TIMESTAMP) | (Param::Timestamp(t), &Type::TIMESTAMPTZ) => out.put_i64(t - PG_EPOCH_MICROS),
             (p, ty) => return Err(format!("cannot send {p:?} as {ty}").into()),
         }

@@ -14,10 +14,11 @@ use freshet_bench::target::{ConnJob, Target};
 use freshet_bench::tpcc::generate::Scale;
 use freshet_bench::tpcc::load::{load, LoadSpec};
 use freshet_bench::tpcc::random::NurandConstants;
-use freshet_bench::tpcc::run::{run, RunSpec};
+use freshet_bench::tpcc::run::{run, DriverKind, RunSpec};
 use freshet_bench::tpcc::schema::Flavor;
 use freshet_bench::tpcc::terminal::Workload;
 use freshet_bench::tpcc::txn::*;
+use freshet_bench::tpcc::procedures::{register_native, CallDriver, InstallPlPgSql, ProcedureKind};
 use freshet_bench::tpcc::StatementDriver;
 
 const SEED: u64 = 42;
@@ -33,8 +34,67 @@ fn block<T>(f: impl std::future::Future<Output = T>) -> T {
     futures::executor::block_on(f)
 }
 
-fn driver(db: &Database) -> StatementDriver<Embedded> {
-    block(StatementDriver::new(Embedded::new(db))).unwrap()
+/// The three ways the tests drive the transactions in-process: statement by statement, one
+/// PL/pgSQL function call, one native procedure call.
+#[derive(Clone, Copy, Debug)]
+enum Drive {
+    Statements,
+    PlPgSql,
+    Native,
+}
+
+const DRIVES: [Drive; 3] = [Drive::Statements, Drive::PlPgSql, Drive::Native];
+
+enum AnyDriver {
+    Statements(StatementDriver<Embedded>),
+    Calls(CallDriver<Embedded>),
+}
+
+impl TpccDriver for AnyDriver {
+    async fn new_order(&mut self, i: &NewOrderInput) -> DbResult<NewOrderOutcome> {
+        match self {
+            AnyDriver::Statements(d) => d.new_order(i).await,
+            AnyDriver::Calls(d) => d.new_order(i).await,
+        }
+    }
+    async fn payment(&mut self, i: &PaymentInput) -> DbResult<PaymentOutcome> {
+        match self {
+            AnyDriver::Statements(d) => d.payment(i).await,
+            AnyDriver::Calls(d) => d.payment(i).await,
+        }
+    }
+    async fn order_status(&mut self, i: &OrderStatusInput) -> DbResult<OrderStatusOutcome> {
+        match self {
+            AnyDriver::Statements(d) => d.order_status(i).await,
+            AnyDriver::Calls(d) => d.order_status(i).await,
+        }
+    }
+    async fn delivery(&mut self, i: &DeliveryInput) -> DbResult<DeliveryOutcome> {
+        match self {
+            AnyDriver::Statements(d) => d.delivery(i).await,
+            AnyDriver::Calls(d) => d.delivery(i).await,
+        }
+    }
+    async fn stock_level(&mut self, i: &StockLevelInput) -> DbResult<i64> {
+        match self {
+            AnyDriver::Statements(d) => d.stock_level(i).await,
+            AnyDriver::Calls(d) => d.stock_level(i).await,
+        }
+    }
+}
+
+fn driver(db: &Database, drive: Drive) -> AnyDriver {
+    match drive {
+        Drive::Statements => AnyDriver::Statements(block(StatementDriver::new(Embedded::new(db))).unwrap()),
+        Drive::PlPgSql => {
+            Target::embedded(db.clone()).run(InstallPlPgSql).unwrap();
+            AnyDriver::Calls(block(CallDriver::new(Embedded::new(db), ProcedureKind::PlPgSql)).unwrap())
+        }
+        Drive::Native => {
+            register_native(db);
+            AnyDriver::Calls(block(CallDriver::new(Embedded::new(db), ProcedureKind::Native)).unwrap())
+        }
+    }
 }
 
 /// The single value of a query.
@@ -88,8 +148,14 @@ fn loaded_database_has_the_specified_cardinalities_and_is_consistent() {
 
 #[test]
 fn new_order_commits_its_effects_and_rolls_back_on_an_unused_item() {
+    for drive in DRIVES {
+        new_order_commits_its_effects_and_rolls_back_on_an_unused_item_with(drive);
+    }
+}
+
+fn new_order_commits_its_effects_and_rolls_back_on_an_unused_item_with(drive: Drive) {
     let db = loaded(1);
-    let mut d = driver(&db);
+    let mut d = driver(&db, drive);
     let next = int(&db, "SELECT d_next_o_id FROM district WHERE d_w_id = 1 AND d_id = 3");
     let stock_before = int(&db, "SELECT s_quantity FROM stock WHERE s_w_id = 1 AND s_i_id = 7");
     let lines = vec![
@@ -123,8 +189,14 @@ fn new_order_commits_its_effects_and_rolls_back_on_an_unused_item() {
 
 #[test]
 fn payment_updates_balances_year_to_date_and_history() {
+    for drive in DRIVES {
+        payment_updates_balances_year_to_date_and_history_with(drive);
+    }
+}
+
+fn payment_updates_balances_year_to_date_and_history_with(drive: Drive) {
     let db = loaded(1);
-    let mut d = driver(&db);
+    let mut d = driver(&db, drive);
     let w_ytd = cents(&db, "SELECT w_ytd FROM warehouse WHERE w_id = 1");
     let balance = cents(&db, "SELECT c_balance FROM customer WHERE c_w_id = 1 AND c_d_id = 2 AND c_id = 4");
     let input =
@@ -145,8 +217,14 @@ fn payment_updates_balances_year_to_date_and_history() {
 
 #[test]
 fn order_status_delivery_and_stock_level_read_and_write_what_they_should() {
+    for drive in DRIVES {
+        order_status_delivery_and_stock_level_read_and_write_what_they_should_with(drive);
+    }
+}
+
+fn order_status_delivery_and_stock_level_read_and_write_what_they_should_with(drive: Drive) {
     let db = loaded(1);
-    let mut d = driver(&db);
+    let mut d = driver(&db, drive);
     // Order-Status: the customer's newest order and its lines.
     let o_id = int(&db, "SELECT max(o_id) FROM oorder WHERE o_w_id = 1 AND o_d_id = 6 AND o_c_id = 11");
     let lines = int(&db, &format!("SELECT o_ol_cnt FROM oorder WHERE o_w_id = 1 AND o_d_id = 6 AND o_id = {o_id}"));
@@ -183,7 +261,7 @@ fn order_status_delivery_and_stock_level_read_and_write_what_they_should() {
     assert_consistent(&Target::embedded(db), 1);
 }
 
-fn short_run(target: &Target, streams: usize) -> freshet_bench::tpcc::run::RunStats {
+fn short_run(target: &Target, streams: usize, driver: DriverKind) -> freshet_bench::tpcc::run::RunStats {
     let workload = Workload { warehouses: 2, scale: Scale::TINY, constants: NurandConstants::for_load(SEED) };
     let spec = RunSpec {
         workload,
@@ -193,6 +271,7 @@ fn short_run(target: &Target, streams: usize) -> freshet_bench::tpcc::run::RunSt
         streams,
         queries: ch::queries::all().into_iter().take(3).collect(),
         progress: false,
+        driver,
     };
     run(target, &spec)
 }
@@ -209,7 +288,7 @@ fn check_run(stats: &freshet_bench::tpcc::run::RunStats) {
 fn a_mixed_run_with_an_analytical_stream_stays_consistent() {
     let db = loaded(2);
     let target = Target::embedded(db).with_isolation(Some("read committed".into()));
-    let stats = short_run(&target, 1);
+    let stats = short_run(&target, 1, DriverKind::Statements);
     check_run(&stats);
     assert!(stats.queries.iter().all(|(_, q)| q.errors == 0), "{:?}", stats.queries);
     assert!(stats.queries.iter().any(|(_, q)| !q.times_ms.is_empty()));
@@ -217,7 +296,17 @@ fn a_mixed_run_with_an_analytical_stream_stays_consistent() {
 }
 
 #[test]
-fn a_serializable_run_over_the_wire_stays_consistent() {
+fn a_run_of_native_procedures_stays_consistent() {
+    let db = loaded(2);
+    register_native(&db);
+    let target = Target::embedded(db);
+    let stats = short_run(&target, 0, DriverKind::Calls(ProcedureKind::Native));
+    check_run(&stats);
+    assert_consistent(&target, 2);
+}
+
+#[test]
+fn a_serializable_run_of_procedures_over_the_wire_stays_consistent() {
     let db = loaded(2);
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let (server, stop) = rt.block_on(async {
@@ -232,7 +321,9 @@ fn a_serializable_run_over_the_wire_stays_consistent() {
         (addr, stop)
     });
     let target = Target::wire(format!("host=127.0.0.1 port={} user=tpcc dbname=tpcc", server.port()));
-    let stats = short_run(&target, 0);
+    // One PL/pgSQL call per transaction, as `freshet bench tpcc --mode procedures` runs.
+    target.run(InstallPlPgSql).unwrap();
+    let stats = short_run(&target, 0, DriverKind::Calls(ProcedureKind::PlPgSql));
     check_run(&stats);
     assert_consistent(&target, 2);
     drop(stop);

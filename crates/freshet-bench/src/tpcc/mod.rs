@@ -9,6 +9,7 @@
 pub mod consistency;
 pub mod generate;
 pub mod load;
+pub mod procedures;
 pub mod random;
 pub mod run;
 pub mod schema;

@@ -1,5 +1,5 @@
 //! A timed run: OLTP terminals (each on a thread and a connection of its own, running the
-//! standard mix through a [`StatementDriver`]) and, optionally, analytical streams that run
+//! standard mix through a [`StatementDriver`] or a [`CallDriver`]) and, optionally, analytical streams that run
 //! queries in a loop at the same time; a progress line on stderr every second; per-type
 //! counts and latency histograms at the end.
 //!
@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 
 use super::terminal::{now_micros, Terminal, Workload};
+use super::procedures::{CallDriver, ProcedureKind};
 use super::txn::{NewOrderOutcome, StatementDriver, TpccDriver, TxnKind};
 use crate::conn::{Conn, DbError, DbResult};
 use crate::target::{ConnJob, Target};
@@ -133,6 +134,15 @@ pub struct RunSpec {
     pub streams: usize,
     pub queries: Vec<(String, String)>,
     pub progress: bool,
+    /// How terminals run their transactions.
+    pub driver: DriverKind,
+}
+
+/// Statement by statement, or one procedure call per transaction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DriverKind {
+    Statements,
+    Calls(ProcedureKind),
 }
 
 struct TerminalJob<'a> {
@@ -210,12 +220,20 @@ async fn one<D: TpccDriver>(driver: &mut D, term: &mut Terminal, kind: TxnKind, 
 impl ConnJob for TerminalJob<'_> {
     type Output = Vec<TxnStats>;
     async fn run<C: Conn>(self, conn: C) -> DbResult<Vec<TxnStats>> {
-        let mut driver = StatementDriver::new(conn).await?;
+        match self.spec.driver {
+            DriverKind::Statements => self.drive(StatementDriver::new(conn).await?).await,
+            DriverKind::Calls(kind) => self.drive(CallDriver::new(conn, kind).await?).await,
+        }
+    }
+}
+
+impl TerminalJob<'_> {
+    async fn drive<D: TpccDriver>(&self, mut driver: D) -> DbResult<Vec<TxnStats>> {
         let mut term = Terminal::new(self.n, self.spec.workload, self.spec.seed);
         let mut stats: Vec<TxnStats> = TxnKind::ALL.iter().map(|_| TxnStats::default()).collect();
         while Instant::now() < self.deadline && !self.live.stop.load(Ordering::Relaxed) {
             let kind = term.next_kind();
-            if one(&mut driver, &mut term, kind, &mut stats[kind.index()], &self).await {
+            if one(&mut driver, &mut term, kind, &mut stats[kind.index()], self).await {
                 self.live.committed.fetch_add(1, Ordering::Relaxed);
                 if kind == TxnKind::NewOrder {
                     self.live.new_orders.fetch_add(1, Ordering::Relaxed);

@@ -12,12 +12,13 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use freshet::{Config, Database};
 use freshet_bench::ch::{self, answers, QueryAnswer};
-use freshet_bench::target::Target;
+use freshet_bench::target::{Target, TargetKind};
 use freshet_bench::tpcc::consistency::ConditionResult;
 use freshet_bench::tpcc::generate::Scale;
 use freshet_bench::tpcc::load::{load, write_csv, LoadReport, LoadSpec};
 use freshet_bench::tpcc::random::{NurandConstants, Rng};
-use freshet_bench::tpcc::run::{run, RunSpec, RunStats};
+use freshet_bench::tpcc::procedures::{register_native, InstallPlPgSql, ProcedureKind};
+use freshet_bench::tpcc::run::{run, DriverKind, RunSpec, RunStats};
 use freshet_bench::tpcc::schema::{self, Flavor};
 use freshet_bench::tpcc::terminal::Workload;
 use freshet_bench::tpcc::TxnKind;
@@ -28,23 +29,47 @@ use super::report::{machine, print_table, write_json};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Mode {
-    /// Statement by statement over the PostgreSQL protocol (BEGIN … COMMIT, prepared statements).
+    /// Statement by statement over the PostgreSQL protocol (BEGIN … COMMIT, prepared
+    /// statements), as BenchBase does; PostgreSQL runs the same.
     Interactive,
-    /// Statement by statement in-process through freshet::Session.
-    Embedded,
-    /// CALL of stored procedures over the wire (not available yet).
+    /// One call of a PL/pgSQL function per transaction over the wire; PostgreSQL runs the
+    /// same functions.
     Procedures,
-    /// Native procedures in-process (not available yet).
-    Native,
+    /// In-process: one call of a native (Rust) procedure per transaction; PostgreSQL runs the
+    /// PL/pgSQL functions over the wire.
+    Embedded,
+    /// In-process: one call of a PL/pgSQL function per transaction; PostgreSQL runs the same
+    /// functions over the wire.
+    EmbeddedPlpgsql,
+    /// In-process, statement by statement through freshet::Session; PostgreSQL runs
+    /// interactive.
+    EmbeddedStatements,
 }
 
 impl Mode {
     fn name(self) -> &'static str {
         match self {
             Mode::Interactive => "interactive",
-            Mode::Embedded => "embedded",
             Mode::Procedures => "procedures",
-            Mode::Native => "native",
+            Mode::Embedded => "embedded",
+            Mode::EmbeddedPlpgsql => "embedded-plpgsql",
+            Mode::EmbeddedStatements => "embedded-statements",
+        }
+    }
+
+    fn driver(self) -> DriverKind {
+        match self {
+            Mode::Interactive | Mode::EmbeddedStatements => DriverKind::Statements,
+            Mode::Procedures | Mode::EmbeddedPlpgsql => DriverKind::Calls(ProcedureKind::PlPgSql),
+            Mode::Embedded => DriverKind::Calls(ProcedureKind::Native),
+        }
+    }
+
+    /// How PostgreSQL runs beside this mode: the same statements, or the PL/pgSQL functions.
+    fn postgres(self) -> Mode {
+        match self.driver() {
+            DriverKind::Statements => Mode::Interactive,
+            DriverKind::Calls(_) => Mode::Procedures,
         }
     }
 }
@@ -60,7 +85,8 @@ pub struct TpccArgs {
     /// Seconds of the measured run per system.
     #[arg(long, default_value_t = 60)]
     duration: u64,
-    /// How Freshet is driven (PostgreSQL always runs interactive).
+    /// How Freshet is driven; PostgreSQL runs the same statements (interactive,
+    /// embedded-statements) or the same PL/pgSQL functions (the other modes).
     #[arg(long, value_enum, default_value_t = Mode::Interactive)]
     mode: Mode,
     /// Isolation level of every transaction on both systems.
@@ -111,7 +137,7 @@ impl TpccArgs {
         LoadSpec { warehouses: self.warehouses, scale: self.scale(), seed: self.seed, threads: self.load_threads, progress: true }
     }
 
-    fn run_spec(&self, streams: usize) -> RunSpec {
+    fn run_spec(&self, streams: usize, driver: DriverKind) -> RunSpec {
         let load = NurandConstants::for_load(self.seed);
         let constants = NurandConstants::for_run(load, &mut Rng::stream(self.seed, 0, "run-constants"));
         RunSpec {
@@ -122,6 +148,7 @@ impl TpccArgs {
             streams,
             queries: if streams > 0 { ch::queries::all() } else { vec![] },
             progress: true,
+            driver,
         }
     }
 }
@@ -140,13 +167,27 @@ fn db_err(e: freshet_bench::conn::DbError) -> anyhow::Error {
     anyhow::anyhow!("{e}")
 }
 
-/// Loads, optionally checks answers, runs, and checks consistency on one target.
-fn measure(target: &Target, flavor: Flavor, args: &TpccArgs, streams: usize, with_answers: bool) -> anyhow::Result<(LoadReport, Vec<QueryAnswer>, RunStats, Vec<ConditionResult>)> {
+/// Loads, creates the procedures `mode` calls, optionally checks answers, runs, and checks
+/// consistency on one target.
+fn measure(
+    target: &Target,
+    flavor: Flavor,
+    mode: Mode,
+    args: &TpccArgs,
+    streams: usize,
+    with_answers: bool,
+) -> anyhow::Result<(LoadReport, Vec<QueryAnswer>, RunStats, Vec<ConditionResult>)> {
     let report = load(target, flavor, args.load_spec()).map_err(db_err).context("loading")?;
     println!("  loaded {} rows in {:.1} s", report.rows, report.seconds);
+    match (mode.driver(), &target.kind) {
+        (DriverKind::Calls(ProcedureKind::PlPgSql), _) => target.run(InstallPlPgSql).map_err(db_err).context("creating the PL/pgSQL functions")?,
+        (DriverKind::Calls(ProcedureKind::Native), TargetKind::Embedded(db)) => register_native(db),
+        (DriverKind::Calls(ProcedureKind::Native), TargetKind::Wire(_)) => bail!("native procedures run in-process only"),
+        (DriverKind::Statements, _) => {}
+    }
     let answers = if with_answers { target.run(ch::RunOnce { queries: ch::queries::all() }).map_err(db_err)? } else { vec![] };
     println!("  running {} terminals{} for {} s …", args.terminals, if streams > 0 { format!(" and {streams} analytical streams") } else { String::new() }, args.duration);
-    let stats = run(target, &args.run_spec(streams));
+    let stats = run(target, &args.run_spec(streams, mode.driver()));
     for f in &stats.fatal {
         eprintln!("  fatal: {f}");
     }
@@ -161,22 +202,22 @@ fn run_freshet(args: &TpccArgs, streams: usize, with_answers: bool) -> anyhow::R
     println!("Freshet ({} mode): {} warehouses …", args.mode.name(), args.warehouses);
     let isolation = Some(args.isolation.clone());
     let (load, answers, stats, consistency) = match args.mode {
-        Mode::Embedded => {
+        Mode::Embedded | Mode::EmbeddedPlpgsql | Mode::EmbeddedStatements => {
             let db = Database::open(Config::default()).map_err(|e| anyhow::anyhow!("{e}"))?;
-            measure(&Target::embedded(db).with_isolation(isolation), Flavor::Freshet, args, streams, with_answers)?
+            measure(&Target::embedded(db).with_isolation(isolation), Flavor::Freshet, args.mode, args, streams, with_answers)?
         }
-        Mode::Interactive => {
+        Mode::Interactive | Mode::Procedures => {
             let server = FreshetServer::in_memory(&[])?;
             let target = Target::wire(format!("host=127.0.0.1 port={} user=bench dbname=freshet", server.port)).with_isolation(isolation);
-            measure(&target, Flavor::Freshet, args, streams, with_answers)?
+            measure(&target, Flavor::Freshet, args.mode, args, streams, with_answers)?
         }
-        Mode::Procedures | Mode::Native => unreachable!("rejected before"),
     };
     Ok(SystemRun { system: "freshet", mode: args.mode.name(), load, answers, stats, consistency })
 }
 
 fn run_postgres(args: &TpccArgs, streams: usize, with_answers: bool) -> anyhow::Result<SystemRun> {
-    println!("PostgreSQL 15 (interactive mode): {} warehouses …", args.warehouses);
+    let mode = args.mode.postgres();
+    println!("PostgreSQL 15 ({} mode): {} warehouses …", mode.name(), args.warehouses);
     // Memory speed, as Freshet runs in memory: no fsync, asynchronous commit.
     let pg = Postgres::start(&[
         "shared_buffers=2GB",
@@ -187,18 +228,8 @@ fn run_postgres(args: &TpccArgs, streams: usize, with_answers: bool) -> anyhow::
         "max_wal_size=8GB",
     ])?;
     let target = Target::wire(format!("host=127.0.0.1 port={} user=postgres dbname=postgres", pg.port)).with_isolation(Some(args.isolation.clone()));
-    let (load, answers, stats, consistency) = measure(&target, Flavor::Postgres, args, streams, with_answers)?;
-    Ok(SystemRun { system: "postgresql", mode: "interactive", load, answers, stats, consistency })
-}
-
-fn check_mode(mode: Mode) -> anyhow::Result<()> {
-    if matches!(mode, Mode::Procedures | Mode::Native) {
-        bail!(
-            "--mode {} needs stored procedures, which Freshet does not have yet; use --mode interactive or --mode embedded",
-            mode.name()
-        );
-    }
-    Ok(())
+    let (load, answers, stats, consistency) = measure(&target, Flavor::Postgres, mode, args, streams, with_answers)?;
+    Ok(SystemRun { system: "postgresql", mode: mode.name(), load, answers, stats, consistency })
 }
 
 fn print_runs(runs: &[SystemRun], args: &TpccArgs) {
@@ -297,7 +328,6 @@ fn run_json(r: &SystemRun, args: &TpccArgs, streams: usize, correct: &dyn Fn(&st
 }
 
 pub fn run_tpcc(args: TpccArgs) -> anyhow::Result<()> {
-    check_mode(args.mode)?;
     let mut runs = vec![run_freshet(&args, 0, false)?];
     if !args.no_postgres {
         runs.push(run_postgres(&args, 0, false)?);
@@ -453,7 +483,6 @@ fn mean(t: &[f64]) -> f64 {
 }
 
 pub fn run_ch(args: ChArgs) -> anyhow::Result<()> {
-    check_mode(args.tpcc.mode)?;
     let duck = if args.no_duckdb { None } else { Some(run_duckdb(&args)?) };
     if let (Some(path), Some(d)) = (&args.answers_out, &duck) {
         write_answers(path, d)?;

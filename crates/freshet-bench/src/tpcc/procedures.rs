@@ -1,0 +1,609 @@
+//! The five TPC-C transactions as stored procedures: one call per transaction.
+//!
+//! - [`PLPGSQL`]: PL/pgSQL functions, the same text for Freshet and PostgreSQL. Each returns a
+//!   line of text with what the terminal displays (`o_id total`, `c_id balance`, …), because
+//!   a function returns one value and both systems accept that.
+//! - [`register_native`]: the same transactions as Freshet native procedures (Rust closures
+//!   registered with `Database::register_procedure_returning`). Their bodies are the statement
+//!   driver's own transaction bodies ([`StatementDriver`]) run over the call's
+//!   `ProcedureContext`, so the native and statement-by-statement modes run the same steps.
+//! - [`CallDriver`]: a [`TpccDriver`] that calls either kind with one prepared statement per
+//!   transaction type (`SELECT tpcc_new_order($1, …)` or `CALL tpcc_native_new_order($1, …)`).
+//!
+//! The PL/pgSQL bodies are written for both systems: parameters and variables carry `p_`/`v_`
+//! prefixes so no name is also a column (PostgreSQL rejects the ambiguity); New-Order's lines
+//! arrive as three integer arrays; the customer by last name is the middle one of a FOR loop
+//! over the matching rows; Delivery sums the amounts its `UPDATE … RETURNING` hands back, and
+//! Stock-Level counts distinct items by walking the district's last 20 orders' lines in item
+//! order with one stock lookup per item. Those last three keep every statement a single-table,
+//! index-driven one, which Freshet runs on its short path (an aggregate or a join would go to
+//! the analytical engine and scan a snapshot), and PostgreSQL runs the same text.
+//!
+//! An unused item id (the 1% of New-Orders clause 2.4.2.3 rolls back) raises SQLSTATE
+//! [`UNUSED_ITEM`], which rolls the call back in both systems; [`CallDriver`] reports it as
+//! [`NewOrderOutcome::UnusedItem`].
+
+use std::future::Future;
+
+use futures::FutureExt;
+
+use super::txn::*;
+use crate::conn::{value_cell, Cell, Conn, DbError, DbResult, Param, Rows};
+
+/// The SQLSTATE New-Order raises for an unused item id.
+pub const UNUSED_ITEM: &str = "TC001";
+
+/// CREATE statements of the five PL/pgSQL functions and their helper, in order.
+pub const PLPGSQL: [&str; 6] = [
+    r#"CREATE OR REPLACE FUNCTION tpcc_customer_by_name(p_w_id INT, p_d_id INT, p_c_last VARCHAR(16)) RETURNS INT
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_c_id INT;
+  v_count INT := 0;
+  v_seen INT := 0;
+BEGIN
+  FOR v_c_id IN SELECT c_id FROM customer WHERE c_w_id = p_w_id AND c_d_id = p_d_id AND c_last = p_c_last LOOP
+    v_count := v_count + 1;
+  END LOOP;
+  IF v_count = 0 THEN
+    RAISE EXCEPTION 'no customer named % in district % of warehouse %', p_c_last, p_d_id, p_w_id USING ERRCODE = 'P0002';
+  END IF;
+  FOR v_c_id IN SELECT c_id FROM customer WHERE c_w_id = p_w_id AND c_d_id = p_d_id AND c_last = p_c_last ORDER BY c_first LOOP
+    v_seen := v_seen + 1;
+    EXIT WHEN v_seen >= (v_count + 1) / 2;
+  END LOOP;
+  RETURN v_c_id;
+END
+$$"#,
+    r#"CREATE OR REPLACE FUNCTION tpcc_new_order(p_w_id INT, p_d_id INT, p_c_id INT, p_items INT[], p_supply INT[], p_quantities INT[], p_entry_d TIMESTAMP)
+RETURNS TEXT LANGUAGE plpgsql AS $$
+DECLARE
+  v_discount NUMERIC(4,4);
+  v_last VARCHAR(16);
+  v_credit CHAR(2);
+  v_w_tax NUMERIC(4,4);
+  v_d_tax NUMERIC(4,4);
+  v_o_id INT;
+  v_count INT;
+  v_all_local INT := 1;
+  v_price NUMERIC(5,2);
+  v_i_name VARCHAR(24);
+  v_i_data VARCHAR(50);
+  v_s_quantity INT;
+  v_s_data VARCHAR(50);
+  v_dist_info CHAR(24);
+  v_amount NUMERIC(6,2);
+  v_total NUMERIC(12,2) := 0;
+BEGIN
+  SELECT c_discount, c_last, c_credit INTO v_discount, v_last, v_credit
+    FROM customer WHERE c_w_id = p_w_id AND c_d_id = p_d_id AND c_id = p_c_id;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'customer % not found', p_c_id USING ERRCODE = 'P0002';
+  END IF;
+  SELECT w_tax INTO v_w_tax FROM warehouse WHERE w_id = p_w_id;
+  SELECT d_next_o_id, d_tax INTO v_o_id, v_d_tax FROM district WHERE d_w_id = p_w_id AND d_id = p_d_id FOR UPDATE;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'district % not found', p_d_id USING ERRCODE = 'P0002';
+  END IF;
+  UPDATE district SET d_next_o_id = d_next_o_id + 1 WHERE d_w_id = p_w_id AND d_id = p_d_id;
+  v_count := array_length(p_items, 1);
+  FOR i IN 1..v_count LOOP
+    IF p_supply[i] <> p_w_id THEN
+      v_all_local := 0;
+    END IF;
+  END LOOP;
+  INSERT INTO oorder (o_w_id, o_d_id, o_id, o_c_id, o_carrier_id, o_ol_cnt, o_all_local, o_entry_d)
+    VALUES (p_w_id, p_d_id, v_o_id, p_c_id, NULL, v_count, v_all_local, p_entry_d);
+  INSERT INTO new_order (no_w_id, no_d_id, no_o_id) VALUES (p_w_id, p_d_id, v_o_id);
+  FOR i IN 1..v_count LOOP
+    SELECT i_price, i_name, i_data INTO v_price, v_i_name, v_i_data FROM item WHERE i_id = p_items[i];
+    IF NOT FOUND THEN
+      RAISE EXCEPTION 'item number % is not valid', p_items[i] USING ERRCODE = 'TC001';
+    END IF;
+    SELECT s_quantity, s_data,
+           CASE p_d_id WHEN 1 THEN s_dist_01 WHEN 2 THEN s_dist_02 WHEN 3 THEN s_dist_03 WHEN 4 THEN s_dist_04
+                       WHEN 5 THEN s_dist_05 WHEN 6 THEN s_dist_06 WHEN 7 THEN s_dist_07 WHEN 8 THEN s_dist_08
+                       WHEN 9 THEN s_dist_09 ELSE s_dist_10 END
+      INTO v_s_quantity, v_s_data, v_dist_info
+      FROM stock WHERE s_w_id = p_supply[i] AND s_i_id = p_items[i] FOR UPDATE;
+    IF v_s_quantity >= p_quantities[i] + 10 THEN
+      v_s_quantity := v_s_quantity - p_quantities[i];
+    ELSE
+      v_s_quantity := v_s_quantity - p_quantities[i] + 91;
+    END IF;
+    IF p_supply[i] <> p_w_id THEN
+      UPDATE stock SET s_quantity = v_s_quantity, s_ytd = s_ytd + p_quantities[i], s_order_cnt = s_order_cnt + 1,
+                       s_remote_cnt = s_remote_cnt + 1
+        WHERE s_w_id = p_supply[i] AND s_i_id = p_items[i];
+    ELSE
+      UPDATE stock SET s_quantity = v_s_quantity, s_ytd = s_ytd + p_quantities[i], s_order_cnt = s_order_cnt + 1
+        WHERE s_w_id = p_supply[i] AND s_i_id = p_items[i];
+    END IF;
+    v_amount := p_quantities[i] * v_price;
+    v_total := v_total + v_amount;
+    INSERT INTO order_line (ol_w_id, ol_d_id, ol_o_id, ol_number, ol_i_id, ol_delivery_d, ol_amount, ol_supply_w_id, ol_quantity, ol_dist_info)
+      VALUES (p_w_id, p_d_id, v_o_id, i, p_items[i], NULL, v_amount, p_supply[i], p_quantities[i], v_dist_info);
+  END LOOP;
+  RETURN v_o_id || ' ' || v_total;
+END
+$$"#,
+    r#"CREATE OR REPLACE FUNCTION tpcc_payment(p_w_id INT, p_d_id INT, p_c_w_id INT, p_c_d_id INT, p_c_id INT, p_c_last VARCHAR(16), p_amount NUMERIC(6,2), p_date TIMESTAMP)
+RETURNS TEXT LANGUAGE plpgsql AS $$
+DECLARE
+  v_w_name VARCHAR(10);
+  v_d_name VARCHAR(10);
+  v_c_id INT;
+  v_credit CHAR(2);
+  v_balance NUMERIC(12,2);
+  v_data VARCHAR(500);
+BEGIN
+  UPDATE warehouse SET w_ytd = w_ytd + p_amount WHERE w_id = p_w_id;
+  SELECT w_name INTO v_w_name FROM warehouse WHERE w_id = p_w_id;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'warehouse % not found', p_w_id USING ERRCODE = 'P0002';
+  END IF;
+  UPDATE district SET d_ytd = d_ytd + p_amount WHERE d_w_id = p_w_id AND d_id = p_d_id;
+  SELECT d_name INTO v_d_name FROM district WHERE d_w_id = p_w_id AND d_id = p_d_id;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'district % not found', p_d_id USING ERRCODE = 'P0002';
+  END IF;
+  IF p_c_id IS NULL THEN
+    SELECT tpcc_customer_by_name(p_c_w_id, p_c_d_id, p_c_last) INTO v_c_id;
+  ELSE
+    v_c_id := p_c_id;
+  END IF;
+  SELECT c_credit, c_balance, c_data INTO v_credit, v_balance, v_data
+    FROM customer WHERE c_w_id = p_c_w_id AND c_d_id = p_c_d_id AND c_id = v_c_id FOR UPDATE;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'customer % not found', v_c_id USING ERRCODE = 'P0002';
+  END IF;
+  v_balance := v_balance - p_amount;
+  IF v_credit = 'BC' THEN
+    v_data := substr(v_c_id || ' ' || p_c_d_id || ' ' || p_c_w_id || ' ' || p_d_id || ' ' || p_w_id || ' ' || p_amount || ' | ' || v_data, 1, 500);
+    UPDATE customer SET c_balance = v_balance, c_ytd_payment = c_ytd_payment + p_amount, c_payment_cnt = c_payment_cnt + 1, c_data = v_data
+      WHERE c_w_id = p_c_w_id AND c_d_id = p_c_d_id AND c_id = v_c_id;
+  ELSE
+    UPDATE customer SET c_balance = v_balance, c_ytd_payment = c_ytd_payment + p_amount, c_payment_cnt = c_payment_cnt + 1
+      WHERE c_w_id = p_c_w_id AND c_d_id = p_c_d_id AND c_id = v_c_id;
+  END IF;
+  INSERT INTO history (h_c_id, h_c_d_id, h_c_w_id, h_d_id, h_w_id, h_date, h_amount, h_data)
+    VALUES (v_c_id, p_c_d_id, p_c_w_id, p_d_id, p_w_id, p_date, p_amount, v_w_name || '    ' || v_d_name);
+  RETURN v_c_id || ' ' || v_balance;
+END
+$$"#,
+    r#"CREATE OR REPLACE FUNCTION tpcc_order_status(p_w_id INT, p_d_id INT, p_c_id INT, p_c_last VARCHAR(16))
+RETURNS TEXT LANGUAGE plpgsql AS $$
+DECLARE
+  v_c_id INT;
+  v_balance NUMERIC(12,2);
+  v_first VARCHAR(16);
+  v_middle CHAR(2);
+  v_last VARCHAR(16);
+  v_o_id INT;
+  v_carrier INT;
+  v_entry TIMESTAMP;
+  v_i_id INT;
+  v_supply INT;
+  v_quantity INT;
+  v_amount NUMERIC(6,2);
+  v_delivery TIMESTAMP;
+  v_lines INT := 0;
+BEGIN
+  IF p_c_id IS NULL THEN
+    SELECT tpcc_customer_by_name(p_w_id, p_d_id, p_c_last) INTO v_c_id;
+  ELSE
+    v_c_id := p_c_id;
+  END IF;
+  SELECT c_balance, c_first, c_middle, c_last INTO v_balance, v_first, v_middle, v_last
+    FROM customer WHERE c_w_id = p_w_id AND c_d_id = p_d_id AND c_id = v_c_id;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'customer % not found', v_c_id USING ERRCODE = 'P0002';
+  END IF;
+  SELECT o_id, o_carrier_id, o_entry_d INTO v_o_id, v_carrier, v_entry
+    FROM oorder WHERE o_w_id = p_w_id AND o_d_id = p_d_id AND o_c_id = v_c_id ORDER BY o_id DESC LIMIT 1;
+  IF NOT FOUND THEN
+    RETURN v_c_id || ' - 0';
+  END IF;
+  FOR v_i_id, v_supply, v_quantity, v_amount, v_delivery IN
+    SELECT ol_i_id, ol_supply_w_id, ol_quantity, ol_amount, ol_delivery_d FROM order_line
+      WHERE ol_w_id = p_w_id AND ol_d_id = p_d_id AND ol_o_id = v_o_id LOOP
+    v_lines := v_lines + 1;
+  END LOOP;
+  RETURN v_c_id || ' ' || v_o_id || ' ' || v_lines;
+END
+$$"#,
+    r#"CREATE OR REPLACE FUNCTION tpcc_delivery(p_w_id INT, p_carrier_id INT, p_date TIMESTAMP)
+RETURNS TEXT LANGUAGE plpgsql AS $$
+DECLARE
+  v_o_id INT;
+  v_c_id INT;
+  v_amount NUMERIC(6,2);
+  v_total NUMERIC(12,2);
+  v_out TEXT := '';
+BEGIN
+  FOR v_d IN 1..10 LOOP
+    -- A concurrent Delivery may take the oldest new order between the read and the delete
+    -- (the delete then finds nothing): take the next one.
+    LOOP
+      SELECT no_o_id INTO v_o_id FROM new_order WHERE no_w_id = p_w_id AND no_d_id = v_d ORDER BY no_o_id LIMIT 1;
+      EXIT WHEN NOT FOUND;
+      DELETE FROM new_order WHERE no_w_id = p_w_id AND no_d_id = v_d AND no_o_id = v_o_id;
+      EXIT WHEN FOUND;
+    END LOOP;
+    IF v_o_id IS NULL THEN
+      v_out := v_out || '- ';
+    ELSE
+      SELECT o_c_id INTO v_c_id FROM oorder WHERE o_w_id = p_w_id AND o_d_id = v_d AND o_id = v_o_id;
+      UPDATE oorder SET o_carrier_id = p_carrier_id WHERE o_w_id = p_w_id AND o_d_id = v_d AND o_id = v_o_id;
+      v_total := 0;
+      FOR v_amount IN UPDATE order_line SET ol_delivery_d = p_date
+                        WHERE ol_w_id = p_w_id AND ol_d_id = v_d AND ol_o_id = v_o_id RETURNING ol_amount LOOP
+        v_total := v_total + v_amount;
+      END LOOP;
+      UPDATE customer SET c_balance = c_balance + v_total, c_delivery_cnt = c_delivery_cnt + 1
+        WHERE c_w_id = p_w_id AND c_d_id = v_d AND c_id = v_c_id;
+      v_out := v_out || v_o_id || ' ';
+    END IF;
+  END LOOP;
+  RETURN v_out;
+END
+$$"#,
+    r#"CREATE OR REPLACE FUNCTION tpcc_stock_level(p_w_id INT, p_d_id INT, p_threshold INT)
+RETURNS INT LANGUAGE plpgsql AS $$
+DECLARE
+  v_next INT;
+  v_i_id INT;
+  v_prev INT := 0;
+  v_quantity INT;
+  v_count INT := 0;
+BEGIN
+  SELECT d_next_o_id INTO v_next FROM district WHERE d_w_id = p_w_id AND d_id = p_d_id;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'district % not found', p_d_id USING ERRCODE = 'P0002';
+  END IF;
+  FOR v_i_id IN SELECT ol_i_id FROM order_line
+                  WHERE ol_w_id = p_w_id AND ol_d_id = p_d_id AND ol_o_id >= v_next - 20 AND ol_o_id < v_next
+                  ORDER BY ol_i_id LOOP
+    IF v_i_id <> v_prev THEN
+      SELECT s_quantity INTO v_quantity FROM stock WHERE s_w_id = p_w_id AND s_i_id = v_i_id;
+      IF v_quantity < p_threshold THEN
+        v_count := v_count + 1;
+      END IF;
+      v_prev := v_i_id;
+    END IF;
+  END LOOP;
+  RETURN v_count;
+END
+$$"#,
+];
+
+/// Which procedures a [`CallDriver`] calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProcedureKind {
+    /// The PL/pgSQL functions of [`PLPGSQL`] (Freshet or PostgreSQL).
+    PlPgSql,
+    /// Freshet's native procedures of [`register_native`].
+    Native,
+}
+
+const CALLS_PLPGSQL: [&str; 5] = [
+    "SELECT tpcc_new_order($1, $2, $3, $4, $5, $6, $7)",
+    "SELECT tpcc_payment($1, $2, $3, $4, $5, $6, $7, $8)",
+    "SELECT tpcc_order_status($1, $2, $3, $4)",
+    "SELECT tpcc_delivery($1, $2, $3)",
+    "SELECT tpcc_stock_level($1, $2, $3)",
+];
+
+const CALLS_NATIVE: [&str; 5] = [
+    "CALL tpcc_native_new_order($1, $2, $3, $4, $5, $6, $7)",
+    "CALL tpcc_native_payment($1, $2, $3, $4, $5, $6, $7, $8)",
+    "CALL tpcc_native_order_status($1, $2, $3, $4)",
+    "CALL tpcc_native_delivery($1, $2, $3)",
+    "CALL tpcc_native_stock_level($1, $2, $3)",
+];
+
+/// The transactions as one procedure call each.
+pub struct CallDriver<C: Conn> {
+    conn: C,
+    calls: Vec<C::Stmt>,
+}
+
+/// The customer key as two parameters: the id, or NULL and the last name.
+fn customer_params(key: &CustomerKey) -> [Param; 2] {
+    match key {
+        CustomerKey::Id(id) => [Param::Int(*id), Param::Text(String::new())],
+        CustomerKey::LastName(name) => [Param::Null, Param::Text(name.clone())],
+    }
+}
+
+/// The words of a call's one text value.
+fn words(rows: &Rows) -> DbResult<Vec<String>> {
+    let value = rows.first().and_then(|r| r.first()).ok_or_else(|| DbError::new("XX000", "a procedure call returned no row"))?;
+    Ok(match value {
+        Cell::Text(s) => s.split_whitespace().map(str::to_string).collect(),
+        Cell::Int(v) => vec![v.to_string()],
+        other => return Err(DbError::new("XX000", format!("unexpected procedure result {other:?}"))),
+    })
+}
+
+fn word_int(words: &[String], i: usize) -> DbResult<Option<i64>> {
+    match words.get(i).map(String::as_str) {
+        None => Err(DbError::new("XX000", format!("procedure result {words:?} has no field {i}"))),
+        Some("-") => Ok(None),
+        Some(w) => w.parse().map(Some).map_err(|_| DbError::new("XX000", format!("procedure result field {w:?} is not an integer"))),
+    }
+}
+
+/// `123.45` as hundredths.
+fn word_cents(words: &[String], i: usize) -> DbResult<i64> {
+    let w = words.get(i).ok_or_else(|| DbError::new("XX000", format!("procedure result {words:?} has no field {i}")))?;
+    match Param::parse_decimal(w, 2) {
+        Some(v) => Ok(v),
+        None => Err(DbError::new("XX000", format!("procedure result field {w:?} is not an amount"))),
+    }
+}
+
+impl<C: Conn> CallDriver<C> {
+    /// Prepares the five calls on `conn`; the procedures must exist ([`PLPGSQL`] created, or
+    /// [`register_native`] run on the database).
+    pub async fn new(mut conn: C, kind: ProcedureKind) -> DbResult<Self> {
+        let texts = match kind {
+            ProcedureKind::PlPgSql => CALLS_PLPGSQL,
+            ProcedureKind::Native => CALLS_NATIVE,
+        };
+        let mut calls = Vec::with_capacity(texts.len());
+        for sql in texts {
+            calls.push(conn.prepare(sql).await?);
+        }
+        Ok(CallDriver { conn, calls })
+    }
+
+    async fn call(&mut self, kind: TxnKind, params: &[Param]) -> DbResult<Vec<String>> {
+        let rows = self.conn.query(&self.calls[kind.index()], params).await?;
+        words(&rows)
+    }
+}
+
+impl<C: Conn> TpccDriver for CallDriver<C> {
+    async fn new_order(&mut self, i: &NewOrderInput) -> DbResult<NewOrderOutcome> {
+        let column = |f: fn(&OrderLineInput) -> i64| Param::IntArray(i.lines.iter().map(f).collect());
+        let params = [
+            Param::Int(i.w_id),
+            Param::Int(i.d_id),
+            Param::Int(i.c_id),
+            column(|l| l.item),
+            column(|l| l.supply_w_id),
+            column(|l| l.quantity),
+            Param::Timestamp(i.entry_d),
+        ];
+        match self.call(TxnKind::NewOrder, &params).await {
+            Ok(w) => Ok(NewOrderOutcome::Committed { o_id: word_int(&w, 0)?.unwrap_or(0), total: word_cents(&w, 1)? }),
+            Err(e) if e.code == UNUSED_ITEM => Ok(NewOrderOutcome::UnusedItem),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn payment(&mut self, i: &PaymentInput) -> DbResult<PaymentOutcome> {
+        let [c_id, c_last] = customer_params(&i.customer);
+        let params = [
+            Param::Int(i.w_id),
+            Param::Int(i.d_id),
+            Param::Int(i.c_w_id),
+            Param::Int(i.c_d_id),
+            c_id,
+            c_last,
+            Param::Decimal(i.amount, 2),
+            Param::Timestamp(i.date),
+        ];
+        let w = self.call(TxnKind::Payment, &params).await?;
+        Ok(PaymentOutcome { c_id: word_int(&w, 0)?.unwrap_or(0), balance: word_cents(&w, 1)? })
+    }
+
+    async fn order_status(&mut self, i: &OrderStatusInput) -> DbResult<OrderStatusOutcome> {
+        let [c_id, c_last] = customer_params(&i.customer);
+        let w = self.call(TxnKind::OrderStatus, &[Param::Int(i.w_id), Param::Int(i.d_id), c_id, c_last]).await?;
+        Ok(OrderStatusOutcome { c_id: word_int(&w, 0)?.unwrap_or(0), o_id: word_int(&w, 1)?, lines: word_int(&w, 2)?.unwrap_or(0) as usize })
+    }
+
+    async fn delivery(&mut self, i: &DeliveryInput) -> DbResult<DeliveryOutcome> {
+        let w = self.call(TxnKind::Delivery, &[Param::Int(i.w_id), Param::Int(i.carrier_id), Param::Timestamp(i.date)]).await?;
+        let delivered = (0..w.len()).map(|k| word_int(&w, k)).collect::<DbResult<Vec<_>>>()?;
+        Ok(DeliveryOutcome { delivered })
+    }
+
+    async fn stock_level(&mut self, i: &StockLevelInput) -> DbResult<i64> {
+        let w = self.call(TxnKind::StockLevel, &[Param::Int(i.w_id), Param::Int(i.d_id), Param::Int(i.threshold)]).await?;
+        Ok(word_int(&w, 0)?.unwrap_or(0))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Native procedures
+
+/// A native procedure's context as a [`Conn`]: statements are their text (the context
+/// prepares each text once per session) and run synchronously, so every future here is ready
+/// when first polled.
+struct ContextConn<'a, 'b> {
+    cx: &'a mut freshet::ProcedureContext<'b>,
+}
+
+impl Conn for ContextConn<'_, '_> {
+    type Stmt = &'static str;
+
+    async fn prepare(&mut self, sql: &str) -> DbResult<Self::Stmt> {
+        Err(DbError::new("0A000", format!("preparing {sql} in a native procedure (statements are their text)")))
+    }
+
+    async fn query(&mut self, stmt: &Self::Stmt, params: &[Param]) -> DbResult<Rows> {
+        let values: Vec<freshet::Value> = params.iter().map(crate::conn::param_value).collect();
+        let rows = self.cx.query(stmt, &values)?;
+        Ok(rows.into_iter().map(|r| r.into_iter().map(value_cell).collect()).collect())
+    }
+
+    async fn execute(&mut self, stmt: &Self::Stmt, params: &[Param]) -> DbResult<u64> {
+        let values: Vec<freshet::Value> = params.iter().map(crate::conn::param_value).collect();
+        Ok(self.cx.execute(stmt, &values)?)
+    }
+
+    async fn simple(&mut self, _: &str) -> DbResult<Rows> {
+        Err(DbError::new("0A000", "simple queries inside a native procedure"))
+    }
+
+    async fn copy_in(&mut self, _: &str, _: Vec<u8>) -> DbResult<u64> {
+        Err(DbError::new("0A000", "COPY inside a native procedure"))
+    }
+}
+
+/// Polls a future that never waits (a native body over [`ContextConn`]) to its end.
+fn ready<T>(f: impl Future<Output = T>) -> freshet::Result<T> {
+    f.now_or_never().ok_or_else(|| freshet::Error::internal("a native TPC-C procedure had to wait"))
+}
+
+fn arg_int(args: &[freshet::Value], i: usize) -> freshet::Result<i64> {
+    use freshet::Value as V;
+    match args.get(i) {
+        Some(V::Int16(v)) => Ok(*v as i64),
+        Some(V::Int32(v)) => Ok(*v as i64),
+        Some(V::Int64(v)) => Ok(*v),
+        Some(V::Text(s)) => s.trim().parse().map_err(|_| freshet::Error::mismatch(format!("argument {} is not an integer: {s:?}", i + 1))),
+        other => Err(freshet::Error::mismatch(format!("argument {} is not an integer: {other:?}", i + 1))),
+    }
+}
+
+fn arg_opt_int(args: &[freshet::Value], i: usize) -> freshet::Result<Option<i64>> {
+    match args.get(i) {
+        Some(freshet::Value::Null) => Ok(None),
+        _ => arg_int(args, i).map(Some),
+    }
+}
+
+fn arg_text(args: &[freshet::Value], i: usize) -> freshet::Result<String> {
+    match args.get(i) {
+        Some(freshet::Value::Text(s)) => Ok(s.clone()),
+        other => Err(freshet::Error::mismatch(format!("argument {} is not text: {other:?}", i + 1))),
+    }
+}
+
+/// Hundredths from a NUMERIC, integer or text argument.
+fn arg_cents(args: &[freshet::Value], i: usize) -> freshet::Result<i64> {
+    match args.get(i) {
+        Some(freshet::Value::Decimal(d)) => Ok(value_cell(freshet::Value::Decimal(*d)).as_scaled(2)),
+        Some(freshet::Value::Text(s)) => Param::parse_decimal(s, 2).ok_or_else(|| freshet::Error::mismatch(format!("argument {} is not an amount: {s:?}", i + 1))),
+        _ => Ok(arg_int(args, i)? * 100),
+    }
+}
+
+/// Microseconds since 1970 from a TIMESTAMP argument (or its text form).
+fn arg_timestamp(args: &[freshet::Value], i: usize) -> freshet::Result<i64> {
+    match args.get(i) {
+        Some(freshet::Value::Timestamp(t)) => Ok(*t),
+        Some(freshet::Value::Text(s)) => match freshet::Value::parse(s, freshet::DataType::Timestamp)? {
+            freshet::Value::Timestamp(t) => Ok(t),
+            other => Err(freshet::Error::mismatch(format!("argument {} is not a timestamp: {other:?}", i + 1))),
+        },
+        other => Err(freshet::Error::mismatch(format!("argument {} is not a timestamp: {other:?}", i + 1))),
+    }
+}
+
+/// An integer array argument in its text form (`{1,2,3}`).
+fn arg_ints(args: &[freshet::Value], i: usize) -> freshet::Result<Vec<i64>> {
+    let text = arg_text(args, i)?;
+    let inner = text.trim().trim_start_matches('{').trim_end_matches('}');
+    inner
+        .split(',')
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| s.trim().parse().map_err(|_| freshet::Error::mismatch(format!("argument {} is not an integer array: {text:?}", i + 1))))
+        .collect()
+}
+
+fn customer_arg(args: &[freshet::Value], id: usize) -> freshet::Result<CustomerKey> {
+    Ok(match arg_opt_int(args, id)? {
+        Some(c) => CustomerKey::Id(c),
+        None => CustomerKey::LastName(arg_text(args, id + 1)?),
+    })
+}
+
+fn text_row(s: String) -> Vec<Vec<freshet::Value>> {
+    vec![vec![freshet::Value::Text(s)]]
+}
+
+fn cents_text(v: i64) -> String {
+    format!("{}{}.{:02}", if v < 0 { "-" } else { "" }, v.abs() / 100, v.abs() % 100)
+}
+
+/// Runs a transaction body of the statement driver over a native procedure's context.
+fn with_driver<'a, 'b, T>(
+    cx: &'a mut freshet::ProcedureContext<'b>,
+    body: impl AsyncFnOnce(&mut StatementDriver<ContextConn<'a, 'b>>) -> DbResult<T>,
+) -> freshet::Result<T> {
+    let mut driver = StatementDriver::over_texts(ContextConn { cx });
+    ready(body(&mut driver))?
+    .map_err(|e| freshet::Error::new(freshet::SqlState::custom(&e.code).unwrap_or(freshet::SqlState::RaiseException), e.message))
+}
+
+/// Registers the five transactions as native procedures `tpcc_native_new_order`, … with the
+/// PL/pgSQL functions' parameters, each returning the same text line.
+pub fn register_native(db: &freshet::Database) {
+    let column = vec![freshet::ColumnInfo { name: "result".into(), ty: freshet::DataType::Text }];
+    db.register_procedure_returning("tpcc_native_new_order", column.clone(), |cx, args| {
+        let (items, supply, quantities) = (arg_ints(args, 3)?, arg_ints(args, 4)?, arg_ints(args, 5)?);
+        let lines = items
+            .iter()
+            .zip(&supply)
+            .zip(&quantities)
+            .map(|((&item, &supply_w_id), &quantity)| OrderLineInput { item, supply_w_id, quantity })
+            .collect();
+        let input = NewOrderInput { w_id: arg_int(args, 0)?, d_id: arg_int(args, 1)?, c_id: arg_int(args, 2)?, lines, entry_d: arg_timestamp(args, 6)? };
+        match with_driver(cx, async |d| d.new_order_body(&input).await)? {
+            NewOrderOutcome::Committed { o_id, total } => Ok(text_row(format!("{o_id} {}", cents_text(total)))),
+            // The call's error rolls back what the body did before the unused item.
+            NewOrderOutcome::UnusedItem => Err(freshet::Error::new(
+                freshet::SqlState::custom(UNUSED_ITEM).unwrap_or(freshet::SqlState::RaiseException),
+                "item number is not valid",
+            )),
+        }
+    });
+    db.register_procedure_returning("tpcc_native_payment", column.clone(), |cx, args| {
+        let input = PaymentInput {
+            w_id: arg_int(args, 0)?,
+            d_id: arg_int(args, 1)?,
+            c_w_id: arg_int(args, 2)?,
+            c_d_id: arg_int(args, 3)?,
+            customer: customer_arg(args, 4)?,
+            amount: arg_cents(args, 6)?,
+            date: arg_timestamp(args, 7)?,
+        };
+        let out = with_driver(cx, async |d| d.payment_body(&input).await)?;
+        Ok(text_row(format!("{} {}", out.c_id, cents_text(out.balance))))
+    });
+    db.register_procedure_returning("tpcc_native_order_status", column.clone(), |cx, args| {
+        let input = OrderStatusInput { w_id: arg_int(args, 0)?, d_id: arg_int(args, 1)?, customer: customer_arg(args, 2)? };
+        let out = with_driver(cx, async |d| d.order_status_body(&input).await)?;
+        let o_id = out.o_id.map_or("-".to_string(), |o| o.to_string());
+        Ok(text_row(format!("{} {o_id} {}", out.c_id, out.lines)))
+    });
+    db.register_procedure_returning("tpcc_native_delivery", column.clone(), |cx, args| {
+        let input = DeliveryInput { w_id: arg_int(args, 0)?, carrier_id: arg_int(args, 1)?, date: arg_timestamp(args, 2)? };
+        let out = with_driver(cx, async |d| d.delivery_body(&input).await)?;
+        Ok(text_row(out.delivered.iter().map(|o| o.map_or("-".to_string(), |o| o.to_string())).collect::<Vec<_>>().join(" ")))
+    });
+    db.register_procedure_returning("tpcc_native_stock_level", column, |cx, args| {
+        let input = StockLevelInput { w_id: arg_int(args, 0)?, d_id: arg_int(args, 1)?, threshold: arg_int(args, 2)? };
+        let count = with_driver(cx, async |d| d.stock_level_body(&input).await)?;
+        Ok(text_row(count.to_string()))
+    });
+}
+
+/// Creates (or replaces) the PL/pgSQL functions, as a job on any connection.
+pub struct InstallPlPgSql;
+
+impl crate::target::ConnJob for InstallPlPgSql {
+    type Output = ();
+    async fn run<C: Conn>(self, mut conn: C) -> DbResult<()> {
+        for sql in PLPGSQL {
+            let stmt = conn.prepare(sql).await?;
+            conn.execute(&stmt, &[]).await?;
+        }
+        Ok(())
+    }
+}
