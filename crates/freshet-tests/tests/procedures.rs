@@ -20,10 +20,7 @@ fn accounts(db: &Database) {
 
 /// A native transfer: two updates in the call's transaction, and an error after the first
 /// one when the balance would go negative. The error must undo the first update.
-#[test]
-fn native_procedure_runs_atomically_and_from_rust() {
-    let db = Database::open(Config { olap_threads: 2, ..Config::default() }).unwrap();
-    accounts(&db);
+fn register_transfer(db: &Database) {
     db.register_procedure("transfer", |cx, args| {
         let (from, to, amount) = (args[0].clone(), args[1].clone(), args[2].clone());
         cx.execute("UPDATE account SET balance = balance + $2 WHERE id = $1", &[to, amount.clone()])?;
@@ -34,6 +31,20 @@ fn native_procedure_runs_atomically_and_from_rust() {
         }
         Ok(vec![])
     });
+}
+
+/// (calls, calls that ran as one executor job) of a native procedure.
+fn native_counts(db: &Database, name: &str) -> (i64, i64) {
+    let sql = format!("SELECT calls, calls_in_one_job FROM freshet_procedures WHERE name = '{name}'");
+    let rows = db.session().execute_blocking(&sql).unwrap().remove(0).rows();
+    (rows[0][0].as_i64().unwrap(), rows[0][1].as_i64().unwrap())
+}
+
+#[test]
+fn native_procedure_runs_atomically_and_from_rust() {
+    let db = Database::open(Config { olap_threads: 2, ..Config::default() }).unwrap();
+    accounts(&db);
+    register_transfer(&db);
     let mut s = db.session();
     s.execute_blocking("CALL transfer(1, 2, 30)").unwrap();
     let err = s.execute_blocking("CALL transfer(1, 2, 500)").unwrap_err();
@@ -49,6 +60,38 @@ fn native_procedure_runs_atomically_and_from_rust() {
     s.execute_blocking("ROLLBACK").unwrap();
     let rows = s.execute_blocking("SELECT sum(balance) FILTER (WHERE id = 1) FROM account").unwrap().remove(0).rows();
     assert_eq!(int(&rows), 80);
+    // The first call prepared the statements and ran them one by one; the failing second one
+    // ran (and was undone) inside one job, the third ran as one job, the one inside a block
+    // statement by statement.
+    assert_eq!(native_counts(&db, "transfer"), (4, 1));
+}
+
+/// A call that runs as one job cannot wait for a lock inside its job: it gives up, is undone,
+/// and runs again statement by statement, waiting its turn.
+#[test]
+fn a_native_call_blocked_by_a_lock_gives_up_its_job_and_waits() {
+    let db = Database::open(Config { olap_threads: 2, ..Config::default() }).unwrap();
+    accounts(&db);
+    register_transfer(&db);
+    let mut s = db.session();
+    // READ COMMITTED: once the lock is free the call proceeds (at the default SERIALIZABLE it
+    // would fail with 40001, as PostgreSQL's does after a concurrent update).
+    s.execute_blocking("SET default_transaction_isolation = 'read committed'").unwrap();
+    s.execute_blocking("CALL transfer(1, 2, 10)").unwrap();
+    s.execute_blocking("CALL transfer(1, 2, 10)").unwrap();
+    assert_eq!(native_counts(&db, "transfer"), (2, 1));
+    let mut holder = db.session();
+    holder.execute_blocking("BEGIN").unwrap();
+    holder.execute_blocking("UPDATE account SET balance = balance + 1000 WHERE id = 1").unwrap();
+    let caller = std::thread::spawn(move || s.execute_blocking("CALL transfer(1, 2, 50)").map(|_| s));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(!caller.is_finished(), "the call did not wait for the lock");
+    holder.execute_blocking("COMMIT").unwrap();
+    let mut s = caller.join().unwrap().unwrap();
+    let rows = s.execute_blocking("SELECT balance FROM account ORDER BY id").unwrap().remove(0).rows();
+    assert_eq!(rows, vec![vec![Value::Int32(1030)], vec![Value::Int32(70)]]);
+    // The blocked call gave its job up and ran statement by statement.
+    assert_eq!(native_counts(&db, "transfer"), (3, 1));
 }
 
 #[test]

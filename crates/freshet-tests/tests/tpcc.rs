@@ -1,6 +1,8 @@
 //! TPC-C and CH-benCHmark tooling on Freshet: the loader's database passes the consistency
 //! conditions, each transaction has its specified effects (including New-Order's rollback on
-//! an unused item), a short mixed run stays consistent in-process and over the wire, and the
+//! an unused item) whether it runs statement by statement, as one PL/pgSQL call or as one
+//! native procedure call, short mixed runs of each kind stay consistent in-process and over
+//! the wire, and the
 //! CH queries give the answers DuckDB gave on the same generated data.
 //!
 //! All of it runs at `Scale::TINY` (1,000 items, 30 customers and 30 orders per district) so
@@ -299,10 +301,13 @@ fn a_mixed_run_with_an_analytical_stream_stays_consistent() {
 fn a_run_of_native_procedures_stays_consistent() {
     let db = loaded(2);
     register_native(&db);
-    let target = Target::embedded(db);
+    let target = Target::embedded(db.clone());
     let stats = short_run(&target, 0, DriverKind::Calls(ProcedureKind::Native));
     check_run(&stats);
     assert_consistent(&target, 2);
+    let one_job = int(&db, "SELECT calls_in_one_job FROM freshet_procedures WHERE name = 'tpcc_native_new_order'");
+    let calls = int(&db, "SELECT calls FROM freshet_procedures WHERE name = 'tpcc_native_new_order'");
+    assert!(calls > 10 && one_job * 2 > calls, "{one_job} of {calls} New-Order calls ran as one job");
 }
 
 #[test]
@@ -326,6 +331,14 @@ fn a_serializable_run_of_procedures_over_the_wire_stays_consistent() {
     let stats = short_run(&target, 0, DriverKind::Calls(ProcedureKind::PlPgSql));
     check_run(&stats);
     assert_consistent(&target, 2);
+    // Most calls ran as one executor job: the first call of each function in a session
+    // prepares its statements the ordinary way, and a call that would wait for a lock gives
+    // its job up.
+    let one_job = |name: &str| int(&db, &format!("SELECT calls_in_one_job FROM freshet_procedures WHERE name = '{name}'"));
+    let calls = |name: &str| int(&db, &format!("SELECT calls FROM freshet_procedures WHERE name = '{name}'"));
+    for f in ["tpcc_new_order", "tpcc_payment"] {
+        assert!(calls(f) > 10 && one_job(f) * 2 > calls(f), "{f}: {} of {} calls ran as one job", one_job(f), calls(f));
+    }
     drop(stop);
 }
 

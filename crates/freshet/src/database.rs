@@ -67,6 +67,8 @@ pub(crate) struct Inner {
     next_session: AtomicU32,
     /// Native procedures registered by the embedding program (not durable).
     pub natives: crate::procedure::Natives,
+    /// Calls of stored routines since the database was opened, by name (outermost calls only).
+    pub routine_calls: crate::procedure::RoutineCalls,
 }
 
 impl Drop for Inner {
@@ -114,8 +116,11 @@ impl Database {
         let snapshots = Arc::new(Snapshots::default());
         olap.register_system_table("freshet_snapshots", Arc::new(SnapshotsView(snapshots.clone())));
         let natives = crate::procedure::Natives::default();
-        olap.register_system_table("freshet_procedures", Arc::new(crate::procedure::ProceduresView { engine: engine.clone(), natives: natives.clone() }));
-        Ok(Database { inner: Arc::new(Inner { engine, olap, config, data, recovery, snapshots, next_session: AtomicU32::new(1), natives }) })
+        let routine_calls = crate::procedure::RoutineCalls::default();
+        let view = crate::procedure::ProceduresView { engine: engine.clone(), natives: natives.clone(), routine_calls: routine_calls.clone() };
+        olap.register_system_table("freshet_procedures", Arc::new(view));
+        let inner = Inner { engine, olap, config, data, recovery, snapshots, next_session: AtomicU32::new(1), natives, routine_calls };
+        Ok(Database { inner: Arc::new(inner) })
     }
 
     /// What recovery did when the database was opened.
@@ -160,7 +165,7 @@ impl Database {
         F: Fn(&mut crate::ProcedureContext<'_>, &[freshet_core::types::Value]) -> Result<Vec<Vec<freshet_core::types::Value>>> + Send + Sync + 'static,
     {
         let name = name.to_lowercase();
-        let native = crate::procedure::NativeProcedure { name: name.clone(), columns, body: Arc::new(body) };
+        let native = crate::procedure::NativeProcedure::new(name.clone(), columns, Arc::new(body));
         self.inner.natives.write().insert(name, Arc::new(native));
     }
 

@@ -17,7 +17,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use freshet_core::catalog::{ColumnDef, ColumnDefault, TableDef};
 use freshet_core::storage::{DbSnapshot, SnapshotMode, SnapshotScope, TxnView};
 use freshet_olap::fork::ForkProcess;
-use freshet_core::engine::{OltpResult, TxnCtx};
+use freshet_core::engine::{JobStatements, OltpResult, TxnCtx};
 use freshet_core::txn::Isolation;
 use freshet_core::sql::ddl::{self, DdlPlan};
 use freshet_core::sql::expr::{EvalContext, NoRow};
@@ -848,22 +848,11 @@ impl Session {
         txn: Option<TxnCtx>,
     ) -> Result<(u64, Option<Vec<Vec<Value>>>)> {
         let table = &plan.table;
-        let returning_params = if plan.returning.is_some() { params.clone() } else { Vec::new() };
         let types: Vec<DataType> = plan.columns.iter().map(|&c| table.columns[c].ty).collect();
         let supplied: Vec<Vec<Value>> = match (&plan.source, source) {
-            (InsertSource::Values(rows), _) => {
-                let cx = EvalContext { params: &params, now };
-                rows.iter()
-                    .map(|row| {
-                        row.iter()
-                            .zip(&types)
-                            .map(|(e, ty)| e.eval(&NoRow, &cx).and_then(|v| v.assign_to(*ty)))
-                            .collect::<Result<Vec<_>>>()
-                    })
-                    .collect::<Result<_>>()?
-            }
+            (InsertSource::Values(_), _) => values_rows(plan, &params, now)?,
             (InsertSource::Query(_), Some((query, columns))) => {
-                let stream = Box::pin(self.run_query(query, columns, param_types, params, now, txn)).await?;
+                let stream = Box::pin(self.run_query(query, columns, param_types, params.clone(), now, txn)).await?;
                 Box::pin(stream.collect_values(columns))
                     .await?
                     .into_iter()
@@ -872,23 +861,7 @@ impl Session {
             }
             (InsertSource::Query(_), None) => return Err(Error::internal("INSERT … SELECT without a source plan")),
         };
-        let full_rows = supplied
-            .into_iter()
-            .map(|values| {
-                let mut row = table.columns.iter().map(|c| default_value(c, now)).collect::<Result<Vec<_>>>()?;
-                for (v, &c) in values.into_iter().zip(&plan.columns) {
-                    row[c] = v;
-                }
-                Ok(row)
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let returned = match &plan.returning {
-            Some(r) => {
-                let cx = EvalContext { params: &returning_params, now };
-                Some(full_rows.iter().map(|row| r.row(row, &cx)).collect::<Result<Vec<_>>>()?)
-            }
-            None => None,
-        };
+        let (full_rows, returned) = complete_rows(plan, supplied, &params, now)?;
         if full_rows.is_empty() {
             return Ok((0, returned));
         }
@@ -1324,4 +1297,84 @@ fn statement_name(s: &Statement) -> String {
     let text = s.to_string();
     let words: Vec<&str> = text.split_whitespace().take(2).collect();
     format!("the statement {}", words.join(" "))
+}
+
+/// The rows of `INSERT … VALUES` with their parameters evaluated, in the plan's column order
+/// and types.
+fn values_rows(plan: &InsertPlan, params: &[Value], now: i64) -> Result<Vec<Vec<Value>>> {
+    let InsertSource::Values(rows) = &plan.source else { return Err(Error::internal("INSERT … SELECT has no VALUES")) };
+    let types: Vec<DataType> = plan.columns.iter().map(|&c| plan.table.columns[c].ty).collect();
+    let cx = EvalContext { params, now };
+    rows.iter()
+        .map(|row| row.iter().zip(&types).map(|(e, ty)| e.eval(&NoRow, &cx).and_then(|v| v.assign_to(*ty))).collect::<Result<Vec<_>>>())
+        .collect()
+}
+
+/// Rows of values.
+type Rows = Vec<Vec<Value>>;
+
+/// Whole rows from the supplied columns (defaults for the others), and what RETURNING gives.
+fn complete_rows(plan: &InsertPlan, supplied: Rows, params: &[Value], now: i64) -> Result<(Rows, Option<Rows>)> {
+    let full_rows = supplied
+        .into_iter()
+        .map(|values| {
+            let mut row = plan.table.columns.iter().map(|c| default_value(c, now)).collect::<Result<Vec<_>>>()?;
+            for (v, &c) in values.into_iter().zip(&plan.columns) {
+                row[c] = v;
+            }
+            Ok(row)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let returned = match &plan.returning {
+        Some(r) => {
+            let cx = EvalContext { params, now };
+            Some(full_rows.iter().map(|row| r.row(row, &cx)).collect::<Result<Vec<_>>>()?)
+        }
+        None => None,
+    };
+    Ok((full_rows, returned))
+}
+
+/// The call a prepared statement makes, if it is a CALL or `SELECT f(…)`.
+pub(crate) fn call_plan(prepared: &Prepared) -> Option<&crate::procedure::CallPlan> {
+    match &prepared.kind {
+        Kind::Call(plan) => Some(plan),
+        _ => None,
+    }
+}
+
+/// Runs a prepared statement inside a one-job transaction (`freshet_core::engine::JobTxn`): a short-path query,
+/// an UPDATE or DELETE, or an INSERT … VALUES. Returns its rows and row count; anything else,
+/// or a statement prepared for an older catalog, gives the job up.
+pub(crate) fn run_in_job(prepared: &Prepared, params: Vec<Value>, now: i64, catalog_version: u64, job: &mut dyn JobStatements) -> Result<(Vec<Vec<Value>>, u64)> {
+    if prepared.catalog_version != catalog_version && needs_catalog(&prepared.kind) {
+        return Err(job.give_up());
+    }
+    match &prepared.kind {
+        Kind::Query(q) => match &q.short {
+            Some(short) => match job.run(short, &params, now)? {
+                OltpResult::Rows(rows) => {
+                    let n = rows.len() as u64;
+                    Ok((rows, n))
+                }
+                _ => Err(job.give_up()),
+            },
+            None => Err(job.give_up()),
+        },
+        Kind::Dml(plan) => match job.run(plan, &params, now)? {
+            OltpResult::Count(n) => Ok((Vec::new(), n)),
+            OltpResult::Rows(rows) => {
+                let n = rows.len() as u64;
+                Ok((rows, n))
+            }
+            OltpResult::TooLarge => Err(job.give_up()),
+        },
+        Kind::Insert { plan, source: None } if matches!(plan.source, InsertSource::Values(_)) => {
+            let supplied = values_rows(plan, &params, now)?;
+            let (full_rows, returned) = complete_rows(plan, supplied, &params, now)?;
+            let n = if full_rows.is_empty() { 0 } else { job.insert(&plan.table, &full_rows)? };
+            Ok((returned.unwrap_or_default(), n))
+        }
+        _ => Err(job.give_up()),
+    }
 }

@@ -27,7 +27,7 @@ use waits::Waits;
 pub use fork::{ForkChild, Forked};
 
 pub use recovery::CheckpointImage;
-pub use statements::Savepoint;
+pub use statements::{JobOutcome, JobStatements, JobTxn, Savepoint};
 
 use crate::catalog::{Catalog, CatalogStore, IndexDef, TableDef};
 use crate::error::{Error, Result, SqlState};

@@ -338,6 +338,105 @@ impl Engine {
     }
 }
 
+/// A transaction that runs whole inside one executor job (a stored procedure's call): its
+/// statements run directly on the partition, with no hand-off between threads per statement.
+///
+/// It serves one-partition engines only, and only statements that stay on the short path
+/// and need not wait: a statement that would wait for another transaction's lock, or whose
+/// result is too large for the short path, makes the job *give up* — everything it did is
+/// rolled back and [`Engine::run_as_one_job`] reports [`JobOutcome::GaveUp`], so the caller
+/// runs the transaction again the ordinary way, statement by statement.
+pub struct JobTxn<'a> {
+    part: &'a mut Partition,
+    local: &'a mut LocalTxn,
+    budget: usize,
+    gave_up: bool,
+}
+
+/// How a one-job transaction ended.
+#[derive(Debug)]
+pub enum JobOutcome<R> {
+    /// It ran and committed.
+    Done(R),
+    /// It needed something a job cannot do and was rolled back; run it the ordinary way.
+    GaveUp,
+}
+
+/// The statements a one-job transaction's body can run (a trait so that the body's context
+/// can hold the job behind a reference of its own lifetime).
+pub trait JobStatements {
+    /// Runs a short statement (SELECT, UPDATE or DELETE) of the transaction.
+    fn run(&mut self, plan: &Arc<OltpPlan>, params: &[Value], now: i64) -> Result<OltpResult>;
+    /// Inserts rows that already have the table's column types.
+    fn insert(&mut self, table: &TableDef, rows: &[Vec<Value>]) -> Result<u64>;
+    /// Gives the job up (see [`JobTxn`]); the error returned is for the body to pass on.
+    fn give_up(&mut self) -> Error;
+}
+
+impl JobStatements for JobTxn<'_> {
+    fn run(&mut self, plan: &Arc<OltpPlan>, params: &[Value], now: i64) -> Result<OltpResult> {
+        let params: Arc<[Value]> = params.into();
+        match run_on_partition(self.part, self.local, plan, &params, now, self.budget) {
+            Ok(OltpResult::TooLarge) => Err(self.give_up()),
+            Err(e) if e.blocked_by.is_some() => Err(self.give_up()),
+            other => other,
+        }
+    }
+
+    fn insert(&mut self, table: &TableDef, rows: &[Vec<Value>]) -> Result<u64> {
+        match exec::insert_rows(self.part.table_mut(table.id)?, rows, self.local) {
+            Err(e) if e.blocked_by.is_some() => Err(self.give_up()),
+            other => other,
+        }
+    }
+
+    fn give_up(&mut self) -> Error {
+        self.gave_up = true;
+        Error::new(SqlState::QueryCanceled, "the transaction cannot run as one job")
+    }
+}
+
+impl Engine {
+    /// Runs `body` as one transaction inside one executor job (see [`JobTxn`]): it commits
+    /// (and is logged, durable before this returns with `sync`) if the body succeeds, and
+    /// rolls back if it fails or gives up. Engines with several partitions give up at once.
+    pub async fn run_as_one_job<R: Send + 'static>(
+        &self,
+        sync: bool,
+        body: impl FnOnce(&mut dyn JobStatements) -> Result<R> + Send + 'static,
+    ) -> Result<JobOutcome<R>> {
+        if self.executors.len() != 1 {
+            return Ok(JobOutcome::GaveUp);
+        }
+        let registry = self.registry.clone();
+        let wal = self.wal.get().cloned();
+        let budget = self.config.short_select_budget;
+        let (outcome, token) = self.executors[0]
+            .call(move |part| {
+                let mut gave_up = false;
+                let ran = autocommit(part, &registry, wal.as_ref(), sync, |part, local| {
+                    let mut job = JobTxn { part, local, budget, gave_up: false };
+                    // A panicking body must still roll back what it did (the executor
+                    // survives a panicking job, but would keep the job's versions).
+                    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(&mut job)))
+                        .unwrap_or_else(|_| Err(Error::internal("a procedure panicked inside its job")));
+                    gave_up = job.gave_up;
+                    // A body that gave up but returned Ok still must not commit.
+                    if gave_up { Err(Error::internal("gave up")) } else { r }
+                });
+                match ran {
+                    Ok((r, token)) => (Ok(JobOutcome::Done(r)), token),
+                    Err(_) if gave_up => (Ok(JobOutcome::GaveUp), None),
+                    Err(e) => (Err(e), None),
+                }
+            })
+            .await?;
+        let outcome = outcome?;
+        self.wait_durable(token).await?;
+        Ok(outcome)
+    }
+}
+
 /// The state of an interactive transaction on this partition (created on first use).
 fn take_local(p: &mut Partition, ctx: &TxnCtx) -> LocalTxn {
     let mut local = p.txns.local.remove(&ctx.id).unwrap_or_else(|| {

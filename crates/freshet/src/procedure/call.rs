@@ -5,6 +5,10 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use freshet_core::engine::{JobOutcome, JobStatements};
+use futures::FutureExt;
+use std::collections::HashMap;
+
 use freshet_core::catalog::{Catalog, ProcedureDef};
 use freshet_core::sql::bind::Binder;
 use freshet_core::sql::expr::{EvalContext, NoRow};
@@ -14,7 +18,7 @@ use freshet_core::types::{DataType, Value};
 use freshet_core::{Error, Result, SqlState};
 use sqlparser::ast;
 
-use super::{errcode, format_raise, statement_rows, CompiledCall, NativeProcedure, ProcedureContext};
+use super::{errcode, format_raise, statement_rows, CompiledCall, ContextInner, JobContext, NativeProcedure, ProcedureContext};
 use crate::database::Database;
 use crate::result::{ColumnInfo, RowStream, StatementResult};
 use crate::session::{now_micros, Session};
@@ -228,13 +232,30 @@ impl Session {
                             PlType::Array(elem) => eval_array_arg(a, *elem, param_types, &params, now)?,
                         });
                     }
-                    let (value, notices) = self.in_call_transaction(|s| Box::pin(s.run_routine(def.clone(), args))).await?;
+                    let one_job = self.run_routine_as_one_job(&def, &args).await?;
+                    if self.procedures.depth == 1 {
+                        let mut counts = self.database().inner.routine_calls.lock();
+                        let c = counts.entry(r.name.clone()).or_default();
+                        c.0 += 1;
+                        c.1 += one_job.is_some() as u64;
+                    }
+                    let (value, notices) = match one_job {
+                        Some(done) => done,
+                        None => self.in_call_transaction(|s| Box::pin(s.run_routine(def.clone(), args))).await?,
+                    };
                     (plan.select.then(|| vec![vec![value.unwrap_or(Value::Null)]]), notices)
                 }
                 Target::Native(native) => {
                     let args = plan.args.iter().map(|a| native_arg(a, param_types, &params, now)).collect::<Result<Vec<_>>>()?;
-                    let rows = self.in_call_transaction(|s| Box::pin(async move { s.run_native(&native, &args).map(|r| (r, vec![])) })).await?;
-                    (columns.is_some().then_some(rows.0), rows.1)
+                    native.calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let rows = match self.run_native_as_one_job(&native, &args).await? {
+                        Some(rows) => {
+                            native.one_job_calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            rows
+                        }
+                        None => self.in_call_transaction(|s| Box::pin(async move { s.run_native(&native, &args) })).await?,
+                    };
+                    (columns.is_some().then_some(rows), vec![])
                 }
             };
             Ok(match (rows, columns) {
@@ -271,8 +292,43 @@ impl Session {
 
     fn run_native(&mut self, native: &NativeProcedure, args: &[Value]) -> Result<Vec<Vec<Value>>> {
         let body = native.body.clone();
-        let mut cx = ProcedureContext { session: self };
+        let mut cx = ProcedureContext { inner: ContextInner::Session(self) };
         body(&mut cx, args)
+    }
+
+    /// Whether a call may run as one executor job: outside a transaction block, in a session
+    /// that uses the short path and does not default to read-only transactions.
+    fn may_run_as_one_job(&self) -> bool {
+        let settings = self.settings();
+        !self.in_block() && settings.short_path() && settings.get("default_transaction_read_only").is_none_or(|v| v != "on")
+    }
+
+    /// Runs a native call outside a transaction block as one executor job (see
+    /// `freshet_core::engine::JobTxn`): `None` if it cannot — a block is open, the session
+    /// defaults to read-only transactions or keeps to the analytical path, or the body gave
+    /// up (a statement not prepared in this session yet, one that is not a short-path
+    /// statement, one that would wait for a lock); the caller then runs it statement by
+    /// statement, from the start.
+    async fn run_native_as_one_job(&mut self, native: &Arc<NativeProcedure>, args: &[Value]) -> Result<Option<Vec<Vec<Value>>>> {
+        if !self.may_run_as_one_job() {
+            return Ok(None);
+        }
+        let sync = self.settings().synchronous_commit();
+        let statements = self.procedures.native_statements.clone();
+        let engine = self.database().inner.engine.clone();
+        let catalog_version = engine.catalog().version;
+        let (native, args) = (native.clone(), args.to_vec());
+        let now = now_micros();
+        let outcome = engine
+            .run_as_one_job(sync, move |job| {
+                let mut cx = ProcedureContext { inner: ContextInner::Job(JobContext { statements: &statements, job, now, catalog_version }) };
+                (native.body)(&mut cx, &args)
+            })
+            .await?;
+        Ok(match outcome {
+            JobOutcome::Done(rows) => Some(rows),
+            JobOutcome::GaveUp => None,
+        })
     }
 
     /// The statement a native procedure runs, prepared once per session and text.
@@ -282,7 +338,7 @@ impl Session {
         }
         let declared: Vec<Option<DataType>> = params.iter().map(super::value_type).collect();
         let prepared = Box::pin(self.prepare(sql, &declared)).await?;
-        self.procedures.native_statements.insert(sql.to_string(), prepared.clone());
+        Arc::make_mut(&mut self.procedures.native_statements).insert(sql.to_string(), prepared.clone());
         Ok(prepared)
     }
 
@@ -306,197 +362,292 @@ impl Session {
             prepared.push(p);
         }
         let compiled = Arc::new(CompiledCall { id: def.id, catalog_version: version, prepared });
-        self.procedures.routines.insert(def.routine.name.clone(), compiled.clone());
+        Arc::make_mut(&mut self.procedures.routines).insert(def.routine.name.clone(), compiled.clone());
         Ok(compiled)
     }
 
-    /// The interpreter: runs the routine's instructions; returns a function's value and the
-    /// notices RAISE NOTICE produced.
+    /// Runs a routine in this session, statement by statement.
     async fn run_routine(&mut self, def: Arc<ProcedureDef>, args: Vec<PlValue>) -> Result<(Option<Value>, Vec<String>)> {
         let compiled = self.compiled_call(&def).await?;
-        let r = &def.routine;
-        let mut vars: Vec<PlValue> = r
-            .slots
-            .iter()
-            .map(|s| match s.ty {
-                PlType::Scalar(_) => PlValue::Scalar(Value::Null),
-                PlType::Array(_) => PlValue::Array(None),
-            })
-            .collect();
-        for (i, a) in args.into_iter().enumerate() {
-            vars[i] = a;
-        }
-        let now = now_micros();
-        let mut notices = Vec::new();
-        // Per query loop: its rows and how many were assigned so far.
-        let mut cursors: Vec<(std::vec::IntoIter<Vec<Value>>, usize)> = (0..r.cursors).map(|_| (Vec::new().into_iter(), 0)).collect();
-        let mut pc = 0;
         let deadline = self.settings().statement_timeout().map(|t| std::time::Instant::now() + t);
-        let mut steps = 0u32;
-        while let Some(instr) = r.code.get(pc) {
-            pc += 1;
-            steps = steps.wrapping_add(1);
-            if steps.is_multiple_of(1024) && deadline.is_some_and(|d| std::time::Instant::now() >= d) {
-                return Err(Error::new(SqlState::QueryCanceled, "canceling statement due to statement timeout"));
+        interpret(&def, &compiled, args, deadline, &mut InSession(self)).await
+    }
+
+    /// Runs a routine's call outside a transaction block as one executor job (see
+    /// `freshet_core::engine::JobTxn`): `None` if it cannot (see
+    /// [`Self::run_native_as_one_job`]; also a nested call gives the job up).
+    async fn run_routine_as_one_job(&mut self, def: &Arc<ProcedureDef>, args: &[PlValue]) -> Result<Option<(Option<Value>, Vec<String>)>> {
+        if !self.may_run_as_one_job() {
+            return Ok(None);
+        }
+        let compiled = self.compiled_call(def).await?;
+        let settings = self.settings();
+        let (sync, deadline) = (settings.synchronous_commit(), settings.statement_timeout().map(|t| std::time::Instant::now() + t));
+        let engine = self.database().inner.engine.clone();
+        let catalog = engine.catalog();
+        let routines = self.procedures.routines.clone();
+        let (def, args) = (def.clone(), args.to_vec());
+        let now = now_micros();
+        let outcome = engine
+            .run_as_one_job(sync, move |job| {
+                let mut statements = InJob { job, now, catalog, routines, deadline, depth: 1 };
+                match interpret(&def, &compiled, args, deadline, &mut statements).now_or_never() {
+                    Some(result) => result,
+                    None => Err(statements.job.give_up()),
+                }
+            })
+            .await?;
+        Ok(match outcome {
+            JobOutcome::Done(v) => Some(v),
+            JobOutcome::GaveUp => None,
+        })
+    }
+}
+
+/// Where a routine's statements run: in the session, or in a one-job transaction.
+trait RoutineStatements {
+    async fn run(&mut self, prepared: &Arc<crate::session::Prepared>, params: Vec<Value>) -> Result<(Vec<Vec<Value>>, u64)>;
+}
+
+struct InSession<'a>(&'a mut Session);
+
+impl RoutineStatements for InSession<'_> {
+    async fn run(&mut self, prepared: &Arc<crate::session::Prepared>, params: Vec<Value>) -> Result<(Vec<Vec<Value>>, u64)> {
+        statement_rows(self.0, prepared, params).await
+    }
+}
+
+/// A routine's statements inside a one-job transaction. A nested call of a routine this
+/// session has compiled runs inside the same job; any other gives the job up.
+struct InJob<'a> {
+    job: &'a mut dyn JobStatements,
+    now: i64,
+    catalog: Arc<Catalog>,
+    routines: Arc<HashMap<String, Arc<CompiledCall>>>,
+    deadline: Option<std::time::Instant>,
+    /// Calls running, nested (the outermost is 1).
+    depth: u32,
+}
+
+impl RoutineStatements for InJob<'_> {
+    async fn run(&mut self, prepared: &Arc<crate::session::Prepared>, params: Vec<Value>) -> Result<(Vec<Vec<Value>>, u64)> {
+        let Some(plan) = crate::session::call_plan(prepared) else {
+            return crate::session::run_in_job(prepared, params, self.now, self.catalog.version, self.job);
+        };
+        let def = self.catalog.procedure(&plan.name).cloned();
+        let compiled = def.as_ref().and_then(|d| self.routines.get(&d.routine.name).filter(|c| c.id == d.id && c.catalog_version == self.catalog.version).cloned());
+        let (Some(def), Some(compiled)) = (def, compiled) else { return Err(self.job.give_up()) };
+        if self.depth >= super::MAX_CALL_DEPTH || def.routine.params.len() != plan.args.len() {
+            // The ordinary path reports it.
+            return Err(self.job.give_up());
+        }
+        let mut args = Vec::with_capacity(plan.args.len());
+        for (a, (_, ty)) in plan.args.iter().zip(&def.routine.params) {
+            args.push(match ty {
+                PlType::Scalar(t) => PlValue::Scalar(eval_arg(a, *t, &prepared.param_types, &params, self.now)?),
+                PlType::Array(elem) => eval_array_arg(a, *elem, &prepared.param_types, &params, self.now)?,
+            });
+        }
+        self.depth += 1;
+        let deadline = self.deadline;
+        let result = Box::pin(interpret(&def, &compiled, args, deadline, self)).await;
+        self.depth -= 1;
+        // Notices of a nested call are dropped, as the ordinary path drops them.
+        let (value, _) = result?;
+        Ok(if plan.select { (vec![vec![value.unwrap_or(Value::Null)]], 1) } else { (Vec::new(), 0) })
+    }
+}
+
+/// The interpreter: runs the routine's instructions with its statements prepared in
+/// `compiled`; returns a function's value and the notices RAISE NOTICE produced.
+async fn interpret<S: RoutineStatements>(
+    def: &ProcedureDef,
+    compiled: &CompiledCall,
+    args: Vec<PlValue>,
+    deadline: Option<std::time::Instant>,
+    statements: &mut S,
+) -> Result<(Option<Value>, Vec<String>)> {
+    let r = &def.routine;
+    let mut vars: Vec<PlValue> = r
+        .slots
+        .iter()
+        .map(|s| match s.ty {
+            PlType::Scalar(_) => PlValue::Scalar(Value::Null),
+            PlType::Array(_) => PlValue::Array(None),
+        })
+        .collect();
+    for (i, a) in args.into_iter().enumerate() {
+        vars[i] = a;
+    }
+    let now = now_micros();
+    let mut notices = Vec::new();
+    // Per query loop: its rows and how many were assigned so far.
+    let mut cursors: Vec<(std::vec::IntoIter<Vec<Value>>, usize)> = (0..r.cursors).map(|_| (Vec::new().into_iter(), 0)).collect();
+    let mut pc = 0;
+    let mut steps = 0u32;
+    while let Some(instr) = r.code.get(pc) {
+        pc += 1;
+        steps = steps.wrapping_add(1);
+        if steps.is_multiple_of(1024) && deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+            return Err(Error::new(SqlState::QueryCanceled, "canceling statement due to statement timeout"));
+        }
+        match instr {
+            Instr::Init { slot, value } => {
+                let v = match value {
+                    Some(e) => eval(e, &vars, now)?.cast(slot_type(r.slots[*slot].ty))?,
+                    None if *slot == r.found => Value::Bool(false),
+                    None => Value::Null,
+                };
+                vars[*slot] = PlValue::Scalar(v);
             }
-            match instr {
-                Instr::Init { slot, value } => {
-                    let v = match value {
-                        Some(e) => eval(e, &vars, now)?.cast(slot_type(r.slots[*slot].ty))?,
-                        None if *slot == r.found => Value::Bool(false),
-                        None => Value::Null,
-                    };
-                    vars[*slot] = PlValue::Scalar(v);
+            Instr::Assign { slot, value } => {
+                let v = eval(value, &vars, now)?.cast(slot_type(r.slots[*slot].ty))?;
+                vars[*slot] = PlValue::Scalar(v);
+            }
+            Instr::Sql(i) => {
+                let unit = &r.sql[*i];
+                let prepared = &compiled.prepared[*i];
+                let params = unit.params.iter().map(|p| source_value(p, &vars, now)).collect::<Result<Vec<_>>>()?;
+                let (rows, count) = statements.run(prepared, params).await?;
+                vars[r.found] = PlValue::Scalar(Value::Bool(count > 0));
+                if !unit.into.is_empty() {
+                    if unit.strict && rows.len() != 1 {
+                        return Err(if rows.is_empty() {
+                            Error::new(SqlState::custom("P0002").unwrap_or(SqlState::RaiseException), "query returned no rows")
+                        } else {
+                            Error::new(SqlState::custom("P0003").unwrap_or(SqlState::RaiseException), "query returned more than one row")
+                        });
+                    }
+                    let first = rows.into_iter().next();
+                    for (k, slot) in unit.into.iter().enumerate() {
+                        let v = first.as_ref().and_then(|row| row.get(k).cloned()).unwrap_or(Value::Null);
+                        vars[*slot] = PlValue::Scalar(v.cast(slot_type(r.slots[*slot].ty))?);
+                    }
                 }
-                Instr::Assign { slot, value } => {
-                    let v = eval(value, &vars, now)?.cast(slot_type(r.slots[*slot].ty))?;
-                    vars[*slot] = PlValue::Scalar(v);
+            }
+            Instr::Jump(t) => pc = *t,
+            Instr::JumpIfNot { cond, target } => {
+                if eval(cond, &vars, now)? != Value::Bool(true) {
+                    pc = *target;
                 }
-                Instr::Sql(i) => {
-                    let unit = &r.sql[*i];
-                    let prepared = &compiled.prepared[*i];
-                    let params = unit.params.iter().map(|p| source_value(p, &vars, now)).collect::<Result<Vec<_>>>()?;
-                    let (rows, count) = statement_rows(self, prepared, params).await?;
-                    vars[r.found] = PlValue::Scalar(Value::Bool(count > 0));
-                    if !unit.into.is_empty() {
-                        if unit.strict && rows.len() != 1 {
-                            return Err(if rows.is_empty() {
-                                Error::new(SqlState::custom("P0002").unwrap_or(SqlState::RaiseException), "query returned no rows")
-                            } else {
-                                Error::new(SqlState::custom("P0003").unwrap_or(SqlState::RaiseException), "query returned more than one row")
-                            });
-                        }
-                        let first = rows.into_iter().next();
-                        for (k, slot) in unit.into.iter().enumerate() {
-                            let v = first.as_ref().and_then(|row| row.get(k).cloned()).unwrap_or(Value::Null);
+            }
+            Instr::JumpIf { cond, target } => {
+                if eval(cond, &vars, now)? == Value::Bool(true) {
+                    pc = *target;
+                }
+            }
+            Instr::RangeInit { var, hi, step, bounds } => {
+                let lo = int_value(eval(&bounds.lo, &vars, now)?, "lower bound")?;
+                let h = int_value(eval(&bounds.hi, &vars, now)?, "upper bound")?;
+                let s = match &bounds.step {
+                    Some(e) => int_value(eval(e, &vars, now)?, "BY value")?,
+                    None => 1,
+                };
+                if s <= 0 {
+                    return Err(Error::new(SqlState::InvalidParameterValue, "BY value of FOR loop must be greater than zero"));
+                }
+                vars[*var] = PlValue::Scalar(Value::Int32(lo.clamp(i32::MIN as i64, i32::MAX as i64) as i32));
+                vars[*hi] = PlValue::Scalar(Value::Int64(h));
+                vars[*step] = PlValue::Scalar(Value::Int64(s));
+            }
+            Instr::RangeTest { var, hi, reverse, exit } => {
+                let v = vars[*var].scalar()?.as_i64().unwrap_or(0);
+                let h = vars[*hi].scalar()?.as_i64().unwrap_or(0);
+                if (!reverse && v > h) || (*reverse && v < h) {
+                    pc = *exit;
+                }
+            }
+            Instr::RangeNext { var, step, reverse } => {
+                let v = vars[*var].scalar()?.as_i64().unwrap_or(0);
+                let s = vars[*step].scalar()?.as_i64().unwrap_or(1);
+                let next = if *reverse { v - s } else { v + s };
+                vars[*var] = PlValue::Scalar(Value::Int32(next.clamp(i32::MIN as i64, i32::MAX as i64) as i32));
+            }
+            Instr::ForeachInit { idx } => vars[*idx] = PlValue::Scalar(Value::Int64(0)),
+            Instr::ForeachNext { array, idx, var, exit } => {
+                let i = vars[*idx].scalar()?.as_i64().unwrap_or(0) as usize;
+                let item = match &vars[*array] {
+                    PlValue::Array(None) => {
+                        return Err(Error::new(SqlState::custom("22004").unwrap_or(SqlState::InvalidParameterValue), "FOREACH expression must not be null"))
+                    }
+                    PlValue::Array(Some(items)) => items.get(i).cloned(),
+                    PlValue::Scalar(_) => return Err(Error::mismatch("FOREACH expression must yield an array")),
+                };
+                match item {
+                    None => pc = *exit,
+                    Some(v) => {
+                        vars[*var] = PlValue::Scalar(v.cast(slot_type(r.slots[*var].ty))?);
+                        vars[*idx] = PlValue::Scalar(Value::Int64(i as i64 + 1));
+                    }
+                }
+            }
+            Instr::QueryOpen { sql, cursor } => {
+                let unit = &r.sql[*sql];
+                let params = unit.params.iter().map(|p| source_value(p, &vars, now)).collect::<Result<Vec<_>>>()?;
+                let (rows, _) = statements.run(&compiled.prepared[*sql], params).await?;
+                cursors[*cursor] = (rows.into_iter(), 0);
+            }
+            Instr::QueryNext { cursor, targets, exit } => {
+                let (rows, seen) = &mut cursors[*cursor];
+                match rows.next() {
+                    None => pc = *exit,
+                    Some(row) => {
+                        *seen += 1;
+                        let mut row = row.into_iter();
+                        for slot in targets {
+                            let v = row.next().unwrap_or(Value::Null);
                             vars[*slot] = PlValue::Scalar(v.cast(slot_type(r.slots[*slot].ty))?);
                         }
                     }
                 }
-                Instr::Jump(t) => pc = *t,
-                Instr::JumpIfNot { cond, target } => {
-                    if eval(cond, &vars, now)? != Value::Bool(true) {
-                        pc = *target;
+            }
+            Instr::QueryClose { cursor } => {
+                let (_, seen) = std::mem::replace(&mut cursors[*cursor], (Vec::new().into_iter(), 0));
+                vars[r.found] = PlValue::Scalar(Value::Bool(seen > 0));
+            }
+            Instr::Return(value) => {
+                let v = match (value, r.returns) {
+                    (Some(e), Some(t)) => Some(eval(e, &vars, now)?.cast(slot_type(t))?),
+                    _ => None,
+                };
+                return Ok((v, notices));
+            }
+            Instr::Raise { level, format, args, options } => {
+                let texts = args
+                    .iter()
+                    .map(|a| Ok(eval(a, &vars, now)?.to_text(a.ty).unwrap_or_else(|| "<NULL>".into())))
+                    .collect::<Result<Vec<_>>>()?;
+                let mut message = format.as_deref().map(|f| format_raise(f, &texts));
+                let mut state = SqlState::RaiseException;
+                let (mut detail, mut hint) = (None, None);
+                for (name, e) in options {
+                    let text = eval(e, &vars, now)?.to_text(e.ty).unwrap_or_default();
+                    match name.as_str() {
+                        "errcode" => state = errcode(&text)?,
+                        "message" => message = Some(text),
+                        "detail" => detail = Some(text),
+                        _ => hint = Some(text),
                     }
                 }
-                Instr::JumpIf { cond, target } => {
-                    if eval(cond, &vars, now)? == Value::Bool(true) {
-                        pc = *target;
-                    }
+                let message = message.unwrap_or_else(|| state.code().to_string());
+                if *level == RaiseLevel::Notice {
+                    notices.push(message);
+                    continue;
                 }
-                Instr::RangeInit { var, hi, step, bounds } => {
-                    let lo = int_value(eval(&bounds.lo, &vars, now)?, "lower bound")?;
-                    let h = int_value(eval(&bounds.hi, &vars, now)?, "upper bound")?;
-                    let s = match &bounds.step {
-                        Some(e) => int_value(eval(e, &vars, now)?, "BY value")?,
-                        None => 1,
-                    };
-                    if s <= 0 {
-                        return Err(Error::new(SqlState::InvalidParameterValue, "BY value of FOR loop must be greater than zero"));
-                    }
-                    vars[*var] = PlValue::Scalar(Value::Int32(lo.clamp(i32::MIN as i64, i32::MAX as i64) as i32));
-                    vars[*hi] = PlValue::Scalar(Value::Int64(h));
-                    vars[*step] = PlValue::Scalar(Value::Int64(s));
-                }
-                Instr::RangeTest { var, hi, reverse, exit } => {
-                    let v = vars[*var].scalar()?.as_i64().unwrap_or(0);
-                    let h = vars[*hi].scalar()?.as_i64().unwrap_or(0);
-                    if (!reverse && v > h) || (*reverse && v < h) {
-                        pc = *exit;
-                    }
-                }
-                Instr::RangeNext { var, step, reverse } => {
-                    let v = vars[*var].scalar()?.as_i64().unwrap_or(0);
-                    let s = vars[*step].scalar()?.as_i64().unwrap_or(1);
-                    let next = if *reverse { v - s } else { v + s };
-                    vars[*var] = PlValue::Scalar(Value::Int32(next.clamp(i32::MIN as i64, i32::MAX as i64) as i32));
-                }
-                Instr::ForeachInit { idx } => vars[*idx] = PlValue::Scalar(Value::Int64(0)),
-                Instr::ForeachNext { array, idx, var, exit } => {
-                    let i = vars[*idx].scalar()?.as_i64().unwrap_or(0) as usize;
-                    let item = match &vars[*array] {
-                        PlValue::Array(None) => {
-                            return Err(Error::new(SqlState::custom("22004").unwrap_or(SqlState::InvalidParameterValue), "FOREACH expression must not be null"))
-                        }
-                        PlValue::Array(Some(items)) => items.get(i).cloned(),
-                        PlValue::Scalar(_) => return Err(Error::mismatch("FOREACH expression must yield an array")),
-                    };
-                    match item {
-                        None => pc = *exit,
-                        Some(v) => {
-                            vars[*var] = PlValue::Scalar(v.cast(slot_type(r.slots[*var].ty))?);
-                            vars[*idx] = PlValue::Scalar(Value::Int64(i as i64 + 1));
-                        }
-                    }
-                }
-                Instr::QueryOpen { sql, cursor } => {
-                    let unit = &r.sql[*sql];
-                    let params = unit.params.iter().map(|p| source_value(p, &vars, now)).collect::<Result<Vec<_>>>()?;
-                    let (rows, _) = statement_rows(self, &compiled.prepared[*sql], params).await?;
-                    cursors[*cursor] = (rows.into_iter(), 0);
-                }
-                Instr::QueryNext { cursor, targets, exit } => {
-                    let (rows, seen) = &mut cursors[*cursor];
-                    match rows.next() {
-                        None => pc = *exit,
-                        Some(row) => {
-                            *seen += 1;
-                            let mut row = row.into_iter();
-                            for slot in targets {
-                                let v = row.next().unwrap_or(Value::Null);
-                                vars[*slot] = PlValue::Scalar(v.cast(slot_type(r.slots[*slot].ty))?);
-                            }
-                        }
-                    }
-                }
-                Instr::QueryClose { cursor } => {
-                    let (_, seen) = std::mem::replace(&mut cursors[*cursor], (Vec::new().into_iter(), 0));
-                    vars[r.found] = PlValue::Scalar(Value::Bool(seen > 0));
-                }
-                Instr::Return(value) => {
-                    let v = match (value, r.returns) {
-                        (Some(e), Some(t)) => Some(eval(e, &vars, now)?.cast(slot_type(t))?),
-                        _ => None,
-                    };
-                    return Ok((v, notices));
-                }
-                Instr::Raise { level, format, args, options } => {
-                    let texts = args
-                        .iter()
-                        .map(|a| Ok(eval(a, &vars, now)?.to_text(a.ty).unwrap_or_else(|| "<NULL>".into())))
-                        .collect::<Result<Vec<_>>>()?;
-                    let mut message = format.as_deref().map(|f| format_raise(f, &texts));
-                    let mut state = SqlState::RaiseException;
-                    let (mut detail, mut hint) = (None, None);
-                    for (name, e) in options {
-                        let text = eval(e, &vars, now)?.to_text(e.ty).unwrap_or_default();
-                        match name.as_str() {
-                            "errcode" => state = errcode(&text)?,
-                            "message" => message = Some(text),
-                            "detail" => detail = Some(text),
-                            _ => hint = Some(text),
-                        }
-                    }
-                    let message = message.unwrap_or_else(|| state.code().to_string());
-                    if *level == RaiseLevel::Notice {
-                        notices.push(message);
-                        continue;
-                    }
-                    let mut err = Error::new(state, message);
-                    err.detail = detail;
-                    err.hint = hint;
-                    return Err(err);
-                }
+                let mut err = Error::new(state, message);
+                err.detail = detail;
+                err.hint = hint;
+                return Err(err);
             }
         }
-        if r.function && r.returns.is_some() {
-            return Err(Error::new(
-                SqlState::custom("2F005").unwrap_or(SqlState::RaiseException),
-                format!("control reached end of function \"{}\" without RETURN", r.name),
-            ));
-        }
-        Ok((None, notices))
     }
+    if r.function && r.returns.is_some() {
+        return Err(Error::new(
+            SqlState::custom("2F005").unwrap_or(SqlState::RaiseException),
+            format!("control reached end of function \"{}\" without RETURN", r.name),
+        ));
+    }
+    Ok((None, notices))
 }
 
 /// A native procedure's argument: an array literal becomes its text form (`{1,2}`), anything

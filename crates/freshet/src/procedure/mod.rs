@@ -21,18 +21,24 @@
 //! they are not logged and the embedding program registers them again after every start.
 //! Their statements block the calling thread while they run.
 //!
-//! NOT YET: running a whole call as one executor job (see ARCHITECTURE.md, "Stored
-//! procedures").
+//! ONE JOB. Outside a transaction block a call first runs whole inside one executor job
+//! (`Engine::run_as_one_job`): the interpreter or the native body runs on the partition thread
+//! and its statements go straight to the partition. If the job gives up (a statement not yet
+//! prepared in this session, not on the short path, or waiting for a lock; several
+//! partitions), it is rolled back and the call runs again as described above. See
+//! ARCHITECTURE.md, "Stored procedures".
 
 mod call;
 mod view;
 
 pub(crate) use call::{plan_call, select_function_call, CallPlan};
-pub(crate) use view::{Natives, ProceduresView};
+pub(crate) use view::{Natives, ProceduresView, RoutineCalls};
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use freshet_core::engine::JobStatements;
 use freshet_core::types::{DataType, Value};
 use freshet_core::{Error, Result};
 
@@ -49,6 +55,20 @@ pub struct NativeProcedure {
     pub name: String,
     pub columns: Vec<ColumnInfo>,
     pub body: Arc<NativeBody>,
+    /// Calls so far, and how many of them ran as one executor job.
+    pub(crate) calls: AtomicU64,
+    pub(crate) one_job_calls: AtomicU64,
+}
+
+impl NativeProcedure {
+    pub fn new(name: String, columns: Vec<ColumnInfo>, body: Arc<NativeBody>) -> Self {
+        NativeProcedure { name, columns, body, calls: AtomicU64::new(0), one_job_calls: AtomicU64::new(0) }
+    }
+
+    /// Calls so far, and how many of them ran as one executor job.
+    pub fn counts(&self) -> (u64, u64) {
+        (self.calls.load(Ordering::Relaxed), self.one_job_calls.load(Ordering::Relaxed))
+    }
 }
 
 impl std::fmt::Debug for NativeProcedure {
@@ -58,9 +78,23 @@ impl std::fmt::Debug for NativeProcedure {
 }
 
 /// What a native procedure's body works with: the session running the call, inside the
-/// call's transaction.
+/// call's transaction — or, for a call that runs as one executor job, that job's transaction.
 pub struct ProcedureContext<'a> {
-    pub(crate) session: &'a mut Session,
+    pub(crate) inner: ContextInner<'a>,
+}
+
+pub(crate) enum ContextInner<'a> {
+    Session(&'a mut Session),
+    Job(JobContext<'a>),
+}
+
+/// A call running as one executor job: the session's prepared statements (a statement it has
+/// not prepared yet gives the job up), and the job's transaction.
+pub(crate) struct JobContext<'a> {
+    pub statements: &'a HashMap<String, Arc<Prepared>>,
+    pub job: &'a mut dyn JobStatements,
+    pub now: i64,
+    pub catalog_version: u64,
 }
 
 impl ProcedureContext<'_> {
@@ -76,11 +110,18 @@ impl ProcedureContext<'_> {
     }
 
     fn run(&mut self, sql: &str, params: &[Value]) -> Result<(Vec<Vec<Value>>, u64)> {
-        wait(async {
-            let prepared = self.session.native_statement(sql, params).await?;
-            let params = params.iter().zip(&prepared.param_types).map(|(v, t)| v.clone().cast(*t)).collect::<Result<Vec<_>>>()?;
-            statement_rows(self.session, &prepared, params).await
-        })
+        let cast = |prepared: &Prepared| params.iter().zip(&prepared.param_types).map(|(v, t)| v.clone().cast(*t)).collect::<Result<Vec<_>>>();
+        match &mut self.inner {
+            ContextInner::Session(session) => wait(async {
+                let prepared = session.native_statement(sql, params).await?;
+                let params = cast(&prepared)?;
+                statement_rows(session, &prepared, params).await
+            }),
+            ContextInner::Job(cx) => {
+                let Some(prepared) = cx.statements.get(sql) else { return Err(cx.job.give_up()) };
+                crate::session::run_in_job(prepared, cast(prepared)?, cx.now, cx.catalog_version, cx.job)
+            }
+        }
     }
 }
 
@@ -135,8 +176,10 @@ pub(crate) struct CompiledCall {
 /// Per-session state of procedures: prepared routines and native statements.
 #[derive(Default)]
 pub(crate) struct SessionProcedures {
-    pub routines: HashMap<String, Arc<CompiledCall>>,
-    pub native_statements: HashMap<String, Arc<Prepared>>,
+    /// Shared with a call running as one job (its nested calls find their statements here).
+    pub routines: Arc<HashMap<String, Arc<CompiledCall>>>,
+    /// Shared with a call running as one job, which reads them on the executor thread.
+    pub native_statements: Arc<HashMap<String, Arc<Prepared>>>,
     /// Calls running in this session, nested (a routine that calls a routine).
     pub depth: u32,
 }

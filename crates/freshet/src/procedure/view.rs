@@ -1,5 +1,6 @@
 //! `freshet_procedures`: the stored procedures and functions, with their classification, and
-//! the native procedures registered in this process.
+//! the native procedures registered in this process; for each, how often it was called since the
+//! database opened, and how many of those calls ran as one executor job.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -7,7 +8,7 @@ use std::sync::Arc;
 use freshet_core::engine::Engine;
 use freshet_core::sql::plpgsql;
 use freshet_olap::datafusion;
-use freshet_olap::datafusion::arrow::array::{ArrayRef, StringArray};
+use freshet_olap::datafusion::arrow::array::{ArrayRef, Int64Array, StringArray};
 use freshet_olap::datafusion::arrow::datatypes::{DataType as ArrowType, Field, Schema, SchemaRef};
 use freshet_olap::datafusion::arrow::record_batch::RecordBatch;
 use freshet_olap::provider::SystemTable;
@@ -18,10 +19,14 @@ use super::NativeProcedure;
 /// The natives of a database, shared between it and its `freshet_procedures` view.
 pub(crate) type Natives = Arc<RwLock<HashMap<String, Arc<NativeProcedure>>>>;
 
+/// Per stored routine name: calls since the database opened, and how many ran as one job.
+pub(crate) type RoutineCalls = Arc<parking_lot::Mutex<HashMap<String, (u64, u64)>>>;
+
 #[derive(Debug)]
 pub(crate) struct ProceduresView {
     pub engine: Arc<Engine>,
     pub natives: Natives,
+    pub routine_calls: RoutineCalls,
 }
 
 impl SystemTable for ProceduresView {
@@ -32,12 +37,15 @@ impl SystemTable for ProceduresView {
             Field::new("arguments", ArrowType::Utf8, false),
             Field::new("returns", ArrowType::Utf8, true),
             Field::new("partitioning", ArrowType::Utf8, true),
+            Field::new("calls", ArrowType::Int64, true),
+            Field::new("calls_in_one_job", ArrowType::Int64, true),
         ]))
     }
 
     fn batch(&self) -> datafusion::error::Result<RecordBatch> {
         let catalog = self.engine.catalog();
         let mut rows: Vec<[Option<String>; 5]> = Vec::new();
+        let mut counts: Vec<(Option<i64>, Option<i64>)> = Vec::new();
         for def in catalog.procedures() {
             let r = &def.routine;
             let arguments = r.params.iter().map(|(n, t)| format!("{n} {}", t.name())).collect::<Vec<_>>().join(", ");
@@ -47,13 +55,19 @@ impl SystemTable for ProceduresView {
                 plpgsql::Classification::Crossing { reason } => format!("crossing: {reason}"),
             };
             rows.push([Some(r.name.clone()), Some(r.kind().to_string()), Some(arguments), r.returns.map(|t| t.name()), Some(partitioning)]);
+            let (calls, one_job) = self.routine_calls.lock().get(&r.name).copied().unwrap_or((0, 0));
+            counts.push((Some(calls as i64), Some(one_job as i64)));
         }
-        let mut natives: Vec<String> = self.natives.read().keys().filter(|n| catalog.procedure(n).is_none()).cloned().collect();
-        natives.sort();
+        let mut natives: Vec<Arc<NativeProcedure>> = self.natives.read().values().filter(|n| catalog.procedure(&n.name).is_none()).cloned().collect();
+        natives.sort_by(|a, b| a.name.cmp(&b.name));
         for n in natives {
-            rows.push([Some(n), Some("native".into()), Some(String::new()), None, None]);
+            rows.push([Some(n.name.clone()), Some("native".into()), Some(String::new()), None, None]);
+            let (calls, one_job) = n.counts();
+            counts.push((Some(calls as i64), Some(one_job as i64)));
         }
-        let columns: Vec<ArrayRef> = (0..5).map(|i| Arc::new(StringArray::from(rows.iter().map(|r| r[i].clone()).collect::<Vec<_>>())) as ArrayRef).collect();
+        let mut columns: Vec<ArrayRef> = (0..5).map(|i| Arc::new(StringArray::from(rows.iter().map(|r| r[i].clone()).collect::<Vec<_>>())) as ArrayRef).collect();
+        columns.push(Arc::new(Int64Array::from(counts.iter().map(|c| c.0).collect::<Vec<_>>())));
+        columns.push(Arc::new(Int64Array::from(counts.iter().map(|c| c.1).collect::<Vec<_>>())));
         Ok(RecordBatch::try_new(self.schema(), columns)?)
     }
 }
