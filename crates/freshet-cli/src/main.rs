@@ -59,6 +59,10 @@ struct ServeArgs {
     /// Worker threads of the analytical engine (default: number of CPUs).
     #[arg(long)]
     olap_threads: Option<usize>,
+    /// Scheduling niceness of the analytical workers, 0–19: higher gives the transaction
+    /// executors more of the CPU when both sides are busy.
+    #[arg(long, default_value_t = 10)]
+    olap_nice: i32,
     /// Threads that serve client connections (protocol, parsing, planning; default: the
     /// number of CPUs minus the partition executors, at least one).
     #[arg(long)]
@@ -104,6 +108,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         checkpoint_interval: std::time::Duration::from_secs(args.checkpoint_seconds.max(1)),
         max_staleness: args.max_staleness,
         snapshot_mode: freshet::SnapshotMode::parse(&args.snapshot_mode).unwrap_or(freshet::SnapshotMode::Cow),
+        olap_nice: args.olap_nice,
         ..Config::default()
     };
     if let Some(n) = args.olap_threads {

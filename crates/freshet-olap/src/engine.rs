@@ -68,8 +68,10 @@ impl std::fmt::Debug for OlapEngine {
 }
 
 impl OlapEngine {
-    /// An analytical engine reading `engine`'s tables with `threads` worker threads.
-    pub fn new(engine: Arc<Engine>, threads: usize) -> Result<OlapEngine> {
+    /// An analytical engine reading `engine`'s tables with `threads` worker threads, each at
+    /// scheduling niceness `nice` (0 = the same as the executors; higher yields the CPU to
+    /// them when both want it).
+    pub fn new(engine: Arc<Engine>, threads: usize, nice: i32) -> Result<OlapEngine> {
         let threads = threads.max(1);
         let mut config = SessionConfig::new()
             .with_default_catalog_and_schema(CATALOG, SCHEMA)
@@ -92,6 +94,7 @@ impl OlapEngine {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(threads)
             .thread_name("freshet-olap")
+            .on_thread_start(move || set_thread_nice(nice))
             .enable_all()
             .build()
             .map_err(|e| Error::internal(format!("cannot start the analytical worker pool: {e}")))?;
@@ -163,6 +166,19 @@ impl OlapEngine {
             }
         });
         BatchStream { rx, task, snapshot: Some(snapshot) }
+    }
+}
+
+/// Sets the calling thread's niceness (Linux schedules threads one by one, so this affects
+/// this thread only). Raising it needs no privilege; a failure leaves the thread as it was.
+fn set_thread_nice(nice: i32) {
+    if nice == 0 {
+        return;
+    }
+    // SAFETY: setpriority and gettid only read their arguments.
+    let failed = unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, nice) } != 0;
+    if failed {
+        tracing::warn!(nice, "could not set the analytical worker's niceness");
     }
 }
 

@@ -63,3 +63,24 @@ fn the_statement_future_stays_small() {
     let size = std::mem::size_of_val(&future);
     assert!(size <= 2048, "Session::execute's future is {size} bytes");
 }
+
+/// The analytical workers run at the configured niceness, so that transactions win the CPU
+/// when both sides want it. (Other tests' databases run workers at the default, 10.)
+#[test]
+fn analytical_workers_run_at_the_configured_niceness() {
+    let db = Database::open(Config { olap_threads: 3, olap_nice: 7, ..Config::default() }).unwrap();
+    let mut s = db.session();
+    s.execute_blocking("CREATE TABLE n (id INT PRIMARY KEY)").unwrap();
+    s.execute_blocking("SELECT count(*) FROM n").unwrap();
+    let mut at_seven = 0;
+    for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+        // Fields after the parenthesised name: state is field 3, nice is field 19.
+        let nice = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(16)).and_then(|n| n.parse::<i32>().ok());
+        if comm.trim() == "freshet-olap" && nice == Some(7) {
+            at_seven += 1;
+        }
+    }
+    assert!(at_seven >= 3, "{at_seven} analytical workers at niceness 7, expected 3");
+}

@@ -19,6 +19,11 @@ use freshet_core::wal::{Fs, RealFs};
 pub struct Config {
     /// Worker threads of the analytical engine (default: the number of CPUs).
     pub olap_threads: usize,
+    /// Scheduling niceness of the analytical workers, 0–19 (default 10): when transactions
+    /// and analytical queries both want the CPU, the executors get most of it (at 10, about
+    /// ten times a worker's share), so analytical load slows transactions little; idle CPU
+    /// still goes to the queries. 0 treats both sides alike.
+    pub olap_nice: i32,
     /// Rows an index-driven SELECT may examine on an executor before it moves to the
     /// analytical side (default 10,000).
     pub short_select_budget: usize,
@@ -45,6 +50,7 @@ impl Default for Config {
         let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
         Config {
             olap_threads: cpus,
+            olap_nice: 10,
             short_select_budget: EngineConfig::default().short_select_budget,
             data_dir: None,
             checkpoint_bytes: 256 << 20,
@@ -112,7 +118,7 @@ impl Database {
             }
             None => (None, RecoveryReport::default()),
         };
-        let olap = OlapEngine::new(engine.clone(), config.olap_threads)?;
+        let olap = OlapEngine::new(engine.clone(), config.olap_threads, config.olap_nice.clamp(0, 19))?;
         let snapshots = Arc::new(Snapshots::default());
         olap.register_system_table("freshet_snapshots", Arc::new(SnapshotsView(snapshots.clone())));
         let natives = crate::procedure::Natives::default();

@@ -95,6 +95,9 @@ pub struct TpccArgs {
     /// Skip PostgreSQL (Freshet only).
     #[arg(long)]
     no_postgres: bool,
+    /// Scheduling niceness of Freshet's analytical workers (the server's `--olap-nice`).
+    #[arg(long, default_value_t = 10)]
+    olap_nice: i32,
     /// Seed of the data generator and the terminals: the same seed gives the same data.
     #[arg(long, default_value_t = 42)]
     seed: u64,
@@ -203,11 +206,12 @@ fn run_freshet(args: &TpccArgs, streams: usize, with_answers: bool) -> anyhow::R
     let isolation = Some(args.isolation.clone());
     let (load, answers, stats, consistency) = match args.mode {
         Mode::Embedded | Mode::EmbeddedPlpgsql | Mode::EmbeddedStatements => {
-            let db = Database::open(Config::default()).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let db = Database::open(Config { olap_nice: args.olap_nice, ..Config::default() }).map_err(|e| anyhow::anyhow!("{e}"))?;
             measure(&Target::embedded(db).with_isolation(isolation), Flavor::Freshet, args.mode, args, streams, with_answers)?
         }
         Mode::Interactive | Mode::Procedures => {
-            let server = FreshetServer::in_memory(&[])?;
+            let nice = args.olap_nice.to_string();
+            let server = FreshetServer::in_memory(&["--olap-nice", &nice])?;
             let target = Target::wire(format!("host=127.0.0.1 port={} user=bench dbname=freshet", server.port)).with_isolation(isolation);
             measure(&target, Flavor::Freshet, args.mode, args, streams, with_answers)?
         }
