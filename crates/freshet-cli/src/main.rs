@@ -61,7 +61,7 @@ struct ServeArgs {
     olap_threads: Option<usize>,
     /// Scheduling niceness of the analytical workers, 0–19: higher gives the transaction
     /// executors more of the CPU when both sides are busy.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 0)]
     olap_nice: i32,
     /// Threads that serve client connections (protocol, parsing, planning; default: the
     /// number of CPUs minus the partition executors, at least one).

@@ -65,7 +65,7 @@ fn the_statement_future_stays_small() {
 }
 
 /// The analytical workers run at the configured niceness, so that transactions win the CPU
-/// when both sides want it. (Other tests' databases run workers at the default, 10.)
+/// when both sides want it. (Other tests' databases run workers at the default, 0.)
 #[test]
 fn analytical_workers_run_at_the_configured_niceness() {
     let db = Database::open(Config { olap_threads: 3, olap_nice: 7, ..Config::default() }).unwrap();

@@ -96,7 +96,7 @@ pub struct TpccArgs {
     #[arg(long)]
     no_postgres: bool,
     /// Scheduling niceness of Freshet's analytical workers (the server's `--olap-nice`).
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 0)]
     olap_nice: i32,
     /// Seed of the data generator and the terminals: the same seed gives the same data.
     #[arg(long, default_value_t = 42)]
