@@ -559,7 +559,7 @@ fn for_statement(c: &mut Cursor) -> Result<SynStmt> {
     if c.peek_word("execute") {
         return Err(Error::unsupported("FOR over dynamic SQL (EXECUTE)"));
     }
-    let [var] = <[String; 1]>::try_from(targets).map_err(|_| err("an integer FOR loop has one loop variable"))?;
+    let [var] = <[String; 1]>::try_from(targets).map_err(|_| err("integer FOR loop must have only one target variable"))?;
     let reverse = c.eat_word("reverse");
     let lo = c.expr_until(|t| t.is_op("..") || t.is_word("loop"))?;
     c.expect_op("..")?;
