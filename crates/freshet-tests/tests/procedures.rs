@@ -232,3 +232,29 @@ fn call_with_parameters_over_the_wire() {
         assert_eq!(missing.get::<_, Option<i32>>(0), None);
     });
 }
+
+/// A routine that would hold its partition too long inside one job (here an endless-looking
+/// loop of three million steps) gives the job up and finishes statement by statement, where
+/// it holds only its own session; a short one runs as one job.
+#[test]
+fn a_long_running_routine_leaves_its_job() {
+    let db = Database::open(Config { olap_threads: 2, ..Config::default() }).unwrap();
+    let mut s = db.session();
+    s.execute_blocking(
+        "CREATE FUNCTION spin(n INT) RETURNS INT LANGUAGE plpgsql AS $$
+         DECLARE i INT := 0;
+         BEGIN
+           WHILE i < n LOOP i := i + 1; END LOOP;
+           RETURN i;
+         END $$",
+    )
+    .unwrap();
+    let counts = |db: &Database| {
+        let rows = db.session().execute_blocking("SELECT calls, calls_in_one_job FROM freshet_procedures WHERE name = 'spin'").unwrap().remove(0).rows();
+        (int(&rows), rows[0][1].as_i64().unwrap())
+    };
+    assert_eq!(int(&s.execute_blocking("SELECT spin(10)").unwrap()[0].rows()), 10);
+    assert_eq!(counts(&db), (1, 1));
+    assert_eq!(int(&s.execute_blocking("SELECT spin(3000000)").unwrap()[0].rows()), 3_000_000);
+    assert_eq!(counts(&db), (2, 1));
+}

@@ -390,7 +390,8 @@ impl Session {
         let now = now_micros();
         let outcome = engine
             .run_as_one_job(sync, move |job| {
-                let mut statements = InJob { job, now, catalog, routines, deadline, depth: 1 };
+                let started = std::time::Instant::now();
+                let mut statements = InJob { job, started, now, catalog, routines, deadline, depth: 1 };
                 match interpret(&def, &compiled, args, deadline, &mut statements).now_or_never() {
                     Some(result) => result,
                     None => Err(statements.job.give_up()),
@@ -407,7 +408,16 @@ impl Session {
 /// Where a routine's statements run: in the session, or in a one-job transaction.
 trait RoutineStatements {
     async fn run(&mut self, prepared: &Arc<crate::session::Prepared>, params: Vec<Value>) -> Result<(Vec<Vec<Value>>, u64)>;
+
+    /// An error that ends the routine now, checked every 1,024 instructions.
+    fn over_budget(&mut self) -> Option<Error> {
+        None
+    }
 }
+
+/// How long a routine may hold its partition inside one job before the job gives up and the
+/// call runs statement by statement (where a long or endless loop holds only its session).
+const JOB_BUDGET: std::time::Duration = std::time::Duration::from_millis(50);
 
 struct InSession<'a>(&'a mut Session);
 
@@ -421,6 +431,8 @@ impl RoutineStatements for InSession<'_> {
 /// session has compiled runs inside the same job; any other gives the job up.
 struct InJob<'a> {
     job: &'a mut dyn JobStatements,
+    /// When the job started ([`JOB_BUDGET`]).
+    started: std::time::Instant,
     now: i64,
     catalog: Arc<Catalog>,
     routines: Arc<HashMap<String, Arc<CompiledCall>>>,
@@ -430,6 +442,10 @@ struct InJob<'a> {
 }
 
 impl RoutineStatements for InJob<'_> {
+    fn over_budget(&mut self) -> Option<Error> {
+        (self.started.elapsed() > JOB_BUDGET).then(|| self.job.give_up())
+    }
+
     async fn run(&mut self, prepared: &Arc<crate::session::Prepared>, params: Vec<Value>) -> Result<(Vec<Vec<Value>>, u64)> {
         let Some(plan) = crate::session::call_plan(prepared) else {
             return crate::session::run_in_job(prepared, params, self.now, self.catalog.version, self.job);
@@ -488,6 +504,9 @@ async fn interpret<S: RoutineStatements>(
     while let Some(instr) = r.code.get(pc) {
         pc += 1;
         steps = steps.wrapping_add(1);
+        if steps.is_multiple_of(1024) && let Some(e) = statements.over_budget() {
+            return Err(e);
+        }
         if steps.is_multiple_of(1024) && deadline.is_some_and(|d| std::time::Instant::now() >= d) {
             return Err(Error::new(SqlState::QueryCanceled, "canceling statement due to statement timeout"));
         }
