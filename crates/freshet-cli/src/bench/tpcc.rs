@@ -12,7 +12,8 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use freshet::{Config, Database};
 use freshet_bench::ch::{self, answers, QueryAnswer};
-use freshet_bench::target::{Target, TargetKind};
+use freshet_bench::conn::Conn;
+use freshet_bench::target::{ConnJob, Target, TargetKind};
 use freshet_bench::tpcc::consistency::ConditionResult;
 use freshet_bench::tpcc::generate::Scale;
 use freshet_bench::tpcc::load::{load, write_csv, LoadReport, LoadSpec};
@@ -194,11 +195,28 @@ fn measure(
     for f in &stats.fatal {
         eprintln!("  fatal: {f}");
     }
+    if flavor == Flavor::Freshet && matches!(mode.driver(), DriverKind::Calls(_)) {
+        // How many calls ran as one executor job (the rest statement by statement).
+        let rows = target.run(SimpleQuery("SELECT name, calls, calls_in_one_job FROM freshet_procedures WHERE calls > 0 ORDER BY name")).map_err(db_err)?;
+        for r in rows {
+            println!("  {}: {} calls, {} as one executor job", r[0].as_str(), r[1].as_i64(), r[2].as_i64());
+        }
+    }
     let consistency = target.run(ch::Consistency { warehouses: args.warehouses }).map_err(db_err).context("consistency checks")?;
     for c in &consistency {
         println!("  consistency condition {} ({}): {}", c.number, c.description, if c.holds { "holds" } else { "VIOLATED" });
     }
     Ok((report, answers, stats, consistency))
+}
+
+/// One query's rows, on a connection of its own.
+struct SimpleQuery(&'static str);
+
+impl ConnJob for SimpleQuery {
+    type Output = freshet_bench::conn::Rows;
+    async fn run<C: Conn>(self, mut conn: C) -> freshet_bench::conn::DbResult<Self::Output> {
+        conn.simple(self.0).await
+    }
 }
 
 fn run_freshet(args: &TpccArgs, streams: usize, with_answers: bool) -> anyhow::Result<SystemRun> {
