@@ -74,8 +74,8 @@ pub(crate) struct Inner {
     next_session: AtomicU32,
     /// Native procedures registered by the embedding program (not durable).
     pub natives: crate::procedure::Natives,
-    /// Calls of stored routines since the database was opened, by name (outermost calls only).
-    pub routine_calls: crate::procedure::RoutineCalls,
+    /// Calls of procedures (stored and native) since the database was opened, by name.
+    pub call_counts: crate::procedure::CallCounts,
 }
 
 impl Drop for Inner {
@@ -123,10 +123,10 @@ impl Database {
         let snapshots = Arc::new(Snapshots::default());
         olap.register_system_table("freshet_snapshots", Arc::new(SnapshotsView(snapshots.clone())));
         let natives = crate::procedure::Natives::default();
-        let routine_calls = crate::procedure::RoutineCalls::default();
-        let view = crate::procedure::ProceduresView { engine: engine.clone(), natives: natives.clone(), routine_calls: routine_calls.clone() };
+        let call_counts = crate::procedure::CallCounts::default();
+        let view = crate::procedure::ProceduresView { engine: engine.clone(), natives: natives.clone(), call_counts: call_counts.clone() };
         olap.register_system_table("freshet_procedures", Arc::new(view));
-        let inner = Inner { engine, olap, config, data, recovery, snapshots, next_session: AtomicU32::new(1), natives, routine_calls };
+        let inner = Inner { engine, olap, config, data, recovery, snapshots, next_session: AtomicU32::new(1), natives, call_counts };
         Ok(Database { inner: Arc::new(inner) })
     }
 
@@ -172,7 +172,7 @@ impl Database {
         F: Fn(&mut crate::ProcedureContext<'_>, &[freshet_core::types::Value]) -> Result<Vec<Vec<freshet_core::types::Value>>> + Send + Sync + 'static,
     {
         let name = name.to_lowercase();
-        let native = crate::procedure::NativeProcedure::new(name.clone(), columns, Arc::new(body));
+        let native = crate::procedure::NativeProcedure { name: name.clone(), columns, body: Arc::new(body) };
         self.inner.natives.write().insert(name, Arc::new(native));
     }
 

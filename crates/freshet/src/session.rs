@@ -1350,31 +1350,24 @@ pub(crate) fn run_in_job(prepared: &Prepared, params: Vec<Value>, now: i64, cata
     if prepared.catalog_version != catalog_version && needs_catalog(&prepared.kind) {
         return Err(job.give_up());
     }
-    match &prepared.kind {
-        Kind::Query(q) => match &q.short {
-            Some(short) => match job.run(short, &params, now)? {
-                OltpResult::Rows(rows) => {
-                    let n = rows.len() as u64;
-                    Ok((rows, n))
-                }
-                _ => Err(job.give_up()),
-            },
-            None => Err(job.give_up()),
-        },
-        Kind::Dml(plan) => match job.run(plan, &params, now)? {
-            OltpResult::Count(n) => Ok((Vec::new(), n)),
-            OltpResult::Rows(rows) => {
-                let n = rows.len() as u64;
-                Ok((rows, n))
-            }
-            OltpResult::TooLarge => Err(job.give_up()),
-        },
+    let short = match &prepared.kind {
+        Kind::Query(q) => q.short.as_ref(),
+        Kind::Dml(plan) => Some(plan),
         Kind::Insert { plan, source: None } if matches!(plan.source, InsertSource::Values(_)) => {
             let supplied = values_rows(plan, &params, now)?;
             let (full_rows, returned) = complete_rows(plan, supplied, &params, now)?;
             let n = if full_rows.is_empty() { 0 } else { job.insert(&plan.table, &full_rows)? };
-            Ok((returned.unwrap_or_default(), n))
+            return Ok((returned.unwrap_or_default(), n));
         }
-        _ => Err(job.give_up()),
+        _ => None,
+    };
+    let Some(plan) = short else { return Err(job.give_up()) };
+    match job.run(plan, params, now)? {
+        OltpResult::Count(n) => Ok((Vec::new(), n)),
+        OltpResult::Rows(rows) => {
+            let n = rows.len() as u64;
+            Ok((rows, n))
+        }
+        OltpResult::TooLarge => Err(job.give_up()),
     }
 }

@@ -362,11 +362,21 @@ pub enum JobOutcome<R> {
     GaveUp,
 }
 
+impl<R> JobOutcome<R> {
+    /// The result if the job ran, `None` if it gave up.
+    pub fn done(self) -> Option<R> {
+        match self {
+            JobOutcome::Done(r) => Some(r),
+            JobOutcome::GaveUp => None,
+        }
+    }
+}
+
 /// The statements a one-job transaction's body can run (a trait so that the body's context
 /// can hold the job behind a reference of its own lifetime).
 pub trait JobStatements {
     /// Runs a short statement (SELECT, UPDATE or DELETE) of the transaction.
-    fn run(&mut self, plan: &Arc<OltpPlan>, params: &[Value], now: i64) -> Result<OltpResult>;
+    fn run(&mut self, plan: &Arc<OltpPlan>, params: Vec<Value>, now: i64) -> Result<OltpResult>;
     /// Inserts rows that already have the table's column types.
     fn insert(&mut self, table: &TableDef, rows: &[Vec<Value>]) -> Result<u64>;
     /// Gives the job up (see [`JobTxn`]); the error returned is for the body to pass on.
@@ -374,7 +384,7 @@ pub trait JobStatements {
 }
 
 impl JobStatements for JobTxn<'_> {
-    fn run(&mut self, plan: &Arc<OltpPlan>, params: &[Value], now: i64) -> Result<OltpResult> {
+    fn run(&mut self, plan: &Arc<OltpPlan>, params: Vec<Value>, now: i64) -> Result<OltpResult> {
         let params: Arc<[Value]> = params.into();
         match run_on_partition(self.part, self.local, plan, &params, now, self.budget) {
             Ok(OltpResult::TooLarge) => Err(self.give_up()),

@@ -5,7 +5,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use freshet_core::engine::{JobOutcome, JobStatements};
+use freshet_core::engine::JobStatements;
 use futures::FutureExt;
 use std::collections::HashMap;
 
@@ -141,6 +141,17 @@ fn eval_array_arg(e: &ast::Expr, elem: DataType, param_types: &[DataType], param
     }
 }
 
+/// A routine's arguments: each CALL argument evaluated as its parameter's type.
+fn routine_args(def: &ProcedureDef, args: &[ast::Expr], param_types: &[DataType], params: &[Value], now: i64) -> Result<Vec<PlValue>> {
+    args.iter()
+        .zip(&def.routine.params)
+        .map(|(a, (_, ty))| match ty {
+            PlType::Scalar(t) => Ok(PlValue::Scalar(eval_arg(a, *t, param_types, params, now)?)),
+            PlType::Array(elem) => eval_array_arg(a, *elem, param_types, params, now),
+        })
+        .collect()
+}
+
 /// The value of one `$n` of an expression or statement.
 fn source_value(p: &ParamSource, vars: &[PlValue], now: i64) -> Result<Value> {
     match p {
@@ -225,21 +236,10 @@ impl Session {
                     if r.params.len() != plan.args.len() {
                         return Err(undefined(r.kind(), &plan.name, plan.args.len()));
                     }
-                    let mut args = Vec::with_capacity(r.params.len());
-                    for (a, (_, ty)) in plan.args.iter().zip(&r.params) {
-                        args.push(match ty {
-                            PlType::Scalar(t) => PlValue::Scalar(eval_arg(a, *t, param_types, &params, now)?),
-                            PlType::Array(elem) => eval_array_arg(a, *elem, param_types, &params, now)?,
-                        });
-                    }
-                    let one_job = self.run_routine_as_one_job(&def, &args).await?;
-                    if self.procedures.depth == 1 {
-                        let mut counts = self.database().inner.routine_calls.lock();
-                        let c = counts.entry(r.name.clone()).or_default();
-                        c.0 += 1;
-                        c.1 += one_job.is_some() as u64;
-                    }
-                    let (value, notices) = match one_job {
+                    let args = routine_args(&def, &plan.args, param_types, &params, now)?;
+                    let one_job = self.run_routine_as_one_job(&def, &args).await;
+                    self.count_call(&r.name, matches!(one_job, Ok(Some(_))));
+                    let (value, notices) = match one_job? {
                         Some(done) => done,
                         None => self.in_call_transaction(|s| Box::pin(s.run_routine(def.clone(), args))).await?,
                     };
@@ -247,12 +247,10 @@ impl Session {
                 }
                 Target::Native(native) => {
                     let args = plan.args.iter().map(|a| native_arg(a, param_types, &params, now)).collect::<Result<Vec<_>>>()?;
-                    native.calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let rows = match self.run_native_as_one_job(&native, &args).await? {
-                        Some(rows) => {
-                            native.one_job_calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                            rows
-                        }
+                    let one_job = self.run_native_as_one_job(&native, &args).await;
+                    self.count_call(&native.name, matches!(one_job, Ok(Some(_))));
+                    let rows = match one_job? {
+                        Some(rows) => rows,
                         None => self.in_call_transaction(|s| Box::pin(async move { s.run_native(&native, &args) })).await?,
                     };
                     (columns.is_some().then_some(rows), vec![])
@@ -296,6 +294,16 @@ impl Session {
         body(&mut cx, args)
     }
 
+    /// Counts an outermost call for `freshet_procedures` (nested calls are part of theirs).
+    fn count_call(&self, name: &str, one_job: bool) {
+        if self.procedures.depth == 1 {
+            let mut counts = self.database().inner.call_counts.lock();
+            let c = counts.entry(name.to_string()).or_default();
+            c.0 += 1;
+            c.1 += one_job as u64;
+        }
+    }
+
     /// Whether a call may run as one executor job: outside a transaction block, in a session
     /// that uses the short path and does not default to read-only transactions.
     fn may_run_as_one_job(&self) -> bool {
@@ -325,10 +333,7 @@ impl Session {
                 (native.body)(&mut cx, &args)
             })
             .await?;
-        Ok(match outcome {
-            JobOutcome::Done(rows) => Some(rows),
-            JobOutcome::GaveUp => None,
-        })
+        Ok(outcome.done())
     }
 
     /// The statement a native procedure runs, prepared once per session and text.
@@ -398,10 +403,7 @@ impl Session {
                 }
             })
             .await?;
-        Ok(match outcome {
-            JobOutcome::Done(v) => Some(v),
-            JobOutcome::GaveUp => None,
-        })
+        Ok(outcome.done())
     }
 }
 
@@ -457,13 +459,7 @@ impl RoutineStatements for InJob<'_> {
             // The ordinary path reports it.
             return Err(self.job.give_up());
         }
-        let mut args = Vec::with_capacity(plan.args.len());
-        for (a, (_, ty)) in plan.args.iter().zip(&def.routine.params) {
-            args.push(match ty {
-                PlType::Scalar(t) => PlValue::Scalar(eval_arg(a, *t, &prepared.param_types, &params, self.now)?),
-                PlType::Array(elem) => eval_array_arg(a, *elem, &prepared.param_types, &params, self.now)?,
-            });
-        }
+        let args = routine_args(&def, &plan.args, &prepared.param_types, &params, self.now)?;
         self.depth += 1;
         let deadline = self.deadline;
         let result = Box::pin(interpret(&def, &compiled, args, deadline, self)).await;

@@ -32,10 +32,9 @@ mod call;
 mod view;
 
 pub(crate) use call::{plan_call, select_function_call, CallPlan};
-pub(crate) use view::{Natives, ProceduresView, RoutineCalls};
+pub(crate) use view::{CallCounts, Natives, ProceduresView};
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use freshet_core::engine::JobStatements;
@@ -55,20 +54,6 @@ pub struct NativeProcedure {
     pub name: String,
     pub columns: Vec<ColumnInfo>,
     pub body: Arc<NativeBody>,
-    /// Calls so far, and how many of them ran as one executor job.
-    pub(crate) calls: AtomicU64,
-    pub(crate) one_job_calls: AtomicU64,
-}
-
-impl NativeProcedure {
-    pub fn new(name: String, columns: Vec<ColumnInfo>, body: Arc<NativeBody>) -> Self {
-        NativeProcedure { name, columns, body, calls: AtomicU64::new(0), one_job_calls: AtomicU64::new(0) }
-    }
-
-    /// Calls so far, and how many of them ran as one executor job.
-    pub fn counts(&self) -> (u64, u64) {
-        (self.calls.load(Ordering::Relaxed), self.one_job_calls.load(Ordering::Relaxed))
-    }
 }
 
 impl std::fmt::Debug for NativeProcedure {

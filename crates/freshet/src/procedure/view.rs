@@ -19,14 +19,15 @@ use super::NativeProcedure;
 /// The natives of a database, shared between it and its `freshet_procedures` view.
 pub(crate) type Natives = Arc<RwLock<HashMap<String, Arc<NativeProcedure>>>>;
 
-/// Per stored routine name: calls since the database opened, and how many ran as one job.
-pub(crate) type RoutineCalls = Arc<parking_lot::Mutex<HashMap<String, (u64, u64)>>>;
+/// Per procedure name (stored or native): outermost calls since the database opened, and how
+/// many of them ran as one executor job.
+pub(crate) type CallCounts = Arc<parking_lot::Mutex<HashMap<String, (u64, u64)>>>;
 
 #[derive(Debug)]
 pub(crate) struct ProceduresView {
     pub engine: Arc<Engine>,
     pub natives: Natives,
-    pub routine_calls: RoutineCalls,
+    pub call_counts: CallCounts,
 }
 
 impl SystemTable for ProceduresView {
@@ -37,15 +38,16 @@ impl SystemTable for ProceduresView {
             Field::new("arguments", ArrowType::Utf8, false),
             Field::new("returns", ArrowType::Utf8, true),
             Field::new("partitioning", ArrowType::Utf8, true),
-            Field::new("calls", ArrowType::Int64, true),
-            Field::new("calls_in_one_job", ArrowType::Int64, true),
+            Field::new("calls", ArrowType::Int64, false),
+            Field::new("calls_in_one_job", ArrowType::Int64, false),
         ]))
     }
 
     fn batch(&self) -> datafusion::error::Result<RecordBatch> {
         let catalog = self.engine.catalog();
         let mut rows: Vec<[Option<String>; 5]> = Vec::new();
-        let mut counts: Vec<(Option<i64>, Option<i64>)> = Vec::new();
+        let call_counts = self.call_counts.lock().clone();
+        let counts_of = |name: &str| call_counts.get(name).copied().unwrap_or((0, 0));
         for def in catalog.procedures() {
             let r = &def.routine;
             let arguments = r.params.iter().map(|(n, t)| format!("{n} {}", t.name())).collect::<Vec<_>>().join(", ");
@@ -55,19 +57,16 @@ impl SystemTable for ProceduresView {
                 plpgsql::Classification::Crossing { reason } => format!("crossing: {reason}"),
             };
             rows.push([Some(r.name.clone()), Some(r.kind().to_string()), Some(arguments), r.returns.map(|t| t.name()), Some(partitioning)]);
-            let (calls, one_job) = self.routine_calls.lock().get(&r.name).copied().unwrap_or((0, 0));
-            counts.push((Some(calls as i64), Some(one_job as i64)));
         }
-        let mut natives: Vec<Arc<NativeProcedure>> = self.natives.read().values().filter(|n| catalog.procedure(&n.name).is_none()).cloned().collect();
-        natives.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut natives: Vec<String> = self.natives.read().keys().filter(|n| catalog.procedure(n).is_none()).cloned().collect();
+        natives.sort();
         for n in natives {
-            rows.push([Some(n.name.clone()), Some("native".into()), Some(String::new()), None, None]);
-            let (calls, one_job) = n.counts();
-            counts.push((Some(calls as i64), Some(one_job as i64)));
+            rows.push([Some(n), Some("native".into()), Some(String::new()), None, None]);
         }
+        let counts: Vec<(u64, u64)> = rows.iter().map(|r| counts_of(r[0].as_deref().unwrap_or_default())).collect();
         let mut columns: Vec<ArrayRef> = (0..5).map(|i| Arc::new(StringArray::from(rows.iter().map(|r| r[i].clone()).collect::<Vec<_>>())) as ArrayRef).collect();
-        columns.push(Arc::new(Int64Array::from(counts.iter().map(|c| c.0).collect::<Vec<_>>())));
-        columns.push(Arc::new(Int64Array::from(counts.iter().map(|c| c.1).collect::<Vec<_>>())));
+        columns.push(Arc::new(Int64Array::from_iter_values(counts.iter().map(|c| c.0 as i64))));
+        columns.push(Arc::new(Int64Array::from_iter_values(counts.iter().map(|c| c.1 as i64))));
         Ok(RecordBatch::try_new(self.schema(), columns)?)
     }
 }

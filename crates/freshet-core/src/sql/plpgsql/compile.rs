@@ -403,15 +403,20 @@ impl Compiler<'_> {
         }
     }
 
+    /// Replaces variable references in `node` by `$n` parameters; returns their sources.
+    fn rewrite<T: VisitMut>(&self, node: &mut T) -> Result<Vec<ParamSource>> {
+        let mut rewriter = Rewriter { c: self, params: Vec::new(), by_slot: HashMap::new(), error: None };
+        let _ = node.visit(&mut rewriter);
+        match rewriter.error {
+            Some(err) => Err(err),
+            None => Ok(rewriter.params),
+        }
+    }
+
     /// Replaces variable references in `e` and binds it.
     fn expr(&self, e: &ast::Expr, hint: Option<DataType>) -> Result<ExprUnit> {
         let mut e = e.clone();
-        let mut rewriter = Rewriter { c: self, params: Vec::new(), by_slot: HashMap::new(), error: None };
-        let _ = e.visit(&mut rewriter);
-        if let Some(err) = rewriter.error {
-            return Err(err);
-        }
-        let params = rewriter.params;
+        let params = self.rewrite(&mut e)?;
         let mut types: Vec<Option<DataType>> = params.iter().map(|p| Some(self.source_type(p))).collect();
         let mut binder = Binder::new(None, &mut types);
         let expr = binder.bind_expr(&e, hint).map_err(|err| {
@@ -427,12 +432,7 @@ impl Compiler<'_> {
 
     fn sql_unit(&self, statement: &ast::Statement, text: &str, into: Vec<usize>, strict: bool) -> Result<SqlUnit> {
         let mut statement = statement.clone();
-        let mut rewriter = Rewriter { c: self, params: Vec::new(), by_slot: HashMap::new(), error: None };
-        let _ = statement.visit(&mut rewriter);
-        if let Some(err) = rewriter.error {
-            return Err(err);
-        }
-        let params = rewriter.params;
+        let params = self.rewrite(&mut statement)?;
         let param_types = params.iter().map(|p| self.source_type(p)).collect();
         Ok(SqlUnit { statement, text: text.to_string(), params, param_types, into, strict })
     }
