@@ -9,10 +9,10 @@
 use std::cmp::Ordering;
 use std::ops::Bound;
 
-use super::expr::{EvalContext, Expr, RowAccess, SliceRow};
+use super::expr::{EvalContext, Expr, RowAccess};
 use super::plan::{Access, DeletePlan, SelectPlan, UpdatePlan};
 use crate::error::{Error, Result};
-use crate::storage::index::{encode_key, encode_value, KeyBuf};
+use crate::storage::index::{encode_value, KeyBuf};
 use crate::storage::{RowId, RowVersion, TableStore, TxnView};
 use crate::txn::LocalTxn;
 use crate::types::{DataType, Decimal, TypeFamily, Value};
@@ -195,8 +195,9 @@ fn for_each_candidate(
 /// The key of a row version in index `position`.
 fn version_key(table: &TableStore, position: usize, version: &StoredRow) -> KeyBuf {
     let mut key = KeyBuf::new();
-    let values: Vec<Value> = table.def().indexes[position].columns.iter().map(|&c| version.column(c)).collect();
-    encode_key(&values, &mut key);
+    for &c in &table.def().indexes[position].columns {
+        encode_value(&version.column(c), &mut key);
+    }
     key
 }
 
@@ -207,17 +208,28 @@ fn matches(row: &StoredRow, filter: Option<&Expr>, cx: &EvalContext) -> Result<b
     }
 }
 
-/// The rows a statement changes, with the version it sees of each.
-fn collect_targets(table: &TableStore, access: &Access, filter: Option<&Expr>, view: &TxnView, cx: &EvalContext) -> Result<Vec<(RowId, Vec<Value>)>> {
-    let n = table.def().columns.len();
+/// The rows a statement changes. A row whose visible version is the one stored comes without
+/// values (the statement reads it in place); an older version it sees comes reconstructed.
+fn collect_targets(table: &TableStore, access: &Access, filter: Option<&Expr>, view: &TxnView, cx: &EvalContext) -> Result<Vec<(RowId, Option<Vec<Value>>)>> {
     let mut rows = Vec::new();
     for_each_candidate(table, access, false, view, cx, &mut |row, version| {
         if matches(&version, filter, cx)? {
-            rows.push((row, version.values(n)));
+            rows.push((row, match version {
+                StoredRow::InPlace { .. } => None,
+                StoredRow::Values(values) => Some(values),
+            }));
         }
         Ok(true)
     })?;
     Ok(rows)
+}
+
+/// A target row as its statement sees it.
+fn seen(table: &TableStore, row: RowId, old: Option<Vec<Value>>) -> StoredRow<'_> {
+    match old {
+        None => StoredRow::InPlace { table, row },
+        Some(values) => StoredRow::Values(values),
+    }
 }
 
 /// Inserts rows (already of the column types) for transaction `txn`; returns how many.
@@ -231,41 +243,51 @@ pub fn insert_rows(table: &mut TableStore, rows: &[Vec<Value>], txn: &mut LocalT
 }
 
 /// Runs an UPDATE; the RETURNING rows, if it has that clause, go to `returned`.
+///
+/// Each row's new values are computed from the version the statement sees of it, read in
+/// place: the rows changed before it in this statement are other rows, so it is unchanged.
 pub fn run_update(table: &mut TableStore, plan: &UpdatePlan, cx: &EvalContext, txn: &mut LocalTxn, returned: &mut Vec<Vec<Value>>) -> Result<u64> {
-    let targets = collect_targets(table, &plan.access, plan.filter.as_ref(), &txn.view, cx)?;
+    let targets = collect_targets(table, &plan.access, plan.residual.as_ref(), &txn.view, cx)?;
+    let count = targets.len() as u64;
     let id = table.def().id;
-    let types: Vec<DataType> = plan.assignments.iter().map(|(c, _)| table.def().columns[*c].ty).collect();
-    for (row, values) in &targets {
-        let mut changes = Vec::with_capacity(plan.assignments.len());
-        for ((col, e), ty) in plan.assignments.iter().zip(&types) {
-            let v = e.eval(&SliceRow(values), cx)?.assign_to(*ty)?;
-            changes.push((*col, v));
-        }
-        if let Some(r) = &plan.returning {
-            let mut new = values.clone();
-            for (c, v) in &changes {
-                new[*c] = v.clone();
+    let n = table.def().columns.len();
+    for (row, old) in targets {
+        let changes = {
+            let version = seen(table, row, old);
+            let mut changes = Vec::with_capacity(plan.assignments.len());
+            for (col, e) in &plan.assignments {
+                let v = e.eval(&version, cx)?.assign_to(table.def().columns[*col].ty)?;
+                changes.push((*col, v));
             }
-            returned.push(r.row(&new, cx)?);
-        }
-        let version = table.update(*row, &changes, &txn.view)?;
+            if let Some(r) = &plan.returning {
+                let mut new = version.values(n);
+                for (c, v) in &changes {
+                    new[*c] = v.clone();
+                }
+                returned.push(r.row(&new, cx)?);
+            }
+            changes
+        };
+        let version = table.update(row, &changes, &txn.view)?;
         txn.versions.push((id, version));
     }
-    Ok(targets.len() as u64)
+    Ok(count)
 }
 
 /// Runs a DELETE; the RETURNING rows, if it has that clause, go to `returned`.
 pub fn run_delete(table: &mut TableStore, plan: &DeletePlan, cx: &EvalContext, txn: &mut LocalTxn, returned: &mut Vec<Vec<Value>>) -> Result<u64> {
-    let targets = collect_targets(table, &plan.access, plan.filter.as_ref(), &txn.view, cx)?;
+    let targets = collect_targets(table, &plan.access, plan.residual.as_ref(), &txn.view, cx)?;
+    let count = targets.len() as u64;
     let id = table.def().id;
-    for (row, values) in &targets {
+    let n = table.def().columns.len();
+    for (row, old) in targets {
         if let Some(r) = &plan.returning {
-            returned.push(r.row(values, cx)?);
+            returned.push(r.row(&seen(table, row, old).values(n), cx)?);
         }
-        let version = table.delete(*row, &txn.view)?;
+        let version = table.delete(row, &txn.view)?;
         txn.versions.push((id, version));
     }
-    Ok(targets.len() as u64)
+    Ok(count)
 }
 
 /// What an index-driven SELECT produced.
@@ -312,7 +334,7 @@ pub fn run_select(table: &TableStore, plan: &SelectPlan, view: &TxnView, cx: &Ev
             too_large = true;
             return Ok(false);
         }
-        if matches(&version, plan.filter.as_ref(), cx)? {
+        if matches(&version, plan.residual.as_ref(), cx)? {
             let out = plan.projection.iter().map(|e| e.eval(&version, cx)).collect::<Result<Vec<_>>>()?;
             let key = if sorting {
                 plan.order_by.iter().map(|(e, _, _)| e.eval(&version, cx)).collect::<Result<Vec<_>>>()?

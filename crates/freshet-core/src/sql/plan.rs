@@ -15,7 +15,7 @@ use super::expr::{BinaryOp, Expr};
 use super::names::{column_name, fold_ident, user_relation};
 use crate::catalog::{Catalog, ColumnDefault, TableDef};
 use crate::error::{Error, Result, SqlState};
-use crate::types::{DataType, Value};
+use crate::types::{DataType, TypeFamily, Value};
 
 /// A result column: name and type.
 #[derive(Clone, Debug, PartialEq)]
@@ -74,7 +74,10 @@ pub struct InsertPlan {
 pub struct UpdatePlan {
     pub table: Arc<TableDef>,
     pub assignments: Vec<(usize, Expr)>,
+    /// The whole WHERE clause (routing and SERIALIZABLE read validation use it).
     pub filter: Option<Expr>,
+    /// What `access` does not already guarantee of `filter`: the executor checks this.
+    pub residual: Option<Expr>,
     pub access: Access,
     pub returning: Option<Returning>,
 }
@@ -82,7 +85,10 @@ pub struct UpdatePlan {
 #[derive(Clone, Debug)]
 pub struct DeletePlan {
     pub table: Arc<TableDef>,
+    /// The whole WHERE clause (routing and SERIALIZABLE read validation use it).
     pub filter: Option<Expr>,
+    /// What `access` does not already guarantee of `filter`: the executor checks this.
+    pub residual: Option<Expr>,
     pub access: Access,
     pub returning: Option<Returning>,
 }
@@ -137,7 +143,10 @@ pub struct SelectPlan {
     pub table: Arc<TableDef>,
     pub projection: Vec<Expr>,
     pub columns: Vec<ResultColumn>,
+    /// The whole WHERE clause (routing and SERIALIZABLE read validation use it).
     pub filter: Option<Expr>,
+    /// What `access` does not already guarantee of `filter`: the executor checks this.
+    pub residual: Option<Expr>,
     pub access: Access,
     /// Sort keys: expression, descending, nulls first.
     pub order_by: Vec<(Expr, bool, bool)>,
@@ -302,9 +311,10 @@ pub fn plan_update(catalog: &Catalog, update: &ast::Update, params: &mut Vec<Opt
     }
     let filter = update.selection.as_ref().map(|w| binder.bind_predicate(w)).transpose()?;
     let access = choose_access(&table, filter.as_ref(), &[]).0;
+    let residual = residual_filter(&table, filter.as_ref(), &access);
     drop(binder);
     let returning = bind_returning(&table, alias, &update.returning, params)?;
-    Ok(UpdatePlan { table, assignments, filter, access, returning })
+    Ok(UpdatePlan { table, assignments, filter, residual, access, returning })
 }
 
 pub fn plan_delete(catalog: &Catalog, delete: &ast::Delete, params: &mut Vec<Option<DataType>>) -> Result<DeletePlan> {
@@ -320,9 +330,10 @@ pub fn plan_delete(catalog: &Catalog, delete: &ast::Delete, params: &mut Vec<Opt
     let mut binder = Binder::new(Some(scope_for(&table, alias)), params);
     let filter = delete.selection.as_ref().map(|w| binder.bind_predicate(w)).transpose()?;
     let access = choose_access(&table, filter.as_ref(), &[]).0;
+    let residual = residual_filter(&table, filter.as_ref(), &access);
     drop(binder);
     let returning = bind_returning(&table, alias, &delete.returning, params)?;
-    Ok(DeletePlan { table, filter, access, returning })
+    Ok(DeletePlan { table, filter, residual, access, returning })
 }
 
 /// Plans a SELECT for the short path, or returns `None` when it belongs to the analytical
@@ -444,7 +455,8 @@ fn try_plan_select(
     if access == Access::Scan && !lock {
         return Ok(None);
     }
-    Ok(Some(SelectPlan { table: table.clone(), projection, columns, filter, access, order_by, ordered_by_index, limit, offset, lock }))
+    let residual = residual_filter(table, filter.as_ref(), &access);
+    Ok(Some(SelectPlan { table: table.clone(), projection, columns, filter, residual, access, order_by, ordered_by_index, limit, offset, lock }))
 }
 
 fn is_plain_wildcard(opts: &ast::WildcardAdditionalOptions) -> bool {
@@ -566,6 +578,42 @@ pub fn choose_access(table: &TableDef, filter: Option<&Expr>, order_by: &[(Expr,
     }
 }
 
+/// The conjuncts of `filter` that `access` does not already guarantee, AND-ed again.
+///
+/// An index lookup with equalities on leading key columns yields exactly the rows whose
+/// visible version has that key (`exec::for_each_candidate` checks entries of old versions),
+/// and the lookup value is the comparison's operand converted to the column type exactly
+/// (`exec::key_value`; no exact conversion finds no row). So `column = value` is true for
+/// every row found when key equality is SQL equality for the column's type: integers,
+/// decimals, dates, timestamps, booleans and text other than `char(n)` (whose comparison
+/// ignores trailing blanks), with an operand of the same type family. Range bounds stay in
+/// the residual (a bound that does not convert exactly is dropped from the lookup).
+pub fn residual_filter(table: &TableDef, filter: Option<&Expr>, access: &Access) -> Option<Expr> {
+    let filter = filter?;
+    let Access::Index { index, eq, .. } = access else { return Some(filter.clone()) };
+    let key_columns = &table.indexes[*index].columns[..eq.len()];
+    let implied = |c: &Expr| -> bool {
+        let Expr::Binary { op: BinaryOp::Eq, left, right, .. } = c else { return false };
+        let (col, value) = match (left.as_ref(), right.as_ref()) {
+            (Expr::Column { index, .. }, v) | (v, Expr::Column { index, .. }) => (*index, v),
+            _ => return false,
+        };
+        let Some(k) = key_columns.iter().position(|&kc| kc == col) else { return false };
+        let ty = table.columns[col].ty;
+        let exact = match ty.family() {
+            TypeFamily::Integer | TypeFamily::Decimal | TypeFamily::Date | TypeFamily::Timestamp | TypeFamily::Bool => true,
+            TypeFamily::String => !matches!(ty, DataType::Char(_)) && !matches!(value.ty(), DataType::Char(_)),
+            TypeFamily::Float => false,
+        };
+        exact && value.ty().family() == ty.family() && &eq[k] == value
+    };
+    conjuncts(filter)
+        .into_iter()
+        .filter(|c| !implied(c))
+        .cloned()
+        .reduce(|l, r| Expr::Binary { op: BinaryOp::And, left: Box::new(l), right: Box::new(r), ty: DataType::Bool })
+}
+
 /// Whether ORDER BY lists (a prefix of) the index columns after the equality prefix, all in
 /// one direction with default NULL placement: then index order is the requested order.
 fn index_order(rest: &[usize], order_by: &[(Expr, bool, bool)]) -> Option<bool> {
@@ -583,4 +631,53 @@ fn index_order(rest: &[usize], order_by: &[(Expr, bool, bool)]) -> Option<bool> 
         }
     }
     Some(desc)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::CatalogStore;
+    use crate::sql::ddl::{plan_create_table, DdlPlan};
+    use crate::sql::parse::parse;
+
+    fn catalog() -> Arc<Catalog> {
+        let store = CatalogStore::new();
+        let ddl = "CREATE TABLE t (id INT, c CHAR(4), f FLOAT8, v INT, PRIMARY KEY (id, c, f))";
+        let ast::Statement::CreateTable(ct) = &parse(ddl).unwrap()[0] else { panic!("not CREATE TABLE") };
+        let DdlPlan::CreateTable { def, .. } = plan_create_table(ct).unwrap() else { panic!("not a table") };
+        store.put_table(Arc::new(def));
+        store.current()
+    }
+
+    fn select(sql: &str) -> SelectPlan {
+        let ast::Statement::Query(q) = &parse(sql).unwrap()[0] else { panic!("not a query") };
+        plan_select(&catalog(), q, &mut Vec::new()).unwrap().expect("a short-path plan")
+    }
+
+    fn residual_columns(plan: &SelectPlan) -> Vec<usize> {
+        let mut cols = Vec::new();
+        if let Some(r) = &plan.residual {
+            r.visit(&mut |e| {
+                if let Expr::Column { index, .. } = e {
+                    cols.push(*index);
+                }
+            });
+        }
+        cols
+    }
+
+    #[test]
+    fn the_residual_keeps_what_the_lookup_does_not_answer_exactly() {
+        // Integer key equality is answered by the lookup; the range on `v` is not.
+        let p = select("SELECT v FROM t WHERE id = $1 AND c = 'ab' AND f = 1.5 AND v > 3");
+        assert!(matches!(p.access, Access::Index { index: 0, .. }));
+        assert!(p.filter.is_some(), "the whole predicate stays for routing and validation");
+        let cols = residual_columns(&p);
+        assert!(!cols.contains(&0), "id = $1 is implied by the lookup: {cols:?}");
+        // char(n) and float comparisons are not bytewise key equality: they stay.
+        assert!(cols.contains(&1) && cols.contains(&2) && cols.contains(&3), "{cols:?}");
+        // A second, different equality on a key column stays too.
+        let p = select("SELECT v FROM t WHERE id = 1 AND id = 2 AND c = 'ab' AND f = 1.5");
+        assert!(residual_columns(&p).contains(&0));
+    }
 }

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use super::bitmap::Bitmap;
 use hashbrown::HashMap;
 
-use super::index::{encode_key, IndexStore, KeyBuf};
+use super::index::{encode_key, encode_value, IndexStore, KeyBuf};
 use super::mvcc::{Change, TxnView, Version, TXN_ID_BASE};
 use super::segment::ColumnSegment;
 use super::snapshot::{ChunkSnapshot, TableSnapshot};
@@ -168,10 +168,13 @@ impl TableStore {
 
     /// The encoded key of `row` in index `position`, and whether it contains NULL.
     pub fn key_of(&self, position: usize, row: RowId) -> (KeyBuf, bool) {
-        let cols = &self.def.indexes[position].columns;
-        let values: Vec<Value> = cols.iter().map(|&c| self.get(row, c)).collect();
         let mut key = KeyBuf::new();
-        let has_null = encode_key(&values, &mut key);
+        let mut has_null = false;
+        for &c in &self.def.indexes[position].columns {
+            let v = self.get(row, c);
+            has_null |= v.is_null();
+            encode_value(&v, &mut key);
+        }
         (key, has_null)
     }
 
@@ -261,7 +264,16 @@ impl TableStore {
         for (c, v) in row.iter().enumerate() {
             self.check_not_null(c, v)?;
         }
-        let keys = self.index_keys(&|c| row[c].clone());
+        let keys: Vec<(KeyBuf, bool)> = self
+            .def
+            .indexes
+            .iter()
+            .map(|index| {
+                let mut key = KeyBuf::new();
+                let has_null = encode_key(index.columns.iter().map(|&c| &row[c]), &mut key);
+                (key, has_null)
+            })
+            .collect();
         for (position, (key, has_null)) in keys.iter().enumerate() {
             if self.def.indexes[position].unique && !has_null {
                 self.check_unique(position, key, None, view, &|c| row[c].clone())?;
@@ -274,19 +286,6 @@ impl TableStore {
         self.stats.live_rows += 1;
         let version = self.push_version(id, view.id, Change::Inserted);
         Ok((id, version))
-    }
-
-    fn index_keys(&self, value: &dyn Fn(usize) -> Value) -> Vec<(KeyBuf, bool)> {
-        self.def
-            .indexes
-            .iter()
-            .map(|index| {
-                let values: Vec<Value> = index.columns.iter().map(|&c| value(c)).collect();
-                let mut key = KeyBuf::new();
-                let has_null = encode_key(&values, &mut key);
-                (key, has_null)
-            })
-            .collect()
     }
 
     fn write_new_row(&mut self, row: &[Value]) -> RowId {

@@ -170,12 +170,12 @@ impl Value {
     pub fn assign_to(self, ty: DataType) -> Result<Value> {
         match (self, ty) {
             (Value::Text(s), DataType::Char(n)) => {
-                let trimmed = s.trim_end_matches(' ');
-                check_length(trimmed, n, "character")?;
-                Ok(Value::Text(trimmed.to_string()))
+                let len = s.trim_end_matches(' ').len();
+                check_length(&s[..len], n, "character")?;
+                Ok(Value::Text(keep_prefix(s, len)))
             }
             (Value::Text(s), DataType::Varchar(Some(n))) => {
-                if s.chars().count() > n as usize {
+                if s.len() > n as usize && s.chars().count() > n as usize {
                     let trimmed = s.trim_end_matches(' ');
                     check_length(trimmed, n, "character varying")?;
                     return Ok(Value::Text(truncate_chars(trimmed, n).to_string()));
@@ -194,9 +194,13 @@ impl Value {
         }
         Ok(match (self, ty) {
             (Text(s), DataType::Char(n)) => {
-                Text(truncate_chars(&s, n).trim_end_matches(' ').to_string())
+                let len = truncate_chars(&s, n).trim_end_matches(' ').len();
+                Text(keep_prefix(s, len))
             }
-            (Text(s), DataType::Varchar(Some(n))) => Text(truncate_chars(&s, n).to_string()),
+            (Text(s), DataType::Varchar(Some(n))) => {
+                let len = truncate_chars(&s, n).len();
+                Text(keep_prefix(s, len))
+            }
             (Text(s), DataType::Varchar(None) | DataType::Text) => Text(s),
             (Text(s), ty) => Value::parse(&s, ty)?,
             (v, DataType::Char(_) | DataType::Varchar(_) | DataType::Text) => {
@@ -266,7 +270,7 @@ fn pad_char(s: &str, n: u32, out: &mut String) {
 }
 
 fn check_length(s: &str, n: u32, type_name: &str) -> Result<()> {
-    if s.chars().count() > n as usize {
+    if s.len() > n as usize && s.chars().count() > n as usize {
         return Err(Error::new(
             SqlState::StringDataRightTruncation,
             format!("value too long for type {type_name}({n})"),
@@ -275,7 +279,16 @@ fn check_length(s: &str, n: u32, type_name: &str) -> Result<()> {
     Ok(())
 }
 
+/// The first `len` bytes of `s` (a character boundary), reusing its allocation.
+fn keep_prefix(mut s: String, len: usize) -> String {
+    s.truncate(len);
+    s
+}
+
 fn truncate_chars(s: &str, n: u32) -> &str {
+    if s.len() <= n as usize {
+        return s;
+    }
     match s.char_indices().nth(n as usize) {
         Some((i, _)) => &s[..i],
         None => s,

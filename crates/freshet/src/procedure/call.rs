@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use freshet_core::engine::JobStatements;
 use futures::FutureExt;
-use std::collections::HashMap;
+use hashbrown::HashMap;
 
 use freshet_core::catalog::{Catalog, ProcedureDef};
 use freshet_core::sql::bind::Binder;

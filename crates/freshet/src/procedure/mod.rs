@@ -34,7 +34,7 @@ mod view;
 pub(crate) use call::{plan_call, select_function_call, CallPlan};
 pub(crate) use view::{CallCounts, Natives, ProceduresView};
 
-use std::collections::HashMap;
+use hashbrown::HashMap;
 use std::sync::Arc;
 
 use freshet_core::engine::JobStatements;
