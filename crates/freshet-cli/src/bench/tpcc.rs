@@ -108,6 +108,10 @@ pub struct TpccArgs {
     /// Write the results as JSON (an array with one object per system and mode) to this file.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// `bench ch`: only these analytical queries, by the names the report uses (e.g.
+    /// `--queries top10` or `--queries Q1,Q6`); all 23 by default.
+    #[arg(long, value_delimiter = ',')]
+    queries: Vec<String>,
     /// Reduced cardinalities (1,000 items, 30 customers and orders per district), for testing
     /// the tooling only.
     #[arg(long, hide = true)]
@@ -133,6 +137,14 @@ pub struct ChArgs {
 }
 
 impl TpccArgs {
+    /// The CH queries this run uses: all, or those `--queries` names.
+    fn ch_queries(&self) -> Vec<(String, String)> {
+        ch::queries::all()
+            .into_iter()
+            .filter(|(name, _)| self.queries.is_empty() || self.queries.iter().any(|q| q.eq_ignore_ascii_case(name)))
+            .collect()
+    }
+
     fn scale(&self) -> Scale {
         if self.tiny { Scale::TINY } else { Scale::SPEC }
     }
@@ -150,7 +162,7 @@ impl TpccArgs {
             duration: Duration::from_secs(self.duration),
             seed: self.seed,
             streams,
-            queries: if streams > 0 { ch::queries::all() } else { vec![] },
+            queries: if streams > 0 { self.ch_queries() } else { vec![] },
             progress: true,
             driver,
         }
@@ -189,7 +201,7 @@ fn measure(
         (DriverKind::Calls(ProcedureKind::Native), TargetKind::Wire(_)) => bail!("native procedures run in-process only"),
         (DriverKind::Statements, _) => {}
     }
-    let answers = if with_answers { target.run(ch::RunOnce { queries: ch::queries::all() }).map_err(db_err)? } else { vec![] };
+    let answers = if with_answers { target.run(ch::RunOnce { queries: args.ch_queries() }).map_err(db_err)? } else { vec![] };
     println!("  running {} terminals{} for {} s …", args.terminals, if streams > 0 { format!(" and {streams} analytical streams") } else { String::new() }, args.duration);
     let stats = run(target, &args.run_spec(streams, mode.driver()));
     for f in &stats.fatal {
@@ -447,7 +459,7 @@ fn run_duckdb(args: &ChArgs) -> anyhow::Result<DuckDbRun> {
     let spec = json!({
         "ddl": schema::ddl(Flavor::DuckDb),
         "tables": schema::TABLES,
-        "queries": ch::queries::all().into_iter().map(|(n, q)| json!([n, q])).collect::<Vec<_>>(),
+        "queries": args.tpcc.ch_queries().into_iter().map(|(n, q)| json!([n, q])).collect::<Vec<_>>(),
     });
     std::fs::write(dir.join("spec.json"), spec.to_string())?;
     let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
@@ -462,7 +474,7 @@ fn run_duckdb(args: &ChArgs) -> anyhow::Result<DuckDbRun> {
     let out = out?;
     let v: Value = serde_json::from_str(out.lines().last().unwrap_or("")).context("DuckDB's output")?;
     let mut queries = Vec::new();
-    for (name, _) in ch::queries::all() {
+    for (name, _) in args.tpcc.ch_queries() {
         let q = &v["queries"][&name];
         let result = match q["error"].as_str() {
             Some(e) => Err(e.to_string()),
@@ -505,6 +517,9 @@ fn mean(t: &[f64]) -> f64 {
 }
 
 pub fn run_ch(args: ChArgs) -> anyhow::Result<()> {
+    if let Some(unknown) = args.tpcc.queries.iter().find(|q| !ch::queries::all().iter().any(|(n, _)| n.eq_ignore_ascii_case(q))) {
+        bail!("no CH query is named {unknown:?} (the names are top10 and Q1 … Q22)");
+    }
     let duck = if args.no_duckdb { None } else { Some(run_duckdb(&args)?) };
     if let (Some(path), Some(d)) = (&args.answers_out, &duck) {
         write_answers(path, d)?;
@@ -543,7 +558,7 @@ pub fn run_ch(args: ChArgs) -> anyhow::Result<()> {
     );
     let mut rows = Vec::new();
     let mut totals = [0.0f64; 4];
-    for (name, _) in ch::queries::all() {
+    for (name, _) in args.tpcc.ch_queries() {
         let fr = &runs[0];
         let once = fr.answers.iter().find(|a| a.name == name).map(|a| a.ms).unwrap_or(f64::NAN);
         let during = fr.stats.queries.iter().find(|(n, _)| *n == name).map(|(_, q)| q.clone()).unwrap_or_default();
