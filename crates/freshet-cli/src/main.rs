@@ -56,7 +56,8 @@ struct ServeArgs {
     /// Seconds after which a checkpoint is written if anything was logged since the last.
     #[arg(long, default_value_t = 300)]
     checkpoint_seconds: u64,
-    /// Worker threads of the analytical engine (default: number of CPUs).
+    /// Worker threads of the analytical engine (default: the number of CPUs minus the
+    /// partition executors, at least one).
     #[arg(long)]
     olap_threads: Option<usize>,
     /// Scheduling niceness of the analytical workers, 0–19: higher gives the transaction

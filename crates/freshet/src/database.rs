@@ -17,7 +17,10 @@ use freshet_core::wal::{Fs, RealFs};
 /// How a database is opened.
 #[derive(Clone, Debug)]
 pub struct Config {
-    /// Worker threads of the analytical engine (default: the number of CPUs).
+    /// Worker threads of the analytical engine; 0 (the default) means the CPUs the partition
+    /// executors leave: the number of CPUs minus `partitions`, at least one. Measured with
+    /// TPC-C and one CH stream on 2 cores: 2 workers beside the busy executor cost TPC-C
+    /// 23–29% and made the queries 9–21% slower than 1 worker did (see ARCHITECTURE.md).
     pub olap_threads: usize,
     /// Scheduling niceness of the analytical workers, 0–19 (default 0: both sides alike).
     /// Higher gives the executors more of the CPU when both sides want it (at 10, about ten
@@ -46,11 +49,23 @@ pub struct Config {
     pub snapshot_mode: SnapshotMode,
 }
 
+impl Config {
+    /// The analytical worker threads this configuration gives (see `olap_threads`).
+    pub fn resolved_olap_threads(&self) -> usize {
+        match self.olap_threads {
+            0 => {
+                let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
+                cpus.saturating_sub(self.partitions).max(1)
+            }
+            n => n,
+        }
+    }
+}
+
 impl Default for Config {
     fn default() -> Self {
-        let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
         Config {
-            olap_threads: cpus,
+            olap_threads: 0,
             olap_nice: 0,
             short_select_budget: EngineConfig::default().short_select_budget,
             data_dir: None,
@@ -119,7 +134,7 @@ impl Database {
             }
             None => (None, RecoveryReport::default()),
         };
-        let olap = OlapEngine::new(engine.clone(), config.olap_threads, config.olap_nice.clamp(0, 19))?;
+        let olap = OlapEngine::new(engine.clone(), config.resolved_olap_threads(), config.olap_nice.clamp(0, 19))?;
         let snapshots = Arc::new(Snapshots::default());
         olap.register_system_table("freshet_snapshots", Arc::new(SnapshotsView(snapshots.clone())));
         let natives = crate::procedure::Natives::default();

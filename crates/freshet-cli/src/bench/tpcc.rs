@@ -99,6 +99,10 @@ pub struct TpccArgs {
     /// Scheduling niceness of Freshet's analytical workers (the server's `--olap-nice`).
     #[arg(long, default_value_t = 0)]
     olap_nice: i32,
+    /// Worker threads of Freshet's analytical engine (the server's `--olap-threads`; default:
+    /// the CPUs the executor leaves, at least one).
+    #[arg(long)]
+    olap_threads: Option<usize>,
     /// Seed of the data generator and the terminals: the same seed gives the same data.
     #[arg(long, default_value_t = 42)]
     seed: u64,
@@ -236,12 +240,18 @@ fn run_freshet(args: &TpccArgs, streams: usize, with_answers: bool) -> anyhow::R
     let isolation = Some(args.isolation.clone());
     let (load, answers, stats, consistency) = match args.mode {
         Mode::Embedded | Mode::EmbeddedPlpgsql | Mode::EmbeddedStatements => {
-            let db = Database::open(Config { olap_nice: args.olap_nice, ..Config::default() }).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let olap_threads = args.olap_threads.unwrap_or(0);
+            let db = Database::open(Config { olap_nice: args.olap_nice, olap_threads, ..Config::default() }).map_err(|e| anyhow::anyhow!("{e}"))?;
             measure(&Target::embedded(db).with_isolation(isolation), Flavor::Freshet, args.mode, args, streams, with_answers)?
         }
         Mode::Interactive | Mode::Procedures => {
             let nice = args.olap_nice.to_string();
-            let server = FreshetServer::in_memory(&["--olap-nice", &nice])?;
+            let mut server_args = vec!["--olap-nice".to_string(), nice];
+            if let Some(n) = args.olap_threads {
+                server_args.extend(["--olap-threads".to_string(), n.to_string()]);
+            }
+            let server_args: Vec<&str> = server_args.iter().map(String::as_str).collect();
+            let server = FreshetServer::in_memory(&server_args)?;
             let target = Target::wire(format!("host=127.0.0.1 port={} user=bench dbname=freshet", server.port)).with_isolation(isolation);
             measure(&target, Flavor::Freshet, args.mode, args, streams, with_answers)?
         }
