@@ -57,7 +57,7 @@ struct ServeArgs {
     #[arg(long, default_value_t = 300)]
     checkpoint_seconds: u64,
     /// Worker threads of the analytical engine (default: the number of CPUs minus the
-    /// partition executors, at least one).
+    /// partition executors, at least one; 0 also means that).
     #[arg(long)]
     olap_threads: Option<usize>,
     /// Scheduling niceness of the analytical workers, 0–19: higher gives the transaction

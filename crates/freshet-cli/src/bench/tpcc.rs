@@ -149,6 +149,17 @@ impl TpccArgs {
             .collect()
     }
 
+    /// A `--queries` name no CH query has, if any.
+    fn unknown_query(&self) -> Option<&String> {
+        let all = ch::queries::all();
+        self.queries.iter().find(|q| !all.iter().any(|(name, _)| q.eq_ignore_ascii_case(name)))
+    }
+
+    /// `Config::olap_threads` for Freshet: the option's value, or 0 (the CPUs the executors leave).
+    fn olap_threads(&self) -> usize {
+        self.olap_threads.unwrap_or(0)
+    }
+
     fn scale(&self) -> Scale {
         if self.tiny { Scale::TINY } else { Scale::SPEC }
     }
@@ -240,18 +251,12 @@ fn run_freshet(args: &TpccArgs, streams: usize, with_answers: bool) -> anyhow::R
     let isolation = Some(args.isolation.clone());
     let (load, answers, stats, consistency) = match args.mode {
         Mode::Embedded | Mode::EmbeddedPlpgsql | Mode::EmbeddedStatements => {
-            let olap_threads = args.olap_threads.unwrap_or(0);
-            let db = Database::open(Config { olap_nice: args.olap_nice, olap_threads, ..Config::default() }).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let db = Database::open(Config { olap_nice: args.olap_nice, olap_threads: args.olap_threads(), ..Config::default() }).map_err(|e| anyhow::anyhow!("{e}"))?;
             measure(&Target::embedded(db).with_isolation(isolation), Flavor::Freshet, args.mode, args, streams, with_answers)?
         }
         Mode::Interactive | Mode::Procedures => {
-            let nice = args.olap_nice.to_string();
-            let mut server_args = vec!["--olap-nice".to_string(), nice];
-            if let Some(n) = args.olap_threads {
-                server_args.extend(["--olap-threads".to_string(), n.to_string()]);
-            }
-            let server_args: Vec<&str> = server_args.iter().map(String::as_str).collect();
-            let server = FreshetServer::in_memory(&server_args)?;
+            let (nice, threads) = (args.olap_nice.to_string(), args.olap_threads().to_string());
+            let server = FreshetServer::in_memory(&["--olap-nice", &nice, "--olap-threads", &threads])?;
             let target = Target::wire(format!("host=127.0.0.1 port={} user=bench dbname=freshet", server.port)).with_isolation(isolation);
             measure(&target, Flavor::Freshet, args.mode, args, streams, with_answers)?
         }
@@ -527,7 +532,7 @@ fn mean(t: &[f64]) -> f64 {
 }
 
 pub fn run_ch(args: ChArgs) -> anyhow::Result<()> {
-    if let Some(unknown) = args.tpcc.queries.iter().find(|q| !ch::queries::all().iter().any(|(n, _)| n.eq_ignore_ascii_case(q))) {
+    if let Some(unknown) = args.tpcc.unknown_query() {
         bail!("no CH query is named {unknown:?} (the names are top10 and Q1 … Q22)");
     }
     let duck = if args.no_duckdb { None } else { Some(run_duckdb(&args)?) };
