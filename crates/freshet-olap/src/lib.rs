@@ -6,12 +6,14 @@
 //! DataFusion `LogicalPlan` whose scans are [`provider::SnapshotTable`]s; the caller takes a
 //! snapshot of `OlapPlan::tables` on the executor (microseconds: it clones segment pointers);
 //! `OlapEngine::execute` runs the plan on the OLAP worker pool, where each scan wraps the
-//! snapshot's chunks as record batches ([`scan`]) without copying them.
+//! snapshot's chunks as record batches ([`scan`]) without copying them, leaving out the chunks
+//! whose value ranges rule out a pushed-down filter ([`prune`]).
 
 pub mod engine;
 pub mod error;
 pub mod fork;
 pub mod provider;
+pub mod prune;
 pub mod rewrite;
 pub mod scan;
 pub mod types;

@@ -18,12 +18,13 @@ use datafusion::catalog::{SchemaProvider, Session, TableProvider};
 use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::datasource::TableType;
 use datafusion::error::{DataFusionError, Result};
-use datafusion::logical_expr::Expr;
+use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
 use freshet_core::catalog::TableDef;
 use freshet_core::engine::Engine;
 use freshet_core::storage::DbSnapshot;
 
+use crate::prune::{range_test, RangeTest};
 use crate::scan::chunk_batch;
 use crate::types::table_schema;
 
@@ -51,13 +52,26 @@ impl TableProvider for SnapshotTable {
         TableType::Base
     }
 
+    /// Range filters on integer, date and timestamp columns let the scan skip whole chunks
+    /// ([`crate::prune`]); DataFusion still applies every filter to the rows that remain.
+    fn supports_filters_pushdown(&self, filters: &[&Expr]) -> Result<Vec<TableProviderFilterPushDown>> {
+        Ok(filters
+            .iter()
+            .map(|f| match range_test(f, &self.schema) {
+                Some(_) => TableProviderFilterPushDown::Inexact,
+                None => TableProviderFilterPushDown::Unsupported,
+            })
+            .collect())
+    }
+
     async fn scan(
         &self,
         state: &dyn Session,
         projection: Option<&Vec<usize>>,
-        _filters: &[Expr],
+        filters: &[Expr],
         _limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
+        let tests: Vec<RangeTest> = filters.iter().filter_map(|f| range_test(f, &self.schema)).collect();
         let snapshot = state
             .config()
             .get_extension::<DbSnapshot>()
@@ -74,7 +88,8 @@ impl TableProvider for SnapshotTable {
         let partitions = state.config().target_partitions().max(1);
         let mut parts: Vec<Vec<_>> = vec![Vec::new(); partitions];
         let mut next = 0;
-        for chunk in table.chunks.iter().filter(|c| c.live > 0) {
+        // Chunks whose value ranges rule out a pushed-down filter hold no row that passes it.
+        for chunk in table.chunks.iter().filter(|c| c.live > 0 && tests.iter().all(|t| t.may_match(c))) {
             parts[next].push(chunk_batch(chunk, &types, &projection, projected.clone())?);
             next = (next + 1) % partitions;
         }

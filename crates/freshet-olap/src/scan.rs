@@ -63,10 +63,9 @@ where
 /// One segment of a snapshot chunk as an Arrow array of its first `len` slots.
 pub fn segment_array(segment: &Arc<ColumnSegment>, ty: DataType, len: usize) -> ArrayRef {
     let nulls = segment
-        .validity
-        .as_ref()
+        .validity()
         .map(|v| NullBuffer::new(BooleanBuffer::new(bitmap_buffer(v, segment), 0, len)));
-    match (&segment.values, ty) {
+    match (segment.values(), ty) {
         (SegmentValues::Bool(bits), _) => {
             Arc::new(BooleanArray::new(BooleanBuffer::new(bitmap_buffer(bits, segment), 0, len), nulls))
         }

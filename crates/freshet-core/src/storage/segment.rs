@@ -6,6 +6,8 @@
 //! snapshot keeps the old contents and the live table gets its own. A segment has at most
 //! [`CHUNK_ROWS`](super::CHUNK_ROWS) values, so a copy costs tens of kilobytes.
 
+use std::sync::OnceLock;
+
 use super::bitmap::Bitmap;
 use super::strings::{StringArena, StringColumn};
 use crate::types::{DataType, Decimal, PhysicalType, Value};
@@ -24,11 +26,20 @@ pub enum SegmentValues {
 }
 
 /// One column of one chunk.
+///
+/// Invariant: `range`, once computed, bounds every value the segment holds. Every write goes
+/// through a `&mut self` method, which clears it; a segment a snapshot shares is never written
+/// (the live table copies it first), so its range is computed at most once and stays valid for
+/// every later snapshot that shares the segment.
 #[derive(Clone, Debug)]
 pub struct ColumnSegment {
-    pub values: SegmentValues,
+    values: SegmentValues,
     /// `None` while no value is NULL; a set bit means the value is valid.
-    pub validity: Option<Bitmap>,
+    validity: Option<Bitmap>,
+    /// The smallest and largest value of an integer segment (16-, 32- or 64-bit: integers,
+    /// dates, timestamps) over all its slots, computed on first use ([`Self::int_range`]).
+    /// NULL and deleted slots count with the value they store, which only widens the range.
+    range: OnceLock<Option<(i64, i64)>>,
 }
 
 impl ColumnSegment {
@@ -43,7 +54,34 @@ impl ColumnSegment {
             PhysicalType::I128 => SegmentValues::I128(Vec::with_capacity(capacity)),
             PhysicalType::Utf8 => SegmentValues::Utf8(StringColumn::with_capacity(capacity)),
         };
-        ColumnSegment { values, validity: None }
+        ColumnSegment { values, validity: None, range: OnceLock::new() }
+    }
+
+    /// The typed values (every slot, including NULL and deleted ones).
+    pub fn values(&self) -> &SegmentValues {
+        &self.values
+    }
+
+    /// The validity bitmap: `None` while no value is NULL; a set bit means the value is valid.
+    pub fn validity(&self) -> Option<&Bitmap> {
+        self.validity.as_ref()
+    }
+
+    /// The smallest and largest value of an integer segment, for skipping segments a range
+    /// predicate cannot match (a zone map). `None` for other types and for empty segments.
+    /// Computed once per segment contents: O(slots) the first time, then free.
+    pub fn int_range(&self) -> Option<(i64, i64)> {
+        fn min_max<T: Copy + Into<i64>>(v: &[T]) -> Option<(i64, i64)> {
+            let mut it = v.iter().map(|&x| x.into());
+            let first = it.next()?;
+            Some(it.fold((first, first), |(lo, hi), x| (lo.min(x), hi.max(x))))
+        }
+        *self.range.get_or_init(|| match &self.values {
+            SegmentValues::I16(v) => min_max(v),
+            SegmentValues::I32(v) => min_max(v),
+            SegmentValues::I64(v) => min_max(v),
+            _ => None,
+        })
     }
 
     pub fn len(&self) -> usize {
@@ -100,6 +138,7 @@ impl ColumnSegment {
 
     /// Appends a value already converted to the column's type.
     pub fn push(&mut self, value: &Value, arena: &mut StringArena) {
+        self.range.take();
         let slot = self.len();
         let valid = !value.is_null();
         match &mut self.values {
@@ -123,6 +162,7 @@ impl ColumnSegment {
 
     /// Overwrites the value at `slot` with a value already converted to the column's type.
     pub fn set(&mut self, slot: usize, value: &Value, arena: &mut StringArena) {
+        self.range.take();
         let valid = !value.is_null();
         match &mut self.values {
             SegmentValues::Bool(b) => b.set(slot, value.as_bool().unwrap_or(false)),
