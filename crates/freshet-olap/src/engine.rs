@@ -114,6 +114,7 @@ impl OlapEngine {
     /// Plans a query statement.
     pub async fn plan(&self, mut statement: ast::Statement) -> Result<OlapPlan> {
         crate::rewrite::postgres_functions(&mut statement);
+        crate::rewrite::unique_output_names(&mut statement);
         let logical = self
             .state
             .statement_to_plan(DfStatement::Statement(Box::new(statement)))
