@@ -230,6 +230,26 @@ fn call_with_parameters_over_the_wire() {
         assert_eq!(row.get::<_, i32>(0), 21);
         let missing = client.query_one("SELECT balance_of($1)", &[&5i32]).await.unwrap();
         assert_eq!(missing.get::<_, Option<i32>>(0), None);
+
+        // A set-returning function, prepared: its result columns describe the statement.
+        client
+            .batch_execute(
+                "CREATE FUNCTION richer_than(floor INT) RETURNS TABLE (account_id INT, doubled BIGINT) LANGUAGE plpgsql AS $$ \
+                 BEGIN RETURN QUERY SELECT id, balance * 2 FROM account WHERE balance > floor ORDER BY id; END $$",
+            )
+            .await
+            .unwrap();
+        let rich = client.prepare("SELECT * FROM richer_than($1)").await.unwrap();
+        let described: Vec<(&str, &tokio_postgres::types::Type)> = rich.columns().iter().map(|c| (c.name(), c.type_())).collect();
+        assert_eq!(described, [("account_id", &tokio_postgres::types::Type::INT4), ("doubled", &tokio_postgres::types::Type::INT8)]);
+        let rows = client.query(&rich, &[&0i32]).await.unwrap();
+        let got: Vec<(i32, i64)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+        assert_eq!(got, [(1, 200), (2, 42)]);
+        assert!(client.query(&rich, &[&1000i32]).await.unwrap().is_empty());
+        let renamed = client.prepare("SELECT * FROM richer_than(0) AS r(a, b)").await.unwrap();
+        assert_eq!(renamed.columns().iter().map(|c| c.name()).collect::<Vec<_>>(), ["a", "b"]);
+        let composite = client.query("SELECT richer_than(50)", &[]).await.unwrap();
+        assert_eq!(composite.iter().map(|r| r.get::<_, String>(0)).collect::<Vec<_>>(), ["(1,200)"]);
     });
 }
 

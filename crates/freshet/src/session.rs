@@ -235,14 +235,16 @@ impl Session {
     /// Calls a procedure (stored or native) from Rust, with scalar arguments (an array
     /// parameter takes its text form, `'{1,2,3}'`), as `CALL` does: atomically outside a
     /// transaction block, inside the block otherwise. Returns its rows: a native procedure's
-    /// result, or a function's value as one row.
+    /// result, a function's value as one row, or a set-returning function's rows (with their
+    /// columns, as `SELECT * FROM f(…)` returns them).
     pub async fn call(&mut self, name: &str, args: Vec<Value>) -> Result<Vec<Vec<Value>>> {
         let catalog = self.db.inner.engine.catalog();
         let select = catalog.procedure(name).is_some_and(|p| p.routine.function);
         let placeholders: Vec<ast::Expr> =
             (1..=args.len()).map(|i| ast::Expr::Value(ast::Value::Placeholder(format!("${i}")).with_empty_span())).collect();
         let mut types: Vec<Option<DataType>> = args.iter().map(crate::procedure::value_type).collect();
-        let (plan, columns) = crate::procedure::plan_call(&self.db, &catalog, name.to_string(), placeholders, select, &mut types)?;
+        let call = crate::procedure::FunctionCall { name: name.to_string(), args: placeholders, from: true, column_names: Vec::new() };
+        let (plan, columns) = crate::procedure::plan_call(&self.db, &catalog, call, select, &mut types)?;
         let param_types: Vec<DataType> = types.iter().map(|t| t.unwrap_or(DataType::Text)).collect();
         let columns = Some(Arc::new(columns.unwrap_or_else(|| vec![ColumnInfo { name: name.to_string(), ty: DataType::Text }])));
         let result = self.run_call(&plan, &param_types, args, columns.clone()).await;
@@ -322,8 +324,8 @@ impl Session {
         params: &mut Vec<Option<DataType>>,
     ) -> Result<(Kind, Option<Vec<ColumnInfo>>)> {
         Ok(match statement {
-            Statement::Query(q) if let Some((name, args)) = crate::procedure::select_function_call(q, catalog) => {
-                let (call, columns) = crate::procedure::plan_call(&self.db, catalog, name, args, true, params)?;
+            Statement::Query(q) if let Some(call) = crate::procedure::select_function_call(q, catalog) => {
+                let (call, columns) = crate::procedure::plan_call(&self.db, catalog, call, true, params)?;
                 (Kind::Call(call), columns)
             }
             Statement::Call(f) => {
@@ -339,7 +341,8 @@ impl Session {
                         .collect::<Result<Vec<_>>>()?,
                     _ => vec![],
                 };
-                let (call, columns) = crate::procedure::plan_call(&self.db, catalog, name, args, false, params)?;
+                let call = crate::procedure::FunctionCall { name, args, from: false, column_names: Vec::new() };
+                let (call, columns) = crate::procedure::plan_call(&self.db, catalog, call, false, params)?;
                 (Kind::Call(call), columns)
             }
             Statement::Pragma { name, value: Some(v), .. } if matches!(name.to_string().as_str(), freshet_core::sql::parse::CREATE_ROUTINE_PRAGMA | freshet_core::sql::parse::DROP_ROUTINE_PRAGMA) => {

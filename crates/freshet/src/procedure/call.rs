@@ -12,6 +12,7 @@ use hashbrown::HashMap;
 use freshet_core::catalog::{Catalog, ProcedureDef};
 use freshet_core::sql::bind::Binder;
 use freshet_core::sql::expr::{EvalContext, NoRow};
+use freshet_core::sql::names::fold_ident;
 use freshet_core::sql::plpgsql::parser::RaiseLevel;
 use freshet_core::sql::plpgsql::{self, ExprUnit, Instr, ParamSource, PlType, PlValue};
 use freshet_core::types::{DataType, Value};
@@ -30,8 +31,42 @@ use crate::transaction as txn_block;
 pub(crate) struct CallPlan {
     pub name: String,
     pub args: Vec<ast::Expr>,
-    /// `SELECT f(…)`: the function's value is the one result row.
+    /// `SELECT f(…)` or `SELECT * FROM f(…)`: the function's result is the statement's.
     pub select: bool,
+    /// `SELECT * FROM f(…)`: a `RETURNS TABLE` function's rows keep their columns (in the
+    /// select list each row is one value of a composite type, shown as text).
+    pub from: bool,
+}
+
+impl CallPlan {
+    /// A function's result rows as this form of call returns them.
+    fn shape_rows(&self, r: &plpgsql::Routine, rows: Vec<Vec<Value>>) -> Vec<Vec<Value>> {
+        match &r.set {
+            Some(set) if set.table && !self.from => rows
+                .into_iter()
+                .map(|row| {
+                    let types = set.columns.iter().map(|c| c.1);
+                    vec![Value::Text(composite_text(row.iter().zip(types)))]
+                })
+                .collect(),
+            _ => rows,
+        }
+    }
+}
+
+/// PostgreSQL's text form of a composite value: `(1,"a b",)`, NULL as nothing, and a field
+/// quoted when it is empty or holds a comma, parenthesis, quote, backslash or white space.
+fn composite_text<'a>(fields: impl Iterator<Item = (&'a Value, DataType)>) -> String {
+    let parts: Vec<String> = fields
+        .map(|(v, ty)| match v.to_text(ty) {
+            None => String::new(),
+            Some(t) if t.is_empty() || t.chars().any(|c| matches!(c, ',' | '(' | ')' | '"' | '\\') || c.is_whitespace()) => {
+                format!("\"{}\"", t.replace('\\', "\\\\").replace('"', "\"\""))
+            }
+            Some(t) => t,
+        })
+        .collect();
+    format!("({})", parts.join(","))
 }
 
 enum Target {
@@ -44,16 +79,17 @@ fn undefined(kind: &str, name: &str, args: usize) -> Error {
         .with_hint(format!("No {kind} matches the given name and argument count."))
 }
 
-/// Plans `CALL name(args)` or `SELECT name(args)`: checks the routine exists with that many
-/// arguments and types `$n` arguments by the parameters they are passed to.
+/// Plans `CALL name(args)`, `SELECT name(args)` or `SELECT * FROM name(args)`: checks the
+/// routine exists with that many arguments and types `$n` arguments by the parameters they are
+/// passed to.
 pub(crate) fn plan_call(
     db: &Database,
     catalog: &Catalog,
-    name: String,
-    args: Vec<ast::Expr>,
+    call: FunctionCall,
     select: bool,
     params: &mut Vec<Option<DataType>>,
 ) -> Result<(CallPlan, Option<Vec<ColumnInfo>>)> {
+    let FunctionCall { name, args, from, column_names } = call;
     let kind = if select { "function" } else { "procedure" };
     let (types, columns): (Vec<DataType>, Option<Vec<ColumnInfo>>) = if let Some(def) = catalog.procedure(&name) {
         let r = &def.routine;
@@ -65,13 +101,32 @@ pub(crate) fn plan_call(
             return Err(undefined(kind, &name, args.len()));
         }
         let types = r.params.iter().map(|(_, t)| if let PlType::Scalar(t) = t { *t } else { DataType::Text }).collect();
-        let columns = select.then(|| {
-            let ty = match r.returns {
-                Some(PlType::Scalar(t)) => t,
-                _ => DataType::Text,
+        let columns = if !select {
+            None
+        } else {
+            let mut columns = match (&r.set, from) {
+                (Some(set), true) => set.columns.iter().map(|(n, ty)| ColumnInfo { name: n.clone(), ty: *ty }).collect(),
+                (Some(set), false) if set.table => vec![ColumnInfo { name: name.clone(), ty: DataType::Text }],
+                (Some(set), false) => vec![ColumnInfo { name: name.clone(), ty: set.columns[0].1 }],
+                (None, _) => {
+                    let ty = match r.returns {
+                        Some(PlType::Scalar(t)) => t,
+                        _ => DataType::Text,
+                    };
+                    vec![ColumnInfo { name: name.clone(), ty }]
+                }
             };
-            vec![ColumnInfo { name: name.clone(), ty }]
-        });
+            if column_names.len() > columns.len() {
+                return Err(Error::new(
+                    SqlState::custom("42P10").unwrap_or(SqlState::SyntaxError),
+                    format!("table \"{name}\" has {} columns available but {} columns specified", columns.len(), column_names.len()),
+                ));
+            }
+            for (c, alias) in columns.iter_mut().zip(column_names) {
+                c.name = alias;
+            }
+            Some(columns)
+        };
         (types, columns)
     } else if let (false, Some(native)) = (select, db.native_procedure(&name)) {
         let columns = (!native.columns.is_empty()).then(|| native.columns.clone());
@@ -93,33 +148,59 @@ pub(crate) fn plan_call(
             }
         }
     }
-    Ok((CallPlan { name, args, select }, columns))
+    Ok((CallPlan { name, args, select, from }, columns))
 }
 
-/// `SELECT f(args)` as the whole statement, with `f` a stored function: its name and arguments.
-pub(crate) fn select_function_call(q: &ast::Query, catalog: &Catalog) -> Option<(String, Vec<ast::Expr>)> {
+/// A call of a routine as a statement.
+pub(crate) struct FunctionCall {
+    pub name: String,
+    pub args: Vec<ast::Expr>,
+    /// `SELECT * FROM f(…)` rather than `SELECT f(…)` or `CALL p(…)`.
+    pub from: bool,
+    /// Column aliases (`FROM f(…) AS t(a, b)`; for a function of one result column, `AS t`
+    /// names it too, as in PostgreSQL).
+    pub column_names: Vec<String>,
+}
+
+/// `SELECT f(args)` or `SELECT * FROM f(args) [AS t[(a, …)]]` as the whole statement, with
+/// `f` a stored function.
+pub(crate) fn select_function_call(q: &ast::Query, catalog: &Catalog) -> Option<FunctionCall> {
     let ast::SetExpr::Select(s) = q.body.as_ref() else { return None };
-    if q.order_by.is_some() || q.limit_clause.is_some() || q.with.is_some() || !s.from.is_empty() || s.selection.is_some() || s.projection.len() != 1 {
+    if q.order_by.is_some() || q.limit_clause.is_some() || q.with.is_some() || s.selection.is_some() || s.projection.len() != 1 {
         return None;
     }
-    let ast::SelectItem::UnnamedExpr(ast::Expr::Function(f)) = &s.projection[0] else { return None };
-    let name = freshet_core::sql::names::fold_ident(f.name.0.last()?.as_ident()?);
-    if f.name.0.len() != 1 || catalog.procedure(&name).is_none() {
-        return None;
-    }
-    let args = match &f.args {
-        ast::FunctionArguments::List(list) => list
-            .args
-            .iter()
-            .map(|a| match a {
-                ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => Some(e.clone()),
-                _ => None,
-            })
-            .collect::<Option<Vec<_>>>()?,
-        ast::FunctionArguments::None => vec![],
-        ast::FunctionArguments::Subquery(_) => return None,
+    let (name, args, alias, from) = match (&s.projection[0], &s.from[..]) {
+        (ast::SelectItem::UnnamedExpr(ast::Expr::Function(f)), []) => {
+            let args = match &f.args {
+                ast::FunctionArguments::List(list) => &list.args[..],
+                ast::FunctionArguments::None => &[],
+                ast::FunctionArguments::Subquery(_) => return None,
+            };
+            (&f.name, args, None, false)
+        }
+        (ast::SelectItem::Wildcard(_), [ast::TableWithJoins { relation: ast::TableFactor::Table { name, alias, args: Some(args), .. }, joins }])
+            if joins.is_empty() =>
+        {
+            (name, &args.args[..], alias.as_ref(), true)
+        }
+        _ => return None,
     };
-    Some((name, args))
+    let fname = fold_ident(name.0.last()?.as_ident()?);
+    let def = catalog.procedure(&fname).filter(|_| name.0.len() == 1)?;
+    let returns_table = def.routine.set.as_ref().is_some_and(|set| set.table);
+    let column_names = match alias {
+        Some(a) if !a.columns.is_empty() => a.columns.iter().map(|c| fold_ident(&c.name)).collect(),
+        Some(a) if !returns_table => vec![fold_ident(&a.name)],
+        _ => Vec::new(),
+    };
+    let args = args
+        .iter()
+        .map(|a| match a {
+            ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => Some(e.clone()),
+            _ => None,
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some(FunctionCall { name: fname, args, from, column_names })
 }
 
 /// Evaluates a constant or parameter expression (a CALL argument).
@@ -239,11 +320,11 @@ impl Session {
                     let args = routine_args(&def, &plan.args, param_types, &params, now)?;
                     let one_job = self.run_routine_as_one_job(&def, &args).await;
                     self.count_call(&r.name, matches!(one_job, Ok(Some(_))));
-                    let (value, notices) = match one_job? {
+                    let (rows, notices) = match one_job? {
                         Some(done) => done,
                         None => self.in_call_transaction(|s| Box::pin(s.run_routine(def.clone(), args))).await?,
                     };
-                    (plan.select.then(|| vec![vec![value.unwrap_or(Value::Null)]]), notices)
+                    (plan.select.then(|| plan.shape_rows(r, rows)), notices)
                 }
                 Target::Native(native) => {
                     let args = plan.args.iter().map(|a| native_arg(a, param_types, &params, now)).collect::<Result<Vec<_>>>()?;
@@ -372,7 +453,7 @@ impl Session {
     }
 
     /// Runs a routine in this session, statement by statement.
-    async fn run_routine(&mut self, def: Arc<ProcedureDef>, args: Vec<PlValue>) -> Result<(Option<Value>, Vec<String>)> {
+    async fn run_routine(&mut self, def: Arc<ProcedureDef>, args: Vec<PlValue>) -> Result<(Vec<Vec<Value>>, Vec<String>)> {
         let compiled = self.compiled_call(&def).await?;
         let deadline = self.settings().statement_timeout().map(|t| std::time::Instant::now() + t);
         interpret(&def, &compiled, args, deadline, &mut InSession(self)).await
@@ -381,7 +462,7 @@ impl Session {
     /// Runs a routine's call outside a transaction block as one executor job (see
     /// `freshet_core::engine::JobTxn`): `None` if it cannot (see
     /// [`Self::run_native_as_one_job`]; also a nested call gives the job up).
-    async fn run_routine_as_one_job(&mut self, def: &Arc<ProcedureDef>, args: &[PlValue]) -> Result<Option<(Option<Value>, Vec<String>)>> {
+    async fn run_routine_as_one_job(&mut self, def: &Arc<ProcedureDef>, args: &[PlValue]) -> Result<Option<(Vec<Vec<Value>>, Vec<String>)>> {
         if !self.may_run_as_one_job() {
             return Ok(None);
         }
@@ -465,20 +546,23 @@ impl RoutineStatements for InJob<'_> {
         let result = Box::pin(interpret(&def, &compiled, args, deadline, self)).await;
         self.depth -= 1;
         // Notices of a nested call are dropped, as the ordinary path drops them.
-        let (value, _) = result?;
-        Ok(if plan.select { (vec![vec![value.unwrap_or(Value::Null)]], 1) } else { (Vec::new(), 0) })
+        let (rows, _) = result?;
+        let rows = if plan.select { plan.shape_rows(&def.routine, rows) } else { Vec::new() };
+        let count = rows.len() as u64;
+        Ok((rows, count))
     }
 }
 
 /// The interpreter: runs the routine's instructions with its statements prepared in
-/// `compiled`; returns a function's value and the notices RAISE NOTICE produced.
+/// `compiled`; returns the function's result rows (see [`result_rows`]) and the notices RAISE
+/// NOTICE produced.
 async fn interpret<S: RoutineStatements>(
     def: &ProcedureDef,
     compiled: &CompiledCall,
     args: Vec<PlValue>,
     deadline: Option<std::time::Instant>,
     statements: &mut S,
-) -> Result<(Option<Value>, Vec<String>)> {
+) -> Result<(Vec<Vec<Value>>, Vec<String>)> {
     let r = &def.routine;
     let mut vars: Vec<PlValue> = r
         .slots
@@ -493,6 +577,8 @@ async fn interpret<S: RoutineStatements>(
     }
     let now = now_micros();
     let mut notices = Vec::new();
+    // A set-returning function's rows so far.
+    let mut out: Vec<Vec<Value>> = Vec::new();
     // Per query loop: its rows and how many were assigned so far.
     let mut cursors: Vec<(std::vec::IntoIter<Vec<Value>>, usize)> = (0..r.cursors).map(|_| (Vec::new().into_iter(), 0)).collect();
     let mut pc = 0;
@@ -625,7 +711,32 @@ async fn interpret<S: RoutineStatements>(
                     (Some(e), Some(t)) => Some(eval(e, &vars, now)?.cast(slot_type(t))?),
                     _ => None,
                 };
-                return Ok((v, notices));
+                return Ok((result_rows(r, v, out), notices));
+            }
+            Instr::ReturnNext(value) => {
+                let columns = r.set.as_ref().map(|s| &s.columns[..]).unwrap_or_default();
+                let row = match value {
+                    Some(e) => vec![eval(e, &vars, now)?.cast(columns.first().map_or(DataType::Text, |c| c.1))?],
+                    None => r.table_slots.iter().map(|&slot| vars[slot].scalar().cloned()).collect::<Result<Vec<_>>>()?,
+                };
+                out.push(row);
+            }
+            Instr::ReturnQuery(sql) => {
+                let unit = &r.sql[*sql];
+                let params = unit.params.iter().map(|p| source_value(p, &vars, now)).collect::<Result<Vec<_>>>()?;
+                let (rows, count) = statements.run(&compiled.prepared[*sql], params).await?;
+                let columns = r.set.as_ref().map(|s| &s.columns[..]).unwrap_or_default();
+                for row in rows {
+                    if row.len() != columns.len() {
+                        return Err(Error::mismatch("structure of query does not match function result type").with_detail(format!(
+                            "Number of returned columns ({}) does not match expected column count ({}).",
+                            row.len(),
+                            columns.len()
+                        )));
+                    }
+                    out.push(row.into_iter().zip(columns).map(|(v, (_, ty))| v.cast(*ty)).collect::<Result<Vec<_>>>()?);
+                }
+                vars[r.found] = PlValue::Scalar(Value::Bool(count > 0));
             }
             Instr::Raise { level, format, args, options } => {
                 let texts = args
@@ -662,7 +773,19 @@ async fn interpret<S: RoutineStatements>(
             format!("control reached end of function \"{}\" without RETURN", r.name),
         ));
     }
-    Ok((None, notices))
+    Ok((result_rows(r, None, out), notices))
+}
+
+/// What a routine's run yields: a set-returning function's rows; one row holding a
+/// function's value (NULL for a void function); nothing for a procedure.
+fn result_rows(r: &plpgsql::Routine, value: Option<Value>, set_rows: Vec<Vec<Value>>) -> Vec<Vec<Value>> {
+    if r.set.is_some() {
+        set_rows
+    } else if r.function {
+        vec![vec![value.unwrap_or(Value::Null)]]
+    } else {
+        Vec::new()
+    }
 }
 
 /// A native procedure's argument: an array literal becomes its text form (`{1,2}`), anything

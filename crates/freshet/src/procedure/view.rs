@@ -56,7 +56,15 @@ impl SystemTable for ProceduresView {
                 plpgsql::Classification::Constrained { parameter: None } => "constrained".to_string(),
                 plpgsql::Classification::Crossing { reason } => format!("crossing: {reason}"),
             };
-            rows.push([Some(r.name.clone()), Some(r.kind().to_string()), Some(arguments), r.returns.map(|t| t.name()), Some(partitioning)]);
+            let returns = match &r.set {
+                Some(set) if set.table => {
+                    let columns: Vec<String> = set.columns.iter().map(|(n, t)| format!("{n} {}", t.pg_name())).collect();
+                    Some(format!("TABLE({})", columns.join(", ")))
+                }
+                Some(set) => Some(format!("SETOF {}", set.columns[0].1.pg_name())),
+                None => r.returns.map(|t| t.name()),
+            };
+            rows.push([Some(r.name.clone()), Some(r.kind().to_string()), Some(arguments), returns, Some(partitioning)]);
         }
         let mut natives: Vec<String> = self.natives.read().keys().filter(|n| catalog.procedure(n).is_none()).cloned().collect();
         natives.sort();

@@ -79,6 +79,11 @@ pub enum Instr {
     /// After a query loop (also reached by EXIT): FOUND is whether it iterated at all.
     QueryClose { cursor: usize },
     Return(Option<ExprUnit>),
+    /// Appends a row to a set-returning function's result: the expression's value (SETOF),
+    /// or the values of the `RETURNS TABLE` column variables (`None`).
+    ReturnNext(Option<ExprUnit>),
+    /// Runs statement `sql` and appends its rows to the result.
+    ReturnQuery(usize),
     Raise { level: RaiseLevel, format: Option<String>, args: Vec<ExprUnit>, options: Vec<(String, ExprUnit)> },
 }
 
@@ -98,6 +103,11 @@ pub struct Routine {
     /// The parameters are slots `0..params.len()`.
     pub params: Vec<(String, PlType)>,
     pub returns: Option<PlType>,
+    /// A set-returning function's result columns; its rows are what RETURN NEXT and RETURN
+    /// QUERY appended when it ends (or reaches `RETURN;`).
+    pub set: Option<parser::SetResult>,
+    /// The slots of the `RETURNS TABLE` columns (after the parameters), in column order.
+    pub table_slots: Vec<usize>,
     /// The CREATE statement as written (what the log and checkpoints keep).
     pub source: String,
     pub slots: Vec<Slot>,
@@ -124,9 +134,18 @@ pub fn compile(source: &str) -> Result<Routine> {
     let mut c = Compiler { scopes: vec![Vec::new()], slots: Vec::new(), code: Vec::new(), sql: Vec::new(), loops: Vec::new(), header: &header, constants: Vec::new(), cursors: 0 };
     for (name, ty) in &header.params {
         if header.params.iter().filter(|(n, _)| n == name).count() > 1 {
-            return Err(Error::new(SqlState::InvalidTableDefinition, format!("parameter name \"{name}\" used more than once")));
+            return Err(duplicate_parameter(name));
         }
         c.declare(name, *ty);
+    }
+    let mut table_slots = Vec::new();
+    if let Some(set) = header.set.as_ref().filter(|s| s.table) {
+        for (name, ty) in &set.columns {
+            if header.params.iter().any(|(n, _)| n == name) || set.columns.iter().filter(|(n, _)| n == name).count() > 1 {
+                return Err(duplicate_parameter(name));
+            }
+            table_slots.push(c.declare(name, PlType::Scalar(*ty)));
+        }
     }
     let found = c.declare("found", PlType::Scalar(DataType::Bool));
     c.code.push(Instr::Init { slot: found, value: None });
@@ -136,6 +155,8 @@ pub fn compile(source: &str) -> Result<Routine> {
         function: header.function,
         params: header.params.clone(),
         returns: header.returns,
+        set: header.set.clone(),
+        table_slots,
         source: source.trim().trim_end_matches(';').to_string(),
         slots: c.slots,
         found,
@@ -144,6 +165,11 @@ pub fn compile(source: &str) -> Result<Routine> {
         sql: c.sql,
         or_replace: header.or_replace,
     })
+}
+
+/// 42P13 (invalid_function_definition), as PostgreSQL reports it.
+fn duplicate_parameter(name: &str) -> Error {
+    Error::new(SqlState::custom("42P13").unwrap_or(SqlState::InvalidTableDefinition), format!("parameter name \"{name}\" used more than once"))
 }
 
 struct LoopPatches {
@@ -360,6 +386,27 @@ impl Compiler<'_> {
                 }
                 let patches = self.loops.last_mut().expect("inside a loop");
                 if is_exit { patches.breaks.push(at) } else { patches.continues.push(at) }
+            }
+            SynStmt::Return(Some(_)) if self.header.set.is_some() => {
+                return Err(Error::mismatch("RETURN cannot have a parameter in function returning set").with_hint("Use RETURN NEXT or RETURN QUERY."));
+            }
+            SynStmt::ReturnNext(value) => {
+                let Some(set) = &self.header.set else { return Err(Error::mismatch("cannot use RETURN NEXT in a non-SETOF function")) };
+                let value = match (value, set.table) {
+                    (Some(_), true) => return Err(Error::mismatch("RETURN NEXT cannot have a parameter in function with OUT parameters")),
+                    (None, false) => return Err(Error::syntax("RETURN NEXT must have a parameter")),
+                    (Some(e), false) => Some(self.expr(e, Some(set.columns[0].1))?),
+                    (None, true) => None,
+                };
+                self.code.push(Instr::ReturnNext(value));
+            }
+            SynStmt::ReturnQuery { statement, text } => {
+                if self.header.set.is_none() {
+                    return Err(Error::mismatch("cannot use RETURN QUERY in a non-SETOF function"));
+                }
+                let unit = self.sql_unit(statement, text, Vec::new(), false)?;
+                self.sql.push(unit);
+                self.code.push(Instr::ReturnQuery(self.sql.len() - 1));
             }
             SynStmt::Return(value) => {
                 let value = match (value, self.header.function, self.header.returns) {

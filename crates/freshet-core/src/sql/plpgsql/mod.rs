@@ -18,9 +18,9 @@
 //! procedure parameters and variables ([`PlValue::Array`]): they are never stored in a table
 //! and never passed to SQL whole, only as elements or lengths.
 //!
-//! NOT IMPLEMENTED: EXCEPTION handlers, cursors, RETURN NEXT/QUERY
-//! (set-returning functions), OUT parameters, %TYPE, dynamic SQL, overloading (a name
-//! identifies one routine).
+//! NOT IMPLEMENTED: EXCEPTION handlers, cursors (OPEN/FETCH), OUT parameters, %TYPE, dynamic
+//! SQL, overloading (a name identifies one routine), a set-returning function inside a larger
+//! query (it is called only as `SELECT * FROM f(…)` or `SELECT f(…)`).
 
 pub mod compile;
 pub mod lexer;

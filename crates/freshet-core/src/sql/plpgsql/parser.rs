@@ -12,6 +12,7 @@ use sqlparser::parser::Parser as SqlParser;
 
 use super::lexer::{tokenize, Tok, Token};
 use super::PlType;
+use crate::types::DataType;
 use crate::error::{Error, Result};
 use crate::sql::bind::sql_type;
 
@@ -22,9 +23,22 @@ pub struct Header {
     pub function: bool,
     pub or_replace: bool,
     pub params: Vec<(String, PlType)>,
-    /// A function's result type (`None` for a procedure or `RETURNS void`).
+    /// A function's result type (`None` for a procedure, `RETURNS void` or a set).
     pub returns: Option<PlType>,
+    /// A set-returning function's result (`RETURNS TABLE (…)` or `RETURNS SETOF type`).
+    pub set: Option<SetResult>,
     pub body: String,
+}
+
+/// The rows a set-returning function produces.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SetResult {
+    /// The result columns: those of `RETURNS TABLE`, or for `RETURNS SETOF type` one column
+    /// named after the function.
+    pub columns: Vec<(String, DataType)>,
+    /// `RETURNS TABLE`: the columns are also variables of the body, and `RETURN NEXT` (without
+    /// an expression) appends their current values.
+    pub table: bool,
 }
 
 /// `DROP PROCEDURE|FUNCTION [IF EXISTS] name [(types)] [, …]`.
@@ -66,6 +80,10 @@ pub enum SynStmt {
     Exit { cond: Option<ast::Expr> },
     Continue { cond: Option<ast::Expr> },
     Return(Option<ast::Expr>),
+    /// `RETURN NEXT [expr]`: appends a row to a set-returning function's result.
+    ReturnNext(Option<ast::Expr>),
+    /// `RETURN QUERY query`: appends the query's rows to a set-returning function's result.
+    ReturnQuery { statement: Box<ast::Statement>, text: String },
     Raise { level: RaiseLevel, format: Option<String>, args: Vec<ast::Expr>, options: Vec<(String, ast::Expr)> },
     Null,
     Block { decls: Vec<Decl>, body: Vec<SynStmt> },
@@ -83,6 +101,14 @@ pub fn parse_expr(text: &str) -> Result<ast::Expr> {
         return Err(err(format!("syntax error at or near \"{}\" in expression \"{text}\"", p.peek_token().token)));
     }
     Ok(e)
+}
+
+/// Parses the type of a result column: a SQL type, not an array.
+fn scalar_type(text: &str) -> Result<DataType> {
+    match parse_type(text)? {
+        PlType::Scalar(t) => Ok(t),
+        PlType::Array(_) => Err(Error::unsupported("array result columns")),
+    }
 }
 
 /// Parses a type name: a SQL type, or an array of one (`INT[]`).
@@ -251,6 +277,7 @@ pub fn parse_header(sql: &str) -> Result<Header> {
         }
     }
     let mut returns = None;
+    let mut set = None;
     let mut body = None;
     let mut language = None;
     while let Some(t) = c.peek().cloned() {
@@ -260,15 +287,32 @@ pub fn parse_header(sql: &str) -> Result<Header> {
         match &t.tok {
             Tok::Word(w) if w == "returns" => {
                 c.pos += 1;
-                if c.peek_word("table") || c.peek_word("setof") {
-                    return Err(Error::unsupported("RETURNS TABLE and RETURNS SETOF"));
+                if c.eat_word("table") {
+                    c.expect_op("(")?;
+                    let mut columns = Vec::new();
+                    loop {
+                        let cname = c.ident()?;
+                        let (ty, _) = c.until(|t| t.is_op(",") || t.is_op(")"));
+                        columns.push((cname, scalar_type(&ty)?));
+                        if c.eat_op(")") {
+                            break;
+                        }
+                        c.expect_op(",")?;
+                    }
+                    set = Some(SetResult { columns, table: true });
+                    continue;
                 }
+                let setof = c.eat_word("setof");
                 let (ty, _) = c.until(|t| {
                     ["language", "as", "immutable", "stable", "volatile", "strict", "security", "parallel", "cost", "called", "returns"]
                         .iter()
                         .any(|k| t.is_word(k))
                         || t.is_op(";")
                 });
+                if setof {
+                    set = Some(SetResult { columns: vec![(name.clone(), scalar_type(&ty)?)], table: false });
+                    continue;
+                }
                 returns = if ty.eq_ignore_ascii_case("void") { None } else { Some(parse_type(&ty)?) };
             }
             Tok::Word(w) if w == "language" => {
@@ -308,13 +352,16 @@ pub fn parse_header(sql: &str) -> Result<Header> {
         Some(other) => return Err(Error::unsupported(format!("LANGUAGE {other} (only plpgsql)"))),
     }
     if function && returns.is_none() && !sql.to_lowercase().contains("returns") {
-        return Err(Error::new(crate::error::SqlState::InvalidTableDefinition, "function result type must be specified"));
+        return Err(Error::new(
+            crate::error::SqlState::custom("42P13").unwrap_or(crate::error::SqlState::InvalidTableDefinition),
+            "function result type must be specified",
+        ));
     }
-    if !function && returns.is_some() {
+    if !function && (returns.is_some() || set.is_some()) {
         return Err(err("procedures cannot have a RETURNS clause"));
     }
     let body = body.ok_or_else(|| err("no function body specified"))?;
-    Ok(Header { name, function, or_replace, params, returns, body })
+    Ok(Header { name, function, or_replace, params, returns, set, body })
 }
 
 /// Parses `DROP PROCEDURE|FUNCTION [IF EXISTS] name [(argtypes)] [, …] [CASCADE | RESTRICT]`.
@@ -465,8 +512,22 @@ fn statement(c: &mut Cursor) -> Result<SynStmt> {
         }
         "return" => {
             c.pos += 1;
-            if c.peek_word("next") || c.peek_word("query") {
-                return Err(Error::unsupported("RETURN NEXT and RETURN QUERY"));
+            if c.eat_word("next") {
+                let value = if c.peek_op(";") { None } else { Some(c.expr_until(|t| t.is_op(";"))?) };
+                c.expect_op(";")?;
+                return Ok(SynStmt::ReturnNext(value));
+            }
+            if c.eat_word("query") {
+                if c.peek_word("execute") {
+                    return Err(Error::unsupported("RETURN QUERY EXECUTE (dynamic SQL)"));
+                }
+                let begin = c.pos;
+                let (text, _) = c.until(|t| t.is_op(";"));
+                if begin == c.pos {
+                    return Err(err(c.near()));
+                }
+                c.expect_op(";")?;
+                return Ok(SynStmt::ReturnQuery { statement: Box::new(one_statement(&text)?), text });
             }
             let value = if c.peek_op(";") { None } else { Some(c.expr_until(|t| t.is_op(";"))?) };
             c.expect_op(";")?;
