@@ -217,6 +217,24 @@ impl Session {
         }
     }
 
+    /// A savepoint of the open block, for a PL/pgSQL block with an EXCEPTION section.
+    pub(crate) async fn routine_savepoint(&mut self) -> Result<freshet_core::engine::Savepoint> {
+        let engine = self.db.inner.engine.clone();
+        let Some(t) = &mut self.txn else { return Err(Error::internal("a routine ran outside a transaction")) };
+        t.started = true;
+        engine.savepoint(t.id).await
+    }
+
+    /// Undoes the open block's changes after `savepoint` and clears its failed state: a
+    /// handler caught the error.
+    pub(crate) async fn routine_rollback_to(&mut self, savepoint: &freshet_core::engine::Savepoint) -> Result<()> {
+        let engine = self.db.inner.engine.clone();
+        let Some(t) = &mut self.txn else { return Err(Error::internal("a routine ran outside a transaction")) };
+        engine.rollback_to(t.id, savepoint).await?;
+        t.failed = false;
+        Ok(())
+    }
+
     pub(crate) fn in_block(&self) -> bool {
         self.txn.is_some()
     }

@@ -5,7 +5,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use freshet_core::engine::JobStatements;
+use freshet_core::engine::{JobStatements, Savepoint};
 use futures::FutureExt;
 use hashbrown::HashMap;
 
@@ -492,6 +492,12 @@ impl Session {
 trait RoutineStatements {
     async fn run(&mut self, prepared: &Arc<crate::session::Prepared>, params: Vec<Value>) -> Result<(Vec<Vec<Value>>, u64)>;
 
+    /// A savepoint for a block with an EXCEPTION section.
+    async fn savepoint(&mut self) -> Result<Savepoint>;
+
+    /// Undoes everything after `savepoint`: a handler caught an error.
+    async fn rollback_to(&mut self, savepoint: &Savepoint) -> Result<()>;
+
     /// An error that ends the routine now, checked every 1,024 instructions.
     fn over_budget(&mut self) -> Option<Error> {
         None
@@ -507,6 +513,14 @@ struct InSession<'a>(&'a mut Session);
 impl RoutineStatements for InSession<'_> {
     async fn run(&mut self, prepared: &Arc<crate::session::Prepared>, params: Vec<Value>) -> Result<(Vec<Vec<Value>>, u64)> {
         statement_rows(self.0, prepared, params).await
+    }
+
+    async fn savepoint(&mut self) -> Result<Savepoint> {
+        self.0.routine_savepoint().await
+    }
+
+    async fn rollback_to(&mut self, savepoint: &Savepoint) -> Result<()> {
+        self.0.routine_rollback_to(savepoint).await
     }
 }
 
@@ -527,6 +541,15 @@ struct InJob<'a> {
 impl RoutineStatements for InJob<'_> {
     fn over_budget(&mut self) -> Option<Error> {
         (self.started.elapsed() > JOB_BUDGET).then(|| self.job.give_up())
+    }
+
+    /// A job has no savepoints: a block with an EXCEPTION section runs the ordinary way.
+    async fn savepoint(&mut self) -> Result<Savepoint> {
+        Err(self.job.give_up())
+    }
+
+    async fn rollback_to(&mut self, _savepoint: &Savepoint) -> Result<()> {
+        Err(self.job.give_up())
     }
 
     async fn run(&mut self, prepared: &Arc<crate::session::Prepared>, params: Vec<Value>) -> Result<(Vec<Vec<Value>>, u64)> {
@@ -575,17 +598,70 @@ async fn interpret<S: RoutineStatements>(
     for (i, a) in args.into_iter().enumerate() {
         vars[i] = a;
     }
-    let now = now_micros();
-    let mut notices = Vec::new();
-    // A set-returning function's rows so far.
-    let mut out: Vec<Vec<Value>> = Vec::new();
-    // Per query loop: its rows and how many were assigned so far.
-    let mut cursors: Vec<(std::vec::IntoIter<Vec<Value>>, usize)> = (0..r.cursors).map(|_| (Vec::new().into_iter(), 0)).collect();
-    let mut pc = 0;
-    let mut steps = 0u32;
-    while let Some(instr) = r.code.get(pc) {
-        pc += 1;
-        steps = steps.wrapping_add(1);
+    let mut st = Interp {
+        vars,
+        notices: Vec::new(),
+        out: Vec::new(),
+        cursors: (0..r.cursors).map(|_| (Vec::new().into_iter(), 0)).collect(),
+        pc: 0,
+        steps: 0,
+        now: now_micros(),
+        tries: Vec::new(),
+    };
+    loop {
+        let e = match run_instructions(r, compiled, deadline, statements, &mut st).await {
+            Ok(rows) => return Ok((rows, st.notices)),
+            Err(e) => e,
+        };
+        // Cancellation (a timeout, or a one-job run giving up), serialization failures and
+        // deadlocks end the call: the client retries it whole.
+        if matches!(e.state.code(), "57014" | "40001" | "40P01") {
+            return Err(e);
+        }
+        let code = e.state.code().to_string();
+        let mut caught = None;
+        while let Some((savepoint, table)) = st.tries.pop() {
+            statements.rollback_to(&savepoint).await?;
+            if let Some(h) = r.handlers[table].iter().find(|h| h.catches(&code)) {
+                caught = Some(h);
+                break;
+            }
+        }
+        let Some(h) = caught else { return Err(e) };
+        st.vars[h.sqlstate] = PlValue::Scalar(Value::Text(code));
+        st.vars[h.sqlerrm] = PlValue::Scalar(Value::Text(e.message));
+        st.pc = h.target;
+    }
+}
+
+/// A running routine's state, kept across an error that a handler catches.
+struct Interp {
+    vars: Vec<PlValue>,
+    notices: Vec<String>,
+    /// A set-returning function's rows so far.
+    out: Vec<Vec<Value>>,
+    /// Per query loop: its rows and how many were assigned so far.
+    cursors: Vec<(std::vec::IntoIter<Vec<Value>>, usize)>,
+    pc: usize,
+    steps: u32,
+    now: i64,
+    /// Blocks with an EXCEPTION section entered and not left: savepoint and handler table.
+    tries: Vec<(Savepoint, usize)>,
+}
+
+/// Runs instructions from `st.pc` until the routine returns (its result rows) or fails.
+async fn run_instructions<S: RoutineStatements>(
+    r: &plpgsql::Routine,
+    compiled: &CompiledCall,
+    deadline: Option<std::time::Instant>,
+    statements: &mut S,
+    st: &mut Interp,
+) -> Result<Vec<Vec<Value>>> {
+    let Interp { vars, notices, out, cursors, pc, steps, now, tries } = st;
+    let now = *now;
+    while let Some(instr) = r.code.get(*pc) {
+        *pc += 1;
+        *steps = steps.wrapping_add(1);
         if steps.is_multiple_of(1024) && let Some(e) = statements.over_budget() {
             return Err(e);
         }
@@ -595,20 +671,20 @@ async fn interpret<S: RoutineStatements>(
         match instr {
             Instr::Init { slot, value } => {
                 let v = match value {
-                    Some(e) => eval(e, &vars, now)?.cast(slot_type(r.slots[*slot].ty))?,
+                    Some(e) => eval(e, vars, now)?.cast(slot_type(r.slots[*slot].ty))?,
                     None if *slot == r.found => Value::Bool(false),
                     None => Value::Null,
                 };
                 vars[*slot] = PlValue::Scalar(v);
             }
             Instr::Assign { slot, value } => {
-                let v = eval(value, &vars, now)?.cast(slot_type(r.slots[*slot].ty))?;
+                let v = eval(value, vars, now)?.cast(slot_type(r.slots[*slot].ty))?;
                 vars[*slot] = PlValue::Scalar(v);
             }
             Instr::Sql(i) => {
                 let unit = &r.sql[*i];
                 let prepared = &compiled.prepared[*i];
-                let params = unit.params.iter().map(|p| source_value(p, &vars, now)).collect::<Result<Vec<_>>>()?;
+                let params = unit.params.iter().map(|p| source_value(p, vars, now)).collect::<Result<Vec<_>>>()?;
                 let (rows, count) = statements.run(prepared, params).await?;
                 vars[r.found] = PlValue::Scalar(Value::Bool(count > 0));
                 if !unit.into.is_empty() {
@@ -626,22 +702,22 @@ async fn interpret<S: RoutineStatements>(
                     }
                 }
             }
-            Instr::Jump(t) => pc = *t,
+            Instr::Jump(t) => *pc = *t,
             Instr::JumpIfNot { cond, target } => {
-                if eval(cond, &vars, now)? != Value::Bool(true) {
-                    pc = *target;
+                if eval(cond, vars, now)? != Value::Bool(true) {
+                    *pc = *target;
                 }
             }
             Instr::JumpIf { cond, target } => {
-                if eval(cond, &vars, now)? == Value::Bool(true) {
-                    pc = *target;
+                if eval(cond, vars, now)? == Value::Bool(true) {
+                    *pc = *target;
                 }
             }
             Instr::RangeInit { var, hi, step, bounds } => {
-                let lo = int_value(eval(&bounds.lo, &vars, now)?, "lower bound")?;
-                let h = int_value(eval(&bounds.hi, &vars, now)?, "upper bound")?;
+                let lo = int_value(eval(&bounds.lo, vars, now)?, "lower bound")?;
+                let h = int_value(eval(&bounds.hi, vars, now)?, "upper bound")?;
                 let s = match &bounds.step {
-                    Some(e) => int_value(eval(e, &vars, now)?, "BY value")?,
+                    Some(e) => int_value(eval(e, vars, now)?, "BY value")?,
                     None => 1,
                 };
                 if s <= 0 {
@@ -655,7 +731,7 @@ async fn interpret<S: RoutineStatements>(
                 let v = vars[*var].scalar()?.as_i64().unwrap_or(0);
                 let h = vars[*hi].scalar()?.as_i64().unwrap_or(0);
                 if (!reverse && v > h) || (*reverse && v < h) {
-                    pc = *exit;
+                    *pc = *exit;
                 }
             }
             Instr::RangeNext { var, step, reverse } => {
@@ -675,7 +751,7 @@ async fn interpret<S: RoutineStatements>(
                     PlValue::Scalar(_) => return Err(Error::mismatch("FOREACH expression must yield an array")),
                 };
                 match item {
-                    None => pc = *exit,
+                    None => *pc = *exit,
                     Some(v) => {
                         vars[*var] = PlValue::Scalar(v.cast(slot_type(r.slots[*var].ty))?);
                         vars[*idx] = PlValue::Scalar(Value::Int64(i as i64 + 1));
@@ -684,14 +760,14 @@ async fn interpret<S: RoutineStatements>(
             }
             Instr::QueryOpen { sql, cursor } => {
                 let unit = &r.sql[*sql];
-                let params = unit.params.iter().map(|p| source_value(p, &vars, now)).collect::<Result<Vec<_>>>()?;
+                let params = unit.params.iter().map(|p| source_value(p, vars, now)).collect::<Result<Vec<_>>>()?;
                 let (rows, _) = statements.run(&compiled.prepared[*sql], params).await?;
                 cursors[*cursor] = (rows.into_iter(), 0);
             }
             Instr::QueryNext { cursor, targets, exit } => {
                 let (rows, seen) = &mut cursors[*cursor];
                 match rows.next() {
-                    None => pc = *exit,
+                    None => *pc = *exit,
                     Some(row) => {
                         *seen += 1;
                         let mut row = row.into_iter();
@@ -708,22 +784,29 @@ async fn interpret<S: RoutineStatements>(
             }
             Instr::Return(value) => {
                 let v = match (value, r.returns) {
-                    (Some(e), Some(t)) => Some(eval(e, &vars, now)?.cast(slot_type(t))?),
+                    (Some(e), Some(t)) => Some(eval(e, vars, now)?.cast(slot_type(t))?),
                     _ => None,
                 };
-                return Ok((result_rows(r, v, out), notices));
+                return Ok(result_rows(r, v, std::mem::take(out)));
+            }
+            Instr::TryEnter { table } => {
+                let savepoint = statements.savepoint().await?;
+                tries.push((savepoint, *table));
+            }
+            Instr::TryExit => {
+                tries.pop();
             }
             Instr::ReturnNext(value) => {
                 let columns = r.set.as_ref().map(|s| &s.columns[..]).unwrap_or_default();
                 let row = match value {
-                    Some(e) => vec![eval(e, &vars, now)?.cast(columns.first().map_or(DataType::Text, |c| c.1))?],
+                    Some(e) => vec![eval(e, vars, now)?.cast(columns.first().map_or(DataType::Text, |c| c.1))?],
                     None => r.table_slots.iter().map(|&slot| vars[slot].scalar().cloned()).collect::<Result<Vec<_>>>()?,
                 };
                 out.push(row);
             }
             Instr::ReturnQuery(sql) => {
                 let unit = &r.sql[*sql];
-                let params = unit.params.iter().map(|p| source_value(p, &vars, now)).collect::<Result<Vec<_>>>()?;
+                let params = unit.params.iter().map(|p| source_value(p, vars, now)).collect::<Result<Vec<_>>>()?;
                 let (rows, count) = statements.run(&compiled.prepared[*sql], params).await?;
                 let columns = r.set.as_ref().map(|s| &s.columns[..]).unwrap_or_default();
                 for row in rows {
@@ -741,13 +824,13 @@ async fn interpret<S: RoutineStatements>(
             Instr::Raise { level, format, args, options } => {
                 let texts = args
                     .iter()
-                    .map(|a| Ok(eval(a, &vars, now)?.to_text(a.ty).unwrap_or_else(|| "<NULL>".into())))
+                    .map(|a| Ok(eval(a, vars, now)?.to_text(a.ty).unwrap_or_else(|| "<NULL>".into())))
                     .collect::<Result<Vec<_>>>()?;
                 let mut message = format.as_deref().map(|f| format_raise(f, &texts));
                 let mut state = SqlState::RaiseException;
                 let (mut detail, mut hint) = (None, None);
                 for (name, e) in options {
-                    let text = eval(e, &vars, now)?.to_text(e.ty).unwrap_or_default();
+                    let text = eval(e, vars, now)?.to_text(e.ty).unwrap_or_default();
                     match name.as_str() {
                         "errcode" => state = errcode(&text)?,
                         "message" => message = Some(text),
@@ -773,7 +856,7 @@ async fn interpret<S: RoutineStatements>(
             format!("control reached end of function \"{}\" without RETURN", r.name),
         ));
     }
-    Ok((result_rows(r, None, out), notices))
+    Ok(result_rows(r, None, std::mem::take(out)))
 }
 
 /// What a routine's run yields: a set-returning function's rows; one row holding a

@@ -79,12 +79,41 @@ pub enum Instr {
     /// After a query loop (also reached by EXIT): FOUND is whether it iterated at all.
     QueryClose { cursor: usize },
     Return(Option<ExprUnit>),
+    /// Enters a block with an EXCEPTION section: sets a savepoint and makes
+    /// `Routine::handlers[table]` the innermost handlers.
+    TryEnter { table: usize },
+    /// Leaves the innermost such block normally (also before EXIT/CONTINUE out of it).
+    TryExit,
     /// Appends a row to a set-returning function's result: the expression's value (SETOF),
     /// or the values of the `RETURNS TABLE` column variables (`None`).
     ReturnNext(Option<ExprUnit>),
     /// Runs statement `sql` and appends its rows to the result.
     ReturnQuery(usize),
     Raise { level: RaiseLevel, format: Option<String>, args: Vec<ExprUnit>, options: Vec<(String, ExprUnit)> },
+}
+
+/// One `WHEN … THEN` of an EXCEPTION section, compiled.
+#[derive(Clone, Debug)]
+pub struct HandlerCode {
+    /// SQLSTATE codes (one ending in `000` matches its whole class), or `OTHERS`.
+    pub conditions: Vec<String>,
+    /// Where its statements start.
+    pub target: usize,
+    /// The slots of the handler's SQLSTATE and SQLERRM variables.
+    pub sqlstate: usize,
+    pub sqlerrm: usize,
+}
+
+impl HandlerCode {
+    /// Whether the handler catches an error with SQLSTATE `code`. OTHERS catches everything
+    /// but a cancellation (57014), as in PostgreSQL.
+    pub fn catches(&self, code: &str) -> bool {
+        self.conditions.iter().any(|c| match c.as_str() {
+            "OTHERS" => code != "57014",
+            c if c.ends_with("000") => code.get(..2) == c.get(..2),
+            c => c == code,
+        })
+    }
 }
 
 /// The bound expressions of `FOR i IN lo..hi BY step`.
@@ -108,6 +137,8 @@ pub struct Routine {
     pub set: Option<parser::SetResult>,
     /// The slots of the `RETURNS TABLE` columns (after the parameters), in column order.
     pub table_slots: Vec<usize>,
+    /// Per block with an EXCEPTION section, its handlers in order.
+    pub handlers: Vec<Vec<HandlerCode>>,
     /// The CREATE statement as written (what the log and checkpoints keep).
     pub source: String,
     pub slots: Vec<Slot>,
@@ -131,7 +162,7 @@ impl Routine {
 pub fn compile(source: &str) -> Result<Routine> {
     let header = parser::parse_header(source)?;
     let body = parser::parse_body(&header.body)?;
-    let mut c = Compiler { scopes: vec![Vec::new()], slots: Vec::new(), code: Vec::new(), sql: Vec::new(), loops: Vec::new(), header: &header, constants: Vec::new(), cursors: 0 };
+    let mut c = Compiler { scopes: vec![Vec::new()], slots: Vec::new(), code: Vec::new(), sql: Vec::new(), loops: Vec::new(), header: &header, constants: Vec::new(), cursors: 0, handlers: Vec::new(), tries: 0 };
     for (name, ty) in &header.params {
         if header.params.iter().filter(|(n, _)| n == name).count() > 1 {
             return Err(duplicate_parameter(name));
@@ -157,6 +188,7 @@ pub fn compile(source: &str) -> Result<Routine> {
         returns: header.returns,
         set: header.set.clone(),
         table_slots,
+        handlers: c.handlers,
         source: source.trim().trim_end_matches(';').to_string(),
         slots: c.slots,
         found,
@@ -175,6 +207,9 @@ fn duplicate_parameter(name: &str) -> Error {
 struct LoopPatches {
     breaks: Vec<usize>,
     continues: Vec<usize>,
+    /// Blocks with an EXCEPTION section open around the loop (EXIT/CONTINUE leave the ones
+    /// opened inside it).
+    tries: usize,
 }
 
 struct Compiler<'a> {
@@ -187,6 +222,9 @@ struct Compiler<'a> {
     /// Slots declared CONSTANT.
     constants: Vec<usize>,
     cursors: usize,
+    handlers: Vec<Vec<HandlerCode>>,
+    /// Blocks with an EXCEPTION section open at this point of the code.
+    tries: usize,
 }
 
 const PATCH: usize = usize::MAX;
@@ -231,7 +269,7 @@ impl Compiler<'_> {
         }
     }
 
-    fn block(&mut self, decls: &[Decl], body: &[SynStmt]) -> Result<()> {
+    fn block(&mut self, decls: &[Decl], body: &[SynStmt], handlers: &[parser::Handler]) -> Result<()> {
         self.scopes.push(Vec::new());
         for d in decls {
             let value = match &d.default {
@@ -247,8 +285,43 @@ impl Compiler<'_> {
             }
             self.code.push(Instr::Init { slot, value });
         }
+        if handlers.is_empty() {
+            for s in body {
+                self.statement(s)?;
+            }
+            self.scopes.pop();
+            return Ok(());
+        }
+        // TryEnter; body; TryExit; jump to the end; then each handler, ending with a jump to
+        // the end. An error inside the body rolls back to the savepoint and jumps to the
+        // handler that catches it (the interpreter pops the block first).
+        let table = self.handlers.len();
+        self.handlers.push(Vec::new());
+        self.code.push(Instr::TryEnter { table });
+        self.tries += 1;
         for s in body {
             self.statement(s)?;
+        }
+        self.tries -= 1;
+        self.code.push(Instr::TryExit);
+        let mut to_end = vec![self.here()];
+        self.code.push(Instr::Jump(PATCH));
+        for h in handlers {
+            self.scopes.push(Vec::new());
+            let sqlstate = self.declare("sqlstate", PlType::Scalar(DataType::Text));
+            let sqlerrm = self.declare("sqlerrm", PlType::Scalar(DataType::Text));
+            let target = self.here();
+            self.handlers[table].push(HandlerCode { conditions: h.conditions.clone(), target, sqlstate, sqlerrm });
+            for s in &h.body {
+                self.statement(s)?;
+            }
+            self.scopes.pop();
+            to_end.push(self.here());
+            self.code.push(Instr::Jump(PATCH));
+        }
+        let end = self.here();
+        for at in to_end {
+            self.patch(at, end);
         }
         self.scopes.pop();
         Ok(())
@@ -256,7 +329,7 @@ impl Compiler<'_> {
 
     fn statement(&mut self, s: &SynStmt) -> Result<()> {
         match s {
-            SynStmt::Block { decls, body } => self.block(decls, body)?,
+            SynStmt::Block { decls, body, handlers } => self.block(decls, body, handlers)?,
             SynStmt::Null => {}
             SynStmt::Assign { target, value } => {
                 let slot = self.scalar_slot(target)?;
@@ -376,13 +449,28 @@ impl Compiler<'_> {
                 if self.loops.is_empty() {
                     return Err(Error::syntax(if is_exit { "EXIT cannot be used outside a loop" } else { "CONTINUE cannot be used outside a loop" }));
                 }
+                // Leaving blocks with an EXCEPTION section opened inside the loop pops them.
+                let leave = self.tries - self.loops.last().map_or(0, |l| l.tries);
+                let cond = cond.as_ref().map(|c| self.expr(c, Some(DataType::Bool))).transpose()?;
+                let skip = match (&cond, leave) {
+                    (Some(cond), n) if n > 0 => {
+                        let at = self.here();
+                        self.code.push(Instr::JumpIfNot { cond: cond.clone(), target: PATCH });
+                        Some(at)
+                    }
+                    _ => None,
+                };
+                for _ in 0..leave {
+                    self.code.push(Instr::TryExit);
+                }
                 let at = self.here();
                 match cond {
-                    Some(c) => {
-                        let cond = self.expr(c, Some(DataType::Bool))?;
-                        self.code.push(Instr::JumpIf { cond, target: PATCH });
-                    }
-                    None => self.code.push(Instr::Jump(PATCH)),
+                    Some(cond) if leave == 0 => self.code.push(Instr::JumpIf { cond, target: PATCH }),
+                    _ => self.code.push(Instr::Jump(PATCH)),
+                }
+                if let Some(skip) = skip {
+                    let next = self.here();
+                    self.patch(skip, next);
                 }
                 let patches = self.loops.last_mut().expect("inside a loop");
                 if is_exit { patches.breaks.push(at) } else { patches.continues.push(at) }
@@ -434,7 +522,7 @@ impl Compiler<'_> {
     }
 
     fn loop_body(&mut self, body: &[SynStmt]) -> Result<LoopPatches> {
-        self.loops.push(LoopPatches { breaks: Vec::new(), continues: Vec::new() });
+        self.loops.push(LoopPatches { breaks: Vec::new(), continues: Vec::new(), tries: self.tries });
         for s in body {
             self.statement(s)?;
         }

@@ -18,7 +18,7 @@
 //! procedure parameters and variables ([`PlValue::Array`]): they are never stored in a table
 //! and never passed to SQL whole, only as elements or lengths.
 //!
-//! NOT IMPLEMENTED: EXCEPTION handlers, cursors (OPEN/FETCH), OUT parameters, %TYPE, dynamic
+//! NOT IMPLEMENTED: cursors (OPEN/FETCH), GET DIAGNOSTICS, OUT parameters, %TYPE, dynamic
 //! SQL, overloading (a name identifies one routine), a set-returning function inside a larger
 //! query (it is called only as `SELECT * FROM f(…)` or `SELECT f(…)`).
 
@@ -26,7 +26,7 @@ pub mod compile;
 pub mod lexer;
 pub mod parser;
 
-pub use compile::{classify, compile, Classification, ExprUnit, Instr, ParamSource, Routine, SqlUnit};
+pub use compile::{classify, compile, Classification, ExprUnit, HandlerCode, Instr, ParamSource, Routine, SqlUnit};
 
 use crate::error::{Error, Result, SqlState};
 use crate::types::{DataType, Value};

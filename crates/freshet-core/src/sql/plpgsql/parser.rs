@@ -86,11 +86,82 @@ pub enum SynStmt {
     ReturnQuery { statement: Box<ast::Statement>, text: String },
     Raise { level: RaiseLevel, format: Option<String>, args: Vec<ast::Expr>, options: Vec<(String, ast::Expr)> },
     Null,
-    Block { decls: Vec<Decl>, body: Vec<SynStmt> },
+    /// `[DECLARE …] BEGIN … [EXCEPTION WHEN … THEN …] END`.
+    Block { decls: Vec<Decl>, body: Vec<SynStmt>, handlers: Vec<Handler> },
 }
+
+/// `WHEN condition [OR condition …] THEN statements` of a block's EXCEPTION section.
+#[derive(Clone, Debug)]
+pub struct Handler {
+    /// SQLSTATE codes (a code ending in `000` stands for its whole class), or `OTHERS`.
+    pub conditions: Vec<String>,
+    pub body: Vec<SynStmt>,
+}
+
+/// PostgreSQL's condition names (Appendix A of its manual) for the errors Freshet raises.
+const CONDITIONS: [(&str, &str); 40] = [
+    ("others", "OTHERS"),
+    ("raise_exception", "P0001"),
+    ("no_data_found", "P0002"),
+    ("too_many_rows", "P0003"),
+    ("assert_failure", "P0004"),
+    ("plpgsql_error", "P0000"),
+    ("data_exception", "22000"),
+    ("division_by_zero", "22012"),
+    ("numeric_value_out_of_range", "22003"),
+    ("string_data_right_truncation", "22001"),
+    ("invalid_text_representation", "22P02"),
+    ("invalid_parameter_value", "22023"),
+    ("null_value_not_allowed", "22004"),
+    ("invalid_datetime_format", "22007"),
+    ("datetime_field_overflow", "22008"),
+    ("character_not_in_repertoire", "22021"),
+    ("invalid_escape_sequence", "22025"),
+    ("integrity_constraint_violation", "23000"),
+    ("not_null_violation", "23502"),
+    ("foreign_key_violation", "23503"),
+    ("unique_violation", "23505"),
+    ("check_violation", "23514"),
+    ("cardinality_violation", "21000"),
+    ("transaction_rollback", "40000"),
+    ("serialization_failure", "40001"),
+    ("deadlock_detected", "40P01"),
+    ("syntax_error_or_access_rule_violation", "42000"),
+    ("syntax_error", "42601"),
+    ("undefined_column", "42703"),
+    ("undefined_table", "42P01"),
+    ("undefined_function", "42883"),
+    ("datatype_mismatch", "42804"),
+    ("insufficient_privilege", "42501"),
+    ("duplicate_table", "42P07"),
+    ("feature_not_supported", "0A000"),
+    ("lock_not_available", "55P03"),
+    ("object_not_in_prerequisite_state", "55000"),
+    ("program_limit_exceeded", "54000"),
+    ("read_only_sql_transaction", "25006"),
+    ("in_failed_sql_transaction", "25P02"),
+];
 
 fn err(msg: impl Into<String>) -> Error {
     Error::syntax(msg)
+}
+
+/// One condition of a WHEN clause: a name or `SQLSTATE 'code'`.
+fn condition(c: &mut Cursor) -> Result<String> {
+    if c.eat_word("sqlstate") {
+        return match c.peek().map(|t| t.tok.clone()) {
+            Some(Tok::Str(code)) if code.len() == 5 && code.bytes().all(|b| b.is_ascii_alphanumeric()) && !code.starts_with("00") => {
+                c.pos += 1;
+                Ok(code.to_ascii_uppercase())
+            }
+            Some(Tok::Str(code)) => Err(Error::new(crate::error::SqlState::custom("42704").unwrap_or(crate::error::SqlState::SyntaxError), format!("invalid SQLSTATE code \"{code}\""))),
+            _ => Err(err(c.near())),
+        };
+    }
+    let name = c.ident()?;
+    CONDITIONS.iter().find(|(n, _)| *n == name).map(|(_, code)| code.to_string()).ok_or_else(|| {
+        Error::new(crate::error::SqlState::custom("42704").unwrap_or(crate::error::SqlState::SyntaxError), format!("unrecognized exception condition \"{name}\""))
+    })
 }
 
 /// Parses `text` as one SQL expression.
@@ -430,11 +501,22 @@ fn block(c: &mut Cursor) -> Result<SynStmt> {
     }
     c.expect_word("begin")?;
     let body = statements(c)?;
-    if c.peek_word("exception") {
-        return Err(Error::unsupported("EXCEPTION handlers in PL/pgSQL blocks"));
+    let mut handlers = Vec::new();
+    if c.eat_word("exception") {
+        while c.eat_word("when") {
+            let mut conditions = vec![condition(c)?];
+            while c.eat_word("or") {
+                conditions.push(condition(c)?);
+            }
+            c.expect_word("then")?;
+            handlers.push(Handler { conditions, body: statements(c)? });
+        }
+        if handlers.is_empty() {
+            return Err(err(c.near()));
+        }
     }
     c.expect_word("end")?;
-    Ok(SynStmt::Block { decls, body })
+    Ok(SynStmt::Block { decls, body, handlers })
 }
 
 fn decl(c: &mut Cursor) -> Result<Decl> {
@@ -453,13 +535,14 @@ fn decl(c: &mut Cursor) -> Result<Decl> {
     Ok(Decl { name, ty, default, constant })
 }
 
-/// Statements up to (not including) END, ELSIF, ELSE or EXCEPTION.
+/// Statements up to (not including) END, ELSIF, ELSE, EXCEPTION or WHEN.
 fn statements(c: &mut Cursor) -> Result<Vec<SynStmt>> {
     let mut out = Vec::new();
     loop {
         match c.peek() {
             None => return Err(err("syntax error at end of input (missing END)")),
-            Some(t) if ["end", "elsif", "elseif", "else", "exception"].iter().any(|k| t.is_word(k)) => return Ok(out),
+            // WHEN starts the next handler of an EXCEPTION section; no statement begins with it.
+            Some(t) if ["end", "elsif", "elseif", "else", "exception", "when"].iter().any(|k| t.is_word(k)) => return Ok(out),
             _ => out.push(statement(c)?),
         }
     }
