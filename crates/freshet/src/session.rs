@@ -346,6 +346,10 @@ impl Session {
                 let (call, columns) = crate::procedure::plan_call(&self.db, catalog, call, true, params)?;
                 (Kind::Call(call), columns)
             }
+            Statement::Query(q) if let Some(name) = crate::procedure::stored_function_in_from(q, catalog) => {
+                return Err(Error::unsupported(format!("function {name}() inside a larger query"))
+                    .with_hint(format!("Call it on its own, as SELECT * FROM {name}(…), or put the query inside the function.")));
+            }
             Statement::Call(f) => {
                 let name = f.name.0.last().and_then(|p| p.as_ident()).map(fold_ident).ok_or_else(|| Error::syntax("CALL needs a procedure name"))?;
                 let args = match &f.args {

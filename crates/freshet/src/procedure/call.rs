@@ -203,6 +203,30 @@ pub(crate) fn select_function_call(q: &ast::Query, catalog: &Catalog) -> Option<
     Some(FunctionCall { name: fname, args, from, column_names })
 }
 
+/// The name of a stored function that `q` calls in a FROM clause (a form other than
+/// [`select_function_call`]'s: those calls run only on their own).
+pub(crate) fn stored_function_in_from(q: &ast::Query, catalog: &Catalog) -> Option<String> {
+    use std::ops::ControlFlow;
+    struct Finder<'a>(&'a Catalog);
+    impl ast::Visitor for Finder<'_> {
+        type Break = String;
+        fn pre_visit_table_factor(&mut self, factor: &ast::TableFactor) -> ControlFlow<String> {
+            if let ast::TableFactor::Table { name, args: Some(_), .. } = factor
+                && let [part] = name.0.as_slice()
+                && let Some(ident) = part.as_ident()
+                && self.0.procedure(&fold_ident(ident)).is_some()
+            {
+                return ControlFlow::Break(fold_ident(ident));
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    match ast::Visit::visit(q, &mut Finder(catalog)) {
+        ControlFlow::Break(name) => Some(name),
+        ControlFlow::Continue(()) => None,
+    }
+}
+
 /// Evaluates a constant or parameter expression (a CALL argument).
 fn eval_arg(e: &ast::Expr, ty: DataType, param_types: &[DataType], params: &[Value], now: i64) -> Result<Value> {
     let mut types: Vec<Option<DataType>> = param_types.iter().copied().map(Some).collect();

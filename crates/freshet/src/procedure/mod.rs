@@ -31,7 +31,7 @@
 mod call;
 mod view;
 
-pub(crate) use call::{plan_call, select_function_call, CallPlan, FunctionCall};
+pub(crate) use call::{plan_call, select_function_call, stored_function_in_from, CallPlan, FunctionCall};
 pub(crate) use view::{CallCounts, Natives, ProceduresView};
 
 use hashbrown::HashMap;
