@@ -369,6 +369,12 @@ async fn short_path_and_analytical_path_return_typed_binary_results() {
     let grouped = client.query("SELECT owner, sum(balance) AS total FROM acct GROUP BY owner ORDER BY owner", &[]).await.unwrap();
     let got: Vec<(String, PgNumeric)> = grouped.iter().map(|r| (r.get(0), r.get(1))).collect();
     assert_eq!(got[2], ("cy".to_string(), PgNumeric("-0.75".into())));
+    // NUMERIC without a precision: the binary form carries the value's own digits, on both
+    // paths, not the storage scale.
+    let row = client.query_one("SELECT CAST(balance AS NUMERIC) FROM acct WHERE id = $1", &[&2i32]).await.unwrap();
+    assert_eq!(row.get::<_, PgNumeric>(0), PgNumeric("20.25".into()));
+    let row = client.query_one("SELECT CAST(sum(balance) AS NUMERIC) FROM acct", &[]).await.unwrap();
+    assert_eq!(row.get::<_, PgNumeric>(0), PgNumeric("30".into()));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

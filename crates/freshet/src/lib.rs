@@ -29,7 +29,7 @@ mod transaction;
 
 pub use copy::{CopyFormat, CopyIn, CopyOut};
 pub use database::{Config, Database};
-pub use freshet_core::types::{DataType, Decimal, Value};
+pub use freshet_core::types::{shown_decimal, DataType, Decimal, Value};
 pub use freshet_core::{Error, Result, SqlState};
 pub use freshet_olap::datafusion::arrow;
 pub use procedure::{NativeBody, NativeProcedure, ProcedureContext};

@@ -213,6 +213,18 @@ fn div_round(n: i128, d: i128) -> i128 {
     }
 }
 
+impl Decimal {
+    /// The same number without trailing fractional zeros (`1.5000000000` → `1.5`, `3.00` → `3`).
+    pub fn trimmed(self) -> Decimal {
+        let mut d = self;
+        while d.scale > 0 && d.value % 10 == 0 {
+            d.value /= 10;
+            d.scale -= 1;
+        }
+        d
+    }
+}
+
 impl fmt::Display for Decimal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let abs = self.value.unsigned_abs();

@@ -24,6 +24,15 @@ pub const MAX_DECIMAL_PRECISION: u8 = 38;
 /// column a plain 128-bit array that the analytical side reads without conversion.
 pub const DEFAULT_NUMERIC: DataType = DataType::Decimal { precision: 38, scale: 10 };
 
+/// A NUMERIC value as output shows it for a column of type `ty`: a declared scale is kept
+/// (`NUMERIC(10,2)` prints `3.00`); for NUMERIC without a precision ([`DEFAULT_NUMERIC`])
+/// trailing fractional zeros are dropped, so `1.5` prints as written rather than with the
+/// storage scale. (PostgreSQL keeps each value's own input scale, so `2.50` prints `2.50`
+/// there and `2.5` here.)
+pub fn shown_decimal(d: Decimal, ty: DataType) -> Decimal {
+    if ty == DEFAULT_NUMERIC { d.trimmed() } else { d }
+}
+
 /// A logical SQL type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DataType {

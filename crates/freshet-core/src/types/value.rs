@@ -109,7 +109,7 @@ impl Value {
             Value::Int64(v) => out.push_str(&v.to_string()),
             Value::Float32(v) => float::format_f32(*v, out),
             Value::Float64(v) => float::format_f64(*v, out),
-            Value::Decimal(d) => out.push_str(&d.to_string()),
+            Value::Decimal(d) => out.push_str(&super::shown_decimal(*d, ty).to_string()),
             Value::Text(s) => {
                 out.push_str(s);
                 if let DataType::Char(n) = ty {

@@ -33,7 +33,8 @@ enum Kind<'a> {
     Int64(&'a Int64Array),
     Float32(&'a Float32Array),
     Float64(&'a Float64Array),
-    Decimal(&'a Decimal128Array, u8),
+    /// The array, its scale and its precision.
+    Decimal(&'a Decimal128Array, u8, u8),
     Utf8(&'a StringArray),
     LargeUtf8(&'a LargeStringArray),
     Utf8View(&'a StringViewArray),
@@ -57,7 +58,7 @@ fn kind(a: &ArrayRef) -> Kind<'_> {
         ArrowType::Int64 => Kind::Int64(a.as_primitive()),
         ArrowType::Float32 => Kind::Float32(a.as_primitive()),
         ArrowType::Float64 => Kind::Float64(a.as_primitive()),
-        ArrowType::Decimal128(_, s) if *s >= 0 => Kind::Decimal(a.as_primitive(), *s as u8),
+        ArrowType::Decimal128(p, s) if *s >= 0 => Kind::Decimal(a.as_primitive(), *s as u8, *p),
         ArrowType::Utf8 => Kind::Utf8(a.as_string()),
         ArrowType::LargeUtf8 => Kind::LargeUtf8(a.as_string()),
         ArrowType::Utf8View => Kind::Utf8View(a.as_string_view()),
@@ -105,8 +106,10 @@ impl ColumnView<'_> {
             Kind::Int64(a) => integer(a.value(i), out),
             Kind::Float32(a) => via_scratch(&|s| float::format_f32(a.value(i), s)),
             Kind::Float64(a) => via_scratch(&|s| float::format_f64(a.value(i), s)),
-            Kind::Decimal(a, scale) => via_scratch(&|s| {
-                let _ = write!(s, "{}", Decimal::new(a.value(i), *scale));
+            Kind::Decimal(a, scale, precision) => via_scratch(&|s| {
+                let d = Decimal::new(a.value(i), *scale);
+                let own = DataType::Decimal { precision: *precision, scale: *scale };
+                let _ = write!(s, "{}", freshet::shown_decimal(d, own));
             }),
             Kind::Utf8(a) => binary::text(a.value(i), ty, out),
             Kind::LargeUtf8(a) => binary::text(a.value(i), ty, out),
@@ -127,8 +130,8 @@ impl ColumnView<'_> {
             (Kind::Int64(a), DataType::Int64) => out.put_i64(a.value(i)),
             (Kind::Float32(a), DataType::Float32) => out.put_f32(a.value(i)),
             (Kind::Float64(a), DataType::Float64) => out.put_f64(a.value(i)),
-            (Kind::Decimal(a, s), DataType::Decimal { scale, .. }) => {
-                binary::decimal(Decimal::new(a.value(i), *s), scale, out)
+            (Kind::Decimal(a, s, _), DataType::Decimal { scale, .. }) => {
+                binary::decimal(Decimal::new(a.value(i), *s), scale, ty, out)
             }
             (Kind::Utf8(a), t) if t.is_string() => binary::text(a.value(i), ty, out),
             (Kind::LargeUtf8(a), t) if t.is_string() => binary::text(a.value(i), ty, out),

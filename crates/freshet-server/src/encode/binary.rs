@@ -37,7 +37,7 @@ fn write_exact(v: &Value, ty: DataType, out: &mut BytesMut) -> bool {
         (Value::Int64(x), DataType::Int64) => out.put_i64(*x),
         (Value::Float32(x), DataType::Float32) => out.put_f32(*x),
         (Value::Float64(x), DataType::Float64) => out.put_f64(*x),
-        (Value::Decimal(d), DataType::Decimal { scale, .. }) => decimal(*d, scale, out),
+        (Value::Decimal(d), DataType::Decimal { scale, .. }) => decimal(*d, scale, ty, out),
         (Value::Text(s), DataType::Char(_) | DataType::Varchar(_) | DataType::Text) => text(s, ty, out),
         (Value::Date(d), DataType::Date) => date(*d, out),
         (Value::Timestamp(t), DataType::Timestamp) => timestamp(*t, out),
@@ -47,8 +47,10 @@ fn write_exact(v: &Value, ty: DataType, out: &mut BytesMut) -> bool {
 }
 
 /// NUMERIC at the column's scale (the value's own if it does not fit there).
-pub fn decimal(d: Decimal, scale: u8, out: &mut BytesMut) {
-    numeric::encode(d.rescale(scale).unwrap_or(d), out);
+/// A NUMERIC in binary: the column's scale, or for NUMERIC without a precision the value's
+/// own digits (the binary form carries its display scale, as the text form does).
+pub fn decimal(d: Decimal, scale: u8, ty: DataType, out: &mut BytesMut) {
+    numeric::encode(freshet::shown_decimal(d.rescale(scale).unwrap_or(d), ty), out);
 }
 
 pub fn text(s: &str, ty: DataType, out: &mut BytesMut) {
