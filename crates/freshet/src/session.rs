@@ -221,8 +221,7 @@ impl Session {
     pub(crate) async fn routine_savepoint(&mut self) -> Result<freshet_core::engine::Savepoint> {
         let engine = self.db.inner.engine.clone();
         let Some(t) = &mut self.txn else { return Err(Error::internal("a routine ran outside a transaction")) };
-        t.started = true;
-        engine.savepoint(t.id).await
+        txn_block::savepoint(&engine, t).await
     }
 
     /// Undoes the open block's changes after `savepoint` and clears its failed state: a
@@ -230,9 +229,7 @@ impl Session {
     pub(crate) async fn routine_rollback_to(&mut self, savepoint: &freshet_core::engine::Savepoint) -> Result<()> {
         let engine = self.db.inner.engine.clone();
         let Some(t) = &mut self.txn else { return Err(Error::internal("a routine ran outside a transaction")) };
-        engine.rollback_to(t.id, savepoint).await?;
-        t.failed = false;
-        Ok(())
+        txn_block::rollback_to(&engine, t, savepoint).await
     }
 
     pub(crate) fn in_block(&self) -> bool {
@@ -1080,8 +1077,7 @@ impl Session {
                 let Some(t) = &mut self.txn else {
                     return Err(Error::new(SqlState::NoActiveSqlTransaction, "SAVEPOINT can only be used in transaction blocks"));
                 };
-                t.started = true;
-                let mark = engine.savepoint(t.id).await?;
+                let mark = txn_block::savepoint(&engine, t).await?;
                 t.savepoints.push((name, mark));
                 Ok(StatementResult::command("SAVEPOINT"))
             }
@@ -1095,8 +1091,7 @@ impl Session {
                 };
                 let mark = t.savepoints[pos].1.clone();
                 t.savepoints.truncate(pos + 1);
-                engine.rollback_to(t.id, &mark).await?;
-                t.failed = false;
+                txn_block::rollback_to(&engine, t, &mark).await?;
                 Ok(StatementResult::command("ROLLBACK"))
             }
             TxnStatement::Release(name) => {

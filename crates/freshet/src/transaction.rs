@@ -111,6 +111,20 @@ pub fn read_only_error(what: &str) -> Error {
 }
 
 /// Commits (or, for a failed block, rolls back) a block; the block is over either way.
+/// Sets a savepoint of the block (SAVEPOINT, or a PL/pgSQL block with an EXCEPTION section).
+pub async fn savepoint(engine: &Engine, txn: &mut SessionTxn) -> Result<Savepoint> {
+    txn.started = true;
+    engine.savepoint(txn.id).await
+}
+
+/// Undoes the block's changes after `mark` and clears its failed state (ROLLBACK TO, or a
+/// PL/pgSQL handler that caught an error).
+pub async fn rollback_to(engine: &Engine, txn: &mut SessionTxn, mark: &Savepoint) -> Result<()> {
+    engine.rollback_to(txn.id, mark).await?;
+    txn.failed = false;
+    Ok(())
+}
+
 pub async fn commit(engine: &Arc<Engine>, mut txn: SessionTxn, sync: bool) -> Result<StatementResult> {
     let result = if txn.failed {
         engine.rollback(txn.id).await.map(|_| StatementResult::command("ROLLBACK"))

@@ -213,10 +213,10 @@ pub(crate) fn stored_function_in_from(q: &ast::Query, catalog: &Catalog) -> Opti
         fn pre_visit_table_factor(&mut self, factor: &ast::TableFactor) -> ControlFlow<String> {
             if let ast::TableFactor::Table { name, args: Some(_), .. } = factor
                 && let [part] = name.0.as_slice()
-                && let Some(ident) = part.as_ident()
-                && self.0.procedure(&fold_ident(ident)).is_some()
+                && let Some(name) = part.as_ident().map(fold_ident)
+                && self.0.procedure(&name).is_some()
             {
-                return ControlFlow::Break(fold_ident(ident));
+                return ControlFlow::Break(name);
             }
             ControlFlow::Continue(())
         }
@@ -821,7 +821,7 @@ async fn run_instructions<S: RoutineStatements>(
                 tries.pop();
             }
             Instr::ReturnNext(value) => {
-                let columns = r.set.as_ref().map(|s| &s.columns[..]).unwrap_or_default();
+                let columns = r.set_columns();
                 let row = match value {
                     Some(e) => vec![eval(e, vars, now)?.cast(columns.first().map_or(DataType::Text, |c| c.1))?],
                     None => r.table_slots.iter().map(|&slot| vars[slot].scalar().cloned()).collect::<Result<Vec<_>>>()?,
@@ -832,7 +832,7 @@ async fn run_instructions<S: RoutineStatements>(
                 let unit = &r.sql[*sql];
                 let params = unit.params.iter().map(|p| source_value(p, vars, now)).collect::<Result<Vec<_>>>()?;
                 let (rows, count) = statements.run(&compiled.prepared[*sql], params).await?;
-                let columns = r.set.as_ref().map(|s| &s.columns[..]).unwrap_or_default();
+                let columns = r.set_columns();
                 for row in rows {
                     if row.len() != columns.len() {
                         return Err(Error::mismatch("structure of query does not match function result type").with_detail(format!(

@@ -105,11 +105,11 @@ pub struct HandlerCode {
 }
 
 impl HandlerCode {
-    /// Whether the handler catches an error with SQLSTATE `code`. OTHERS catches everything
-    /// but a cancellation (57014), as in PostgreSQL.
+    /// Whether the handler catches an error with SQLSTATE `code`. (The interpreter never
+    /// offers the errors no handler may catch: 57014, 40001, 40P01.)
     pub fn catches(&self, code: &str) -> bool {
         self.conditions.iter().any(|c| match c.as_str() {
-            "OTHERS" => code != "57014",
+            "OTHERS" => true,
             c if c.ends_with("000") => code.get(..2) == c.get(..2),
             c => c == code,
         })
@@ -154,6 +154,11 @@ pub struct Routine {
 impl Routine {
     pub fn kind(&self) -> &'static str {
         if self.function { "function" } else { "procedure" }
+    }
+
+    /// A set-returning function's result columns (none for other routines).
+    pub fn set_columns(&self) -> &[(String, DataType)] {
+        self.set.as_ref().map_or(&[], |s| &s.columns)
     }
 }
 
@@ -285,43 +290,42 @@ impl Compiler<'_> {
             }
             self.code.push(Instr::Init { slot, value });
         }
-        if handlers.is_empty() {
-            for s in body {
-                self.statement(s)?;
-            }
-            self.scopes.pop();
-            return Ok(());
-        }
-        // TryEnter; body; TryExit; jump to the end; then each handler, ending with a jump to
-        // the end. An error inside the body rolls back to the savepoint and jumps to the
-        // handler that catches it (the interpreter pops the block first).
-        let table = self.handlers.len();
-        self.handlers.push(Vec::new());
-        self.code.push(Instr::TryEnter { table });
-        self.tries += 1;
+        // With an EXCEPTION section: TryEnter; body; TryExit; jump to the end; then each
+        // handler, ending with a jump to the end. An error inside the body rolls back to the
+        // savepoint and jumps to the handler that catches it (the interpreter pops the block
+        // first).
+        let table = (!handlers.is_empty()).then(|| {
+            let table = self.handlers.len();
+            self.handlers.push(Vec::new());
+            self.code.push(Instr::TryEnter { table });
+            self.tries += 1;
+            table
+        });
         for s in body {
             self.statement(s)?;
         }
-        self.tries -= 1;
-        self.code.push(Instr::TryExit);
-        let mut to_end = vec![self.here()];
-        self.code.push(Instr::Jump(PATCH));
-        for h in handlers {
-            self.scopes.push(Vec::new());
-            let sqlstate = self.declare("sqlstate", PlType::Scalar(DataType::Text));
-            let sqlerrm = self.declare("sqlerrm", PlType::Scalar(DataType::Text));
-            let target = self.here();
-            self.handlers[table].push(HandlerCode { conditions: h.conditions.clone(), target, sqlstate, sqlerrm });
-            for s in &h.body {
-                self.statement(s)?;
-            }
-            self.scopes.pop();
-            to_end.push(self.here());
+        if let Some(table) = table {
+            self.tries -= 1;
+            self.code.push(Instr::TryExit);
+            let mut to_end = vec![self.here()];
             self.code.push(Instr::Jump(PATCH));
-        }
-        let end = self.here();
-        for at in to_end {
-            self.patch(at, end);
+            for h in handlers {
+                self.scopes.push(Vec::new());
+                let sqlstate = self.declare("sqlstate", PlType::Scalar(DataType::Text));
+                let sqlerrm = self.declare("sqlerrm", PlType::Scalar(DataType::Text));
+                let target = self.here();
+                self.handlers[table].push(HandlerCode { conditions: h.conditions.clone(), target, sqlstate, sqlerrm });
+                for s in &h.body {
+                    self.statement(s)?;
+                }
+                self.scopes.pop();
+                to_end.push(self.here());
+                self.code.push(Instr::Jump(PATCH));
+            }
+            let end = self.here();
+            for at in to_end {
+                self.patch(at, end);
+            }
         }
         self.scopes.pop();
         Ok(())
@@ -452,26 +456,29 @@ impl Compiler<'_> {
                 // Leaving blocks with an EXCEPTION section opened inside the loop pops them.
                 let leave = self.tries - self.loops.last().map_or(0, |l| l.tries);
                 let cond = cond.as_ref().map(|c| self.expr(c, Some(DataType::Bool))).transpose()?;
-                let skip = match (&cond, leave) {
-                    (Some(cond), n) if n > 0 => {
+                let at = if leave == 0 {
+                    let at = self.here();
+                    self.code.push(match cond {
+                        Some(cond) => Instr::JumpIf { cond, target: PATCH },
+                        None => Instr::Jump(PATCH),
+                    });
+                    at
+                } else {
+                    // [JumpIfNot cond → past]; TryExit × leave; Jump target; past:
+                    let skip = cond.map(|cond| {
                         let at = self.here();
-                        self.code.push(Instr::JumpIfNot { cond: cond.clone(), target: PATCH });
-                        Some(at)
+                        self.code.push(Instr::JumpIfNot { cond, target: PATCH });
+                        at
+                    });
+                    self.code.extend((0..leave).map(|_| Instr::TryExit));
+                    let at = self.here();
+                    self.code.push(Instr::Jump(PATCH));
+                    if let Some(skip) = skip {
+                        let past = self.here();
+                        self.patch(skip, past);
                     }
-                    _ => None,
+                    at
                 };
-                for _ in 0..leave {
-                    self.code.push(Instr::TryExit);
-                }
-                let at = self.here();
-                match cond {
-                    Some(cond) if leave == 0 => self.code.push(Instr::JumpIf { cond, target: PATCH }),
-                    _ => self.code.push(Instr::Jump(PATCH)),
-                }
-                if let Some(skip) = skip {
-                    let next = self.here();
-                    self.patch(skip, next);
-                }
                 let patches = self.loops.last_mut().expect("inside a loop");
                 if is_exit { patches.breaks.push(at) } else { patches.continues.push(at) }
             }
