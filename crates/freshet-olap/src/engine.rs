@@ -90,6 +90,9 @@ impl OlapEngine {
         catalog
             .register_schema(SCHEMA, schema.clone() as Arc<dyn SchemaProvider>)
             .map_err(from_datafusion)?;
+        catalog
+            .register_schema("pg_catalog", Arc::new(schema.pg_catalog()) as Arc<dyn SchemaProvider>)
+            .map_err(from_datafusion)?;
         ctx.register_catalog(CATALOG, Arc::new(catalog) as Arc<dyn CatalogProvider>);
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(threads)
@@ -111,8 +114,28 @@ impl OlapEngine {
         self.schema.register_system_table(name, table);
     }
 
+    /// Makes `table` visible to queries as `pg_catalog.name` (and as `name` where no user
+    /// table of that name exists).
+    pub fn register_catalog_table(&self, name: &str, table: Arc<dyn crate::provider::SystemTable>) {
+        self.schema.register_catalog_table(name, table);
+    }
+
+    /// Adds a scalar function (or replaces DataFusion's of the same name).
+    pub fn register_function(&mut self, function: datafusion::logical_expr::ScalarUDF) {
+        // Registering returns the function it replaced, if any.
+        let _ = datafusion::execution::FunctionRegistry::register_udf(&mut self.state, Arc::new(function));
+    }
+
     /// Plans a query statement.
     pub async fn plan(&self, mut statement: ast::Statement) -> Result<OlapPlan> {
+        crate::rewrite::catalog_spellings(&mut statement, &|name| {
+            let parts: Vec<String> = name.0.iter().filter_map(|p| p.as_ident()).map(freshet_core::sql::names::fold_ident).collect();
+            match parts.as_slice() {
+                [n] => self.schema.is_catalog_relation(None, n),
+                [.., s, n] => self.schema.is_catalog_relation(Some(s), n),
+                [] => false,
+            }
+        });
         crate::rewrite::postgres_functions(&mut statement);
         crate::rewrite::unique_output_names(&mut statement);
         let logical = self

@@ -126,21 +126,68 @@ impl TableProvider for SystemProvider {
     }
 }
 
-/// The `public` schema: the user tables of the current catalog version, and the system views
-/// (a user table of the same name hides a view).
+type SystemTables = Arc<RwLock<HashMap<String, Arc<dyn SystemTable>>>>;
+
+/// The `public` schema: the user tables of the current catalog version, the system views,
+/// and (unqualified) the `pg_catalog` relations. A user table of the same name hides a view
+/// or a catalog relation.
 #[derive(Debug)]
 pub struct FreshetSchema {
     engine: Arc<Engine>,
     system: RwLock<HashMap<String, Arc<dyn SystemTable>>>,
+    catalog: SystemTables,
 }
 
 impl FreshetSchema {
     pub fn new(engine: Arc<Engine>) -> Self {
-        FreshetSchema { engine, system: RwLock::new(HashMap::new()) }
+        FreshetSchema { engine, system: RwLock::new(HashMap::new()), catalog: SystemTables::default() }
     }
 
     pub fn register_system_table(&self, name: &str, table: Arc<dyn SystemTable>) {
         self.system.write().insert(name.to_string(), table);
+    }
+
+    /// Adds a relation of the `pg_catalog` schema.
+    pub fn register_catalog_table(&self, name: &str, table: Arc<dyn SystemTable>) {
+        self.catalog.write().insert(name.to_string(), table);
+    }
+
+    /// The `pg_catalog` schema, sharing this schema's catalog relations.
+    pub fn pg_catalog(&self) -> PgCatalogSchema {
+        PgCatalogSchema(self.catalog.clone())
+    }
+
+    /// Whether `name` (folded; `pg_catalog.x` or an unqualified `x` that no user table hides)
+    /// is a catalog relation.
+    pub fn is_catalog_relation(&self, schema: Option<&str>, name: &str) -> bool {
+        match schema {
+            Some("pg_catalog") => self.catalog.read().contains_key(name),
+            Some(_) => false,
+            None => self.catalog.read().contains_key(name) && self.engine.catalog().table(name).is_none(),
+        }
+    }
+
+    fn system_table(&self, name: &str) -> Option<Arc<dyn SystemTable>> {
+        self.system.read().get(name).or(self.catalog.read().get(name)).cloned()
+    }
+}
+
+/// The `pg_catalog` schema: the catalog relations PostgreSQL clients query.
+#[derive(Debug)]
+pub struct PgCatalogSchema(SystemTables);
+
+#[async_trait]
+impl SchemaProvider for PgCatalogSchema {
+    fn table_names(&self) -> Vec<String> {
+        self.0.read().keys().cloned().collect()
+    }
+
+    async fn table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>> {
+        Ok(self.0.read().get(name).map(|t| Arc::new(SystemProvider(t.clone())) as _))
+    }
+
+    fn table_exist(&self, name: &str) -> bool {
+        self.0.read().contains_key(name)
     }
 }
 
@@ -154,10 +201,10 @@ impl SchemaProvider for FreshetSchema {
         if let Some(def) = self.engine.catalog().table(name) {
             return Ok(Some(Arc::new(SnapshotTable::new(def.clone())) as _));
         }
-        Ok(self.system.read().get(name).map(|t| Arc::new(SystemProvider(t.clone())) as _))
+        Ok(self.system_table(name).map(|t| Arc::new(SystemProvider(t)) as _))
     }
 
     fn table_exist(&self, name: &str) -> bool {
-        self.engine.catalog().table(name).is_some() || self.system.read().contains_key(name)
+        self.engine.catalog().table(name).is_some() || self.system_table(name).is_some()
     }
 }

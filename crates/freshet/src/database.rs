@@ -134,7 +134,8 @@ impl Database {
             }
             None => (None, RecoveryReport::default()),
         };
-        let olap = OlapEngine::new(engine.clone(), config.resolved_olap_threads(), config.olap_nice.clamp(0, 19))?;
+        let mut olap = OlapEngine::new(engine.clone(), config.resolved_olap_threads(), config.olap_nice.clamp(0, 19))?;
+        crate::pg_catalog::register(&mut olap, &engine);
         let snapshots = Arc::new(Snapshots::default());
         olap.register_system_table("freshet_snapshots", Arc::new(SnapshotsView(snapshots.clone())));
         let natives = crate::procedure::Natives::default();

@@ -17,6 +17,7 @@
 //! protocol layer over [`Session`].
 
 mod copy;
+mod pg_catalog;
 mod database;
 pub mod durability;
 pub mod procedure;

@@ -1,0 +1,574 @@
+//! `pg_catalog`: the system catalogs and functions PostgreSQL clients read to describe a
+//! database (psql's `\dt`, `\d`, `\di`, `\dn`, `\l`; drivers' metadata calls).
+//!
+//! Each relation is computed from the current catalog version when a query scans it (like
+//! `freshet_snapshots`), so it is always consistent with the tables a query can see. They are
+//! reachable as `pg_catalog.x` and, where no user table has the name, as plain `x`.
+//!
+//! What they contain:
+//! - One database (`freshet`), one role (`freshet`, OID 10, the default session user), the
+//!   schemas `pg_catalog` (OID 11) and `public` (OID 2200).
+//! - A `pg_class` row per user table (`relkind` 'r') and per index ('i'); a table's OID is
+//!   `16384 + 256 × its id`, and its indexes' follow it in order (the primary key first).
+//! - Columns of tables and index keys in `pg_attribute`, column defaults in `pg_attrdef`, the
+//!   types Freshet stores in `pg_type`, indexes in `pg_index`, and a `pg_constraint` row per
+//!   primary key.
+//! - The relations for features Freshet does not have (inheritance, triggers, row security,
+//!   extended statistics, publications, comments) exist and are empty, so clients' queries
+//!   that join them run and find nothing.
+//!
+//! The primary key is a hash index (`pg_am` 'hash'), every other index is ordered ('btree').
+
+use std::sync::Arc;
+
+use freshet_core::catalog::{Catalog, ColumnDefault, TableDef};
+use freshet_core::engine::Engine;
+use freshet_core::types::DataType;
+use freshet_olap::datafusion;
+use freshet_olap::datafusion::arrow::datatypes::{DataType as ArrowType, Field, Schema, SchemaRef};
+use freshet_olap::datafusion::arrow::record_batch::RecordBatch;
+use freshet_olap::datafusion::common::ScalarValue;
+use freshet_olap::datafusion::error::{DataFusionError, Result as DfResult};
+use freshet_olap::datafusion::logical_expr::{ColumnarValue, ScalarUDF, Signature, SimpleScalarUDF, TypeSignature, Volatility};
+use freshet_olap::provider::SystemTable;
+use freshet_olap::OlapEngine;
+
+/// The one role: the default session user.
+const ROLE_OID: i64 = 10;
+const ROLE: &str = "freshet";
+const DATABASE: &str = "freshet";
+const PG_CATALOG_OID: i64 = 11;
+const PUBLIC_OID: i64 = 2200;
+const DEFAULT_COLLATION_OID: i64 = 100;
+const HEAP_AM: i64 = 2;
+const BTREE_AM: i64 = 403;
+const HASH_AM: i64 = 405;
+/// The OID of UTF8 in `pg_database.encoding`.
+const UTF8_ENCODING: i32 = 6;
+
+/// The OID of a user table.
+pub fn table_oid(table: &TableDef) -> i64 {
+    16384 + 256 * table.id as i64
+}
+
+/// The OID of a table's index at `position`.
+fn index_oid(table: &TableDef, position: usize) -> i64 {
+    table_oid(table) + 1 + position as i64
+}
+
+/// The table and index position of an index OID.
+fn index_of(catalog: &Catalog, oid: i64) -> Option<(&Arc<TableDef>, usize)> {
+    catalog.tables().find_map(|t| {
+        let position = oid - table_oid(t) - 1;
+        (0..t.indexes.len() as i64).contains(&position).then_some((t, position as usize))
+    })
+}
+
+/// Registers the catalog relations and functions with the analytical engine.
+pub(crate) fn register(olap: &mut OlapEngine, engine: &Arc<Engine>) {
+    for &(name, _) in RELATIONS {
+        olap.register_catalog_table(name, Arc::new(CatalogRelation { name, engine: engine.clone() }));
+    }
+    for f in functions(engine) {
+        olap.register_function(f);
+    }
+}
+
+use ArrowType::{Boolean as B, Float32 as F4, Int16 as I2, Int32 as I4, Int64 as I8, Utf8 as T};
+/// Stand-ins in [`RELATIONS`] for array columns (a `const` cannot hold a list type): `text[]`
+/// and `oid[]`. [`column_type`] turns them into lists.
+use ArrowType::{LargeUtf8 as TA, UInt64 as OA};
+
+fn column_type(t: &ArrowType) -> ArrowType {
+    match t {
+        TA => ArrowType::new_list(T, true),
+        OA => ArrowType::new_list(I8, true),
+        other => other.clone(),
+    }
+}
+
+/// Every relation with its columns (a subset of PostgreSQL's, in its order). OIDs are int8.
+const RELATIONS: &[(&str, &[(&str, ArrowType)])] = &[
+    ("pg_namespace", &[("oid", I8), ("nspname", T), ("nspowner", I8), ("nspacl", TA)]),
+    (
+        "pg_class",
+        &[
+            ("oid", I8), ("relname", T), ("relnamespace", I8), ("reltype", I8), ("reloftype", I8), ("relowner", I8),
+            ("relam", I8), ("relfilenode", I8), ("reltablespace", I8), ("relpages", I4), ("reltuples", F4),
+            ("relallvisible", I4), ("reltoastrelid", I8), ("relhasindex", B), ("relisshared", B),
+            ("relpersistence", T), ("relkind", T), ("relnatts", I2), ("relchecks", I2), ("relhasrules", B),
+            ("relhastriggers", B), ("relhassubclass", B), ("relrowsecurity", B), ("relforcerowsecurity", B),
+            ("relispopulated", B), ("relreplident", T), ("relispartition", B), ("relrewrite", I8), ("relacl", TA),
+            ("reloptions", TA), ("relpartbound", T),
+        ],
+    ),
+    (
+        "pg_attribute",
+        &[
+            ("attrelid", I8), ("attname", T), ("atttypid", I8), ("attstattarget", I4), ("attlen", I2), ("attnum", I2),
+            ("attndims", I4), ("attcacheoff", I4), ("atttypmod", I4), ("attbyval", B), ("attalign", T),
+            ("attstorage", T), ("attcompression", T), ("attnotnull", B), ("atthasdef", B), ("atthasmissing", B),
+            ("attidentity", T), ("attgenerated", T), ("attisdropped", B), ("attislocal", B), ("attinhcount", I4),
+            ("attcollation", I8), ("attacl", TA), ("attoptions", TA), ("attfdwoptions", TA),
+        ],
+    ),
+    ("pg_attrdef", &[("oid", I8), ("adrelid", I8), ("adnum", I2), ("adbin", T)]),
+    (
+        "pg_type",
+        &[
+            ("oid", I8), ("typname", T), ("typnamespace", I8), ("typowner", I8), ("typlen", I2), ("typbyval", B),
+            ("typtype", T), ("typcategory", T), ("typispreferred", B), ("typisdefined", B), ("typdelim", T),
+            ("typrelid", I8), ("typelem", I8), ("typarray", I8), ("typnotnull", B), ("typbasetype", I8),
+            ("typtypmod", I4), ("typndims", I4), ("typcollation", I8), ("typdefault", T),
+        ],
+    ),
+    (
+        "pg_index",
+        &[
+            ("indexrelid", I8), ("indrelid", I8), ("indnatts", I2), ("indnkeyatts", I2), ("indisunique", B),
+            ("indnullsnotdistinct", B), ("indisprimary", B), ("indisexclusion", B), ("indimmediate", B),
+            ("indisclustered", B), ("indisvalid", B), ("indcheckxmin", B), ("indisready", B), ("indislive", B),
+            ("indisreplident", B), ("indkey", T), ("indexprs", T), ("indpred", T),
+        ],
+    ),
+    (
+        "pg_constraint",
+        &[
+            ("oid", I8), ("conname", T), ("connamespace", I8), ("contype", T), ("condeferrable", B),
+            ("condeferred", B), ("convalidated", B), ("conrelid", I8), ("contypid", I8), ("conindid", I8),
+            ("conparentid", I8), ("confrelid", I8), ("confupdtype", T), ("confdeltype", T), ("confmatchtype", T),
+            ("conislocal", B), ("coninhcount", I4), ("connoinherit", B), ("conkey", T), ("confkey", T), ("conbin", T),
+        ],
+    ),
+    ("pg_am", &[("oid", I8), ("amname", T), ("amhandler", T), ("amtype", T)]),
+    (
+        "pg_collation",
+        &[("oid", I8), ("collname", T), ("collnamespace", I8), ("collowner", I8), ("collprovider", T), ("collencoding", I4), ("collcollate", T), ("collctype", T)],
+    ),
+    (
+        "pg_database",
+        &[
+            ("oid", I8), ("datname", T), ("datdba", I8), ("encoding", I4), ("datlocprovider", T), ("datistemplate", B),
+            ("datallowconn", B), ("datconnlimit", I4), ("dattablespace", I8), ("datcollate", T), ("datctype", T),
+            ("daticulocale", T), ("datacl", TA),
+        ],
+    ),
+    (
+        "pg_roles",
+        &[
+            ("oid", I8), ("rolname", T), ("rolsuper", B), ("rolinherit", B), ("rolcreaterole", B), ("rolcreatedb", B),
+            ("rolcanlogin", B), ("rolreplication", B), ("rolconnlimit", I4), ("rolpassword", T), ("rolbypassrls", B),
+            ("rolconfig", TA),
+        ],
+    ),
+    (
+        "pg_user",
+        &[("usename", T), ("usesysid", I8), ("usecreatedb", B), ("usesuper", B), ("userepl", B), ("usebypassrls", B), ("passwd", T), ("useconfig", TA)],
+    ),
+    ("pg_tablespace", &[("oid", I8), ("spcname", T), ("spcowner", I8), ("spcacl", TA), ("spcoptions", TA)]),
+    ("pg_description", &[("objoid", I8), ("classoid", I8), ("objsubid", I4), ("description", T)]),
+    ("pg_inherits", &[("inhrelid", I8), ("inhparent", I8), ("inhseqno", I4), ("inhdetachpending", B)]),
+    (
+        "pg_trigger",
+        &[("oid", I8), ("tgrelid", I8), ("tgparentid", I8), ("tgname", T), ("tgfoid", I8), ("tgtype", I2), ("tgenabled", T), ("tgisinternal", B), ("tgconstraint", I8)],
+    ),
+    (
+        "pg_policy",
+        &[("oid", I8), ("polname", T), ("polrelid", I8), ("polcmd", T), ("polpermissive", B), ("polroles", OA), ("polqual", T), ("polwithcheck", T)],
+    ),
+    (
+        "pg_statistic_ext",
+        &[("oid", I8), ("stxrelid", I8), ("stxname", T), ("stxnamespace", I8), ("stxowner", I8), ("stxstattarget", I4), ("stxkeys", T), ("stxkind", TA)],
+    ),
+    ("pg_publication", &[("oid", I8), ("pubname", T), ("pubowner", I8), ("puballtables", B), ("pubinsert", B), ("pubupdate", B), ("pubdelete", B), ("pubtruncate", B), ("pubviaroot", B)]),
+    ("pg_publication_rel", &[("oid", I8), ("prpubid", I8), ("prrelid", I8), ("prqual", T), ("prattrs", T)]),
+    ("pg_publication_namespace", &[("oid", I8), ("pnpubid", I8), ("pnnspid", I8)]),
+];
+
+/// One catalog relation, computed from the current catalog when scanned.
+#[derive(Debug)]
+struct CatalogRelation {
+    name: &'static str,
+    engine: Arc<Engine>,
+}
+
+fn columns_of(name: &str) -> &'static [(&'static str, ArrowType)] {
+    RELATIONS.iter().find(|(n, _)| *n == name).map(|(_, c)| *c).unwrap_or(&[])
+}
+
+impl SystemTable for CatalogRelation {
+    fn schema(&self) -> SchemaRef {
+        Arc::new(Schema::new(columns_of(self.name).iter().map(|(n, t)| Field::new(*n, column_type(t), true)).collect::<Vec<_>>()))
+    }
+
+    fn batch(&self) -> DfResult<RecordBatch> {
+        let rows = rows(self.name, &self.engine.catalog());
+        let schema = self.schema();
+        let columns = schema
+            .fields()
+            .iter()
+            .enumerate()
+            .map(|(c, field)| {
+                let values = rows.iter().map(|r| r.get(c).cloned().unwrap_or(V::Null));
+                values.map(|v| v.scalar(field.data_type())).collect::<DfResult<Vec<_>>>().and_then(|v| {
+                    if v.is_empty() { Ok(datafusion::arrow::array::new_empty_array(field.data_type())) } else { ScalarValue::iter_to_array(v) }
+                })
+            })
+            .collect::<DfResult<Vec<_>>>()?;
+        Ok(RecordBatch::try_new(schema, columns)?)
+    }
+}
+
+/// A catalog cell, converted to its column's type when the batch is built.
+#[derive(Clone, Debug)]
+enum V {
+    Null,
+    Int(i64),
+    Bool(bool),
+    Text(String),
+}
+
+impl V {
+    fn scalar(self, ty: &ArrowType) -> DfResult<ScalarValue> {
+        let null = ScalarValue::try_from(ty)?;
+        Ok(match (self, ty) {
+            (V::Null, _) => null,
+            (V::Int(i), ArrowType::Int16) => ScalarValue::Int16(Some(i as i16)),
+            (V::Int(i), ArrowType::Int32) => ScalarValue::Int32(Some(i as i32)),
+            (V::Int(i), ArrowType::Int64) => ScalarValue::Int64(Some(i)),
+            (V::Int(i), ArrowType::Float32) => ScalarValue::Float32(Some(i as f32)),
+            (V::Bool(b), ArrowType::Boolean) => ScalarValue::Boolean(Some(b)),
+            (V::Text(s), ArrowType::Utf8) => ScalarValue::Utf8(Some(s)),
+            (v, ty) => return Err(DataFusionError::Internal(format!("catalog value {v:?} in a column of type {ty}"))),
+        })
+    }
+}
+
+fn t(s: impl Into<String>) -> V {
+    V::Text(s.into())
+}
+
+/// The rows of relation `name`, in its columns' order; `V::Null` fills the rest of a row.
+fn rows(name: &str, catalog: &Catalog) -> Vec<Vec<V>> {
+    use V::{Bool as b, Int as i, Null as null};
+    let tables = || catalog.tables();
+    match name {
+        "pg_namespace" => vec![
+            vec![i(PG_CATALOG_OID), t("pg_catalog"), i(ROLE_OID)],
+            vec![i(PUBLIC_OID), t("public"), i(ROLE_OID)],
+        ],
+        "pg_class" => {
+            let mut out = Vec::new();
+            for table in tables() {
+                let oid = table_oid(table);
+                out.push(class_row(oid, &table.name, HEAP_AM, "r", table.columns.len(), !table.indexes.is_empty()));
+                for (p, index) in table.indexes.iter().enumerate() {
+                    let am = if index.primary { HASH_AM } else { BTREE_AM };
+                    out.push(class_row(index_oid(table, p), &index.name, am, "i", index.columns.len(), false));
+                }
+            }
+            out
+        }
+        "pg_attribute" => {
+            let mut out = Vec::new();
+            for table in tables() {
+                for (c, column) in table.columns.iter().enumerate() {
+                    out.push(attribute_row(table_oid(table), &column.name, column.ty, c + 1, !column.nullable, column.default.is_some()));
+                }
+                for (p, index) in table.indexes.iter().enumerate() {
+                    for (k, &c) in index.columns.iter().enumerate() {
+                        let column = &table.columns[c];
+                        out.push(attribute_row(index_oid(table, p), &column.name, column.ty, k + 1, !column.nullable, false));
+                    }
+                }
+            }
+            out
+        }
+        "pg_attrdef" => tables()
+            .flat_map(|table| {
+                table.columns.iter().enumerate().filter_map(move |(c, column)| {
+                    let text = match column.default.as_ref()? {
+                        ColumnDefault::CurrentTimestamp => "CURRENT_TIMESTAMP".to_string(),
+                        ColumnDefault::Value(v) => literal(v, column.ty),
+                    };
+                    Some(vec![i(table_oid(table) * 1000 + c as i64 + 1), i(table_oid(table)), i(c as i64 + 1), t(text)])
+                })
+            })
+            .collect(),
+        "pg_type" => TYPES
+            .iter()
+            .map(|&(oid, name, len, category)| {
+                let collation = if category == "S" { DEFAULT_COLLATION_OID } else { 0 };
+                vec![
+                    i(oid), t(name), i(PG_CATALOG_OID), i(ROLE_OID), i(len), b(len > 0), t("b"), t(category), b(false), b(true),
+                    t(","), i(0), i(0), i(0), b(false), i(0), i(-1), i(0), i(collation), null,
+                ]
+            })
+            .collect(),
+        "pg_index" => tables()
+            .flat_map(|table| {
+                table.indexes.iter().enumerate().map(move |(p, index)| {
+                    let n = index.columns.len() as i64;
+                    let key = index.columns.iter().map(|c| (c + 1).to_string()).collect::<Vec<_>>().join(" ");
+                    vec![
+                        i(index_oid(table, p)), i(table_oid(table)), i(n), i(n), b(index.unique), b(false), b(index.primary),
+                        b(false), b(true), b(false), b(true), b(false), b(true), b(true), b(false), t(key), null, null,
+                    ]
+                })
+            })
+            .collect(),
+        "pg_constraint" => tables()
+            .flat_map(|table| {
+                table.indexes.iter().enumerate().filter(|(_, index)| index.primary).map(move |(p, index)| {
+                    let key = index.columns.iter().map(|c| (c + 1).to_string()).collect::<Vec<_>>().join(",");
+                    vec![
+                        i(index_oid(table, p)), t(index.name.clone()), i(PUBLIC_OID), t("p"), b(false), b(false), b(true),
+                        i(table_oid(table)), i(0), i(index_oid(table, p)), i(0), i(0), t(" "), t(" "), t(" "), b(true), i(0),
+                        b(true), t(format!("{{{key}}}")), null, null,
+                    ]
+                })
+            })
+            .collect(),
+        "pg_am" => vec![
+            vec![i(HEAP_AM), t("heap"), t("heap_tableam_handler"), t("t")],
+            vec![i(BTREE_AM), t("btree"), t("bthandler"), t("i")],
+            vec![i(HASH_AM), t("hash"), t("hashhandler"), t("i")],
+        ],
+        "pg_collation" => [(DEFAULT_COLLATION_OID, "default", "d", ""), (950, "C", "c", "C"), (951, "POSIX", "c", "POSIX")]
+            .into_iter()
+            .map(|(oid, name, provider, locale)| vec![i(oid), t(name), i(PG_CATALOG_OID), i(ROLE_OID), t(provider), i(-1), t(locale), t(locale)])
+            .collect(),
+        "pg_database" => vec![vec![
+            i(16383), t(DATABASE), i(ROLE_OID), i(UTF8_ENCODING as i64), t("c"), b(false), b(true), i(-1), i(1663), t("C"), t("C"), null, null,
+        ]],
+        "pg_roles" => vec![vec![
+            i(ROLE_OID), t(ROLE), b(true), b(true), b(true), b(true), b(true), b(false), i(-1), t("********"), b(true), null,
+        ]],
+        "pg_user" => vec![vec![t(ROLE), i(ROLE_OID), b(true), b(true), b(false), b(true), t("********"), null]],
+        "pg_tablespace" => vec![vec![i(1663), t("pg_default"), i(ROLE_OID)], vec![i(1664), t("pg_global"), i(ROLE_OID)]],
+        _ => Vec::new(),
+    }
+}
+
+fn class_row(oid: i64, name: &str, am: i64, kind: &str, columns: usize, has_index: bool) -> Vec<V> {
+    use V::{Bool as b, Int as i, Null as null};
+    vec![
+        i(oid), t(name), i(PUBLIC_OID), i(0), i(0), i(ROLE_OID), i(am), i(oid), i(0), i(0), i(-1), i(0), i(0), b(has_index),
+        b(false), t("p"), t(kind), i(columns as i64), i(0), b(false), b(false), b(false), b(false), b(false), b(true), t("d"),
+        b(false), i(0), null, null, null,
+    ]
+}
+
+fn attribute_row(relation: i64, name: &str, ty: DataType, number: usize, not_null: bool, has_default: bool) -> Vec<V> {
+    use V::{Bool as b, Int as i, Null as null};
+    let collation = if ty.is_string() { DEFAULT_COLLATION_OID } else { 0 };
+    let len = ty.type_len() as i64;
+    vec![
+        i(relation), t(name), i(ty.oid() as i64), i(-1), i(len), i(number as i64), i(0), i(-1), i(ty.typmod() as i64),
+        b(len > 0), t(if len == 8 { "d" } else { "i" }), t(if len > 0 { "p" } else { "x" }), t(""), b(not_null), b(has_default),
+        b(false), t(""), t(""), b(false), b(true), i(0), i(collation), null, null, null,
+    ]
+}
+
+/// A default value as PostgreSQL prints it (`pg_get_expr`).
+fn literal(v: &freshet_core::types::Value, ty: DataType) -> String {
+    let Some(text) = v.to_text(ty) else { return "NULL".into() };
+    match ty.family() {
+        freshet_core::types::TypeFamily::Integer | freshet_core::types::TypeFamily::Float if !text.starts_with('-') => text,
+        freshet_core::types::TypeFamily::Decimal if !text.starts_with('-') => text,
+        freshet_core::types::TypeFamily::Bool => text,
+        _ => format!("'{}'::{}", text.replace('\'', "''"), ty.pg_name()),
+    }
+}
+
+/// The types a column can have, and the catalog types: (OID, name, length, category).
+const TYPES: &[(i64, &str, i64, &str)] = &[
+    (16, "bool", 1, "B"),
+    (18, "char", 1, "Z"),
+    (19, "name", 64, "S"),
+    (20, "int8", 8, "N"),
+    (21, "int2", 2, "N"),
+    (23, "int4", 4, "N"),
+    (25, "text", -1, "S"),
+    (26, "oid", 4, "N"),
+    (700, "float4", 4, "N"),
+    (701, "float8", 8, "N"),
+    (1042, "bpchar", -1, "S"),
+    (1043, "varchar", -1, "S"),
+    (1082, "date", 4, "D"),
+    (1114, "timestamp", 8, "D"),
+    (1184, "timestamptz", 8, "D"),
+    (1700, "numeric", -1, "N"),
+];
+
+/// `format_type(oid, typmod)`: the type's SQL name with its modifiers.
+fn format_type(oid: i64, typmod: Option<i64>) -> String {
+    let modifier = typmod.filter(|m| *m >= 4).map(|m| m - 4);
+    match oid {
+        1700 => match modifier {
+            Some(m) => format!("numeric({},{})", (m >> 16) & 0xffff, m & 0xffff),
+            None => "numeric".into(),
+        },
+        1042 => format!("character({})", modifier.unwrap_or(1)),
+        1043 => match modifier {
+            Some(n) => format!("character varying({n})"),
+            None => "character varying".into(),
+        },
+        18 => "\"char\"".into(),
+        19 => "name".into(),
+        26 => "oid".into(),
+        1184 => "timestamp with time zone".into(),
+        other => match u32::try_from(other).ok().and_then(DataType::from_oid) {
+            Some(ty) => ty.pg_name().to_string(),
+            None => "???".into(),
+        },
+    }
+}
+
+/// `pg_get_indexdef(oid)`, or with a column number above 0 that key column's name.
+fn index_definition(catalog: &Catalog, oid: i64, column: i64) -> Option<String> {
+    let (table, position) = index_of(catalog, oid)?;
+    let index = &table.indexes[position];
+    let names: Vec<&str> = index.columns.iter().map(|&c| table.columns[c].name.as_str()).collect();
+    if column > 0 {
+        return names.get(column as usize - 1).map(|s| s.to_string());
+    }
+    let unique = if index.unique { "UNIQUE " } else { "" };
+    let method = if index.primary { "hash" } else { "btree" };
+    Some(format!("CREATE {unique}INDEX {} ON public.{} USING {method} ({})", index.name, table.name, names.join(", ")))
+}
+
+/// `pg_get_constraintdef(oid)`.
+fn constraint_definition(catalog: &Catalog, oid: i64) -> Option<String> {
+    let (table, position) = index_of(catalog, oid)?;
+    let index = &table.indexes[position];
+    let names: Vec<&str> = index.columns.iter().map(|&c| table.columns[c].name.as_str()).collect();
+    index.primary.then(|| format!("PRIMARY KEY ({})", names.join(", ")))
+}
+
+/// The OID of a relation named in text (or given as a number).
+fn regclass(catalog: &Catalog, name: &str) -> DfResult<i64> {
+    if let Ok(oid) = name.trim().parse::<i64>() {
+        return Ok(oid);
+    }
+    let bare = name.strip_prefix("public.").unwrap_or(name);
+    let folded = if bare.starts_with('"') && bare.ends_with('"') && bare.len() > 1 { bare[1..bare.len() - 1].to_string() } else { bare.to_lowercase() };
+    if let Some(table) = catalog.table(&folded) {
+        return Ok(table_oid(table));
+    }
+    if let Some((table, position)) = catalog.index_owner(&folded) {
+        return Ok(index_oid(table, position));
+    }
+    let missing = freshet_core::Error::new(freshet_core::SqlState::UndefinedTable, format!("relation \"{name}\" does not exist"));
+    Err(DataFusionError::External(Box::new(missing)))
+}
+
+fn int(v: &ScalarValue) -> Option<i64> {
+    match v {
+        ScalarValue::Utf8(Some(s)) | ScalarValue::LargeUtf8(Some(s)) | ScalarValue::Utf8View(Some(s)) => s.trim().parse().ok(),
+        v if v.is_null() => None,
+        v => v.cast_to(&ArrowType::Int64).ok().and_then(|x| if let ScalarValue::Int64(i) = x { i } else { None }),
+    }
+}
+
+fn text(v: &ScalarValue) -> Option<String> {
+    match v {
+        ScalarValue::Utf8(s) | ScalarValue::LargeUtf8(s) | ScalarValue::Utf8View(s) => s.clone(),
+        v if v.is_null() => None,
+        v => Some(v.to_string()),
+    }
+}
+
+/// A function of `arities` arguments of any type, computed row by row.
+fn function(name: &str, arities: &[usize], ret: ArrowType, f: impl Fn(&[ScalarValue]) -> DfResult<ScalarValue> + Send + Sync + 'static) -> ScalarUDF {
+    let signatures = arities.iter().map(|&n| if n == 0 { TypeSignature::Nullary } else { TypeSignature::Any(n) }).collect();
+    let implementation = move |args: &[ColumnarValue]| -> DfResult<ColumnarValue> {
+        let rows = args.iter().find_map(|a| match a {
+            ColumnarValue::Array(x) => Some(x.len()),
+            ColumnarValue::Scalar(_) => None,
+        });
+        let row = |i: usize| {
+            args.iter()
+                .map(|a| match a {
+                    ColumnarValue::Scalar(s) => Ok(s.clone()),
+                    ColumnarValue::Array(x) => ScalarValue::try_from_array(x, i),
+                })
+                .collect::<DfResult<Vec<_>>>()
+        };
+        match rows {
+            None => Ok(ColumnarValue::Scalar(f(&row(0)?)?)),
+            Some(n) => {
+                let values = (0..n).map(|i| f(&row(i)?)).collect::<DfResult<Vec<_>>>()?;
+                Ok(ColumnarValue::Array(ScalarValue::iter_to_array(values)?))
+            }
+        }
+    };
+    ScalarUDF::from(SimpleScalarUDF::new_with_signature(name, Signature::one_of(signatures, Volatility::Stable), ret, Arc::new(implementation)))
+}
+
+fn text_of(s: Option<String>) -> DfResult<ScalarValue> {
+    Ok(ScalarValue::Utf8(s))
+}
+
+fn functions(engine: &Arc<Engine>) -> Vec<ScalarUDF> {
+    let version = format!("PostgreSQL {} on {}-{}, 64-bit", crate::SERVER_VERSION, std::env::consts::ARCH, std::env::consts::OS);
+    let (e1, e2, e3) = (engine.clone(), engine.clone(), engine.clone());
+    vec![
+        function("version", &[0], T, move |_| text_of(Some(version.clone()))),
+        function("current_schema", &[0], T, move |_| text_of(Some("public".into()))),
+        function("current_database", &[0], T, move |_| text_of(Some(DATABASE.into()))),
+        function("pg_get_userbyid", &[1], T, move |a| {
+            text_of(int(&a[0]).map(|oid| if oid == ROLE_OID { ROLE.to_string() } else { format!("unknown (OID={oid})") }))
+        }),
+        function("pg_table_is_visible", &[1], B, |a| Ok(ScalarValue::Boolean(int(&a[0]).map(|_| true)))),
+        function("pg_type_is_visible", &[1], B, |a| Ok(ScalarValue::Boolean(int(&a[0]).map(|_| true)))),
+        function("pg_relation_is_publishable", &[1], B, |a| Ok(ScalarValue::Boolean(int(&a[0]).map(|_| false)))),
+        function("format_type", &[2], T, move |a| text_of(int(&a[0]).map(|oid| format_type(oid, int(&a[1]))))),
+        function("pg_get_indexdef", &[1, 3], T, move |a| {
+            let column = a.get(1).and_then(int).unwrap_or(0);
+            text_of(int(&a[0]).and_then(|oid| index_definition(&e1.catalog(), oid, column)))
+        }),
+        function("pg_get_constraintdef", &[1, 2], T, move |a| text_of(int(&a[0]).and_then(|oid| constraint_definition(&e2.catalog(), oid)))),
+        function("pg_get_expr", &[2, 3], T, |a| text_of(text(&a[0]))),
+        function("pg_encoding_to_char", &[1], T, |a| text_of(int(&a[0]).map(|e| if e == UTF8_ENCODING as i64 { "UTF8".into() } else { String::new() }))),
+        function("obj_description", &[1, 2], T, |_| text_of(None)),
+        function("col_description", &[2], T, |_| text_of(None)),
+        function("shobj_description", &[2], T, |_| text_of(None)),
+        function("pg_get_statisticsobjdef_columns", &[1], T, |_| text_of(None)),
+        function("pg_get_triggerdef", &[1, 2], T, |_| text_of(None)),
+        // A relation and its partition ancestors; Freshet's tables have none.
+        function("pg_partition_ancestors", &[1], I8, |a| Ok(ScalarValue::Int64(int(&a[0])))),
+        function(freshet_olap::rewrite::REGCLASS_FUNCTION, &[1], I8, move |a| {
+            Ok(ScalarValue::Int64(match text(&a[0]) {
+                Some(name) => Some(regclass(&e3.catalog(), &name)?),
+                None => None,
+            }))
+        }),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn type_names_carry_their_modifiers() {
+        assert_eq!(format_type(1700, Some(((6 << 16) | 2) + 4)), "numeric(6,2)");
+        assert_eq!(format_type(1043, Some(24)), "character varying(20)");
+        assert_eq!(format_type(1043, Some(-1)), "character varying");
+        assert_eq!(format_type(1042, Some(5)), "character(1)");
+        assert_eq!(format_type(23, Some(-1)), "integer");
+        assert_eq!(format_type(1114, None), "timestamp without time zone");
+        assert_eq!(format_type(99999, None), "???");
+    }
+
+    #[test]
+    fn every_relation_has_rows_as_wide_as_its_columns_at_most() {
+        let catalog = Catalog::default();
+        for (name, columns) in RELATIONS {
+            for row in rows(name, &catalog) {
+                assert!(row.len() <= columns.len(), "{name}: a row of {} values for {} columns", row.len(), columns.len());
+            }
+        }
+    }
+}
