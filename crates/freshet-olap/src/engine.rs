@@ -128,14 +128,7 @@ impl OlapEngine {
 
     /// Plans a query statement.
     pub async fn plan(&self, mut statement: ast::Statement) -> Result<OlapPlan> {
-        crate::rewrite::catalog_spellings(&mut statement, &|name| {
-            let parts: Vec<String> = name.0.iter().filter_map(|p| p.as_ident()).map(freshet_core::sql::names::fold_ident).collect();
-            match parts.as_slice() {
-                [n] => self.schema.is_catalog_relation(None, n),
-                [.., s, n] => self.schema.is_catalog_relation(Some(s), n),
-                [] => false,
-            }
-        });
+        crate::rewrite::catalog_spellings(&mut statement, self.schema.as_ref());
         crate::rewrite::postgres_functions(&mut statement);
         crate::rewrite::unique_output_names(&mut statement);
         let logical = self

@@ -105,6 +105,10 @@ impl TableProvider for SnapshotTable {
 pub trait SystemTable: Send + Sync + std::fmt::Debug {
     fn schema(&self) -> SchemaRef;
     fn batch(&self) -> Result<RecordBatch>;
+    /// Whether the table never has rows (a catalog relation of a feature Freshet lacks).
+    fn always_empty(&self) -> bool {
+        false
+    }
 }
 
 #[derive(Debug)]
@@ -157,18 +161,40 @@ impl FreshetSchema {
         PgCatalogSchema(self.catalog.clone())
     }
 
-    /// Whether `name` (folded; `pg_catalog.x` or an unqualified `x` that no user table hides)
-    /// is a catalog relation.
-    pub fn is_catalog_relation(&self, schema: Option<&str>, name: &str) -> bool {
+    /// The catalog relation `name` (folded; `pg_catalog.x`, or an unqualified `x` that no
+    /// user table hides) refers to, if any.
+    pub fn catalog_relation(&self, schema: Option<&str>, name: &str) -> Option<Arc<dyn SystemTable>> {
         match schema {
-            Some("pg_catalog") => self.catalog.read().contains_key(name),
-            Some(_) => false,
-            None => self.catalog.read().contains_key(name) && self.engine.catalog().table(name).is_none(),
+            Some("pg_catalog") => self.catalog.read().get(name).cloned(),
+            Some(_) => None,
+            None if self.engine.catalog().table(name).is_some() => None,
+            None => self.catalog.read().get(name).cloned(),
         }
     }
 
     fn system_table(&self, name: &str) -> Option<Arc<dyn SystemTable>> {
         self.system.read().get(name).or(self.catalog.read().get(name)).cloned()
+    }
+}
+
+impl crate::rewrite::CatalogNames for FreshetSchema {
+    fn is_catalog(&self, name: &sqlparser::ast::ObjectName) -> bool {
+        self.relation_of(name).is_some()
+    }
+
+    fn is_always_empty(&self, name: &sqlparser::ast::ObjectName) -> bool {
+        self.relation_of(name).is_some_and(|t| t.always_empty())
+    }
+}
+
+impl FreshetSchema {
+    fn relation_of(&self, name: &sqlparser::ast::ObjectName) -> Option<Arc<dyn SystemTable>> {
+        let parts: Vec<String> = name.0.iter().filter_map(|p| p.as_ident()).map(freshet_core::sql::names::fold_ident).collect();
+        match parts.as_slice() {
+            [n] => self.catalog_relation(None, n),
+            [.., s, n] => self.catalog_relation(Some(s), n),
+            [] => None,
+        }
     }
 }
 

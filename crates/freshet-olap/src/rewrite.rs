@@ -54,14 +54,44 @@ pub fn unique_output_names(statement: &mut ast::Statement) {
 /// (or the number itself); NULL if there is no such relation.
 pub const REGCLASS_FUNCTION: &str = "freshet_regclass";
 
+/// What the rewrite needs to know about relation names.
+pub trait CatalogNames {
+    /// Whether `name` is a catalog relation.
+    fn is_catalog(&self, name: &ast::ObjectName) -> bool;
+    /// Whether `name` is a catalog relation that never has rows (a feature Freshet lacks).
+    fn is_always_empty(&self, name: &ast::ObjectName) -> bool;
+}
+
 /// Rewrites the catalog spellings of PostgreSQL clients into what DataFusion plans.
-/// `is_catalog` tells whether a relation name (last part, folded) is a catalog relation.
 ///
-/// A scalar subquery that reads only catalog relations and has no aggregate becomes `max(…)`
-/// of its single column: DataFusion plans a correlated scalar subquery only when it is
-/// aggregated. For catalog lookups (one row at most: a default, a collation) the answer is the
-/// same; user tables keep PostgreSQL's semantics (and DataFusion's refusal).
-pub fn catalog_spellings(statement: &mut ast::Statement, is_catalog: &dyn Fn(&ast::ObjectName) -> bool) {
+/// Scalar subqueries that read only catalog relations are made plannable:
+/// - one without an aggregate becomes `max(…)` of its single column (DataFusion plans a
+///   correlated scalar subquery only when it is aggregated; a catalog lookup returns one row
+///   at most);
+/// - an outer column that the subquery equates with one of its own (`c.oid = a.attcollation`)
+///   is replaced by that column in its other predicates, so only equalities correlate;
+/// - a predicate on outer columns only (`… AND a.atthasdef`) moves out of the subquery:
+///   `CASE WHEN a.atthasdef THEN (SELECT max(…) …) END`, the same value, since `max` over no
+///   rows is NULL.
+///
+/// A query block whose rows come from a relation that is always empty (joined by an inner
+/// join) has no rows, whatever its select list computes: its select-list items that contain
+/// subqueries become NULL and its WHERE clause FALSE, so that clients' queries about triggers,
+/// policies or publications plan (they use `ARRAY(SELECT …)` and lateral set-returning
+/// functions). A block with an aggregate or HAVING is left alone (it returns a row even over
+/// no rows).
+///
+/// User tables keep PostgreSQL's semantics (and DataFusion's refusals).
+pub fn catalog_spellings(statement: &mut ast::Statement, names: &dyn CatalogNames) {
+    struct EmptyBlocks<'a>(&'a dyn CatalogNames);
+    impl VisitorMut for EmptyBlocks<'_> {
+        type Break = ();
+        fn pre_visit_select(&mut self, select: &mut ast::Select) -> ControlFlow<()> {
+            blank_empty_block(select, self.0);
+            ControlFlow::Continue(())
+        }
+    }
+    let _ = statement.visit(&mut EmptyBlocks(names));
     let _ = ast::visit_expressions_mut(statement, |e| {
         match e {
             Expr::Function(f) => {
@@ -76,18 +106,96 @@ pub fn catalog_spellings(statement: &mut ast::Statement, is_catalog: &dyn Fn(&as
                 }
             }
             Expr::Collate { collation, expr } if is_c_collation(collation) => {
-                *e = Expr::Nested(std::mem::replace(expr, Box::new(Expr::Value(ast::Value::Null.into()))));
+                *e = Expr::Nested(std::mem::replace(expr, Box::new(null())));
             }
             Expr::Cast { expr, data_type, .. } => {
                 if let Some(replacement) = catalog_cast(expr, data_type) {
                     *e = replacement;
                 }
             }
-            Expr::Subquery(q) => aggregate_catalog_lookup(q, is_catalog),
+            Expr::Subquery(q) => {
+                if let Some(Some(condition)) = aggregate_catalog_lookup(q, names) {
+                    let subquery = std::mem::replace(e, null());
+                    *e = case_when(condition, subquery, None);
+                }
+            }
+            Expr::Exists { subquery, negated } => {
+                // EXISTS over catalog relations as a lookup that is NULL when nothing matches.
+                let negated = *negated;
+                if let ast::SetExpr::Select(select) = subquery.body.as_mut()
+                    && catalog_labels(select, names).is_some()
+                {
+                    select.projection = vec![ast::SelectItem::UnnamedExpr(Expr::Value(ast::Value::Number("1".into(), false).into()))];
+                }
+                if let Some(condition) = aggregate_catalog_lookup(subquery, names) {
+                    let lookup = Box::new(Expr::Subquery(std::mem::replace(subquery, Box::new(empty_query()))));
+                    let found = Expr::IsNotNull(lookup);
+                    let found = match condition {
+                        Some(c) => case_when(c, found, Some(Expr::Value(ast::Value::Boolean(false).into()))),
+                        None => found,
+                    };
+                    *e = if negated { Expr::UnaryOp { op: ast::UnaryOperator::Not, expr: Box::new(Expr::Nested(Box::new(found))) } } else { found };
+                }
+            }
             _ => {}
         }
         ControlFlow::<()>::Continue(())
     });
+}
+
+fn case_when(condition: Expr, result: Expr, else_result: Option<Expr>) -> Expr {
+    Expr::Case {
+        case_token: ast::helpers::attached_token::AttachedToken::empty(),
+        end_token: ast::helpers::attached_token::AttachedToken::empty(),
+        operand: None,
+        conditions: vec![ast::CaseWhen { condition, result }],
+        else_result: else_result.map(Box::new),
+    }
+}
+
+/// A placeholder query (`SELECT NULL`), for taking a subquery out of its node.
+fn empty_query() -> ast::Query {
+    let dialect = sqlparser::dialect::PostgreSqlDialect {};
+    match sqlparser::parser::Parser::parse_sql(&dialect, "SELECT NULL").ok().and_then(|mut v| v.pop()) {
+        Some(ast::Statement::Query(q)) => *q,
+        _ => unreachable!("SELECT NULL parses as a query"),
+    }
+}
+
+fn null() -> Expr {
+    Expr::Value(ast::Value::Null.into())
+}
+
+/// Blanks a query block that reads an always-empty relation (see [`catalog_spellings`]).
+fn blank_empty_block(select: &mut ast::Select, names: &dyn CatalogNames) {
+    let empty = |r: &ast::TableFactor| matches!(r, ast::TableFactor::Table { name, args: None, .. } if names.is_always_empty(name));
+    let inner = |op: &ast::JoinOperator| matches!(op, ast::JoinOperator::Join(_) | ast::JoinOperator::Inner(_) | ast::JoinOperator::CrossJoin(_));
+    let reads_empty = select.from.iter().any(|t| empty(&t.relation) || t.joins.iter().any(|j| inner(&j.join_operator) && empty(&j.relation)));
+    let aggregated = select.having.is_some()
+        || select.projection.iter().any(|item| matches!(item, ast::SelectItem::UnnamedExpr(e) | ast::SelectItem::ExprWithAlias { expr: e, .. } if contains_aggregate(e)));
+    if !reads_empty || aggregated {
+        return;
+    }
+    for item in &mut select.projection {
+        if let ast::SelectItem::UnnamedExpr(e) | ast::SelectItem::ExprWithAlias { expr: e, .. } = item
+            && has_subquery(e)
+        {
+            *e = null();
+        }
+    }
+    select.selection = Some(Expr::Value(ast::Value::Boolean(false).into()));
+}
+
+fn is_subquery(e: &Expr) -> bool {
+    match e {
+        Expr::Subquery(_) | Expr::Exists { .. } | Expr::InSubquery { .. } => true,
+        Expr::Function(f) => matches!(f.args, ast::FunctionArguments::Subquery(_)),
+        _ => false,
+    }
+}
+
+fn has_subquery(e: &Expr) -> bool {
+    ast::visit_expressions(e, |x| if is_subquery(x) { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }).is_break()
 }
 
 /// The last part of a `pg_catalog.`-qualified name.
@@ -174,27 +282,122 @@ fn catalog_cast(expr: &Expr, data_type: &ast::DataType) -> Option<Expr> {
     }
 }
 
-/// Wraps the single output of an unaggregated scalar subquery over catalog relations in
-/// `max(…)` (see [`catalog_spellings`]).
-fn aggregate_catalog_lookup(q: &mut ast::Query, is_catalog: &dyn Fn(&ast::ObjectName) -> bool) {
-    let ast::SetExpr::Select(select) = q.body.as_mut() else { return };
+/// Makes a scalar subquery over catalog relations plannable (see [`catalog_spellings`]).
+/// `None` if it does not apply; otherwise the condition on outer columns moved out of the
+/// subquery, if any.
+fn aggregate_catalog_lookup(q: &mut ast::Query, names: &dyn CatalogNames) -> Option<Option<Expr>> {
+    let ast::SetExpr::Select(select) = q.body.as_mut() else { return None };
     let grouped = !matches!(&select.group_by, ast::GroupByExpr::Expressions(g, _) if g.is_empty());
-    if grouped || select.having.is_some() || select.from.is_empty() || q.limit_clause.is_some() {
-        return;
+    if grouped || select.having.is_some() || q.limit_clause.is_some() {
+        return None;
     }
-    let catalog_only = select.from.iter().all(|t| {
-        std::iter::once(&t.relation).chain(t.joins.iter().map(|j| &j.relation)).all(|r| matches!(r, ast::TableFactor::Table { name, args: None, .. } if is_catalog(name)))
-    });
-    let [item] = select.projection.as_mut_slice() else { return };
-    let expr = match item {
-        ast::SelectItem::UnnamedExpr(e) | ast::SelectItem::ExprWithAlias { expr: e, .. } => e,
-        _ => return,
-    };
-    if !catalog_only || contains_aggregate(expr) {
-        return;
+    let own = catalog_labels(select, names)?;
+    let [item] = select.projection.as_mut_slice() else { return None };
+    let (ast::SelectItem::UnnamedExpr(expr) | ast::SelectItem::ExprWithAlias { expr, .. }) = item else { return None };
+    if contains_aggregate(expr) {
+        return None;
     }
-    let inner = std::mem::replace(expr, Expr::Value(ast::Value::Null.into()));
+    let inner = std::mem::replace(expr, null());
     *expr = call("max", inner);
+    let Some(selection) = select.selection.take() else { return Some(None) };
+    let mut conjuncts = Vec::new();
+    split_and(selection, &mut conjuncts);
+    // Outer columns the subquery equates with its own.
+    let mut same: Vec<(String, Expr)> = Vec::new();
+    for c in &conjuncts {
+        if let Expr::BinaryOp { left, op: ast::BinaryOperator::Eq, right } = c {
+            match (side(left, &own), side(right, &own)) {
+                (Side::Outer, Side::Own) => same.push((left.to_string(), (**right).clone())),
+                (Side::Own, Side::Outer) => same.push((right.to_string(), (**left).clone())),
+                _ => {}
+            }
+        }
+    }
+    let mut outer_only = Vec::new();
+    let mut kept = Vec::new();
+    for mut c in conjuncts {
+        let correlating = matches!(&c, Expr::BinaryOp { left, op: ast::BinaryOperator::Eq, right }
+            if matches!((side(left, &own), side(right, &own)), (Side::Outer, Side::Own) | (Side::Own, Side::Outer)));
+        if !correlating && !has_subquery(&c) {
+            let _ = ast::visit_expressions_mut(&mut c, |x| {
+                if let Some((_, own_column)) = same.iter().find(|(outer, _)| side(x, &own) == Side::Outer && x.to_string() == *outer) {
+                    *x = own_column.clone();
+                }
+                ControlFlow::<()>::Continue(())
+            });
+            if references(&c, &own) == (false, true) {
+                outer_only.push(c);
+                continue;
+            }
+        }
+        kept.push(c);
+    }
+    select.selection = join_and(kept);
+    Some(join_and(outer_only))
+}
+
+/// The names (aliases, or else table names) of the relations a query block reads, if it
+/// reads only catalog relations.
+fn catalog_labels(select: &ast::Select, names: &dyn CatalogNames) -> Option<HashSet<String>> {
+    let mut own = HashSet::new();
+    for t in &select.from {
+        for r in std::iter::once(&t.relation).chain(t.joins.iter().map(|j| &j.relation)) {
+            let ast::TableFactor::Table { name, args: None, alias, .. } = r else { return None };
+            if !names.is_catalog(name) {
+                return None;
+            }
+            own.insert(alias.as_ref().map(|a| fold_ident(&a.name)).or_else(|| name.0.last().and_then(|p| p.as_ident()).map(fold_ident))?);
+        }
+    }
+    (!own.is_empty()).then_some(own)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Own,
+    Outer,
+    Other,
+}
+
+/// Whether `e` is a column of the subquery's own relations, an outer column, or neither.
+fn side(e: &Expr, own: &HashSet<String>) -> Side {
+    match e {
+        Expr::CompoundIdentifier(parts) if parts.len() >= 2 => {
+            if own.contains(&fold_ident(&parts[parts.len() - 2])) { Side::Own } else { Side::Outer }
+        }
+        // An unqualified column is taken to be the subquery's own.
+        Expr::Identifier(_) => Side::Own,
+        _ => Side::Other,
+    }
+}
+
+/// Whether `e` references the subquery's own columns, and outer columns.
+fn references(e: &Expr, own: &HashSet<String>) -> (bool, bool) {
+    let (mut has_own, mut has_outer) = (false, false);
+    let _ = ast::visit_expressions(e, |x| {
+        match side(x, own) {
+            Side::Own => has_own = true,
+            Side::Outer => has_outer = true,
+            Side::Other => {}
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    (has_own, has_outer)
+}
+
+fn split_and(e: Expr, out: &mut Vec<Expr>) {
+    match e {
+        Expr::BinaryOp { left, op: ast::BinaryOperator::And, right } => {
+            split_and(*left, out);
+            split_and(*right, out);
+        }
+        Expr::Nested(inner) if matches!(*inner, Expr::BinaryOp { op: ast::BinaryOperator::And, .. }) => split_and(*inner, out),
+        other => out.push(other),
+    }
+}
+
+fn join_and(conjuncts: Vec<Expr>) -> Option<Expr> {
+    conjuncts.into_iter().reduce(|a, b| Expr::BinaryOp { left: Box::new(a), op: ast::BinaryOperator::And, right: Box::new(b) })
 }
 
 /// A call of the one-argument function `name`.
@@ -215,19 +418,22 @@ fn call(name: &str, arg: Expr) -> Expr {
     })
 }
 
+/// Whether `e` calls an aggregate at its own level (not inside a subquery).
 fn contains_aggregate(e: &Expr) -> bool {
-    let mut found = false;
-    let _ = ast::visit_expressions(e, |x| {
-        if let Expr::Function(f) = x
-            && let Some(name) = f.name.0.last().and_then(|p| p.as_ident())
-            && freshet_core::sql::names::is_aggregate(&fold_ident(name))
-        {
-            found = true;
-            return ControlFlow::Break(());
+    let mut outer_level = e.clone();
+    let _ = ast::visit_expressions_mut(&mut outer_level, |x| {
+        if is_subquery(x) {
+            *x = null();
         }
-        ControlFlow::Continue(())
+        ControlFlow::<()>::Continue(())
     });
-    found
+    ast::visit_expressions(&outer_level, |x| match x {
+        Expr::Function(f) if f.name.0.last().and_then(|p| p.as_ident()).is_some_and(|n| freshet_core::sql::names::is_aggregate(&fold_ident(n))) => {
+            ControlFlow::Break(())
+        }
+        _ => ControlFlow::Continue(()),
+    })
+    .is_break()
 }
 
 /// Rewrites every PostgreSQL-only function call in `statement`.
@@ -276,6 +482,19 @@ mod tests {
         );
     }
 
+    /// Catalog relations are the `pg_` names; triggers and policies are always empty.
+    struct Names;
+
+    impl CatalogNames for Names {
+        fn is_catalog(&self, name: &ast::ObjectName) -> bool {
+            name.0.last().and_then(|p| p.as_ident()).is_some_and(|i| i.value.starts_with("pg_"))
+        }
+
+        fn is_always_empty(&self, name: &ast::ObjectName) -> bool {
+            name.0.last().and_then(|p| p.as_ident()).is_some_and(|i| i.value == "pg_trigger" || i.value == "pg_policy")
+        }
+    }
+
     #[test]
     fn catalog_spellings_become_what_datafusion_plans() {
         let dialect = sqlparser::dialect::PostgreSqlDialect {};
@@ -284,14 +503,51 @@ mod tests {
                    (SELECT u.v FROM u WHERE u.k = a.attrelid) \
                    FROM pg_catalog.pg_attribute a WHERE a.attname OPERATOR(pg_catalog.~) '^(x)$' COLLATE pg_catalog.default";
         let mut s = sqlparser::parser::Parser::parse_sql(&dialect, sql).unwrap().remove(0);
-        let is_catalog = |n: &ast::ObjectName| n.0.last().and_then(|p| p.as_ident()).is_some_and(|i| i.value.starts_with("pg_"));
-        catalog_spellings(&mut s, &is_catalog);
+        catalog_spellings(&mut s, &Names);
         assert_eq!(
             s.to_string(),
             "SELECT format_type(a.atttypid, NULL), x::BIGINT, freshet_regclass('t'), n::TEXT, \
              (SELECT max(d.adbin) FROM pg_catalog.pg_attrdef d WHERE d.adrelid = a.attrelid), \
              (SELECT u.v FROM u WHERE u.k = a.attrelid) \
              FROM pg_catalog.pg_attribute a WHERE a.attname ~ ('^(x)$')"
+        );
+    }
+
+    #[test]
+    fn catalog_subqueries_correlate_only_through_equalities() {
+        let dialect = sqlparser::dialect::PostgreSqlDialect {};
+        let sql = "SELECT (SELECT c.collname FROM pg_collation c, pg_type t \
+                   WHERE c.oid = a.attcollation AND t.oid = a.atttypid AND a.attcollation <> t.typcollation AND a.atthasdef), \
+                   EXISTS (SELECT 1 FROM pg_constraint WHERE conindid = a.attrelid), \
+                   NOT EXISTS (SELECT x FROM u WHERE u.k = a.attrelid) \
+                   FROM pg_attribute a";
+        let mut s = sqlparser::parser::Parser::parse_sql(&dialect, sql).unwrap().remove(0);
+        catalog_spellings(&mut s, &Names);
+        assert_eq!(
+            s.to_string(),
+            "SELECT CASE WHEN a.atthasdef THEN (SELECT max(c.collname) FROM pg_collation c, pg_type t \
+             WHERE c.oid = a.attcollation AND t.oid = a.atttypid AND c.oid <> t.typcollation) END, \
+             (SELECT max(1) FROM pg_constraint WHERE conindid = a.attrelid) IS NOT NULL, \
+             NOT EXISTS (SELECT x FROM u WHERE u.k = a.attrelid) \
+             FROM pg_attribute a"
+        );
+    }
+
+    #[test]
+    fn blocks_over_always_empty_relations_drop_what_cannot_plan() {
+        let dialect = sqlparser::dialect::PostgreSqlDialect {};
+        let sql = "SELECT t.tgname, (SELECT 1 FROM f(t.tgrelid) x) FROM pg_trigger t WHERE t.tgrelid IN (SELECT 1) \
+                   UNION SELECT p.polname, array(SELECT 1) FROM pg_class c LEFT JOIN pg_policy p ON p.polrelid = c.oid \
+                   UNION SELECT 'n', (SELECT count(*) FROM pg_policy) FROM pg_class JOIN pg_policy ON true \
+                   UNION SELECT 'm', count(*) FROM pg_trigger";
+        let mut s = sqlparser::parser::Parser::parse_sql(&dialect, sql).unwrap().remove(0);
+        catalog_spellings(&mut s, &Names);
+        assert_eq!(
+            s.to_string(),
+            "SELECT t.tgname, NULL FROM pg_trigger t WHERE false \
+             UNION SELECT p.polname, array(SELECT 1) FROM pg_class c LEFT JOIN pg_policy p ON p.polrelid = c.oid \
+             UNION SELECT 'n', NULL FROM pg_class JOIN pg_policy ON true WHERE false \
+             UNION SELECT 'm', count(*) FROM pg_trigger"
         );
     }
 

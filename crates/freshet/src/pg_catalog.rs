@@ -11,8 +11,8 @@
 //! - A `pg_class` row per user table (`relkind` 'r') and per index ('i'); a table's OID is
 //!   `16384 + 256 × its id`, and its indexes' follow it in order (the primary key first).
 //! - Columns of tables and index keys in `pg_attribute`, column defaults in `pg_attrdef`, the
-//!   types Freshet stores in `pg_type`, indexes in `pg_index`, and a `pg_constraint` row per
-//!   primary key.
+//!   types Freshet stores in `pg_type`, indexes in `pg_index`, a `pg_constraint` row per
+//!   primary key, and stored procedures and functions in `pg_proc` (OID `10⁹ + id`).
 //! - The relations for features Freshet does not have (inheritance, triggers, row security,
 //!   extended statistics, publications, comments) exist and are empty, so clients' queries
 //!   that join them run and find nothing.
@@ -43,12 +43,25 @@ const DEFAULT_COLLATION_OID: i64 = 100;
 const HEAP_AM: i64 = 2;
 const BTREE_AM: i64 = 403;
 const HASH_AM: i64 = 405;
+const PROCEDURE_OID_BASE: i64 = 1_000_000_000;
+const VOID_OID: i64 = 2278;
+const RECORD_OID: i64 = 2249;
 /// The OID of UTF8 in `pg_database.encoding`.
 const UTF8_ENCODING: i32 = 6;
 
 /// The OID of a user table.
 pub fn table_oid(table: &TableDef) -> i64 {
     16384 + 256 * table.id as i64
+}
+
+/// The OID of a stored procedure or function.
+fn procedure_oid(id: u64) -> i64 {
+    PROCEDURE_OID_BASE + id as i64
+}
+
+/// The procedure an OID names.
+fn procedure_of(catalog: &Catalog, oid: i64) -> Option<&Arc<freshet_core::catalog::ProcedureDef>> {
+    catalog.procedures().find(|p| procedure_oid(p.id) == oid)
 }
 
 /// The OID of a table's index at `position`.
@@ -165,6 +178,16 @@ const RELATIONS: &[(&str, &[(&str, ArrowType)])] = &[
         "pg_user",
         &[("usename", T), ("usesysid", I8), ("usecreatedb", B), ("usesuper", B), ("userepl", B), ("usebypassrls", B), ("passwd", T), ("useconfig", TA)],
     ),
+    (
+        "pg_proc",
+        &[
+            ("oid", I8), ("proname", T), ("pronamespace", I8), ("proowner", I8), ("prolang", I8), ("procost", F4),
+            ("prorows", F4), ("provariadic", I8), ("prokind", T), ("prosecdef", B), ("proleakproof", B),
+            ("proisstrict", B), ("proretset", B), ("provolatile", T), ("proparallel", T), ("pronargs", I2),
+            ("pronargdefaults", I2), ("prorettype", I8), ("proargtypes", T), ("proargnames", TA), ("prosrc", T),
+            ("proacl", TA),
+        ],
+    ),
     ("pg_tablespace", &[("oid", I8), ("spcname", T), ("spcowner", I8), ("spcacl", TA), ("spcoptions", TA)]),
     ("pg_description", &[("objoid", I8), ("classoid", I8), ("objsubid", I4), ("description", T)]),
     ("pg_inherits", &[("inhrelid", I8), ("inhparent", I8), ("inhseqno", I4), ("inhdetachpending", B)]),
@@ -185,6 +208,12 @@ const RELATIONS: &[(&str, &[(&str, ArrowType)])] = &[
     ("pg_publication_namespace", &[("oid", I8), ("pnpubid", I8), ("pnnspid", I8)]),
 ];
 
+/// The relations of features Freshet does not have: they never have rows.
+const EMPTY: &[&str] = &[
+    "pg_description", "pg_inherits", "pg_trigger", "pg_policy", "pg_statistic_ext", "pg_publication", "pg_publication_rel",
+    "pg_publication_namespace",
+];
+
 /// One catalog relation, computed from the current catalog when scanned.
 #[derive(Debug)]
 struct CatalogRelation {
@@ -199,6 +228,10 @@ fn columns_of(name: &str) -> &'static [(&'static str, ArrowType)] {
 impl SystemTable for CatalogRelation {
     fn schema(&self) -> SchemaRef {
         Arc::new(Schema::new(columns_of(self.name).iter().map(|(n, t)| Field::new(*n, column_type(t), true)).collect::<Vec<_>>()))
+    }
+
+    fn always_empty(&self) -> bool {
+        EMPTY.contains(&self.name)
     }
 
     fn batch(&self) -> DfResult<RecordBatch> {
@@ -345,6 +378,28 @@ fn rows(name: &str, catalog: &Catalog) -> Vec<Vec<V>> {
             i(ROLE_OID), t(ROLE), b(true), b(true), b(true), b(true), b(true), b(false), i(-1), t("********"), b(true), null,
         ]],
         "pg_user" => vec![vec![t(ROLE), i(ROLE_OID), b(true), b(true), b(false), b(true), t("********"), null]],
+        "pg_proc" => catalog
+            .procedures()
+            .map(|def| {
+                let r = &def.routine;
+                let scalar_oid = |t: &freshet_core::sql::plpgsql::PlType| match t {
+                    freshet_core::sql::plpgsql::PlType::Scalar(d) => d.oid() as i64,
+                    freshet_core::sql::plpgsql::PlType::Array(_) => 0,
+                };
+                let returns = match (&r.set, r.returns) {
+                    (Some(set), _) if set.columns.len() == 1 => set.columns[0].1.oid() as i64,
+                    (Some(_), _) => RECORD_OID,
+                    (None, Some(t)) => scalar_oid(&t),
+                    (None, None) => VOID_OID,
+                };
+                let argument_types = r.params.iter().map(|(_, t)| scalar_oid(t).to_string()).collect::<Vec<_>>().join(" ");
+                vec![
+                    i(procedure_oid(def.id)), t(r.name.clone()), i(PUBLIC_OID), i(ROLE_OID), i(0), i(100), i(if r.set.is_some() { 1000 } else { 0 }), i(0),
+                    t(if r.function { "f" } else { "p" }), b(false), b(false), b(false), b(r.set.is_some()), t("v"), t("u"),
+                    i(r.params.len() as i64), i(0), i(returns), t(argument_types), null, t(r.source.clone()), null,
+                ]
+            })
+            .collect(),
         "pg_tablespace" => vec![vec![i(1663), t("pg_default"), i(ROLE_OID)], vec![i(1664), t("pg_global"), i(ROLE_OID)]],
         _ => Vec::new(),
     }
@@ -463,6 +518,24 @@ fn regclass(catalog: &Catalog, name: &str) -> DfResult<i64> {
     Err(DataFusionError::External(Box::new(missing)))
 }
 
+/// `pg_size_pretty(bytes)`: bytes below 10 kB, then kB, MB, GB and TB, each rounded half
+/// away from zero once the value is below 20480 of its unit.
+fn size_pretty(bytes: i64) -> String {
+    let half_rounded = |x: i64| (x + if x < 0 { -1 } else { 1 }) / 2;
+    if bytes.abs() < 10 * 1024 {
+        return format!("{bytes} bytes");
+    }
+    // Keep one extra bit for rounding.
+    let mut size = bytes >> 9;
+    for unit in ["kB", "MB", "GB"] {
+        if size.abs() < 20 * 1024 - 1 {
+            return format!("{} {unit}", half_rounded(size));
+        }
+        size >>= 10;
+    }
+    format!("{} TB", half_rounded(size))
+}
+
 fn int(v: &ScalarValue) -> Option<i64> {
     match v {
         ScalarValue::Utf8(Some(s)) | ScalarValue::LargeUtf8(Some(s)) | ScalarValue::Utf8View(Some(s)) => s.trim().parse().ok(),
@@ -512,7 +585,7 @@ fn text_of(s: Option<String>) -> DfResult<ScalarValue> {
 
 fn functions(engine: &Arc<Engine>) -> Vec<ScalarUDF> {
     let version = format!("PostgreSQL {} on {}-{}, 64-bit", crate::SERVER_VERSION, std::env::consts::ARCH, std::env::consts::OS);
-    let (e1, e2, e3) = (engine.clone(), engine.clone(), engine.clone());
+    let (e1, e2, e3, e4, e5, e6) = (engine.clone(), engine.clone(), engine.clone(), engine.clone(), engine.clone(), engine.clone());
     vec![
         function("version", &[0], T, move |_| text_of(Some(version.clone()))),
         function("current_schema", &[0], T, move |_| text_of(Some("public".into()))),
@@ -536,6 +609,22 @@ fn functions(engine: &Arc<Engine>) -> Vec<ScalarUDF> {
         function("shobj_description", &[2], T, |_| text_of(None)),
         function("pg_get_statisticsobjdef_columns", &[1], T, |_| text_of(None)),
         function("pg_get_triggerdef", &[1, 2], T, |_| text_of(None)),
+        function("pg_get_function_result", &[1], T, move |a| {
+            text_of(int(&a[0]).and_then(|oid| procedure_of(&e4.catalog(), oid).and_then(|p| crate::procedure::result_type(&p.routine))))
+        }),
+        function("pg_get_function_arguments", &[1], T, move |a| {
+            text_of(int(&a[0]).and_then(|oid| procedure_of(&e5.catalog(), oid).map(|p| crate::procedure::argument_list(&p.routine))))
+        }),
+        function("pg_get_function_identity_arguments", &[1], T, move |a| {
+            text_of(int(&a[0]).and_then(|oid| procedure_of(&e6.catalog(), oid).map(|p| crate::procedure::argument_list(&p.routine))))
+        }),
+        function("pg_function_is_visible", &[1], B, |a| Ok(ScalarValue::Boolean(int(&a[0]).map(|_| true)))),
+        function("pg_size_pretty", &[1], T, |a| text_of(int(&a[0]).map(size_pretty))),
+        // Freshet does not report relation sizes yet: unknown.
+        function("pg_table_size", &[1], I8, |_| Ok(ScalarValue::Int64(None))),
+        function("pg_relation_size", &[1, 2], I8, |_| Ok(ScalarValue::Int64(None))),
+        function("pg_total_relation_size", &[1], I8, |_| Ok(ScalarValue::Int64(None))),
+        function("pg_indexes_size", &[1], I8, |_| Ok(ScalarValue::Int64(None))),
         // A relation and its partition ancestors; Freshet's tables have none.
         function("pg_partition_ancestors", &[1], I8, |a| Ok(ScalarValue::Int64(int(&a[0])))),
         function(freshet_olap::rewrite::REGCLASS_FUNCTION, &[1], I8, move |a| {
@@ -563,10 +652,29 @@ mod tests {
     }
 
     #[test]
+    fn sizes_print_as_postgresql_prints_them() {
+        assert_eq!(size_pretty(0), "0 bytes");
+        assert_eq!(size_pretty(10239), "10239 bytes");
+        assert_eq!(size_pretty(10240), "10 kB");
+        assert_eq!(size_pretty(1_500_000), "1465 kB");
+        assert_eq!(size_pretty(25_000_000), "24 MB");
+        assert_eq!(size_pretty(30_000_000_000), "28 GB");
+        assert_eq!(size_pretty(-20_000), "-20 kB");
+    }
+
+    #[test]
     fn every_relation_has_rows_as_wide_as_its_columns_at_most() {
-        let catalog = Catalog::default();
+        let store = freshet_core::catalog::CatalogStore::new();
+        let default = Some(ColumnDefault::Value(freshet_core::types::Value::Int32(7)));
+        let column = |name: &str, ty| freshet_core::catalog::ColumnDef { name: name.into(), ty, nullable: false, default: default.clone() };
+        let index = freshet_core::catalog::IndexDef { name: "t_pkey".into(), columns: vec![0], unique: true, primary: true };
+        let table = TableDef { id: 3, name: "t".into(), columns: vec![column("a", DataType::Int32)], indexes: vec![index], partition_key: None };
+        store.put_table(Arc::new(table));
+        let catalog = store.current();
         for (name, columns) in RELATIONS {
-            for row in rows(name, &catalog) {
+            let rows = rows(name, &catalog);
+            assert_eq!(rows.is_empty(), EMPTY.contains(name) || *name == "pg_proc", "{name}");
+            for row in rows {
                 assert!(row.len() <= columns.len(), "{name}: a row of {} values for {} columns", row.len(), columns.len());
             }
         }

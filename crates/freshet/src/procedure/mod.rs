@@ -32,7 +32,7 @@ mod call;
 mod view;
 
 pub(crate) use call::{plan_call, select_function_call, stored_function_in_from, CallPlan, FunctionCall};
-pub(crate) use view::{CallCounts, Natives, ProceduresView};
+pub(crate) use view::{argument_list, result_type, CallCounts, Natives, ProceduresView};
 
 use hashbrown::HashMap;
 use std::sync::Arc;

@@ -50,20 +50,13 @@ impl SystemTable for ProceduresView {
         let counts_of = |name: &str| call_counts.get(name).copied().unwrap_or((0, 0));
         for def in catalog.procedures() {
             let r = &def.routine;
-            let arguments = r.params.iter().map(|(n, t)| format!("{n} {}", t.name())).collect::<Vec<_>>().join(", ");
+            let arguments = argument_list(r);
             let partitioning = match plpgsql::classify(r, &catalog) {
                 plpgsql::Classification::Constrained { parameter: Some(p) } => format!("constrained on {p}"),
                 plpgsql::Classification::Constrained { parameter: None } => "constrained".to_string(),
                 plpgsql::Classification::Crossing { reason } => format!("crossing: {reason}"),
             };
-            let returns = match &r.set {
-                Some(set) if set.table => {
-                    let columns: Vec<String> = set.columns.iter().map(|(n, t)| format!("{n} {}", t.pg_name())).collect();
-                    Some(format!("TABLE({})", columns.join(", ")))
-                }
-                Some(set) => Some(format!("SETOF {}", set.columns[0].1.pg_name())),
-                None => r.returns.map(|t| t.name()),
-            };
+            let returns = result_type(r);
             rows.push([Some(r.name.clone()), Some(r.kind().to_string()), Some(arguments), returns, Some(partitioning)]);
         }
         let mut natives: Vec<String> = self.natives.read().keys().filter(|n| catalog.procedure(n).is_none()).cloned().collect();
@@ -76,5 +69,24 @@ impl SystemTable for ProceduresView {
         columns.push(Arc::new(Int64Array::from_iter_values(counts.iter().map(|c| c.0 as i64))));
         columns.push(Arc::new(Int64Array::from_iter_values(counts.iter().map(|c| c.1 as i64))));
         Ok(RecordBatch::try_new(self.schema(), columns)?)
+    }
+}
+
+/// A routine's parameters as PostgreSQL lists them: `a integer, b bigint[]`.
+pub(crate) fn argument_list(r: &plpgsql::Routine) -> String {
+    r.params.iter().map(|(n, t)| format!("{n} {}", t.name())).collect::<Vec<_>>().join(", ")
+}
+
+/// A function's result type as PostgreSQL shows it (`integer`, `SETOF bigint`,
+/// `TABLE(a integer, b text)`); none for a procedure.
+pub(crate) fn result_type(r: &plpgsql::Routine) -> Option<String> {
+    match &r.set {
+        Some(set) if set.table => {
+            let columns: Vec<String> = set.columns.iter().map(|(n, t)| format!("{n} {}", t.pg_name())).collect();
+            Some(format!("TABLE({})", columns.join(", ")))
+        }
+        Some(set) => Some(format!("SETOF {}", set.columns[0].1.pg_name())),
+        None if r.function => Some(r.returns.map_or_else(|| "void".to_string(), |t| t.name())),
+        None => None,
     }
 }
