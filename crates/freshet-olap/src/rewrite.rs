@@ -9,9 +9,10 @@
 //! - The spellings of the catalog queries clients send (psql's `\d` family, JDBC metadata):
 //!   `pg_catalog.`-qualified function names, `OPERATOR(pg_catalog.~)`, `COLLATE
 //!   pg_catalog.default` (Freshet compares strings bytewise, which is the C collation),
-//!   casts to `regclass`, `oid`, `name`, `"char"` and `pg_catalog.`-qualified types, and
-//!   correlated scalar subqueries over catalog relations without an aggregate (see
-//!   [`catalog_spellings`]).
+//!   casts to `regclass`, `oid`, `name`, `"char"` and `pg_catalog.`-qualified types,
+//!   `information_schema._pg_expandarray`, `(row).field`, `pg_catalog.`-qualified table
+//!   functions, and the subqueries over catalog relations that DataFusion would not
+//!   decorrelate (see [`catalog_spellings`]).
 
 use std::collections::HashSet;
 use std::ops::ControlFlow;
@@ -54,6 +55,10 @@ pub fn unique_output_names(statement: &mut ast::Statement) {
 /// (or the number itself); NULL if there is no such relation.
 pub const REGCLASS_FUNCTION: &str = "freshet_regclass";
 
+/// The function `information_schema._pg_expandarray(a)` becomes, under `unnest`: the array's
+/// elements with their positions, as a list of `{x, n}` structs.
+pub const EXPANDARRAY_FUNCTION: &str = "freshet_expandarray";
+
 /// What the rewrite needs to know about relation names.
 pub trait CatalogNames {
     /// Whether `name` is a catalog relation.
@@ -83,20 +88,44 @@ pub trait CatalogNames {
 ///
 /// User tables keep PostgreSQL's semantics (and DataFusion's refusals).
 pub fn catalog_spellings(statement: &mut ast::Statement, names: &dyn CatalogNames) {
-    struct EmptyBlocks<'a>(&'a dyn CatalogNames);
-    impl VisitorMut for EmptyBlocks<'_> {
+    struct Blocks<'a>(&'a dyn CatalogNames);
+    impl VisitorMut for Blocks<'_> {
         type Break = ();
         fn pre_visit_select(&mut self, select: &mut ast::Select) -> ControlFlow<()> {
             blank_empty_block(select, self.0);
             ControlFlow::Continue(())
         }
+
+        fn pre_visit_table_factor(&mut self, factor: &mut ast::TableFactor) -> ControlFlow<()> {
+            // `FROM pg_catalog.generate_series(…)`: a table function by its plain name.
+            if let ast::TableFactor::Table { name, args: Some(_), .. } = factor
+                && let Some(plain) = unqualified(name)
+            {
+                *name = ast::ObjectName(vec![ast::ObjectNamePart::Identifier(plain)]);
+            }
+            ControlFlow::Continue(())
+        }
     }
-    let _ = statement.visit(&mut EmptyBlocks(names));
+    let _ = statement.visit(&mut Blocks(names));
     let _ = ast::visit_expressions_mut(statement, |e| {
         match e {
+            Expr::Function(f) if is_expandarray(&f.name) => {
+                // A set-returning function of (x, n) rows: the unnest of their list.
+                f.name = ast::ObjectName(vec![ast::ObjectNamePart::Identifier(ast::Ident::new(EXPANDARRAY_FUNCTION))]);
+                let list = std::mem::replace(e, null());
+                *e = call("unnest", list);
+            }
             Expr::Function(f) => {
                 if let Some(name) = unqualified(&f.name) {
                     f.name = ast::ObjectName(vec![ast::ObjectNamePart::Identifier(name)]);
+                }
+            }
+            Expr::CompoundFieldAccess { root, access_chain } if matches!(root.as_ref(), Expr::Nested(_)) => {
+                // `(row).field`: DataFusion takes the field's name as a string.
+                for access in access_chain {
+                    if let ast::AccessExpr::Dot(Expr::Identifier(field)) = access {
+                        *access = ast::AccessExpr::Dot(Expr::Value(ast::Value::SingleQuotedString(fold_ident(field)).into()));
+                    }
                 }
             }
             Expr::BinaryOp { op: ast::BinaryOperator::PGCustomBinaryOperator(parts), .. } => {
@@ -400,6 +429,12 @@ fn join_and(conjuncts: Vec<Expr>) -> Option<Expr> {
     conjuncts.into_iter().reduce(|a, b| Expr::BinaryOp { left: Box::new(a), op: ast::BinaryOperator::And, right: Box::new(b) })
 }
 
+/// Whether `name` is `_pg_expandarray`, qualified with `information_schema` or not.
+fn is_expandarray(name: &ast::ObjectName) -> bool {
+    let parts: Vec<String> = name.0.iter().filter_map(|p| p.as_ident()).map(fold_ident).collect();
+    matches!(parts.iter().map(String::as_str).collect::<Vec<_>>().as_slice(), ["_pg_expandarray"] | ["information_schema", "_pg_expandarray"])
+}
+
 /// A call of the one-argument function `name`.
 fn call(name: &str, arg: Expr) -> Expr {
     Expr::Function(ast::Function {
@@ -548,6 +583,19 @@ mod tests {
              UNION SELECT p.polname, array(SELECT 1) FROM pg_class c LEFT JOIN pg_policy p ON p.polrelid = c.oid \
              UNION SELECT 'n', NULL FROM pg_class JOIN pg_policy ON true WHERE false \
              UNION SELECT 'm', count(*) FROM pg_trigger"
+        );
+    }
+
+    #[test]
+    fn set_returning_catalog_functions_become_unnests() {
+        let dialect = sqlparser::dialect::PostgreSqlDialect {};
+        let sql = "SELECT (information_schema._pg_expandarray(i.indkey)).n, r.k[1], (r.k).x \
+                   FROM pg_index i, pg_catalog.generate_series(1, 32) pos(n), r";
+        let mut s = sqlparser::parser::Parser::parse_sql(&dialect, sql).unwrap().remove(0);
+        catalog_spellings(&mut s, &Names);
+        assert_eq!(
+            s.to_string(),
+            "SELECT (unnest(freshet_expandarray(i.indkey))).'n', r.k[1], (r.k).'x' FROM pg_index i, generate_series(1, 32) pos (n), r"
         );
     }
 

@@ -90,14 +90,44 @@ pub(crate) fn register(olap: &mut OlapEngine, engine: &Arc<Engine>) {
 use ArrowType::{Boolean as B, Float32 as F4, Int16 as I2, Int32 as I4, Int64 as I8, Utf8 as T};
 /// Stand-ins in [`RELATIONS`] for array columns (a `const` cannot hold a list type): `text[]`
 /// and `oid[]`. [`column_type`] turns them into lists.
-use ArrowType::{LargeUtf8 as TA, UInt64 as OA};
+use ArrowType::{LargeUtf8 as TA, UInt16 as I2A, UInt64 as OA};
 
 fn column_type(t: &ArrowType) -> ArrowType {
     match t {
         TA => ArrowType::new_list(T, true),
         OA => ArrowType::new_list(I8, true),
+        I2A => ArrowType::new_list(I2, true),
         other => other.clone(),
     }
+}
+
+/// The PostgreSQL type of a catalog column: (OID, length).
+fn catalog_column_type(t: &ArrowType) -> (i64, i64) {
+    match t {
+        I8 => (20, 8),
+        I4 => (23, 4),
+        I2 => (21, 2),
+        B => (16, 1),
+        F4 => (700, 4),
+        TA => (1009, -1),
+        OA => (1016, -1),
+        I2A => (1005, -1),
+        _ => (25, -1),
+    }
+}
+
+/// The OID of a catalog relation: PostgreSQL's for the ones clients name, others after them.
+fn catalog_relation_oid(name: &str) -> Option<i64> {
+    const WELL_KNOWN: &[(&str, i64)] = &[
+        ("pg_type", 1247), ("pg_attribute", 1249), ("pg_proc", 1255), ("pg_class", 1259), ("pg_database", 1262),
+        ("pg_am", 2601), ("pg_attrdef", 2604), ("pg_constraint", 2606), ("pg_inherits", 2611), ("pg_index", 2610),
+        ("pg_description", 2609), ("pg_namespace", 2615), ("pg_trigger", 2620), ("pg_tablespace", 1213),
+        ("pg_collation", 3456), ("pg_policy", 3256), ("pg_statistic_ext", 3381), ("pg_publication", 6104),
+        ("pg_publication_rel", 6106), ("pg_publication_namespace", 6237),
+    ];
+    WELL_KNOWN.iter().find(|(n, _)| *n == name).map(|(_, oid)| *oid).or_else(|| {
+        RELATIONS.iter().position(|(n, _)| *n == name).map(|p| 12000 + p as i64)
+    })
 }
 
 /// Every relation with its columns (a subset of PostgreSQL's, in its order). OIDs are int8.
@@ -141,7 +171,7 @@ const RELATIONS: &[(&str, &[(&str, ArrowType)])] = &[
             ("indexrelid", I8), ("indrelid", I8), ("indnatts", I2), ("indnkeyatts", I2), ("indisunique", B),
             ("indnullsnotdistinct", B), ("indisprimary", B), ("indisexclusion", B), ("indimmediate", B),
             ("indisclustered", B), ("indisvalid", B), ("indcheckxmin", B), ("indisready", B), ("indislive", B),
-            ("indisreplident", B), ("indkey", T), ("indexprs", T), ("indpred", T),
+            ("indisreplident", B), ("indkey", I2A), ("indoption", I2A), ("indexprs", T), ("indpred", T),
         ],
     ),
     (
@@ -150,7 +180,7 @@ const RELATIONS: &[(&str, &[(&str, ArrowType)])] = &[
             ("oid", I8), ("conname", T), ("connamespace", I8), ("contype", T), ("condeferrable", B),
             ("condeferred", B), ("convalidated", B), ("conrelid", I8), ("contypid", I8), ("conindid", I8),
             ("conparentid", I8), ("confrelid", I8), ("confupdtype", T), ("confdeltype", T), ("confmatchtype", T),
-            ("conislocal", B), ("coninhcount", I4), ("connoinherit", B), ("conkey", T), ("confkey", T), ("conbin", T),
+            ("conislocal", B), ("coninhcount", I4), ("connoinherit", B), ("conkey", I2A), ("confkey", I2A), ("conbin", T),
         ],
     ),
     ("pg_am", &[("oid", I8), ("amname", T), ("amhandler", T), ("amtype", T)]),
@@ -189,6 +219,10 @@ const RELATIONS: &[(&str, &[(&str, ArrowType)])] = &[
         ],
     ),
     ("pg_tablespace", &[("oid", I8), ("spcname", T), ("spcowner", I8), ("spcacl", TA), ("spcoptions", TA)]),
+    (
+        "pg_settings",
+        &[("name", T), ("setting", T), ("unit", T), ("category", T), ("short_desc", T), ("context", T), ("vartype", T), ("source", T), ("boot_val", T), ("reset_val", T)],
+    ),
     ("pg_description", &[("objoid", I8), ("classoid", I8), ("objsubid", I4), ("description", T)]),
     ("pg_inherits", &[("inhrelid", I8), ("inhparent", I8), ("inhseqno", I4), ("inhdetachpending", B)]),
     (
@@ -259,6 +293,8 @@ enum V {
     Int(i64),
     Bool(bool),
     Text(String),
+    /// An `int2[]` (or `int2vector`).
+    Ints(Vec<i64>),
 }
 
 impl V {
@@ -272,6 +308,10 @@ impl V {
             (V::Int(i), ArrowType::Float32) => ScalarValue::Float32(Some(i as f32)),
             (V::Bool(b), ArrowType::Boolean) => ScalarValue::Boolean(Some(b)),
             (V::Text(s), ArrowType::Utf8) => ScalarValue::Utf8(Some(s)),
+            (V::Ints(v), ArrowType::List(_)) => {
+                let items: Vec<ScalarValue> = v.into_iter().map(|i| ScalarValue::Int16(Some(i as i16))).collect();
+                ScalarValue::List(ScalarValue::new_list_nullable(&items, &I2))
+            }
             (v, ty) => return Err(DataFusionError::Internal(format!("catalog value {v:?} in a column of type {ty}"))),
         })
     }
@@ -291,7 +331,14 @@ fn rows(name: &str, catalog: &Catalog) -> Vec<Vec<V>> {
             vec![i(PUBLIC_OID), t("public"), i(ROLE_OID)],
         ],
         "pg_class" => {
-            let mut out = Vec::new();
+            let mut out: Vec<Vec<V>> = RELATIONS
+                .iter()
+                .filter_map(|(name, columns)| {
+                    let mut row = class_row(catalog_relation_oid(name)?, name, HEAP_AM, "r", columns.len(), false);
+                    row[2] = i(PG_CATALOG_OID);
+                    Some(row)
+                })
+                .collect();
             for table in tables() {
                 let oid = table_oid(table);
                 out.push(class_row(oid, &table.name, HEAP_AM, "r", table.columns.len(), !table.indexes.is_empty()));
@@ -304,6 +351,16 @@ fn rows(name: &str, catalog: &Catalog) -> Vec<Vec<V>> {
         }
         "pg_attribute" => {
             let mut out = Vec::new();
+            for (name, columns) in RELATIONS {
+                let Some(oid) = catalog_relation_oid(name) else { continue };
+                for (c, (column, ty)) in columns.iter().enumerate() {
+                    let (type_oid, len) = catalog_column_type(ty);
+                    let mut row = attribute_row(oid, column, DataType::Text, c + 1, false, false);
+                    row[2] = i(type_oid);
+                    row[4] = i(len);
+                    out.push(row);
+                }
+            }
             for table in tables() {
                 for (c, column) in table.columns.iter().enumerate() {
                     out.push(attribute_row(table_oid(table), &column.name, column.ty, c + 1, !column.nullable, column.default.is_some()));
@@ -342,10 +399,11 @@ fn rows(name: &str, catalog: &Catalog) -> Vec<Vec<V>> {
             .flat_map(|table| {
                 table.indexes.iter().enumerate().map(move |(p, index)| {
                     let n = index.columns.len() as i64;
-                    let key = index.columns.iter().map(|c| (c + 1).to_string()).collect::<Vec<_>>().join(" ");
+                    let key = index.columns.iter().map(|&c| c as i64 + 1).collect();
                     vec![
                         i(index_oid(table, p)), i(table_oid(table)), i(n), i(n), b(index.unique), b(false), b(index.primary),
-                        b(false), b(true), b(false), b(true), b(false), b(true), b(true), b(false), t(key), null, null,
+                        b(false), b(true), b(false), b(true), b(false), b(true), b(true), b(false), V::Ints(key),
+                        V::Ints(vec![0; n as usize]), null, null,
                     ]
                 })
             })
@@ -353,11 +411,11 @@ fn rows(name: &str, catalog: &Catalog) -> Vec<Vec<V>> {
         "pg_constraint" => tables()
             .flat_map(|table| {
                 table.indexes.iter().enumerate().filter(|(_, index)| index.primary).map(move |(p, index)| {
-                    let key = index.columns.iter().map(|c| (c + 1).to_string()).collect::<Vec<_>>().join(",");
+                    let key = index.columns.iter().map(|&c| c as i64 + 1).collect();
                     vec![
                         i(index_oid(table, p)), t(index.name.clone()), i(PUBLIC_OID), t("p"), b(false), b(false), b(true),
                         i(table_oid(table)), i(0), i(index_oid(table, p)), i(0), i(0), t(" "), t(" "), t(" "), b(true), i(0),
-                        b(true), t(format!("{{{key}}}")), null, null,
+                        b(true), V::Ints(key), null, null,
                     ]
                 })
             })
@@ -398,6 +456,11 @@ fn rows(name: &str, catalog: &Catalog) -> Vec<Vec<V>> {
                     t(if r.function { "f" } else { "p" }), b(false), b(false), b(false), b(r.set.is_some()), t("v"), t("u"),
                     i(r.params.len() as i64), i(0), i(returns), t(argument_types), null, t(r.source.clone()), null,
                 ]
+            })
+            .collect(),
+        "pg_settings" => crate::settings::documented()
+            .map(|(name, default, description)| {
+                vec![t(name), t(default), null, t("Freshet"), t(description), t("user"), t("string"), t("default"), t(default), t(default)]
             })
             .collect(),
         "pg_tablespace" => vec![vec![i(1663), t("pg_default"), i(ROLE_OID)], vec![i(1664), t("pg_global"), i(ROLE_OID)]],
@@ -454,6 +517,9 @@ const TYPES: &[(i64, &str, i64, &str)] = &[
     (1114, "timestamp", 8, "D"),
     (1184, "timestamptz", 8, "D"),
     (1700, "numeric", -1, "N"),
+    (1005, "_int2", -1, "A"),
+    (1009, "_text", -1, "A"),
+    (1016, "_int8", -1, "A"),
 ];
 
 /// `format_type(oid, typmod)`: the type's SQL name with its modifiers.
@@ -470,6 +536,9 @@ fn format_type(oid: i64, typmod: Option<i64>) -> String {
             None => "character varying".into(),
         },
         18 => "\"char\"".into(),
+        1005 => "smallint[]".into(),
+        1009 => "text[]".into(),
+        1016 => "bigint[]".into(),
         19 => "name".into(),
         26 => "oid".into(),
         1184 => "timestamp with time zone".into(),
@@ -513,6 +582,9 @@ fn regclass(catalog: &Catalog, name: &str) -> DfResult<i64> {
     }
     if let Some((table, position)) = catalog.index_owner(&folded) {
         return Ok(index_oid(table, position));
+    }
+    if let Some(oid) = catalog_relation_oid(folded.strip_prefix("pg_catalog.").unwrap_or(&folded)) {
+        return Ok(oid);
     }
     let missing = freshet_core::Error::new(freshet_core::SqlState::UndefinedTable, format!("relation \"{name}\" does not exist"));
     Err(DataFusionError::External(Box::new(missing)))
@@ -579,6 +651,11 @@ fn function(name: &str, arities: &[usize], ret: ArrowType, f: impl Fn(&[ScalarVa
     ScalarUDF::from(SimpleScalarUDF::new_with_signature(name, Signature::one_of(signatures, Volatility::Stable), ret, Arc::new(implementation)))
 }
 
+/// The fields of `information_schema._pg_expandarray`'s rows: element and position.
+fn expanded_fields() -> datafusion::arrow::datatypes::Fields {
+    vec![Field::new("x", I8, true), Field::new("n", I8, true)].into()
+}
+
 fn text_of(s: Option<String>) -> DfResult<ScalarValue> {
     Ok(ScalarValue::Utf8(s))
 }
@@ -590,6 +667,33 @@ fn functions(engine: &Arc<Engine>) -> Vec<ScalarUDF> {
         function("version", &[0], T, move |_| text_of(Some(version.clone()))),
         function("current_schema", &[0], T, move |_| text_of(Some("public".into()))),
         function("current_database", &[0], T, move |_| text_of(Some(DATABASE.into()))),
+        function("current_schemas", &[1], ArrowType::new_list(T, true), |a| {
+            let implicit = matches!(a[0], ScalarValue::Boolean(Some(true)));
+            let names: Vec<ScalarValue> =
+                ["pg_catalog", "public"].iter().filter(|n| implicit || **n == "public").map(|n| ScalarValue::Utf8(Some(n.to_string()))).collect();
+            Ok(ScalarValue::List(ScalarValue::new_list_nullable(&names, &T)))
+        }),
+        function(freshet_olap::rewrite::EXPANDARRAY_FUNCTION, &[1], ArrowType::new_list(ArrowType::Struct(expanded_fields()), true), |a| {
+            let elements = match &a[0] {
+                ScalarValue::List(list) if !datafusion::arrow::array::Array::is_null(list.as_ref(), 0) => list.value(0),
+                _ => return Ok(ScalarValue::List(ScalarValue::new_list_nullable(&[], &ArrowType::Struct(expanded_fields())))),
+            };
+            let rows = (0..elements.len())
+                .map(|k| {
+                    let x = int(&ScalarValue::try_from_array(&elements, k)?);
+                    let fields = expanded_fields();
+                    Ok(ScalarValue::Struct(Arc::new(datafusion::arrow::array::StructArray::try_new(
+                        fields,
+                        vec![
+                            Arc::new(datafusion::arrow::array::Int64Array::from(vec![x])) as _,
+                            Arc::new(datafusion::arrow::array::Int64Array::from(vec![k as i64 + 1])) as _,
+                        ],
+                        None,
+                    )?)))
+                })
+                .collect::<DfResult<Vec<_>>>()?;
+            Ok(ScalarValue::List(ScalarValue::new_list_nullable(&rows, &ArrowType::Struct(expanded_fields()))))
+        }),
         function("pg_get_userbyid", &[1], T, move |a| {
             text_of(int(&a[0]).map(|oid| if oid == ROLE_OID { ROLE.to_string() } else { format!("unknown (OID={oid})") }))
         }),

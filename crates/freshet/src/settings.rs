@@ -50,6 +50,11 @@ const KNOWN: &[Known] = &[
     Known { name: "freshet.short_path", default: "on", reported: false, description: "on: index-driven SELECTs run on the partition executor; off: every SELECT runs on the analytical side (for comparing the two paths)." },
 ];
 
+/// Every documented setting: name, built-in default, description (for `pg_settings`).
+pub(crate) fn documented() -> impl Iterator<Item = (&'static str, &'static str, &'static str)> {
+    KNOWN.iter().map(|k| (k.name, k.default, k.description))
+}
+
 fn known(name: &str) -> Option<&'static Known> {
     KNOWN.iter().find(|k| k.name == name)
 }
