@@ -722,6 +722,15 @@ fn functions(engine: &Arc<Engine>) -> Vec<ScalarUDF> {
         function("pg_get_function_identity_arguments", &[1], T, move |a| {
             text_of(int(&a[0]).and_then(|oid| procedure_of(&e6.catalog(), oid).map(|p| crate::procedure::argument_list(&p.routine))))
         }),
+        function("pg_is_in_recovery", &[0], B, |_| Ok(ScalarValue::Boolean(Some(false)))),
+        // One role, a superuser: every privilege is held.
+        function("has_table_privilege", &[2, 3], B, |_| Ok(ScalarValue::Boolean(Some(true)))),
+        function("has_schema_privilege", &[2, 3], B, |_| Ok(ScalarValue::Boolean(Some(true)))),
+        function("has_database_privilege", &[2, 3], B, |_| Ok(ScalarValue::Boolean(Some(true)))),
+        function("has_column_privilege", &[3, 4], B, |_| Ok(ScalarValue::Boolean(Some(true)))),
+        function("has_function_privilege", &[2, 3], B, |_| Ok(ScalarValue::Boolean(Some(true)))),
+        // No sequences: no column owns one.
+        function("pg_get_serial_sequence", &[2], T, |_| text_of(None)),
         function("pg_function_is_visible", &[1], B, |a| Ok(ScalarValue::Boolean(int(&a[0]).map(|_| true)))),
         function("pg_size_pretty", &[1], T, |a| text_of(int(&a[0]).map(size_pretty))),
         // Freshet does not report relation sizes yet: unknown.

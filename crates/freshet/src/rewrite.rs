@@ -3,6 +3,7 @@
 use std::ops::ControlFlow;
 
 use freshet_core::types::{DataType, Value};
+use freshet_core::Result;
 use sqlparser::ast::{self, Expr, Query, Statement, VisitMut, VisitorMut};
 
 /// Wraps each `$n` whose type the client declared in `CAST($n AS type)`, so that the
@@ -30,6 +31,63 @@ pub fn cast_declared_params(statement: &mut Statement, declared: &[Option<DataTy
         }
         ControlFlow::<()>::Continue(())
     });
+}
+
+/// Replaces what a session knows before the query runs: `current_user`, `session_user`,
+/// `user` and `current_role` (the session user), `pg_backend_pid()` (the session's id, which
+/// is also its cancel key's process id) and `current_setting('name'[, missing_ok])` (the
+/// setting's value when the statement is planned; a prepared statement keeps it).
+pub fn session_values(statement: &mut Statement, user: &str, backend_pid: u32, setting: &dyn Fn(&str) -> Result<String>) -> Result<()> {
+    let text = |s: String| Expr::Value(ast::Value::SingleQuotedString(s).into());
+    let mut failure = None;
+    let _ = ast::visit_expressions_mut(statement, |e| {
+        let replacement = match e {
+            Expr::Identifier(i) if i.quote_style.is_none() && is_user_keyword(&i.value) => Some(text(user.to_string())),
+            Expr::Function(f) => {
+                let name = f.name.0.last().and_then(|p| p.as_ident()).map(|i| i.value.to_lowercase()).unwrap_or_default();
+                let args: Vec<&Expr> = match &f.args {
+                    ast::FunctionArguments::None => Vec::new(),
+                    ast::FunctionArguments::List(l) => l
+                        .args
+                        .iter()
+                        .filter_map(|a| match a {
+                            ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(x)) => Some(x),
+                            _ => None,
+                        })
+                        .collect(),
+                    ast::FunctionArguments::Subquery(_) => return ControlFlow::Continue(()),
+                };
+                match (name.as_str(), args.as_slice()) {
+                    (n, []) if is_user_keyword(n) => Some(text(user.to_string())),
+                    ("pg_backend_pid", []) => Some(Expr::Value(ast::Value::Number(backend_pid.to_string(), false).into())),
+                    ("current_setting", [Expr::Value(v), rest @ ..]) if rest.len() <= 1 => {
+                        let ast::Value::SingleQuotedString(setting_name) = &v.value else { return ControlFlow::Continue(()) };
+                        let missing_ok = matches!(rest, [Expr::Value(m)] if matches!(m.value, ast::Value::Boolean(true)));
+                        match setting(&setting_name.to_lowercase()) {
+                            Ok(value) => Some(text(value)),
+                            Err(_) if missing_ok => Some(Expr::Value(ast::Value::Null.into())),
+                            Err(err) => {
+                                failure = Some(err);
+                                return ControlFlow::Break(());
+                            }
+                        }
+                    }
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        if let Some(r) = replacement {
+            *e = r;
+        }
+        ControlFlow::Continue(())
+    });
+    failure.map_or(Ok(()), Err)
+}
+
+/// The keywords that name the session user in PostgreSQL.
+fn is_user_keyword(word: &str) -> bool {
+    ["user", "current_user", "session_user", "current_role"].iter().any(|k| word.eq_ignore_ascii_case(k))
 }
 
 /// The parser's spelling of a SQL type.

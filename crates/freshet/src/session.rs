@@ -511,6 +511,8 @@ impl Session {
     async fn plan_olap(&self, statement: &Statement, params: &mut Vec<Option<DataType>>) -> Result<OlapPlan> {
         let mut stmt = statement.clone();
         rewrite::cast_declared_params(&mut stmt, params);
+        let user = self.settings.get("session_authorization").unwrap_or_default();
+        rewrite::session_values(&mut stmt, &user, self.id, &|name| self.show(name))?;
         let plan = self.db.inner.olap.plan(stmt).await?;
         if params.len() < plan.param_types.len() {
             params.resize(plan.param_types.len(), None);
