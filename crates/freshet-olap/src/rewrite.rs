@@ -119,6 +119,9 @@ pub fn catalog_spellings(statement: &mut ast::Statement, names: &dyn CatalogName
                 if let Some(name) = unqualified(&f.name) {
                     f.name = ast::ObjectName(vec![ast::ObjectNamePart::Identifier(name)]);
                 }
+                if let Some(mapped) = array_of_unnest(f) {
+                    *e = mapped;
+                }
             }
             Expr::CompoundFieldAccess { root, access_chain } if matches!(root.as_ref(), Expr::Nested(_)) => {
                 // `(row).field`: DataFusion takes the field's name as a string.
@@ -189,6 +192,60 @@ fn empty_query() -> ast::Query {
         Some(ast::Statement::Query(q)) => *q,
         _ => unreachable!("SELECT NULL parses as a query"),
     }
+}
+
+/// `ARRAY(SELECT e FROM unnest(a) x)` as `array_transform(a, x -> e)` (or `a` itself when `e`
+/// is `x`): the same elements in the same order. One difference: over a NULL array
+/// PostgreSQL gives an empty array, this gives NULL.
+fn array_of_unnest(f: &ast::Function) -> Option<Expr> {
+    let name = f.name.0.last()?.as_ident()?;
+    let ast::FunctionArguments::Subquery(q) = &f.args else { return None };
+    if f.name.0.len() != 1 || !name.value.eq_ignore_ascii_case("array") || q.order_by.is_some() || q.limit_clause.is_some() || q.with.is_some() {
+        return None;
+    }
+    let ast::SetExpr::Select(select) = q.body.as_ref() else { return None };
+    let plain = select.selection.is_none()
+        && select.having.is_none()
+        && select.distinct.is_none()
+        && matches!(&select.group_by, ast::GroupByExpr::Expressions(g, _) if g.is_empty());
+    let ([from], [item]) = (select.from.as_slice(), select.projection.as_slice()) else { return None };
+    if !plain || !from.joins.is_empty() {
+        return None;
+    }
+    let (array, alias) = match &from.relation {
+        ast::TableFactor::UNNEST { alias, array_exprs, with_offset: false, with_ordinality: false, .. } => match array_exprs.as_slice() {
+            [a] => (a.clone(), alias.as_ref()?),
+            _ => return None,
+        },
+        ast::TableFactor::Table { name, args: Some(args), alias: Some(alias), with_ordinality: false, .. }
+            if name.0.last().and_then(|p| p.as_ident()).is_some_and(|n| n.value.eq_ignore_ascii_case("unnest")) =>
+        {
+            match args.args.as_slice() {
+                [ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(a))] => (a.clone(), alias),
+                _ => return None,
+            }
+        }
+        _ => return None,
+    };
+    let variable = match alias.columns.as_slice() {
+        [] => alias.name.clone(),
+        [column] => column.name.clone(),
+        _ => return None,
+    };
+    let (ast::SelectItem::UnnamedExpr(element) | ast::SelectItem::ExprWithAlias { expr: element, .. }) = item else { return None };
+    if matches!(element, Expr::Identifier(i) if fold_ident(i) == fold_ident(&variable)) {
+        return Some(array);
+    }
+    let lambda = Expr::Lambda(ast::LambdaFunction {
+        params: ast::OneOrManyWithParens::One(ast::LambdaFunctionParameter { name: variable, data_type: None }),
+        body: Box::new(element.clone()),
+        syntax: ast::LambdaSyntax::Arrow,
+    });
+    let mut call = call("array_transform", array);
+    if let Expr::Function(ast::Function { args: ast::FunctionArguments::List(list), .. }) = &mut call {
+        list.args.push(ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(lambda)));
+    }
+    Some(call)
 }
 
 fn null() -> Expr {
@@ -589,13 +646,18 @@ mod tests {
     #[test]
     fn set_returning_catalog_functions_become_unnests() {
         let dialect = sqlparser::dialect::PostgreSqlDialect {};
-        let sql = "SELECT (information_schema._pg_expandarray(i.indkey)).n, r.k[1], (r.k).x \
+        let sql = "SELECT (information_schema._pg_expandarray(i.indkey)).n, r.k[1], (r.k).x, \
+                   ARRAY(SELECT 't.' || o FROM pg_catalog.unnest(r.k) o), ARRAY(SELECT y FROM unnest(r.k) AS u(y)), \
+                   ARRAY(SELECT y FROM unnest(r.k) AS u(y) WHERE y > 1) \
                    FROM pg_index i, pg_catalog.generate_series(1, 32) pos(n), r";
         let mut s = sqlparser::parser::Parser::parse_sql(&dialect, sql).unwrap().remove(0);
         catalog_spellings(&mut s, &Names);
         assert_eq!(
             s.to_string(),
-            "SELECT (unnest(freshet_expandarray(i.indkey))).'n', r.k[1], (r.k).'x' FROM pg_index i, generate_series(1, 32) pos (n), r"
+            "SELECT (unnest(freshet_expandarray(i.indkey))).'n', r.k[1], (r.k).'x', \
+             array_transform(r.k, o -> 't.' || o), r.k, \
+             ARRAY(SELECT y FROM UNNEST(r.k) AS u (y) WHERE y > 1) \
+             FROM pg_index i, generate_series(1, 32) pos (n), r"
         );
     }
 

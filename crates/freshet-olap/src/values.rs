@@ -69,6 +69,7 @@ pub fn value_at(array: &ArrayRef, i: usize, ty: DataType) -> Value {
             };
             Value::Timestamp(raw)
         }
+        ArrowType::List(_) | ArrowType::LargeList(_) | ArrowType::FixedSizeList(..) => Value::Text(array_literal(array, i)),
         _ => {
             let _ = ty;
             let options = FormatOptions::default();
@@ -78,6 +79,54 @@ pub fn value_at(array: &ArrayRef, i: usize, ty: DataType) -> Value {
             }
         }
     }
+}
+
+/// A list cell in PostgreSQL's array text form: `{1,2,NULL}`, `{"a b","x\"y"}`, nested
+/// lists as `{{1,2},{3}}`.
+fn array_literal(array: &ArrayRef, i: usize) -> String {
+    let elements = match array.data_type() {
+        ArrowType::List(_) => array.as_list::<i32>().value(i),
+        ArrowType::LargeList(_) => array.as_list::<i64>().value(i),
+        ArrowType::FixedSizeList(..) => array.as_fixed_size_list().value(i),
+        _ => return String::new(),
+    };
+    let nested = matches!(elements.data_type(), ArrowType::List(_) | ArrowType::LargeList(_) | ArrowType::FixedSizeList(..));
+    let mut out = String::from("{");
+    for j in 0..elements.len() {
+        if j > 0 {
+            out.push(',');
+        }
+        let text = match value_at(&elements, j, DataType::Text) {
+            Value::Null => {
+                out.push_str("NULL");
+                continue;
+            }
+            Value::Text(s) => s,
+            v => {
+                let mut s = String::new();
+                v.write_text(DataType::Text, &mut s);
+                s
+            }
+        };
+        let quote = !nested
+            && (text.is_empty()
+                || text.eq_ignore_ascii_case("null")
+                || text.chars().any(|c| matches!(c, '{' | '}' | ',' | '"' | '\\') || c.is_whitespace()));
+        if quote {
+            out.push('"');
+            for c in text.chars() {
+                if c == '"' || c == '\\' {
+                    out.push('\\');
+                }
+                out.push(c);
+            }
+            out.push('"');
+        } else {
+            out.push_str(&text);
+        }
+    }
+    out.push('}');
+    out
 }
 
 /// Rows of values as Arrow arrays, one per column (for the embedded API's results).

@@ -147,6 +147,11 @@ pub fn batch_rows(batch: &RecordBatch, columns: &[ColumnInfo]) -> Vec<Vec<Value>
         .collect()
 }
 
+fn is_list(t: &freshet_olap::datafusion::arrow::datatypes::DataType) -> bool {
+    use freshet_olap::datafusion::arrow::datatypes::DataType as A;
+    matches!(t, A::List(_) | A::LargeList(_) | A::FixedSizeList(..))
+}
+
 /// An Arrow schema with the statement's column names and types.
 pub fn arrow_schema(columns: &[ColumnInfo]) -> SchemaRef {
     Arc::new(Schema::new(
@@ -171,6 +176,14 @@ fn conform(batch: RecordBatch, target: Option<&SchemaRef>) -> Result<RecordBatch
     for (array, field) in batch.columns().iter().zip(target.fields()) {
         if array.data_type() == field.data_type() || is_text_like(field.data_type()) && is_text_like(array.data_type()) {
             columns.push(array.clone());
+        } else if is_text_like(field.data_type()) && is_list(array.data_type()) {
+            // Arrays are described as text and sent in PostgreSQL's form (`{1,2}`), which
+            // Arrow's cast to text does not produce.
+            let text = (0..array.len()).map(|i| match freshet_olap::values::value_at(array, i, DataType::Text) {
+                Value::Text(s) => Some(s),
+                _ => None,
+            });
+            columns.push(Arc::new(freshet_olap::datafusion::arrow::array::StringArray::from_iter(text)) as ArrayRef);
         } else {
             // A type without an Arrow counterpart (described as text) is formatted when sent.
             columns.push(cast(array, field.data_type()).unwrap_or_else(|_| array.clone()));
