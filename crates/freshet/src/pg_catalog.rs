@@ -72,7 +72,7 @@ fn index_oid(table: &TableDef, position: usize) -> i64 {
 /// The table and index position of an index OID.
 fn index_of(catalog: &Catalog, oid: i64) -> Option<(&Arc<TableDef>, usize)> {
     catalog.tables().find_map(|t| {
-        let position = oid - table_oid(t) - 1;
+        let position = oid.checked_sub(table_oid(t) + 1)?;
         (0..t.indexes.len() as i64).contains(&position).then_some((t, position as usize))
     })
 }
@@ -594,13 +594,13 @@ fn regclass(catalog: &Catalog, name: &str) -> DfResult<i64> {
 /// away from zero once the value is below 20480 of its unit.
 fn size_pretty(bytes: i64) -> String {
     let half_rounded = |x: i64| (x + if x < 0 { -1 } else { 1 }) / 2;
-    if bytes.abs() < 10 * 1024 {
+    if bytes.unsigned_abs() < 10 * 1024 {
         return format!("{bytes} bytes");
     }
     // Keep one extra bit for rounding.
     let mut size = bytes >> 9;
     for unit in ["kB", "MB", "GB"] {
-        if size.abs() < 20 * 1024 - 1 {
+        if size.unsigned_abs() < 20 * 1024 - 1 {
             return format!("{} {unit}", half_rounded(size));
         }
         size >>= 10;
@@ -773,6 +773,8 @@ mod tests {
         assert_eq!(size_pretty(25_000_000), "24 MB");
         assert_eq!(size_pretty(30_000_000_000), "28 GB");
         assert_eq!(size_pretty(-20_000), "-20 kB");
+        assert_eq!(size_pretty(i64::MIN), "-8388608 TB");
+        assert_eq!(size_pretty(i64::MAX), "8388608 TB");
     }
 
     #[test]
