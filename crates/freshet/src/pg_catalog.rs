@@ -80,7 +80,7 @@ fn index_of(catalog: &Catalog, oid: i64) -> Option<(&Arc<TableDef>, usize)> {
 /// Registers the catalog relations and functions with the analytical engine.
 pub(crate) fn register(olap: &mut OlapEngine, engine: &Arc<Engine>) {
     for &(name, _) in RELATIONS {
-        olap.register_catalog_table(name, Arc::new(CatalogRelation { name, engine: engine.clone() }));
+        olap.register_catalog_table(name, Arc::new(CatalogRelation { name, engine: engine.clone(), last: Default::default() }));
     }
     for f in functions(engine) {
         olap.register_function(f);
@@ -248,11 +248,13 @@ const EMPTY: &[&str] = &[
     "pg_publication_namespace",
 ];
 
-/// One catalog relation, computed from the current catalog when scanned.
+/// One catalog relation, computed from the current catalog when scanned. Its rows depend on
+/// the catalog only, so the batch of the last catalog version scanned is kept.
 #[derive(Debug)]
 struct CatalogRelation {
     name: &'static str,
     engine: Arc<Engine>,
+    last: parking_lot::Mutex<Option<(u64, RecordBatch)>>,
 }
 
 fn columns_of(name: &str) -> &'static [(&'static str, ArrowType)] {
@@ -269,20 +271,23 @@ impl SystemTable for CatalogRelation {
     }
 
     fn batch(&self) -> DfResult<RecordBatch> {
-        let rows = rows(self.name, &self.engine.catalog());
+        let catalog = self.engine.catalog();
+        if let Some((version, batch)) = self.last.lock().as_ref()
+            && *version == catalog.version
+        {
+            return Ok(batch.clone());
+        }
+        let rows = rows(self.name, &catalog);
         let schema = self.schema();
         let columns = schema
             .fields()
             .iter()
             .enumerate()
-            .map(|(c, field)| {
-                let values = rows.iter().map(|r| r.get(c).cloned().unwrap_or(V::Null));
-                values.map(|v| v.scalar(field.data_type())).collect::<DfResult<Vec<_>>>().and_then(|v| {
-                    if v.is_empty() { Ok(datafusion::arrow::array::new_empty_array(field.data_type())) } else { ScalarValue::iter_to_array(v) }
-                })
-            })
+            .map(|(c, field)| column_array(rows.iter().map(|r| r.get(c).unwrap_or(&V::Null)), field.data_type()))
             .collect::<DfResult<Vec<_>>>()?;
-        Ok(RecordBatch::try_new(schema, columns)?)
+        let batch = RecordBatch::try_new(schema, columns)?;
+        *self.last.lock() = Some((catalog.version, batch.clone()));
+        Ok(batch)
     }
 }
 
@@ -297,24 +302,43 @@ enum V {
     Ints(Vec<i64>),
 }
 
-impl V {
-    fn scalar(self, ty: &ArrowType) -> DfResult<ScalarValue> {
-        let null = ScalarValue::try_from(ty)?;
-        Ok(match (self, ty) {
-            (V::Null, _) => null,
-            (V::Int(i), ArrowType::Int16) => ScalarValue::Int16(Some(i as i16)),
-            (V::Int(i), ArrowType::Int32) => ScalarValue::Int32(Some(i as i32)),
-            (V::Int(i), ArrowType::Int64) => ScalarValue::Int64(Some(i)),
-            (V::Int(i), ArrowType::Float32) => ScalarValue::Float32(Some(i as f32)),
-            (V::Bool(b), ArrowType::Boolean) => ScalarValue::Boolean(Some(b)),
-            (V::Text(s), ArrowType::Utf8) => ScalarValue::Utf8(Some(s)),
-            (V::Ints(v), ArrowType::List(_)) => {
-                let items: Vec<ScalarValue> = v.into_iter().map(|i| ScalarValue::Int16(Some(i as i16))).collect();
-                ScalarValue::List(ScalarValue::new_list_nullable(&items, &I2))
-            }
-            (v, ty) => return Err(DataFusionError::Internal(format!("catalog value {v:?} in a column of type {ty}"))),
-        })
+/// One column of catalog cells as an array of type `ty`.
+fn column_array<'a>(cells: impl Iterator<Item = &'a V>, ty: &ArrowType) -> DfResult<datafusion::arrow::array::ArrayRef> {
+    use datafusion::arrow::array::{self as a, ArrayRef};
+    let cells: Vec<&V> = cells.collect();
+    let int = |v: &V| if let V::Int(i) = v { Some(*i) } else { None };
+    let mismatch = |v: &V| DataFusionError::Internal(format!("catalog value {v:?} in a column of type {ty}"));
+    if let Some(bad) = cells.iter().find(|v| match (v, ty) {
+        (V::Null, _) => false,
+        (V::Int(_), ArrowType::Int16 | ArrowType::Int32 | ArrowType::Int64 | ArrowType::Float32) => false,
+        (V::Bool(_), ArrowType::Boolean) | (V::Text(_), ArrowType::Utf8) | (V::Ints(_), ArrowType::List(_)) => false,
+        _ => true,
+    }) {
+        return Err(mismatch(bad));
     }
+    Ok(match ty {
+        ArrowType::Int16 => Arc::new(a::Int16Array::from_iter(cells.iter().map(|v| int(v).map(|i| i as i16)))) as ArrayRef,
+        ArrowType::Int32 => Arc::new(a::Int32Array::from_iter(cells.iter().map(|v| int(v).map(|i| i as i32)))),
+        ArrowType::Int64 => Arc::new(a::Int64Array::from_iter(cells.iter().map(|v| int(v)))),
+        ArrowType::Float32 => Arc::new(a::Float32Array::from_iter(cells.iter().map(|v| int(v).map(|i| i as f32)))),
+        ArrowType::Boolean => Arc::new(a::BooleanArray::from_iter(cells.iter().map(|v| if let V::Bool(b) = v { Some(*b) } else { None }))),
+        ArrowType::Utf8 => Arc::new(a::StringArray::from_iter(cells.iter().map(|v| if let V::Text(s) = v { Some(s.as_str()) } else { None }))),
+        ArrowType::List(field) if field.data_type() == &I2 => {
+            let mut builder = a::ListBuilder::new(a::Int16Builder::new());
+            for v in &cells {
+                match v {
+                    V::Ints(items) => {
+                        builder.values().append_slice(&items.iter().map(|&i| i as i16).collect::<Vec<_>>());
+                        builder.append(true);
+                    }
+                    _ => builder.append(false),
+                }
+            }
+            Arc::new(builder.finish())
+        }
+        // Other array columns are always NULL.
+        other => a::new_null_array(other, cells.len()),
+    })
 }
 
 fn t(s: impl Into<String>) -> V {
