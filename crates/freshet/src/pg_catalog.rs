@@ -308,12 +308,17 @@ fn column_array<'a>(cells: impl Iterator<Item = &'a V>, ty: &ArrowType) -> DfRes
     let cells: Vec<&V> = cells.collect();
     let int = |v: &V| if let V::Int(i) = v { Some(*i) } else { None };
     let mismatch = |v: &V| DataFusionError::Internal(format!("catalog value {v:?} in a column of type {ty}"));
-    if let Some(bad) = cells.iter().find(|v| match (v, ty) {
-        (V::Null, _) => false,
-        (V::Int(_), ArrowType::Int16 | ArrowType::Int32 | ArrowType::Int64 | ArrowType::Float32) => false,
-        (V::Bool(_), ArrowType::Boolean) | (V::Text(_), ArrowType::Utf8) | (V::Ints(_), ArrowType::List(_)) => false,
-        _ => true,
-    }) {
+    let fits = |v: &V| {
+        matches!(
+            (v, ty),
+            (V::Null, _)
+                | (V::Int(_), ArrowType::Int16 | ArrowType::Int32 | ArrowType::Int64 | ArrowType::Float32)
+                | (V::Bool(_), ArrowType::Boolean)
+                | (V::Text(_), ArrowType::Utf8)
+                | (V::Ints(_), ArrowType::List(_))
+        )
+    };
+    if let Some(bad) = cells.iter().find(|v| !fits(v)) {
         return Err(mismatch(bad));
     }
     Ok(match ty {
