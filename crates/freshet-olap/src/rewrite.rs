@@ -51,8 +51,8 @@ pub fn unique_output_names(statement: &mut ast::Statement) {
     let _ = statement.visit(&mut Renamer);
 }
 
-/// The function a string cast to `regclass` becomes: the relation's OID, looked up by name
-/// (or the number itself); NULL if there is no such relation.
+/// The function a cast to `regclass` becomes: the OID of the relation a text names (42P01 if
+/// there is none), or the number itself.
 pub const REGCLASS_FUNCTION: &str = "freshet_regclass";
 
 /// The function `information_schema._pg_expandarray(a)` becomes, under `unnest`: the array's
@@ -348,10 +348,8 @@ fn catalog_cast(expr: &Expr, data_type: &ast::DataType) -> Option<Expr> {
     };
     let cast = |data_type: T| Some(Expr::Cast { kind: ast::CastKind::DoubleColon, expr: Box::new(expr.clone()), data_type, format: None, array: false });
     match type_name.as_str() {
-        "regclass" => match expr {
-            Expr::Value(v) if matches!(v.value, ast::Value::SingleQuotedString(_)) => Some(call(REGCLASS_FUNCTION, expr.clone())),
-            _ => cast(T::BigInt(None)),
-        },
+        // A name, a number, or a parameter holding either: looked up.
+        "regclass" => Some(call(REGCLASS_FUNCTION, expr.clone())),
         "oid" | "regtype" | "regnamespace" | "regproc" | "regprocedure" | "regrole" | "regoper" | "xid" | "cid" => cast(T::BigInt(None)),
         "name" | "char" | "bpchar" | "text" => cast(T::Text),
         "varchar" => cast(T::Varchar(None)),
@@ -598,7 +596,7 @@ mod tests {
         catalog_spellings(&mut s, &Names);
         assert_eq!(
             s.to_string(),
-            "SELECT format_type(a.atttypid, NULL), x::BIGINT, freshet_regclass('t'), n::TEXT, \
+            "SELECT format_type(a.atttypid, NULL), freshet_regclass(x), freshet_regclass('t'), n::TEXT, \
              (SELECT max(d.adbin) FROM pg_catalog.pg_attrdef d WHERE d.adrelid = a.attrelid), \
              (SELECT u.v FROM u WHERE u.k = a.attrelid) \
              FROM pg_catalog.pg_attribute a WHERE a.attname ~ ('^(x)$')"

@@ -966,6 +966,55 @@ async fn psql_connects_and_queries() {
     let (ok, _, stderr) = run("SELECT * FROM nowhere", None).await.unwrap();
     assert!(!ok);
     assert!(stderr.contains("relation \"nowhere\" does not exist"), "{stderr}");
+
+    // psql's describe commands run its own catalog queries.
+    let (ok, _, stderr) = run("CREATE INDEX ps_name ON ps (name)", None).await.unwrap();
+    assert!(ok, "{stderr}");
+    let (ok, _, stderr) = run("CREATE FUNCTION twice(x INT) RETURNS INT LANGUAGE plpgsql AS $$ BEGIN RETURN 2 * x; END $$", None).await.unwrap();
+    assert!(ok, "{stderr}");
+    for (command, expected) in [
+        ("\\dt", "public|ps|table|freshet"),
+        ("\\d ps", "id|integer||not null|\nname|text|||"),
+        ("\\d+ ps", "id|integer||not null||plain|||\nname|text||||extended|||"),
+        ("\\d ps_name", "name|text|yes|name"),
+        ("\\di", "public|ps_name|index|freshet|ps\npublic|ps_pkey|index|freshet|ps"),
+        ("\\df", "public|twice|integer|x integer|func"),
+        ("\\dn", "public|freshet"),
+        ("\\l", "freshet|freshet|UTF8|C|C||libc|"),
+    ] {
+        let (ok, stdout, stderr) = run(command, None).await.unwrap();
+        assert!(ok, "{command}: {stderr}");
+        assert_eq!(stdout.trim(), expected, "{command}");
+    }
+    let (ok, stdout, _) = run("\\d nowhere", None).await.unwrap();
+    assert!(!ok && stdout.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn catalog_queries_take_parameters() {
+    let server = TestServer::start().await;
+    let client = server.client().await;
+    client.batch_execute("CREATE TABLE cat (k INT PRIMARY KEY, v VARCHAR(10) NOT NULL)").await.unwrap();
+    // As drivers ask for a table's columns: a prepared statement with the names as parameters.
+    let columns = client
+        .prepare(
+            "SELECT a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod), a.attnotnull \
+             FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid \
+             JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
+             WHERE n.nspname = $1 AND c.relname = $2 AND a.attnum > 0 ORDER BY a.attnum",
+        )
+        .await
+        .unwrap();
+    let rows = client.query(&columns, &[&"public", &"cat"]).await.unwrap();
+    let got: Vec<(String, String, bool)> = rows.iter().map(|r| (r.get(0), r.get(1), r.get(2))).collect();
+    assert_eq!(got, vec![("k".into(), "integer".into(), true), ("v".into(), "character varying(10)".into(), true)]);
+    assert!(client.query(&columns, &[&"public", &"nothing"]).await.unwrap().is_empty());
+    // A parameter cast to regclass is looked up like a literal.
+    let by_name = client.prepare("SELECT relname FROM pg_catalog.pg_class WHERE oid = $1::regclass").await.unwrap();
+    let row = client.query_one(&by_name, &[&"cat"]).await.unwrap();
+    assert_eq!(row.get::<_, String>(0), "cat");
+    let err = client.query_one(&by_name, &[&"nothing"]).await.unwrap_err();
+    assert_eq!(code(&err), &SqlState::UNDEFINED_TABLE);
 }
 
 /// A small deterministic generator for the fuzz-style test below.

@@ -656,6 +656,7 @@ fn text(v: &ScalarValue) -> Option<String> {
 /// A function of `arities` arguments of any type, computed row by row.
 fn function(name: &str, arities: &[usize], ret: ArrowType, f: impl Fn(&[ScalarValue]) -> DfResult<ScalarValue> + Send + Sync + 'static) -> ScalarUDF {
     let signatures = arities.iter().map(|&n| if n == 0 { TypeSignature::Nullary } else { TypeSignature::Any(n) }).collect();
+    let result_type = ret.clone();
     let implementation = move |args: &[ColumnarValue]| -> DfResult<ColumnarValue> {
         let rows = args.iter().find_map(|a| match a {
             ColumnarValue::Array(x) => Some(x.len()),
@@ -671,6 +672,7 @@ fn function(name: &str, arities: &[usize], ret: ArrowType, f: impl Fn(&[ScalarVa
         };
         match rows {
             None => Ok(ColumnarValue::Scalar(f(&row(0)?)?)),
+            Some(0) => Ok(ColumnarValue::Array(datafusion::arrow::array::new_empty_array(&result_type))),
             Some(n) => {
                 let values = (0..n).map(|i| f(&row(i)?)).collect::<DfResult<Vec<_>>>()?;
                 Ok(ColumnarValue::Array(ScalarValue::iter_to_array(values)?))
