@@ -160,7 +160,7 @@ pub fn catalog_spellings(statement: &mut ast::Statement, names: &dyn CatalogName
                     select.projection = vec![ast::SelectItem::UnnamedExpr(Expr::Value(ast::Value::Number("1".into(), false).into()))];
                 }
                 if let Some(condition) = aggregate_catalog_lookup(subquery, names) {
-                    let lookup = Box::new(Expr::Subquery(std::mem::replace(subquery, Box::new(empty_query()))));
+                    let lookup = Box::new(Expr::Subquery(subquery.clone()));
                     let found = Expr::IsNotNull(lookup);
                     let found = match condition {
                         Some(c) => case_when(c, found, Some(Expr::Value(ast::Value::Boolean(false).into()))),
@@ -182,15 +182,6 @@ fn case_when(condition: Expr, result: Expr, else_result: Option<Expr>) -> Expr {
         operand: None,
         conditions: vec![ast::CaseWhen { condition, result }],
         else_result: else_result.map(Box::new),
-    }
-}
-
-/// A placeholder query (`SELECT NULL`), for taking a subquery out of its node.
-fn empty_query() -> ast::Query {
-    let dialect = sqlparser::dialect::PostgreSqlDialect {};
-    match sqlparser::parser::Parser::parse_sql(&dialect, "SELECT NULL").ok().and_then(|mut v| v.pop()) {
-        Some(ast::Statement::Query(q)) => *q,
-        _ => unreachable!("SELECT NULL parses as a query"),
     }
 }
 
@@ -387,22 +378,11 @@ fn aggregate_catalog_lookup(q: &mut ast::Query, names: &dyn CatalogNames) -> Opt
     let mut conjuncts = Vec::new();
     split_and(selection, &mut conjuncts);
     // Outer columns the subquery equates with its own.
-    let mut same: Vec<(String, Expr)> = Vec::new();
-    for c in &conjuncts {
-        if let Expr::BinaryOp { left, op: ast::BinaryOperator::Eq, right } = c {
-            match (side(left, &own), side(right, &own)) {
-                (Side::Outer, Side::Own) => same.push((left.to_string(), (**right).clone())),
-                (Side::Own, Side::Outer) => same.push((right.to_string(), (**left).clone())),
-                _ => {}
-            }
-        }
-    }
+    let same: Vec<(String, Expr)> = conjuncts.iter().filter_map(|c| correlation(c, &own)).collect();
     let mut outer_only = Vec::new();
     let mut kept = Vec::new();
     for mut c in conjuncts {
-        let correlating = matches!(&c, Expr::BinaryOp { left, op: ast::BinaryOperator::Eq, right }
-            if matches!((side(left, &own), side(right, &own)), (Side::Outer, Side::Own) | (Side::Own, Side::Outer)));
-        if !correlating && !has_subquery(&c) {
+        if correlation(&c, &own).is_none() && !has_subquery(&c) {
             let _ = ast::visit_expressions_mut(&mut c, |x| {
                 if let Some((_, own_column)) = same.iter().find(|(outer, _)| side(x, &own) == Side::Outer && x.to_string() == *outer) {
                     *x = own_column.clone();
@@ -434,6 +414,16 @@ fn catalog_labels(select: &ast::Select, names: &dyn CatalogNames) -> Option<Hash
         }
     }
     (!own.is_empty()).then_some(own)
+}
+
+/// For `outer = own` (either way round): the outer column's text and the subquery's column.
+fn correlation(c: &Expr, own: &HashSet<String>) -> Option<(String, Expr)> {
+    let Expr::BinaryOp { left, op: ast::BinaryOperator::Eq, right } = c else { return None };
+    match (side(left, own), side(right, own)) {
+        (Side::Outer, Side::Own) => Some((left.to_string(), (**right).clone())),
+        (Side::Own, Side::Outer) => Some((right.to_string(), (**left).clone())),
+        _ => None,
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]

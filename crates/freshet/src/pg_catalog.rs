@@ -101,9 +101,9 @@ fn column_type(t: &ArrowType) -> ArrowType {
     }
 }
 
-/// The PostgreSQL type of a catalog column: (OID, length).
-fn catalog_column_type(t: &ArrowType) -> (i64, i64) {
-    match t {
+/// The PostgreSQL type of a catalog column.
+fn catalog_column_type(t: &ArrowType) -> AttType {
+    let (oid, len) = match t {
         I8 => (20, 8),
         I4 => (23, 4),
         I2 => (21, 2),
@@ -113,7 +113,9 @@ fn catalog_column_type(t: &ArrowType) -> (i64, i64) {
         OA => (1016, -1),
         I2A => (1005, -1),
         _ => (25, -1),
-    }
+    };
+    let collation = if oid == 25 { DEFAULT_COLLATION_OID } else { 0 };
+    AttType { oid, len, typmod: -1, collation }
 }
 
 /// The OID of a catalog relation: PostgreSQL's for the ones clients name, others after them.
@@ -362,18 +364,14 @@ fn rows(name: &str, catalog: &Catalog) -> Vec<Vec<V>> {
         "pg_class" => {
             let mut out: Vec<Vec<V>> = RELATIONS
                 .iter()
-                .filter_map(|(name, columns)| {
-                    let mut row = class_row(catalog_relation_oid(name)?, name, HEAP_AM, "r", columns.len(), false);
-                    row[2] = i(PG_CATALOG_OID);
-                    Some(row)
-                })
+                .filter_map(|(name, columns)| Some(class_row(catalog_relation_oid(name)?, name, PG_CATALOG_OID, HEAP_AM, "r", columns.len(), false)))
                 .collect();
             for table in tables() {
                 let oid = table_oid(table);
-                out.push(class_row(oid, &table.name, HEAP_AM, "r", table.columns.len(), !table.indexes.is_empty()));
+                out.push(class_row(oid, &table.name, PUBLIC_OID, HEAP_AM, "r", table.columns.len(), !table.indexes.is_empty()));
                 for (p, index) in table.indexes.iter().enumerate() {
                     let am = if index.primary { HASH_AM } else { BTREE_AM };
-                    out.push(class_row(index_oid(table, p), &index.name, am, "i", index.columns.len(), false));
+                    out.push(class_row(index_oid(table, p), &index.name, PUBLIC_OID, am, "i", index.columns.len(), false));
                 }
             }
             out
@@ -383,21 +381,17 @@ fn rows(name: &str, catalog: &Catalog) -> Vec<Vec<V>> {
             for (name, columns) in RELATIONS {
                 let Some(oid) = catalog_relation_oid(name) else { continue };
                 for (c, (column, ty)) in columns.iter().enumerate() {
-                    let (type_oid, len) = catalog_column_type(ty);
-                    let mut row = attribute_row(oid, column, DataType::Text, c + 1, false, false);
-                    row[2] = i(type_oid);
-                    row[4] = i(len);
-                    out.push(row);
+                    out.push(attribute_row(oid, column, catalog_column_type(ty), c + 1, false, false));
                 }
             }
             for table in tables() {
                 for (c, column) in table.columns.iter().enumerate() {
-                    out.push(attribute_row(table_oid(table), &column.name, column.ty, c + 1, !column.nullable, column.default.is_some()));
+                    out.push(attribute_row(table_oid(table), &column.name, AttType::of(column.ty), c + 1, !column.nullable, column.default.is_some()));
                 }
                 for (p, index) in table.indexes.iter().enumerate() {
                     for (k, &c) in index.columns.iter().enumerate() {
                         let column = &table.columns[c];
-                        out.push(attribute_row(index_oid(table, p), &column.name, column.ty, k + 1, !column.nullable, false));
+                        out.push(attribute_row(index_oid(table, p), &column.name, AttType::of(column.ty), k + 1, !column.nullable, false));
                     }
                 }
             }
@@ -497,21 +491,35 @@ fn rows(name: &str, catalog: &Catalog) -> Vec<Vec<V>> {
     }
 }
 
-fn class_row(oid: i64, name: &str, am: i64, kind: &str, columns: usize, has_index: bool) -> Vec<V> {
+fn class_row(oid: i64, name: &str, namespace: i64, am: i64, kind: &str, columns: usize, has_index: bool) -> Vec<V> {
     use V::{Bool as b, Int as i, Null as null};
     vec![
-        i(oid), t(name), i(PUBLIC_OID), i(0), i(0), i(ROLE_OID), i(am), i(oid), i(0), i(0), i(-1), i(0), i(0), b(has_index),
+        i(oid), t(name), i(namespace), i(0), i(0), i(ROLE_OID), i(am), i(oid), i(0), i(0), i(-1), i(0), i(0), b(has_index),
         b(false), t("p"), t(kind), i(columns as i64), i(0), b(false), b(false), b(false), b(false), b(false), b(true), t("d"),
         b(false), i(0), null, null, null,
     ]
 }
 
-fn attribute_row(relation: i64, name: &str, ty: DataType, number: usize, not_null: bool, has_default: bool) -> Vec<V> {
+/// A column's type as `pg_attribute` records it.
+struct AttType {
+    oid: i64,
+    len: i64,
+    typmod: i64,
+    collation: i64,
+}
+
+impl AttType {
+    fn of(ty: DataType) -> AttType {
+        let collation = if ty.is_string() { DEFAULT_COLLATION_OID } else { 0 };
+        AttType { oid: ty.oid() as i64, len: ty.type_len() as i64, typmod: ty.typmod() as i64, collation }
+    }
+}
+
+fn attribute_row(relation: i64, name: &str, ty: AttType, number: usize, not_null: bool, has_default: bool) -> Vec<V> {
     use V::{Bool as b, Int as i, Null as null};
-    let collation = if ty.is_string() { DEFAULT_COLLATION_OID } else { 0 };
-    let len = ty.type_len() as i64;
+    let AttType { oid, len, typmod, collation } = ty;
     vec![
-        i(relation), t(name), i(ty.oid() as i64), i(-1), i(len), i(number as i64), i(0), i(-1), i(ty.typmod() as i64),
+        i(relation), t(name), i(oid), i(-1), i(len), i(number as i64), i(0), i(-1), i(typmod),
         b(len > 0), t(if len == 8 { "d" } else { "i" }), t(if len > 0 { "p" } else { "x" }), t(""), b(not_null), b(has_default),
         b(false), t(""), t(""), b(false), b(true), i(0), i(collation), null, null, null,
     ]
@@ -693,7 +701,13 @@ fn text_of(s: Option<String>) -> DfResult<ScalarValue> {
 
 fn functions(engine: &Arc<Engine>) -> Vec<ScalarUDF> {
     let version = format!("PostgreSQL {} on {}-{}, 64-bit", crate::SERVER_VERSION, std::env::consts::ARCH, std::env::consts::OS);
-    let (e1, e2, e3, e4, e5, e6) = (engine.clone(), engine.clone(), engine.clone(), engine.clone(), engine.clone(), engine.clone());
+    // A text about the object an OID (the first argument) names, from the current catalog.
+    let describe = |name: &str, arities: &[usize], f: fn(&Catalog, i64, &[ScalarValue]) -> Option<String>| {
+        let engine = engine.clone();
+        function(name, arities, T, move |a| text_of(int(&a[0]).and_then(|oid| f(&engine.catalog(), oid, a))))
+    };
+    let constant = |name: &str, arities: &[usize], value: ScalarValue| function(name, arities, value.data_type(), move |_| Ok(value.clone()));
+    let engine_for_regclass = engine.clone();
     vec![
         function("version", &[0], T, move |_| text_of(Some(version.clone()))),
         function("current_schema", &[0], T, move |_| text_of(Some("public".into()))),
@@ -732,48 +746,40 @@ fn functions(engine: &Arc<Engine>) -> Vec<ScalarUDF> {
         function("pg_type_is_visible", &[1], B, |a| Ok(ScalarValue::Boolean(int(&a[0]).map(|_| true)))),
         function("pg_relation_is_publishable", &[1], B, |a| Ok(ScalarValue::Boolean(int(&a[0]).map(|_| false)))),
         function("format_type", &[2], T, move |a| text_of(int(&a[0]).map(|oid| format_type(oid, int(&a[1]))))),
-        function("pg_get_indexdef", &[1, 3], T, move |a| {
-            let column = a.get(1).and_then(int).unwrap_or(0);
-            text_of(int(&a[0]).and_then(|oid| index_definition(&e1.catalog(), oid, column)))
-        }),
-        function("pg_get_constraintdef", &[1, 2], T, move |a| text_of(int(&a[0]).and_then(|oid| constraint_definition(&e2.catalog(), oid)))),
+        describe("pg_get_indexdef", &[1, 3], |c, oid, a| index_definition(c, oid, a.get(1).and_then(int).unwrap_or(0))),
+        describe("pg_get_constraintdef", &[1, 2], |c, oid, _| constraint_definition(c, oid)),
         function("pg_get_expr", &[2, 3], T, |a| text_of(text(&a[0]))),
         function("pg_encoding_to_char", &[1], T, |a| text_of(int(&a[0]).map(|e| if e == UTF8_ENCODING as i64 { "UTF8".into() } else { String::new() }))),
-        function("obj_description", &[1, 2], T, |_| text_of(None)),
-        function("col_description", &[2], T, |_| text_of(None)),
-        function("shobj_description", &[2], T, |_| text_of(None)),
-        function("pg_get_statisticsobjdef_columns", &[1], T, |_| text_of(None)),
-        function("pg_get_triggerdef", &[1, 2], T, |_| text_of(None)),
-        function("pg_get_function_result", &[1], T, move |a| {
-            text_of(int(&a[0]).and_then(|oid| procedure_of(&e4.catalog(), oid).and_then(|p| crate::procedure::result_type(&p.routine))))
-        }),
-        function("pg_get_function_arguments", &[1], T, move |a| {
-            text_of(int(&a[0]).and_then(|oid| procedure_of(&e5.catalog(), oid).map(|p| crate::procedure::argument_list(&p.routine))))
-        }),
-        function("pg_get_function_identity_arguments", &[1], T, move |a| {
-            text_of(int(&a[0]).and_then(|oid| procedure_of(&e6.catalog(), oid).map(|p| crate::procedure::argument_list(&p.routine))))
-        }),
-        function("pg_is_in_recovery", &[0], B, |_| Ok(ScalarValue::Boolean(Some(false)))),
+        // No comments, extended statistics or triggers: nothing to describe.
+        constant("obj_description", &[1, 2], ScalarValue::Utf8(None)),
+        constant("col_description", &[2], ScalarValue::Utf8(None)),
+        constant("shobj_description", &[2], ScalarValue::Utf8(None)),
+        constant("pg_get_statisticsobjdef_columns", &[1], ScalarValue::Utf8(None)),
+        constant("pg_get_triggerdef", &[1, 2], ScalarValue::Utf8(None)),
+        describe("pg_get_function_result", &[1], |c, oid, _| procedure_of(c, oid).and_then(|p| crate::procedure::result_type(&p.routine))),
+        describe("pg_get_function_arguments", &[1], |c, oid, _| procedure_of(c, oid).map(|p| crate::procedure::argument_list(&p.routine))),
+        describe("pg_get_function_identity_arguments", &[1], |c, oid, _| procedure_of(c, oid).map(|p| crate::procedure::argument_list(&p.routine))),
+        constant("pg_is_in_recovery", &[0], ScalarValue::Boolean(Some(false))),
         // One role, a superuser: every privilege is held.
-        function("has_table_privilege", &[2, 3], B, |_| Ok(ScalarValue::Boolean(Some(true)))),
-        function("has_schema_privilege", &[2, 3], B, |_| Ok(ScalarValue::Boolean(Some(true)))),
-        function("has_database_privilege", &[2, 3], B, |_| Ok(ScalarValue::Boolean(Some(true)))),
-        function("has_column_privilege", &[3, 4], B, |_| Ok(ScalarValue::Boolean(Some(true)))),
-        function("has_function_privilege", &[2, 3], B, |_| Ok(ScalarValue::Boolean(Some(true)))),
+        constant("has_table_privilege", &[2, 3], ScalarValue::Boolean(Some(true))),
+        constant("has_schema_privilege", &[2, 3], ScalarValue::Boolean(Some(true))),
+        constant("has_database_privilege", &[2, 3], ScalarValue::Boolean(Some(true))),
+        constant("has_column_privilege", &[3, 4], ScalarValue::Boolean(Some(true))),
+        constant("has_function_privilege", &[2, 3], ScalarValue::Boolean(Some(true))),
         // No sequences: no column owns one.
-        function("pg_get_serial_sequence", &[2], T, |_| text_of(None)),
+        constant("pg_get_serial_sequence", &[2], ScalarValue::Utf8(None)),
         function("pg_function_is_visible", &[1], B, |a| Ok(ScalarValue::Boolean(int(&a[0]).map(|_| true)))),
         function("pg_size_pretty", &[1], T, |a| text_of(int(&a[0]).map(size_pretty))),
         // Freshet does not report relation sizes yet: unknown.
-        function("pg_table_size", &[1], I8, |_| Ok(ScalarValue::Int64(None))),
-        function("pg_relation_size", &[1, 2], I8, |_| Ok(ScalarValue::Int64(None))),
-        function("pg_total_relation_size", &[1], I8, |_| Ok(ScalarValue::Int64(None))),
-        function("pg_indexes_size", &[1], I8, |_| Ok(ScalarValue::Int64(None))),
+        constant("pg_table_size", &[1], ScalarValue::Int64(None)),
+        constant("pg_relation_size", &[1, 2], ScalarValue::Int64(None)),
+        constant("pg_total_relation_size", &[1], ScalarValue::Int64(None)),
+        constant("pg_indexes_size", &[1], ScalarValue::Int64(None)),
         // A relation and its partition ancestors; Freshet's tables have none.
         function("pg_partition_ancestors", &[1], I8, |a| Ok(ScalarValue::Int64(int(&a[0])))),
         function(freshet_olap::rewrite::REGCLASS_FUNCTION, &[1], I8, move |a| {
             Ok(ScalarValue::Int64(match text(&a[0]) {
-                Some(name) => Some(regclass(&e3.catalog(), &name)?),
+                Some(name) => Some(regclass(&engine_for_regclass.catalog(), &name)?),
                 None => None,
             }))
         }),
