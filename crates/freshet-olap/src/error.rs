@@ -40,9 +40,64 @@ pub fn from_datafusion(e: DataFusionError) -> Error {
             if m.contains("Divide by zero") || m.contains("division by zero") {
                 return Error::division_by_zero();
             }
+            if let Some(e) = no_matching_function(&m) {
+                return e;
+            }
             Error::new(SqlState::Internal, m)
         }
     }
+}
+
+/// PostgreSQL's error for a call no function signature accepts, from DataFusion's message.
+fn no_matching_function(m: &str) -> Option<Error> {
+    let call = unmatched_call(m)?;
+    let mut e = Error::new(SqlState::UndefinedFunction, format!("function {call} does not exist"));
+    e.hint = Some("No function matches the given name and argument types. You might need to add explicit type casts.".into());
+    Some(e)
+}
+
+/// The call of a function that no signature matches, in SQL type names (`sum(text)`), from
+/// DataFusion's message "No function matches the given name and argument types 'sum(Utf8View)'".
+fn unmatched_call(m: &str) -> Option<String> {
+    const NEEDLE: &str = "No function matches the given name and argument types '";
+    let rest = &m[m.find(NEEDLE)? + NEEDLE.len()..];
+    let call = &rest[..rest.find('\'')?];
+    let (name, args) = call.strip_suffix(')')?.split_once('(')?;
+    fn sql_name(t: &str) -> &str {
+        match t.trim() {
+        "Utf8" | "Utf8View" | "LargeUtf8" => "text",
+        "Int16" => "smallint",
+        "Int32" => "integer",
+        "Int64" => "bigint",
+        "Float32" => "real",
+        "Float64" => "double precision",
+        "Boolean" => "boolean",
+        "Date32" => "date",
+        "Null" => "unknown",
+        t if t.starts_with("Decimal") => "numeric",
+        t if t.starts_with("Timestamp") => "timestamp without time zone",
+        t if t.starts_with("Interval") => "interval",
+        t if t.starts_with("List") => "array",
+        t => t,
+        }
+    }
+    // Decimal128(15, 2) holds a comma: split on top-level commas only.
+    let (mut depth, mut start, mut types) = (0, 0, Vec::new());
+    for (i, c) in args.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                types.push(sql_name(&args[start..i]));
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    if !args.trim().is_empty() {
+        types.push(sql_name(&args[start..]));
+    }
+    Some(format!("{name}({})", types.join(", ")))
 }
 
 fn from_arrow(e: &ArrowError) -> Error {
@@ -80,6 +135,9 @@ fn from_plan_message(m: &str) -> Error {
     if m.contains("Invalid function") || m.contains("function") && m.contains("not found") {
         return Error::new(SqlState::UndefinedFunction, m.to_string());
     }
+    if let Some(e) = no_matching_function(m) {
+        return e;
+    }
     if m.contains("No function matches") || m.contains("does not support") && m.contains("argument") {
         return Error::new(SqlState::UndefinedFunction, m.to_string());
     }
@@ -109,5 +167,23 @@ fn from_execution_message(m: &str) -> Error {
         Error::new(SqlState::CardinalityViolation, "more than one row returned by a subquery used as an expression")
     } else {
         Error::new(SqlState::Internal, m.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unmatched_signature_is_an_undefined_function() {
+        let m = "Error during planning: Internal error: Function 'sum' failed to match any signature. \
+                 No function matches the given name and argument types 'sum(Utf8View)'. You might need to add explicit type casts.";
+        assert_eq!(unmatched_call(m).as_deref(), Some("sum(text)"));
+        let m = "No function matches the given name and argument types 'round(Decimal128(15, 2), Utf8)'.";
+        assert_eq!(unmatched_call(m).as_deref(), Some("round(numeric, text)"));
+        let e = from_datafusion(DataFusionError::Internal(m.into()));
+        assert_eq!(e.state.code(), SqlState::UndefinedFunction.code());
+        assert_eq!(e.message, "function round(numeric, text) does not exist");
+        assert_eq!(unmatched_call("something else"), None);
     }
 }
