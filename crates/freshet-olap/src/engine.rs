@@ -8,7 +8,8 @@
 //! runtime to the caller through a bounded channel. Dropping the [`BatchStream`] stops the
 //! query.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::OnceLock;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -20,8 +21,11 @@ use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::ScalarValue;
 use datafusion::datasource::source_as_provider;
 use datafusion::execution::context::{SessionConfig, SessionContext, SessionState};
-use datafusion::logical_expr::LogicalPlan;
-use datafusion::physical_plan::{execute_stream, display::DisplayableExecutionPlan};
+use datafusion::common::tree_node::TreeNode;
+use datafusion::error::Result as DfResult;
+use datafusion::logical_expr::{Expr, LogicalPlan, Volatility};
+use datafusion::physical_plan::{execute_stream, display::DisplayableExecutionPlan, ExecutionPlan};
+use parking_lot::Mutex;
 use datafusion::sql::parser::Statement as DfStatement;
 use freshet_core::catalog::TableDef;
 use freshet_core::engine::Engine;
@@ -50,11 +54,83 @@ pub struct OlapPlan {
     pub tables: Vec<Arc<TableDef>>,
     /// The type DataFusion inferred for `$1..$n`, where it could.
     pub param_types: Vec<Option<ArrowType>>,
+    /// The optimized logical plan, kept from the first execution when optimizing again would
+    /// give the same plan: the query has no parameters and no function that the optimizer
+    /// replaces by the time of the query (`now()`, `current_date`, …). Clones share it.
+    optimized: Arc<OnceLock<LogicalPlan>>,
+    reuse_optimized: bool,
+}
+
+impl OlapPlan {
+    /// The physical plan of one execution with `params`.
+    pub(crate) async fn physical(&self, state: &SessionState, params: Vec<ScalarValue>) -> DfResult<Arc<dyn ExecutionPlan>> {
+        if !params.is_empty() || !self.reuse_optimized {
+            let logical = if params.is_empty() { self.logical.clone() } else { self.logical.clone().with_param_values(params)? };
+            return state.create_physical_plan(&logical).await;
+        }
+        let optimized = match self.optimized.get() {
+            Some(plan) => plan,
+            None => {
+                let plan = state.optimize(&self.logical)?;
+                self.optimized.get_or_init(|| plan)
+            }
+        };
+        state.query_planner().create_physical_plan(optimized, state).await
+    }
+}
+
+/// Whether optimizing `plan` gives the same plan whenever it runs: no parameters, and no
+/// function of the stable kind except Freshet's own (`ours`). The optimizer evaluates stable
+/// functions over constants: DataFusion's give the query's time, Freshet's read only the
+/// catalog, whose version the plan was made for.
+fn optimized_plan_is_reusable(plan: &LogicalPlan, ours: &HashSet<String>) -> bool {
+    let mut reusable = true;
+    let _ = plan.apply_with_subqueries(|node| {
+        node.apply_expressions(|e| {
+            e.apply(|e| {
+                match e {
+                    Expr::Placeholder(_) => reusable = false,
+                    Expr::ScalarFunction(f) if f.func.signature().volatility == Volatility::Stable && !ours.contains(f.func.name()) => {
+                        reusable = false
+                    }
+                    _ => {}
+                }
+                Ok(if reusable { TreeNodeRecursion::Continue } else { TreeNodeRecursion::Stop })
+            })
+        })
+    });
+    reusable
+}
+
+/// Plans of analytical statements by their text, shared by all sessions, for the catalog
+/// version they were planned against (a plan of an older version is never used).
+#[derive(Default)]
+struct PlanCache {
+    plans: HashMap<String, (u64, OlapPlan)>,
+}
+
+impl PlanCache {
+    /// Statements kept at most; past that the cache starts again empty.
+    const CAPACITY: usize = 256;
+
+    fn get(&self, text: &str, version: u64) -> Option<OlapPlan> {
+        self.plans.get(text).filter(|(v, _)| *v == version).map(|(_, p)| p.clone())
+    }
+
+    fn put(&mut self, text: String, version: u64, plan: OlapPlan) {
+        if self.plans.len() >= Self::CAPACITY {
+            self.plans.clear();
+        }
+        self.plans.insert(text, (version, plan));
+    }
 }
 
 pub struct OlapEngine {
     pub(crate) state: SessionState,
     schema: Arc<FreshetSchema>,
+    plans: Mutex<PlanCache>,
+    /// Names of the functions Freshet registered ([`Self::register_function`]).
+    functions: HashSet<String>,
     /// The worker pool; `None` only while the engine is dropped.
     runtime: Option<tokio::runtime::Runtime>,
     pub(crate) handle: tokio::runtime::Handle,
@@ -102,7 +178,15 @@ impl OlapEngine {
             .build()
             .map_err(|e| Error::internal(format!("cannot start the analytical worker pool: {e}")))?;
         let handle = runtime.handle().clone();
-        Ok(OlapEngine { state: ctx.state(), schema, runtime: Some(runtime), handle, threads })
+        Ok(OlapEngine {
+            state: ctx.state(),
+            schema,
+            plans: Mutex::new(PlanCache::default()),
+            functions: HashSet::new(),
+            runtime: Some(runtime),
+            handle,
+            threads,
+        })
     }
 
     pub fn threads(&self) -> usize {
@@ -122,12 +206,27 @@ impl OlapEngine {
 
     /// Adds a scalar function (or replaces DataFusion's of the same name).
     pub fn register_function(&mut self, function: datafusion::logical_expr::ScalarUDF) {
+        self.functions.insert(function.name().to_string());
         // Registering returns the function it replaced, if any.
         let _ = datafusion::execution::FunctionRegistry::register_udf(&mut self.state, Arc::new(function));
     }
 
-    /// Plans a query statement.
-    pub async fn plan(&self, mut statement: ast::Statement) -> Result<OlapPlan> {
+    /// Plans a query statement, or takes the plan of the same text from the plan cache when
+    /// the catalog has not changed since.
+    pub async fn plan(&self, statement: ast::Statement) -> Result<OlapPlan> {
+        // The version is read before planning: a plan is never filed under a newer catalog
+        // version than the one it was planned against.
+        let version = self.schema.catalog_version();
+        let text = statement.to_string();
+        if let Some(plan) = self.plans.lock().get(&text, version) {
+            return Ok(plan);
+        }
+        let plan = self.plan_statement(statement).await?;
+        self.plans.lock().put(text, version, plan.clone());
+        Ok(plan)
+    }
+
+    async fn plan_statement(&self, mut statement: ast::Statement) -> Result<OlapPlan> {
         crate::rewrite::catalog_spellings(&mut statement, self.schema.as_ref());
         crate::rewrite::postgres_functions(&mut statement);
         crate::rewrite::unique_output_names(&mut statement);
@@ -146,7 +245,8 @@ impl OlapEngine {
         }
         let count = by_index.keys().next_back().copied().unwrap_or(0);
         let param_types = (1..=count).map(|i| by_index.get(&i).cloned().flatten()).collect();
-        Ok(OlapPlan { logical, schema, tables, param_types })
+        let reuse_optimized = optimized_plan_is_reusable(&logical, &self.functions);
+        Ok(OlapPlan { logical, schema, tables, param_types, optimized: Arc::default(), reuse_optimized })
     }
 
     /// The plan after DataFusion's optimizer, as indented text (for EXPLAIN).
@@ -155,19 +255,31 @@ impl OlapEngine {
         Ok(optimized.display_indent().to_string())
     }
 
+    /// The session state of one execution: the query's snapshot (when it is known here), and
+    /// `now` (microseconds since 1970: the statement's start) as the time that `now()`,
+    /// `current_date` and the like give, as on the short path.
+    pub(crate) fn execution_state(&self, snapshot: Option<Arc<DbSnapshot>>, now: i64) -> SessionState {
+        let mut state = self.state.clone();
+        if let Some(snapshot) = snapshot {
+            state.config_mut().set_extension(snapshot);
+        }
+        state.mark_start_execution();
+        state.execution_props_mut().query_execution_start_time = chrono::DateTime::from_timestamp_micros(now);
+        state
+    }
+
     /// Runs a plan over `snapshot` with parameter values; results stream back.
     /// With a `timeout` (`statement_timeout`), the query is stopped when it has not finished
-    /// in time and the stream ends with 57014.
-    pub fn execute(&self, plan: &OlapPlan, params: Vec<ScalarValue>, snapshot: Arc<DbSnapshot>, timeout: Option<Duration>) -> BatchStream {
+    /// in time and the stream ends with 57014. `now` is the statement's start time.
+    pub fn execute(&self, plan: &OlapPlan, params: Vec<ScalarValue>, snapshot: Arc<DbSnapshot>, timeout: Option<Duration>, now: i64) -> BatchStream {
         let (tx, rx) = mpsc::channel(2);
-        let mut state = self.state.clone();
-        state.config_mut().set_extension(snapshot.clone());
-        let logical = plan.logical.clone();
+        let state = self.execution_state(Some(snapshot.clone()), now);
+        let plan = plan.clone();
         let task = self.handle.spawn(async move {
             let errors = tx.clone();
             // A panic inside DataFusion must reach the client as an error, not as a result
             // that silently ends early.
-            let run = AssertUnwindSafe(stream_batches(state, logical, params, tx)).catch_unwind();
+            let run = AssertUnwindSafe(stream_batches(state, plan, params, tx)).catch_unwind();
             let outcome = match timeout {
                 None => run.await,
                 Some(t) => match tokio::time::timeout(t, run).await {
@@ -202,13 +314,11 @@ fn set_thread_nice(nice: i32) {
 impl OlapEngine {
     /// Runs a plan over `snapshot` to the end and returns the physical plan with the
     /// metrics of that run, as indented text (EXPLAIN ANALYZE), and the rows it produced.
-    pub async fn explain_analyze(&self, plan: &OlapPlan, params: Vec<ScalarValue>, snapshot: Arc<DbSnapshot>) -> Result<(String, usize)> {
-        let mut state = self.state.clone();
-        state.config_mut().set_extension(snapshot);
-        let logical = plan.logical.clone();
+    pub async fn explain_analyze(&self, plan: &OlapPlan, params: Vec<ScalarValue>, snapshot: Arc<DbSnapshot>, now: i64) -> Result<(String, usize)> {
+        let state = self.execution_state(Some(snapshot), now);
+        let plan = plan.clone();
         let task = self.handle.spawn(async move {
-            let logical = if params.is_empty() { logical } else { logical.with_param_values(params)? };
-            let physical = state.create_physical_plan(&logical).await?;
+            let physical = plan.physical(&state, params).await?;
             let mut stream = execute_stream(physical.clone(), state.task_ctx())?;
             let mut rows = 0;
             while let Some(batch) = stream.next().await {
@@ -239,10 +349,9 @@ impl Drop for OlapEngine {
     }
 }
 
-async fn stream_batches(state: SessionState, logical: LogicalPlan, params: Vec<ScalarValue>, tx: mpsc::Sender<Result<RecordBatch>>) {
+async fn stream_batches(state: SessionState, plan: OlapPlan, params: Vec<ScalarValue>, tx: mpsc::Sender<Result<RecordBatch>>) {
     let run = async {
-        let logical = if params.is_empty() { logical } else { logical.with_param_values(params)? };
-        let physical = state.create_physical_plan(&logical).await?;
+        let physical = plan.physical(&state, params).await?;
         execute_stream(physical, state.task_ctx())
     };
     let mut stream = match run.await {

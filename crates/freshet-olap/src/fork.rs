@@ -25,7 +25,6 @@ use datafusion::arrow::ipc::writer::StreamWriter;
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::common::ScalarValue;
 use datafusion::execution::context::SessionState;
-use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_plan::execute_stream;
 use freshet_core::engine::{Engine, Forked};
 use freshet_core::storage::{DbSnapshot, LiveSnapshot, SnapshotInfo, SnapshotMode, SnapshotScope, TableSnapshot, TxnView};
@@ -110,21 +109,24 @@ impl OlapEngine {
         view: TxnView,
         id: u64,
         timeout: Option<Duration>,
+        now: i64,
     ) -> Result<(BatchStream, Arc<ForkProcess>)> {
         let (parent_end, child_end) = UnixStream::pair().map_err(|e| Error::internal(format!("cannot create a socket pair: {e}")))?;
         let child_fd = child_end.as_raw_fd();
-        let state = self.state.clone();
-        let logical = plan.logical.clone();
+        let state = self.execution_state(None, now);
+        let tables = plan.tables.clone();
+        let plan = plan.clone();
         let threads = self.threads;
         let taken_at = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(0);
         let taken = Instant::now();
         let child = Box::new(move |snapshots: Result<Vec<TableSnapshot>>| -> Infallible {
-            let code = child_main(child_end, snapshots, state, logical, params, threads);
+            let code = child_main(child_end, snapshots, state, plan, params, threads);
             // SAFETY: ends the child without the parent's destructors or atexit handlers.
             unsafe { libc::_exit(code) }
         });
-        let forked = engine.fork(plan.tables.clone(), view, vec![child_fd], child).await?;
-        let process = Arc::new(ForkProcess { id, forked, taken_at, taken, tables: plan.tables.len() });
+        let count = tables.len();
+        let forked = engine.fork(tables, view, vec![child_fd], child).await?;
+        let process = Arc::new(ForkProcess { id, forked, taken_at, taken, tables: count });
         parent_end.set_nonblocking(true).map_err(|e| Error::internal(format!("socket: {e}")))?;
         let (tx, rx) = mpsc::channel(2);
         let holder = process.clone();
@@ -184,7 +186,7 @@ fn child_main(
     socket: UnixStream,
     snapshots: Result<Vec<TableSnapshot>>,
     mut state: SessionState,
-    logical: LogicalPlan,
+    plan: OlapPlan,
     params: Vec<ScalarValue>,
     threads: usize,
 ) -> i32 {
@@ -210,8 +212,7 @@ fn child_main(
             .build()
             .map_err(|e| Error::internal(format!("cannot start the query process's runtime: {e}")))?;
         let result = runtime.block_on(async {
-            let logical = if params.is_empty() { logical } else { logical.with_param_values(params).map_err(from_datafusion)? };
-            let physical = state.create_physical_plan(&logical).await.map_err(from_datafusion)?;
+            let physical = plan.physical(&state, params).await.map_err(from_datafusion)?;
             let mut stream = execute_stream(physical, state.task_ctx()).map_err(from_datafusion)?;
             while let Some(batch) = stream.next().await {
                 write_batch(&mut out, &batch.map_err(from_datafusion)?)?;

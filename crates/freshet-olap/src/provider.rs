@@ -147,6 +147,11 @@ impl FreshetSchema {
         FreshetSchema { engine, system: RwLock::new(HashMap::new()), catalog: SystemTables::default() }
     }
 
+    /// The version of the live catalog (it changes with every DDL statement).
+    pub fn catalog_version(&self) -> u64 {
+        self.engine.catalog().version
+    }
+
     pub fn register_system_table(&self, name: &str, table: Arc<dyn SystemTable>) {
         self.system.write().insert(name.to_string(), table);
     }

@@ -42,6 +42,7 @@ fn errors_carry_sqlstate() {
         ("INSERT INTO t VALUES ('x', 1)", SqlState::InvalidTextRepresentation),
         ("SELECT 1 / 0", SqlState::DivisionByZero),
         ("INSERT INTO t VALUES (1, 1), (1, 2)", SqlState::UniqueViolation),
+        ("SELECT sum(CAST(n AS TEXT)) FROM t", SqlState::UndefinedFunction),
     ];
     for (sql, state) in cases {
         let err = s.execute_blocking(sql).unwrap_err();
@@ -50,6 +51,54 @@ fn errors_carry_sqlstate() {
     // The failed multi-row insert left nothing behind.
     let n = s.execute_blocking("SELECT count(*) FROM t").unwrap();
     assert_eq!(n[0].rows(), vec![vec![Value::Int64(0)]]);
+}
+
+/// Analytical plans are kept by statement text and catalog version: the same text after DDL
+/// plans again against the new definitions.
+#[test]
+fn the_same_query_text_follows_ddl() {
+    let db = db();
+    let mut s = db.session();
+    let query = "SELECT sum(b), count(*) FROM t";
+    s.execute_blocking("CREATE TABLE t (a INT PRIMARY KEY, b INT)").unwrap();
+    s.execute_blocking("INSERT INTO t VALUES (1, 10), (2, 20)").unwrap();
+    for _ in 0..2 {
+        assert_eq!(s.execute_blocking(query).unwrap()[0].rows(), vec![vec![Value::Int64(30), Value::Int64(2)]]);
+    }
+    s.execute_blocking("DROP TABLE t").unwrap();
+    s.execute_blocking("CREATE TABLE t (a INT PRIMARY KEY, b BIGINT)").unwrap();
+    s.execute_blocking("INSERT INTO t VALUES (1, 5)").unwrap();
+    assert_eq!(s.execute_blocking(query).unwrap()[0].rows(), vec![vec![Value::Int64(5), Value::Int64(1)]]);
+    s.execute_blocking("DROP TABLE t").unwrap();
+    s.execute_blocking("CREATE TABLE t (a INT PRIMARY KEY, b TEXT)").unwrap();
+    let err = s.execute_blocking(query).unwrap_err();
+    assert_eq!(err.state, SqlState::UndefinedFunction, "{err}");
+    assert_eq!(err.message, "function sum(text) does not exist");
+}
+
+/// `now()` in an analytical query is the time of the statement, as on the short path, even
+/// when the statement's plan is reused.
+#[test]
+fn now_on_the_analytical_path_is_the_statements_time() {
+    let db = db();
+    let mut s = db.session();
+    s.execute_blocking("CREATE TABLE t (a INT PRIMARY KEY)").unwrap();
+    s.execute_blocking("INSERT INTO t VALUES (1)").unwrap();
+    let query = "SELECT count(*), now(), CAST(now() AS DATE) = current_date FROM t";
+    let time = |s: &mut freshet::Session| {
+        let rows = s.execute_blocking(query).unwrap()[0].rows();
+        assert_eq!(rows[0][2], Value::Bool(true));
+        match rows[0][1] {
+            Value::Timestamp(t) => t,
+            ref other => panic!("now() gave {other:?}"),
+        }
+    };
+    let before = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_micros() as i64;
+    let first = time(&mut s);
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let second = time(&mut s);
+    let after = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_micros() as i64;
+    assert!(before <= first && first + 20_000 <= second && second <= after, "{before} {first} {second} {after}");
 }
 
 /// The future of `Session::execute` is built for every statement a client sends; rare, large

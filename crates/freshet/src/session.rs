@@ -741,7 +741,7 @@ impl Session {
         if let Some(rows) = self.run_short(query, &params, now, txn, locks).await? {
             return Ok(RowStream::from_values(rows));
         }
-        Box::pin(self.run_analytical(query, columns, param_types, params, txn)).await
+        Box::pin(self.run_analytical(query, columns, param_types, params, now, txn)).await
     }
 
     /// Runs a query on the short path if it has a short plan and the session uses the short
@@ -772,6 +772,7 @@ impl Session {
         columns: &[ColumnInfo],
         param_types: &[DataType],
         params: Vec<Value>,
+        now: i64,
         txn: Option<TxnCtx>,
     ) -> Result<RowStream> {
         let engine = &self.db.inner.engine;
@@ -782,13 +783,13 @@ impl Session {
         if self.settings.snapshot_mode() == SnapshotMode::Fork {
             let view = txn.map(|c| c.view()).unwrap_or_else(TxnView::committed);
             let id = inner.snapshots.next_id();
-            let (stream, process) = inner.olap.execute_forked(engine, plan, scalars, view, id, timeout).await?;
+            let (stream, process) = inner.olap.execute_forked(engine, plan, scalars, view, id, timeout, now).await?;
             let weak: std::sync::Weak<ForkProcess> = Arc::downgrade(&process);
             inner.snapshots.register(weak);
             return Ok(RowStream::from_batches(stream, columns));
         }
         let snapshot = self.query_snapshot(&plan.tables, txn).await?;
-        let stream = inner.olap.execute(plan, scalars, snapshot, timeout);
+        let stream = inner.olap.execute(plan, scalars, snapshot, timeout, now);
         Ok(RowStream::from_batches(stream, columns))
     }
 
@@ -814,7 +815,7 @@ impl Session {
             snapshot.tables.len()
         )];
         let scalars = params.iter().zip(param_types).map(|(v, t)| scalar(v, *t)).collect();
-        let (text, rows) = self.db.inner.olap.explain_analyze(plan, scalars, snapshot).await?;
+        let (text, rows) = self.db.inner.olap.explain_analyze(plan, scalars, snapshot, now).await?;
         lines.push("Analytical query (DataFusion):".into());
         lines.extend(text.lines().map(|l| format!("  {l}")));
         lines.push(format!("Rows: {rows}"));
