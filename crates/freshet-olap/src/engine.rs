@@ -125,6 +125,15 @@ impl PlanCache {
     }
 }
 
+/// What one execution needs besides its plan and parameters.
+#[derive(Clone, Copy, Debug)]
+pub struct QueryRun {
+    /// The statement's start time, microseconds since 1970: what `now()` gives.
+    pub now: i64,
+    /// `statement_timeout`, if any.
+    pub timeout: Option<Duration>,
+}
+
 pub struct OlapEngine {
     pub(crate) state: SessionState,
     schema: Arc<FreshetSchema>,
@@ -269,9 +278,10 @@ impl OlapEngine {
     }
 
     /// Runs a plan over `snapshot` with parameter values; results stream back.
-    /// With a `timeout` (`statement_timeout`), the query is stopped when it has not finished
-    /// in time and the stream ends with 57014. `now` is the statement's start time.
-    pub fn execute(&self, plan: &OlapPlan, params: Vec<ScalarValue>, snapshot: Arc<DbSnapshot>, timeout: Option<Duration>, now: i64) -> BatchStream {
+    /// With a timeout (`statement_timeout`), the query is stopped when it has not finished
+    /// in time and the stream ends with 57014.
+    pub fn execute(&self, plan: &OlapPlan, params: Vec<ScalarValue>, snapshot: Arc<DbSnapshot>, run: QueryRun) -> BatchStream {
+        let QueryRun { now, timeout } = run;
         let (tx, rx) = mpsc::channel(2);
         let state = self.execution_state(Some(snapshot.clone()), now);
         let plan = plan.clone();

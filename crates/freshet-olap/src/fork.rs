@@ -18,7 +18,7 @@ use std::io::{Cursor, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use datafusion::arrow::ipc::reader::StreamReader;
 use datafusion::arrow::ipc::writer::StreamWriter;
@@ -33,7 +33,7 @@ use futures::StreamExt;
 use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 
-use crate::engine::{BatchStream, OlapEngine, OlapPlan};
+use crate::engine::{BatchStream, OlapEngine, OlapPlan, QueryRun};
 use crate::error::from_datafusion;
 
 /// A fork-mode snapshot: the child process that holds the image.
@@ -108,9 +108,9 @@ impl OlapEngine {
         params: Vec<ScalarValue>,
         view: TxnView,
         id: u64,
-        timeout: Option<Duration>,
-        now: i64,
+        run: QueryRun,
     ) -> Result<(BatchStream, Arc<ForkProcess>)> {
+        let QueryRun { now, timeout } = run;
         let (parent_end, child_end) = UnixStream::pair().map_err(|e| Error::internal(format!("cannot create a socket pair: {e}")))?;
         let child_fd = child_end.as_raw_fd();
         let state = self.execution_state(None, now);

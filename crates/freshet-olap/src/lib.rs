@@ -20,4 +20,4 @@ pub mod types;
 pub mod values;
 
 pub use datafusion;
-pub use engine::{BatchStream, OlapEngine, OlapPlan};
+pub use engine::{BatchStream, OlapEngine, OlapPlan, QueryRun};

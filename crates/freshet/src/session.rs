@@ -28,7 +28,7 @@ use freshet_core::{Error, Result, SqlState};
 use freshet_olap::datafusion::arrow::record_batch::RecordBatch;
 use freshet_olap::types::{sql_type, sql_type_of_arrow};
 use freshet_olap::values::scalar;
-use freshet_olap::OlapPlan;
+use freshet_olap::{OlapPlan, QueryRun};
 use sqlparser::ast::{self, Statement};
 
 use crate::copy::{copy_columns, CopyFormat, CopyIn, CopyOut};
@@ -783,13 +783,13 @@ impl Session {
         if self.settings.snapshot_mode() == SnapshotMode::Fork {
             let view = txn.map(|c| c.view()).unwrap_or_else(TxnView::committed);
             let id = inner.snapshots.next_id();
-            let (stream, process) = inner.olap.execute_forked(engine, plan, scalars, view, id, timeout, now).await?;
+            let (stream, process) = inner.olap.execute_forked(engine, plan, scalars, view, id, QueryRun { now, timeout }).await?;
             let weak: std::sync::Weak<ForkProcess> = Arc::downgrade(&process);
             inner.snapshots.register(weak);
             return Ok(RowStream::from_batches(stream, columns));
         }
         let snapshot = self.query_snapshot(&plan.tables, txn).await?;
-        let stream = inner.olap.execute(plan, scalars, snapshot, timeout, now);
+        let stream = inner.olap.execute(plan, scalars, snapshot, QueryRun { now, timeout });
         Ok(RowStream::from_batches(stream, columns))
     }
 
