@@ -128,7 +128,8 @@ impl PlanCache {
 /// What one execution needs besides its plan and parameters.
 #[derive(Clone, Copy, Debug)]
 pub struct QueryRun {
-    /// The statement's start time, microseconds since 1970: what `now()` gives.
+    /// What `now()` gives, microseconds since 1970: the start of the statement, or of its
+    /// transaction block.
     pub now: i64,
     /// `statement_timeout`, if any.
     pub timeout: Option<Duration>,
@@ -265,8 +266,8 @@ impl OlapEngine {
     }
 
     /// The session state of one execution: the query's snapshot (when it is known here), and
-    /// `now` (microseconds since 1970: the statement's start) as the time that `now()`,
-    /// `current_date` and the like give, as on the short path.
+    /// `now` (microseconds since 1970: the statement's or its block's start) as the time that
+    /// `now()`, `current_date` and the like give, as on the short path.
     pub(crate) fn execution_state(&self, snapshot: Option<Arc<DbSnapshot>>, now: i64) -> SessionState {
         let mut state = self.state.clone();
         if let Some(snapshot) = snapshot {

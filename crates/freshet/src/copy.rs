@@ -104,12 +104,14 @@ pub struct CopyIn {
     own_txn: bool,
     /// Whether its commit waits for the redo log (synchronous_commit).
     sync: bool,
+    /// The statement's time: CURRENT_TIMESTAMP defaults of every row.
+    now: i64,
 }
 
 impl CopyIn {
     /// A COPY into `table`, as part of the transaction block `txn`, or in a transaction of
     /// its own.
-    pub(crate) fn new(engine: Arc<Engine>, table: Arc<TableDef>, columns: Vec<usize>, format: CopyFormat, txn: Option<TxnCtx>, sync: bool) -> Self {
+    pub(crate) fn new(engine: Arc<Engine>, table: Arc<TableDef>, columns: Vec<usize>, format: CopyFormat, txn: Option<TxnCtx>, sync: bool, now: i64) -> Self {
         let header_pending = format.header;
         let own_txn = txn.is_none();
         let txn = txn.unwrap_or_else(|| {
@@ -132,6 +134,7 @@ impl CopyIn {
             txn,
             own_txn,
             sync,
+            now,
         }
     }
 
@@ -207,7 +210,7 @@ impl CopyIn {
     }
 
     fn default_row(&self) -> Result<Vec<Value>> {
-        let now = crate::session::now_micros();
+        let now = self.now;
         self.table
             .columns
             .iter()

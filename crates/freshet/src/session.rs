@@ -281,6 +281,12 @@ impl Session {
         futures::executor::block_on(self.call(name, args))
     }
 
+    /// The time `now()` gives in the next statement: the start of the transaction block, or
+    /// outside one, now (the statement is a transaction of its own).
+    pub(crate) fn statement_time(&self) -> i64 {
+        self.txn.as_ref().map_or_else(now_micros, |t| t.began_at)
+    }
+
     /// The transaction context of the next statement (`None` outside a block).
     fn statement_txn(&mut self) -> Option<TxnCtx> {
         let engine = &self.db.inner.engine;
@@ -625,7 +631,7 @@ impl Session {
     }
 
     async fn execute_planned(&mut self, prepared: &Prepared, params: Vec<Value>) -> Result<StatementResult> {
-        let now = now_micros();
+        let now = self.statement_time();
         if let Some(txn) = self.txn.as_mut()
             && let Some(what) = writes(&prepared.kind)
         {
@@ -673,7 +679,7 @@ impl Session {
             Kind::CopyFrom { table, columns, format } => {
                 let txn = self.statement_txn();
                 Ok(StatementResult {
-                    output: Output::CopyIn(CopyIn::new(self.db.inner.engine.clone(), table.clone(), columns.clone(), format.clone(), txn, self.settings.synchronous_commit())),
+                    output: Output::CopyIn(CopyIn::new(self.db.inner.engine.clone(), table.clone(), columns.clone(), format.clone(), txn, self.settings.synchronous_commit(), now)),
                     notices: vec![],
                     parameter_status: vec![],
                 })

@@ -35,6 +35,9 @@ pub struct SessionTxn {
     /// queries read until it writes (REPEATABLE READ and SERIALIZABLE: the view does not
     /// change between statements, so one snapshot serves the whole block).
     pub pinned: parking_lot::Mutex<Option<Arc<DbSnapshot>>>,
+    /// When the block began (microseconds since 1970): what `now()` and CURRENT_TIMESTAMP
+    /// give in every statement of the block, as in PostgreSQL.
+    pub began_at: i64,
 }
 
 impl SessionTxn {
@@ -49,6 +52,7 @@ impl SessionTxn {
             savepoints: Vec::new(),
             wrote: false,
             pinned: parking_lot::Mutex::new(None),
+            began_at: crate::session::now_micros(),
         }
     }
 

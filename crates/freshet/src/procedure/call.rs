@@ -327,7 +327,7 @@ impl Session {
         columns: Option<Arc<Vec<ColumnInfo>>>,
     ) -> Result<StatementResult> {
         {
-            let now = now_micros();
+            let now = self.statement_time();
             let target = match self.database().inner.engine.catalog().procedure(&plan.name) {
                 Some(def) => Target::Routine(def.clone()),
                 None => match self.database().native_procedure(&plan.name) {
@@ -480,7 +480,8 @@ impl Session {
     async fn run_routine(&mut self, def: Arc<ProcedureDef>, args: Vec<PlValue>) -> Result<(Vec<Vec<Value>>, Vec<String>)> {
         let compiled = self.compiled_call(&def).await?;
         let deadline = self.settings().statement_timeout().map(|t| std::time::Instant::now() + t);
-        interpret(&def, &compiled, args, deadline, &mut InSession(self)).await
+        let now = self.statement_time();
+        interpret(&def, &compiled, args, deadline, now, &mut InSession(self)).await
     }
 
     /// Runs a routine's call outside a transaction block as one executor job (see
@@ -502,7 +503,7 @@ impl Session {
             .run_as_one_job(sync, move |job| {
                 let started = std::time::Instant::now();
                 let mut statements = InJob { job, started, now, catalog, routines, deadline, depth: 1 };
-                match interpret(&def, &compiled, args, deadline, &mut statements).now_or_never() {
+                match interpret(&def, &compiled, args, deadline, now, &mut statements).now_or_never() {
                     Some(result) => result,
                     None => Err(statements.job.give_up()),
                 }
@@ -590,7 +591,7 @@ impl RoutineStatements for InJob<'_> {
         let args = routine_args(&def, &plan.args, &prepared.param_types, &params, self.now)?;
         self.depth += 1;
         let deadline = self.deadline;
-        let result = Box::pin(interpret(&def, &compiled, args, deadline, self)).await;
+        let result = Box::pin(interpret(&def, &compiled, args, deadline, self.now, self)).await;
         self.depth -= 1;
         // Notices of a nested call are dropped, as the ordinary path drops them.
         let (rows, _) = result?;
@@ -608,6 +609,7 @@ async fn interpret<S: RoutineStatements>(
     compiled: &CompiledCall,
     args: Vec<PlValue>,
     deadline: Option<std::time::Instant>,
+    now: i64,
     statements: &mut S,
 ) -> Result<(Vec<Vec<Value>>, Vec<String>)> {
     let r = &def.routine;
@@ -629,7 +631,7 @@ async fn interpret<S: RoutineStatements>(
         cursors: (0..r.cursors).map(|_| (Vec::new().into_iter(), 0)).collect(),
         pc: 0,
         steps: 0,
-        now: now_micros(),
+        now,
         tries: Vec::new(),
     };
     loop {
