@@ -56,23 +56,23 @@ pub struct OlapPlan {
     pub param_types: Vec<Option<ArrowType>>,
     /// The optimized logical plan, kept from the first execution when optimizing again would
     /// give the same plan: the query has no parameters and no function that the optimizer
-    /// replaces by the time of the query (`now()`, `current_date`, …). Clones share it.
-    optimized: Arc<OnceLock<LogicalPlan>>,
-    reuse_optimized: bool,
+    /// replaces by the time of the query (`now()`, `current_date`, …); `None` when it would
+    /// not. Clones share it.
+    optimized: Option<Arc<OnceLock<LogicalPlan>>>,
 }
 
 impl OlapPlan {
     /// The physical plan of one execution with `params`.
     pub(crate) async fn physical(&self, state: &SessionState, params: Vec<ScalarValue>) -> DfResult<Arc<dyn ExecutionPlan>> {
-        if !params.is_empty() || !self.reuse_optimized {
+        let Some(cell) = self.optimized.as_ref().filter(|_| params.is_empty()) else {
             let logical = if params.is_empty() { self.logical.clone() } else { self.logical.clone().with_param_values(params)? };
             return state.create_physical_plan(&logical).await;
-        }
-        let optimized = match self.optimized.get() {
+        };
+        let optimized = match cell.get() {
             Some(plan) => plan,
             None => {
                 let plan = state.optimize(&self.logical)?;
-                self.optimized.get_or_init(|| plan)
+                cell.get_or_init(|| plan)
             }
         };
         state.query_planner().create_physical_plan(optimized, state).await
@@ -255,8 +255,8 @@ impl OlapEngine {
         }
         let count = by_index.keys().next_back().copied().unwrap_or(0);
         let param_types = (1..=count).map(|i| by_index.get(&i).cloned().flatten()).collect();
-        let reuse_optimized = optimized_plan_is_reusable(&logical, &self.functions);
-        Ok(OlapPlan { logical, schema, tables, param_types, optimized: Arc::default(), reuse_optimized })
+        let optimized = optimized_plan_is_reusable(&logical, &self.functions).then(Arc::default);
+        Ok(OlapPlan { logical, schema, tables, param_types, optimized })
     }
 
     /// The plan after DataFusion's optimizer, as indented text (for EXPLAIN).
