@@ -240,6 +240,16 @@ impl OlapEngine {
         crate::rewrite::catalog_spellings(&mut statement, self.schema.as_ref());
         crate::rewrite::postgres_functions(&mut statement);
         crate::rewrite::unique_output_names(&mut statement);
+        let names = crate::join_order::from_list_tables(&mut statement);
+        if !names.is_empty() {
+            let mut tables = std::collections::HashMap::new();
+            for name in names {
+                if let Some(info) = self.schema.table_info(&name).await {
+                    tables.insert(name, info);
+                }
+            }
+            crate::join_order::order_from_lists(&mut statement, &tables);
+        }
         let logical = self
             .state
             .statement_to_plan(DfStatement::Statement(Box::new(statement)))

@@ -12,6 +12,7 @@
 pub mod engine;
 pub mod error;
 pub mod fork;
+pub mod join_order;
 pub mod provider;
 pub mod prune;
 pub mod rewrite;

@@ -152,6 +152,14 @@ impl FreshetSchema {
         self.engine.catalog().version
     }
 
+    /// What join ordering knows of the user table `name` (folded): its columns and live rows.
+    pub async fn table_info(&self, name: &str) -> Option<crate::join_order::TableInfo> {
+        let def = self.engine.catalog().table(name)?.clone();
+        let stats = self.engine.table_stats(&def).await.ok()?;
+        let columns = def.columns.iter().map(|c| c.name.clone()).collect();
+        Some(crate::join_order::TableInfo { columns, rows: stats.live_rows as f64 })
+    }
+
     pub fn register_system_table(&self, name: &str, table: Arc<dyn SystemTable>) {
         self.system.write().insert(name.to_string(), table);
     }

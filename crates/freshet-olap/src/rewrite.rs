@@ -271,7 +271,7 @@ fn is_subquery(e: &Expr) -> bool {
     }
 }
 
-fn has_subquery(e: &Expr) -> bool {
+pub(crate) fn has_subquery(e: &Expr) -> bool {
     ast::visit_expressions(e, |x| if is_subquery(x) { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }).is_break()
 }
 

@@ -6,10 +6,8 @@
 //! with the highest revenue over all their orders; ties are ordered by customer id so that
 //! its LIMIT has one answer.
 //!
-//! FROM lists are ordered so that every table is joined by a predicate to one listed before
-//! it (Q2, Q3, Q8, Q9 and Q21 differ from the paper's order). Inner joins commute, so the
-//! answers are the same; but DataFusion (Freshet's analytical engine) keeps the written order
-//! of a FROM list and would otherwise plan cross joins such as SUPPLIER × ORDER-LINE.
+//! FROM lists are in BenchBase's order; Freshet chooses the join order itself
+//! (`freshet_olap::join_order`).
 
 pub const TOP10: &str = "SELECT o_c_id, sum(ol_amount) AS revenue \
 FROM oorder JOIN order_line ON ol_o_id = o_id \
@@ -25,7 +23,7 @@ pub const CH: [&str; 22] = [
      GROUP BY ol_number ORDER BY ol_number",
     // Q2
     "SELECT su_suppkey, su_name, n_name, i_id, i_name, su_address, su_phone, su_comment \
-     FROM item, stock, supplier, nation, region, \
+     FROM item, supplier, stock, nation, region, \
      (SELECT s_i_id AS m_i_id, min(s_quantity) AS m_s_quantity FROM stock, supplier, nation, region \
       WHERE mod((s_w_id * s_i_id), 10000) = su_suppkey AND su_nationkey = n_nationkey \
       AND n_regionkey = r_regionkey AND r_name LIKE 'Europ%' GROUP BY s_i_id) m \
@@ -35,7 +33,7 @@ pub const CH: [&str; 22] = [
      ORDER BY n_name, su_name, i_id",
     // Q3
     "SELECT ol_o_id, ol_w_id, ol_d_id, sum(ol_amount) AS revenue, o_entry_d \
-     FROM customer, oorder, new_order, order_line \
+     FROM customer, new_order, oorder, order_line \
      WHERE c_state LIKE 'A%' AND c_id = o_c_id AND c_w_id = o_w_id AND c_d_id = o_d_id \
      AND no_w_id = o_w_id AND no_d_id = o_d_id AND no_o_id = o_id AND ol_w_id = o_w_id \
      AND ol_d_id = o_d_id AND ol_o_id = o_id AND o_entry_d > '2007-01-02 00:00:00.000000' \
@@ -71,7 +69,7 @@ pub const CH: [&str; 22] = [
     // Q8
     "SELECT extract(YEAR FROM o_entry_d) AS l_year, \
      sum(CASE WHEN n2.n_name = 'Germany' THEN ol_amount ELSE 0 END) / sum(ol_amount) AS mkt_share \
-     FROM item, stock, supplier, order_line, oorder, customer, nation n1, nation n2, region \
+     FROM item, supplier, stock, order_line, oorder, customer, nation n1, nation n2, region \
      WHERE i_id = s_i_id AND ol_i_id = s_i_id AND ol_supply_w_id = s_w_id \
      AND mod((s_w_id * s_i_id), 10000) = su_suppkey AND ol_w_id = o_w_id AND ol_d_id = o_d_id \
      AND ol_o_id = o_id AND c_id = o_c_id AND c_w_id = o_w_id AND c_d_id = o_d_id \
@@ -81,7 +79,7 @@ pub const CH: [&str; 22] = [
      GROUP BY l_year ORDER BY l_year",
     // Q9
     "SELECT n_name, extract(YEAR FROM o_entry_d) AS l_year, sum(ol_amount) AS sum_profit \
-     FROM item, order_line, stock, supplier, oorder, nation \
+     FROM item, stock, supplier, order_line, oorder, nation \
      WHERE ol_i_id = s_i_id AND ol_supply_w_id = s_w_id AND mod((s_w_id * s_i_id), 10000) = su_suppkey \
      AND ol_w_id = o_w_id AND ol_d_id = o_d_id AND ol_o_id = o_id AND ol_i_id = i_id \
      AND su_nationkey = n_nationkey AND i_data LIKE '%bb' \
@@ -163,7 +161,7 @@ pub const CH: [&str; 22] = [
      ORDER BY su_name",
     // Q21
     "SELECT su_name, count(*) AS numwait \
-     FROM order_line l1, oorder, stock, supplier, nation \
+     FROM supplier, order_line l1, oorder, stock, nation \
      WHERE ol_o_id = o_id AND ol_w_id = o_w_id AND ol_d_id = o_d_id AND ol_w_id = s_w_id AND ol_i_id = s_i_id \
      AND mod((s_w_id * s_i_id), 10000) = su_suppkey AND l1.ol_delivery_d > o_entry_d \
      AND NOT EXISTS (SELECT * FROM order_line l2 WHERE l2.ol_o_id = l1.ol_o_id AND l2.ol_w_id = l1.ol_w_id \
