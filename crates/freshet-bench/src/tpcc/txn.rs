@@ -143,7 +143,7 @@ pub trait TpccDriver {
     async fn stock_level(&mut self, input: &StockLevelInput) -> DbResult<i64>;
 }
 
-const STATEMENTS: [&str; 31] = [
+const STATEMENTS: [&str; 30] = [
     "BEGIN",
     "COMMIT",
     "ROLLBACK",
@@ -156,8 +156,6 @@ const STATEMENTS: [&str; 31] = [
      VALUES ($1, $2, $3, $4, NULL, $5, $6, $7)",
     "INSERT INTO new_order (no_w_id, no_d_id, no_o_id) VALUES ($1, $2, $3)",
     "SELECT i_price, i_name, i_data FROM item WHERE i_id = $1",
-    "SELECT s_quantity, s_data, s_dist_01, s_dist_02, s_dist_03, s_dist_04, s_dist_05, s_dist_06, s_dist_07, \
-     s_dist_08, s_dist_09, s_dist_10 FROM stock WHERE s_w_id = $1 AND s_i_id = $2 FOR UPDATE",
     "UPDATE stock SET s_quantity = $1, s_ytd = s_ytd + $2, s_order_cnt = s_order_cnt + 1, \
      s_remote_cnt = s_remote_cnt + $3 WHERE s_w_id = $4 AND s_i_id = $5",
     "INSERT INTO order_line (ol_w_id, ol_d_id, ol_o_id, ol_number, ol_i_id, ol_delivery_d, ol_amount, \
@@ -193,11 +191,23 @@ const STATEMENTS: [&str; 31] = [
     "SELECT ol_i_id FROM order_line WHERE ol_w_id = $1 AND ol_d_id = $2 AND ol_o_id >= $3 AND ol_o_id < $4",
 ];
 
-const EXTRA: [&str; 4] = [
+const EXTRA: [&str; 14] = [
     "SELECT o_c_id FROM oorder WHERE o_w_id = $1 AND o_d_id = $2 AND o_id = $3",
     "SELECT ol_amount FROM order_line WHERE ol_w_id = $1 AND ol_d_id = $2 AND ol_o_id = $3",
     "SELECT d_next_o_id FROM district WHERE d_w_id = $1 AND d_id = $2",
     "SELECT s_quantity FROM stock WHERE s_w_id = $1 AND s_i_id = $2",
+    // New-Order's stock row with the one S_DIST_xx of the order's district (clause 2.4.2.2;
+    // BenchBase reads all ten), as the PL/pgSQL function reads it: one statement per district.
+    "SELECT s_quantity, s_data, s_dist_01 FROM stock WHERE s_w_id = $1 AND s_i_id = $2 FOR UPDATE",
+    "SELECT s_quantity, s_data, s_dist_02 FROM stock WHERE s_w_id = $1 AND s_i_id = $2 FOR UPDATE",
+    "SELECT s_quantity, s_data, s_dist_03 FROM stock WHERE s_w_id = $1 AND s_i_id = $2 FOR UPDATE",
+    "SELECT s_quantity, s_data, s_dist_04 FROM stock WHERE s_w_id = $1 AND s_i_id = $2 FOR UPDATE",
+    "SELECT s_quantity, s_data, s_dist_05 FROM stock WHERE s_w_id = $1 AND s_i_id = $2 FOR UPDATE",
+    "SELECT s_quantity, s_data, s_dist_06 FROM stock WHERE s_w_id = $1 AND s_i_id = $2 FOR UPDATE",
+    "SELECT s_quantity, s_data, s_dist_07 FROM stock WHERE s_w_id = $1 AND s_i_id = $2 FOR UPDATE",
+    "SELECT s_quantity, s_data, s_dist_08 FROM stock WHERE s_w_id = $1 AND s_i_id = $2 FOR UPDATE",
+    "SELECT s_quantity, s_data, s_dist_09 FROM stock WHERE s_w_id = $1 AND s_i_id = $2 FOR UPDATE",
+    "SELECT s_quantity, s_data, s_dist_10 FROM stock WHERE s_w_id = $1 AND s_i_id = $2 FOR UPDATE",
 ];
 
 // Positions in STATEMENTS followed by EXTRA.
@@ -211,31 +221,32 @@ const NO_DISTRICT_NEXT: usize = 6;
 const NO_ORDER: usize = 7;
 const NO_NEW_ORDER: usize = 8;
 const NO_ITEM: usize = 9;
-const NO_STOCK: usize = 10;
-const NO_STOCK_UPDATE: usize = 11;
-const NO_LINE: usize = 12;
-const PAY_WAREHOUSE_YTD: usize = 13;
-const PAY_WAREHOUSE: usize = 14;
-const PAY_DISTRICT_YTD: usize = 15;
-const PAY_DISTRICT: usize = 16;
-const CUSTOMER_BY_NAME: usize = 17;
-const PAY_CUSTOMER: usize = 18;
-const PAY_CUSTOMER_UPDATE: usize = 19;
-const PAY_CUSTOMER_UPDATE_BC: usize = 20;
-const PAY_HISTORY: usize = 21;
-const OS_CUSTOMER: usize = 22;
-const OS_ORDER: usize = 23;
-const OS_LINES: usize = 24;
-const DEL_OLDEST: usize = 25;
-const DEL_DELETE: usize = 26;
-const DEL_CARRIER: usize = 27;
-const DEL_LINES_DATE: usize = 28;
-const DEL_CUSTOMER: usize = 29;
-const SL_ITEMS: usize = 30;
-const DEL_ORDER_CUSTOMER: usize = 31;
-const DEL_LINE_AMOUNTS: usize = 32;
-const SL_DISTRICT: usize = 33;
-const SL_STOCK: usize = 34;
+const NO_STOCK_UPDATE: usize = 10;
+const NO_LINE: usize = 11;
+const PAY_WAREHOUSE_YTD: usize = 12;
+const PAY_WAREHOUSE: usize = 13;
+const PAY_DISTRICT_YTD: usize = 14;
+const PAY_DISTRICT: usize = 15;
+const CUSTOMER_BY_NAME: usize = 16;
+const PAY_CUSTOMER: usize = 17;
+const PAY_CUSTOMER_UPDATE: usize = 18;
+const PAY_CUSTOMER_UPDATE_BC: usize = 19;
+const PAY_HISTORY: usize = 20;
+const OS_CUSTOMER: usize = 21;
+const OS_ORDER: usize = 22;
+const OS_LINES: usize = 23;
+const DEL_OLDEST: usize = 24;
+const DEL_DELETE: usize = 25;
+const DEL_CARRIER: usize = 26;
+const DEL_LINES_DATE: usize = 27;
+const DEL_CUSTOMER: usize = 28;
+const SL_ITEMS: usize = 29;
+const DEL_ORDER_CUSTOMER: usize = 30;
+const DEL_LINE_AMOUNTS: usize = 31;
+const SL_DISTRICT: usize = 32;
+const SL_STOCK: usize = 33;
+/// `NO_STOCK_DISTRICT + d - 1`: the stock statement of district `d`.
+const NO_STOCK_DISTRICT: usize = 34;
 
 /// The transactions as prepared statements over one connection.
 pub struct StatementDriver<C: Conn> {
@@ -335,10 +346,10 @@ impl<C: Conn> StatementDriver<C> {
                 return Ok(NewOrderOutcome::UnusedItem);
             };
             let price = item[0].as_scaled(2);
-            let stock = self.q(NO_STOCK, &[int(line.supply_w_id), int(line.item)]).await?;
+            let stock = self.q(NO_STOCK_DISTRICT + d as usize - 1, &[int(line.supply_w_id), int(line.item)]).await?;
             let stock = stock.first().ok_or_else(|| missing("stock"))?;
             let quantity = stock[0].as_i64();
-            let dist_info = stock[1 + d as usize].as_str().to_string();
+            let dist_info = stock[2].as_str().to_string();
             let new_quantity = if quantity >= line.quantity + 10 { quantity - line.quantity } else { quantity - line.quantity + 91 };
             let remote = (line.supply_w_id != w) as i64;
             self.x(NO_STOCK_UPDATE, &[int(new_quantity), int(line.quantity), int(remote), int(line.supply_w_id), int(line.item)]).await?;
