@@ -153,9 +153,9 @@ fn greedy_order(select: &ast::Select, tables: &HashMap<String, TableInfo>) -> Op
             && r != 0
             && l & r == 0
         {
-            for i in 0..n {
+            for (i, e) in edges.iter_mut().enumerate() {
                 if mask & (1 << i) != 0 {
-                    edges[i] |= mask & !(1 << i);
+                    *e |= mask & !(1 << i);
                 }
             }
         }
