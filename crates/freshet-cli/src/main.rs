@@ -64,6 +64,11 @@ struct ServeArgs {
     /// executors more of the CPU when both sides are busy.
     #[arg(long, default_value_t = 0)]
     olap_nice: i32,
+    /// MiB the analytical queries may hold together in hash tables, sorts and aggregates
+    /// (default: a quarter of physical memory; 0 also means that). Past it a query spills
+    /// where it can and otherwise fails with SQLSTATE 53200.
+    #[arg(long, default_value_t = 0)]
+    olap_memory_mb: u64,
     /// Threads that serve client connections (protocol, parsing, planning; default: the
     /// number of CPUs minus the partition executors, at least one).
     #[arg(long)]
@@ -110,6 +115,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         max_staleness: args.max_staleness,
         snapshot_mode: freshet::SnapshotMode::parse(&args.snapshot_mode).unwrap_or(freshet::SnapshotMode::Cow),
         olap_nice: args.olap_nice,
+        olap_memory_limit: args.olap_memory_mb << 20,
         ..Config::default()
     };
     if let Some(n) = args.olap_threads {

@@ -156,8 +156,10 @@ impl std::fmt::Debug for OlapEngine {
 impl OlapEngine {
     /// An analytical engine reading `engine`'s tables with `threads` worker threads, each at
     /// scheduling niceness `nice` (0 = the same as the executors; higher yields the CPU to
-    /// them when both want it).
-    pub fn new(engine: Arc<Engine>, threads: usize, nice: i32) -> Result<OlapEngine> {
+    /// them when both want it). Its queries hold at most `memory_limit` bytes together in
+    /// the operators that account for memory (hash joins, sorts, aggregates); past it they
+    /// spill where they can and otherwise fail with 53200.
+    pub fn new(engine: Arc<Engine>, threads: usize, nice: i32, memory_limit: usize) -> Result<OlapEngine> {
         let threads = threads.max(1);
         let mut config = SessionConfig::new()
             .with_default_catalog_and_schema(CATALOG, SCHEMA)
@@ -170,7 +172,11 @@ impl OlapEngine {
             options.sql_parser.parse_float_as_decimal = true;
             options.sql_parser.enable_ident_normalization = true;
         }
-        let ctx = SessionContext::new_with_config(config);
+        let runtime_env = datafusion::execution::runtime_env::RuntimeEnvBuilder::new()
+            .with_memory_limit(memory_limit, 1.0)
+            .build_arc()
+            .map_err(from_datafusion)?;
+        let ctx = SessionContext::new_with_config_rt(config, runtime_env);
         let catalog = MemoryCatalogProvider::new();
         let schema = Arc::new(FreshetSchema::new(engine));
         catalog

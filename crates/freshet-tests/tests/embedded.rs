@@ -154,3 +154,31 @@ fn analytical_workers_run_at_the_configured_niceness() {
     }
     assert!(at_seven >= 3, "{at_seven} analytical workers at niceness 7, expected 3");
 }
+
+#[test]
+fn an_analytical_query_past_the_memory_limit_fails_alone() {
+    // A hash join whose build side (100,000 rows) needs more than the 2 MiB allowed: the query
+    // fails with 53200 and the database goes on serving, where it would otherwise grow the
+    // process without bound.
+    let db = Database::open(Config { olap_threads: 2, olap_memory_limit: 2 << 20, ..Config::default() }).unwrap();
+    let mut s = db.session();
+    s.execute_blocking("CREATE TABLE t (id BIGINT PRIMARY KEY, k BIGINT, v BIGINT)").unwrap();
+    s.execute_blocking("INSERT INTO t SELECT value, value % 1000, value * 7 FROM generate_series(1, 100000)").unwrap();
+    let join = "SELECT count(*), sum(a.v + b.v) FROM t a JOIN t b ON a.k = b.k";
+    let e = s.execute_blocking(join).unwrap_err();
+    assert_eq!(e.state, SqlState::OutOfMemory, "{e:?}");
+    let count = s.execute_blocking("SELECT count(*) FROM t").unwrap();
+    assert_eq!(count[0].rows(), vec![vec![Value::Int64(100_000)]]);
+    let roomy = db_with_default_limit();
+    let mut s = roomy.session();
+    s.execute_blocking("CREATE TABLE t (id BIGINT PRIMARY KEY, k BIGINT, v BIGINT)").unwrap();
+    s.execute_blocking("INSERT INTO t SELECT value, value % 1000, value * 7 FROM generate_series(1, 100000)").unwrap();
+    let r = s.execute_blocking(join).unwrap();
+    assert_eq!(r[0].rows()[0][0], Value::Int64(10_000_000));
+}
+
+fn db_with_default_limit() -> Database {
+    let db = db();
+    assert!(db.config().resolved_olap_memory_limit() >= 64 << 20);
+    db
+}

@@ -28,6 +28,12 @@ pub struct Config {
     /// one CH stream on 2 cores, 10 did not raise TPC-C throughput and slowed the queries,
     /// hence the default.
     pub olap_nice: i32,
+    /// Bytes the analytical queries may hold together in hash tables, sorts and aggregates;
+    /// 0 (the default) means a quarter of physical memory (the tables live in the same
+    /// memory). A query that needs more spills its sorts and aggregates to temporary files
+    /// where it can and otherwise fails with SQLSTATE 53200, instead of exhausting the
+    /// server's memory.
+    pub olap_memory_limit: u64,
     /// Rows an index-driven SELECT may examine on an executor before it moves to the
     /// analytical side (default 10,000).
     pub short_select_budget: usize,
@@ -60,6 +66,23 @@ impl Config {
             n => n,
         }
     }
+
+    /// The analytical memory limit in bytes this configuration gives (see
+    /// `olap_memory_limit`).
+    pub fn resolved_olap_memory_limit(&self) -> u64 {
+        match self.olap_memory_limit {
+            0 => physical_memory().unwrap_or(4 << 30) / 4,
+            n => n,
+        }
+    }
+}
+
+/// Physical memory in bytes (`MemTotal` of /proc/meminfo), where the system says.
+fn physical_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 impl Default for Config {
@@ -67,6 +90,7 @@ impl Default for Config {
         Config {
             olap_threads: 0,
             olap_nice: 0,
+            olap_memory_limit: 0,
             short_select_budget: EngineConfig::default().short_select_budget,
             data_dir: None,
             checkpoint_bytes: 256 << 20,
@@ -134,7 +158,8 @@ impl Database {
             }
             None => (None, RecoveryReport::default()),
         };
-        let mut olap = OlapEngine::new(engine.clone(), config.resolved_olap_threads(), config.olap_nice.clamp(0, 19))?;
+        let memory = usize::try_from(config.resolved_olap_memory_limit()).unwrap_or(usize::MAX);
+        let mut olap = OlapEngine::new(engine.clone(), config.resolved_olap_threads(), config.olap_nice.clamp(0, 19), memory)?;
         crate::pg_catalog::register(&mut olap, &engine);
         let snapshots = Arc::new(Snapshots::default());
         olap.register_system_table("freshet_snapshots", Arc::new(SnapshotsView(snapshots.clone())));
