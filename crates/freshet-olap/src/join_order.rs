@@ -12,9 +12,15 @@
 //!   WHERE conjuncts that mention only it (PostgreSQL-like default selectivities: equality
 //!   0.005, ranges 1/3, `BETWEEN` 1/4, `LIKE` 1/20; an OR of conjunct groups that each filter
 //!   the relation counts as the sum of those groups' selectivities);
-//! - the list starts with the smallest relation, then repeatedly takes the smallest relation
-//!   that shares an equality conjunct with those already taken (the smallest of all when none
-//!   does, as a cross join is then unavoidable); ties keep the written order.
+//! - the list starts with the smallest relation, then repeatedly takes the relation whose
+//!   join to those already taken gives the fewest rows (among those an equality joins to
+//!   them; among all when none is, as a cross join is then unavoidable). A join's size is
+//!   estimated from unique keys: when the equalities bind a key of the new relation, each row
+//!   so far meets at most one of its rows; when they bind a key of a relation already taken
+//!   (a foreign key), each new row meets at most one; otherwise the join column is taken to
+//!   have 200 distinct values (PostgreSQL's default without statistics). This keeps a join
+//!   on a shared non-key column (customers and suppliers of one nation) after the joins that
+//!   narrow both sides.
 //!
 //! Inner joins commute, so the answer is the same. A list is left as written when reordering
 //! could change anything else or the estimate would be a guess: a select list with `*` (the
@@ -35,6 +41,8 @@ pub struct TableInfo {
     pub columns: Vec<String>,
     /// Live rows.
     pub rows: f64,
+    /// The column sets of its primary key and unique indexes, folded.
+    pub keys: Vec<Vec<String>>,
 }
 
 /// How many rows a derived table (a subquery in FROM) is taken to have.
@@ -97,7 +105,18 @@ struct Rel {
     label: String,
     columns: Option<Vec<String>>,
     rows: f64,
+    keys: Vec<Vec<String>>,
 }
+
+/// An equality conjunct between relations: the relations each side mentions, and each side's
+/// column when it is a plain column of one relation.
+struct Equality {
+    sides: [(u64, Option<(usize, String)>); 2],
+}
+
+/// The number of distinct values a join column is taken to have when no key says more
+/// (PostgreSQL's default, `DEFAULT_NUM_DISTINCT`).
+const DEFAULT_DISTINCT: f64 = 200.0;
 
 /// The new order of `select`'s FROM list as positions in the written one, or `None` to keep it.
 fn greedy_order(select: &ast::Select, tables: &HashMap<String, TableInfo>) -> Option<Vec<usize>> {
@@ -117,7 +136,7 @@ fn greedy_order(select: &ast::Select, tables: &HashMap<String, TableInfo>) -> Op
             ast::TableFactor::Table { name, alias, args: None, with_ordinality: false, .. } => {
                 let info = tables.get(&table_name(name)?)?;
                 let label = alias.as_ref().map(|a| fold_ident(&a.name)).unwrap_or_else(|| table_name(name).unwrap_or_default());
-                Rel { label, columns: Some(info.columns.clone()), rows: info.rows }
+                Rel { label, columns: Some(info.columns.clone()), rows: info.rows, keys: info.keys.clone() }
             }
             ast::TableFactor::Derived { lateral: false, alias: Some(alias), subquery, .. } => {
                 let columns = if alias.columns.is_empty() {
@@ -125,7 +144,7 @@ fn greedy_order(select: &ast::Select, tables: &HashMap<String, TableInfo>) -> Op
                 } else {
                     Some(alias.columns.iter().map(|c| fold_ident(&c.name)).collect())
                 };
-                Rel { label: fold_ident(&alias.name), columns, rows: DERIVED_ROWS }
+                Rel { label: fold_ident(&alias.name), columns, rows: DERIVED_ROWS, keys: Vec::new() }
             }
             _ => return None,
         });
@@ -134,13 +153,13 @@ fn greedy_order(select: &ast::Select, tables: &HashMap<String, TableInfo>) -> Op
     if let Some(w) = &select.selection {
         split_and(w, &mut conjuncts);
     }
-    // Which relations each conjunct mentions (a bit per relation); `None`: not known.
     let mut selectivity = vec![1.0f64; n];
-    let mut edges = vec![0u64; n];
+    let mut equalities = Vec::new();
     for c in &conjuncts {
         if crate::rewrite::has_subquery(c) {
             continue;
         }
+        // Which relations the conjunct mentions (a bit per relation); `None`: not known.
         let Some(mask) = mentioned(c, &rels) else { continue };
         if mask.count_ones() == 1 {
             let r = mask.trailing_zeros() as usize;
@@ -153,11 +172,7 @@ fn greedy_order(select: &ast::Select, tables: &HashMap<String, TableInfo>) -> Op
             && r != 0
             && l & r == 0
         {
-            for (i, e) in edges.iter_mut().enumerate() {
-                if mask & (1 << i) != 0 {
-                    *e |= mask & !(1 << i);
-                }
-            }
+            equalities.push(Equality { sides: [(l, plain_column(left, &rels)), (r, plain_column(right, &rels))] });
         }
         if let Expr::BinaryOp { op: B::Or, .. } | Expr::Nested(_) = c {
             for (r, s) in or_selectivity(c, &rels) {
@@ -166,21 +181,74 @@ fn greedy_order(select: &ast::Select, tables: &HashMap<String, TableInfo>) -> Op
         }
     }
     let size: Vec<f64> = rels.iter().zip(&selectivity).map(|(r, s)| (r.rows * s).max(1.0)).collect();
-    let smallest = |candidates: &mut dyn Iterator<Item = usize>| {
-        candidates.fold(None, |best: Option<usize>, i| match best {
-            Some(b) if size[b] <= size[i] => Some(b),
-            _ => Some(i),
+    // Relation `x`'s columns equated to expressions over `over` only.
+    let bound_columns = |x: usize, over: u64| -> Vec<&str> {
+        let mut cols = Vec::new();
+        for e in &equalities {
+            for (side, other) in [(0, 1), (1, 0)] {
+                if let (_, Some((r, c))) = &e.sides[side]
+                    && *r == x
+                    && e.sides[other].0 & !over == 0
+                {
+                    cols.push(c.as_str());
+                }
+            }
+        }
+        cols
+    };
+    // Whether an equality joins `x` to the relations `placed` (and mentions no other).
+    let connected = |placed: u64, x: usize| {
+        equalities.iter().any(|e| {
+            let all = e.sides[0].0 | e.sides[1].0;
+            all & (1 << x) != 0 && all & !(placed | (1 << x)) == 0 && all & placed != 0
         })
     };
-    let mut placed = 0u64;
-    let mut order = Vec::with_capacity(n);
+    let key_covered = |x: usize, cols: &[&str]| rels[x].keys.iter().any(|k| !k.is_empty() && k.iter().all(|c| cols.contains(&c.as_str())));
+    // The estimated rows of joining `x` to the relations `placed`, which give `rows` rows.
+    let join_size = |placed: u64, rows: f64, x: usize| -> f64 {
+        if !connected(placed, x) {
+            return rows * size[x];
+        }
+        // Each row so far meets at most one row of `x`, which its filters keep with their
+        // selectivity.
+        if key_covered(x, &bound_columns(x, placed)) {
+            return rows * size[x] / rels[x].rows.max(1.0);
+        }
+        // Each row of `x` meets at most one row of a placed relation `p`, present in the rows
+        // so far about as often as they are a fraction of `p`.
+        let by_foreign_key = (0..n)
+            .filter(|&p| placed & (1 << p) != 0 && key_covered(p, &bound_columns(p, 1 << x)))
+            .map(|p| size[x] * (rows / rels[p].rows.max(1.0)).min(1.0))
+            .reduce(f64::min);
+        by_foreign_key.unwrap_or(rows * size[x] / DEFAULT_DISTINCT)
+    };
+    let first = (0..n).reduce(|b, i| if size[i] < size[b] { i } else { b })?;
+    let mut placed = 1u64 << first;
+    let mut rows = size[first];
+    let mut order = vec![first];
     while order.len() < n {
-        let connected = smallest(&mut (0..n).filter(|&i| placed & (1 << i) == 0 && edges[i] & placed != 0));
-        let next = connected.or_else(|| smallest(&mut (0..n).filter(|&i| placed & (1 << i) == 0)))?;
+        let unplaced = || (0..n).filter(|&i| placed & (1 << i) == 0);
+        let best = |candidates: &mut dyn Iterator<Item = usize>| {
+            candidates.map(|i| (join_size(placed, rows, i), i)).reduce(|b, c| if c.0 < b.0 { c } else { b })
+        };
+        let (estimate, next) = best(&mut unplaced().filter(|&i| connected(placed, i))).or_else(|| best(&mut unplaced()))?;
         placed |= 1 << next;
+        rows = estimate.max(1.0);
         order.push(next);
     }
     (order.iter().enumerate().any(|(i, &o)| i != o)).then_some(order)
+}
+
+/// The relation and column `e` is, when it is a plain column reference.
+fn plain_column(e: &Expr, rels: &[Rel]) -> Option<(usize, String)> {
+    let col = match e {
+        Expr::Identifier(id) => fold_ident(id),
+        Expr::CompoundIdentifier(ids) if ids.len() >= 2 => fold_ident(&ids[ids.len() - 1]),
+        Expr::Nested(inner) => return plain_column(inner, rels),
+        _ => return None,
+    };
+    let mask = mentioned(e, rels)?;
+    (mask.count_ones() == 1).then(|| (mask.trailing_zeros() as usize, col))
 }
 
 /// The column names of a subquery whose select list names every column (no `*`).
@@ -314,12 +382,14 @@ mod tests {
     use sqlparser::parser::Parser;
 
     fn tables() -> HashMap<String, TableInfo> {
-        let t = |cols: &[&str], rows: f64| TableInfo { columns: cols.iter().map(|c| c.to_string()).collect(), rows };
+        let strings = |s: &[&str]| s.iter().map(|c| c.to_string()).collect::<Vec<_>>();
+        let t = |cols: &[&str], key: &[&str], rows: f64| TableInfo { columns: strings(cols), rows, keys: vec![strings(key)] };
         HashMap::from([
-            ("nation".to_string(), t(&["n_nationkey", "n_name"], 62.0)),
-            ("supplier".to_string(), t(&["su_suppkey", "su_nationkey", "su_name"], 10_000.0)),
-            ("stock".to_string(), t(&["s_i_id", "s_w_id", "s_quantity"], 500_000.0)),
-            ("order_line".to_string(), t(&["ol_i_id", "ol_supply_w_id", "ol_amount", "ol_o_id"], 1_500_000.0)),
+            ("nation".to_string(), t(&["n_nationkey", "n_name"], &["n_nationkey"], 62.0)),
+            ("supplier".to_string(), t(&["su_suppkey", "su_nationkey", "su_name"], &["su_suppkey"], 10_000.0)),
+            ("stock".to_string(), t(&["s_i_id", "s_w_id", "s_quantity"], &["s_w_id", "s_i_id"], 500_000.0)),
+            ("order_line".to_string(), t(&["ol_i_id", "ol_supply_w_id", "ol_amount", "ol_o_id", "ol_number"], &["ol_o_id", "ol_number"], 1_500_000.0)),
+            ("customer".to_string(), t(&["c_id", "c_state"], &["c_id"], 150_000.0)),
         ])
     }
 
@@ -350,6 +420,17 @@ mod tests {
                  AND s_quantity = n2.n_nationkey \
                  AND ((n1.n_name = 'a' AND n2.n_name = 'b') OR (n1.n_name = 'b' AND n2.n_name = 'a'))";
         assert_eq!(from_of(q), "nation n1, supplier, stock, nation n2");
+    }
+
+    #[test]
+    fn a_join_on_no_key_waits_for_the_joins_through_keys() {
+        // Customers share nation keys with suppliers: joining them first would pair every
+        // supplier of a nation with every customer of it.
+        let q = "SELECT count(ol_amount) AS c FROM customer, order_line, stock, supplier, nation \
+                 WHERE ol_o_id = c_id AND ol_supply_w_id = s_w_id AND ol_i_id = s_i_id \
+                 AND mod(s_w_id * s_i_id, 10000) = su_suppkey AND ascii(c_state) = su_nationkey \
+                 AND su_nationkey = n_nationkey AND n_name = 'Germany'";
+        assert_eq!(from_of(q), "nation, supplier, stock, order_line, customer");
     }
 
     #[test]

@@ -157,7 +157,8 @@ impl FreshetSchema {
         let def = self.engine.catalog().table(name)?.clone();
         let stats = self.engine.table_stats(&def).await.ok()?;
         let columns = def.columns.iter().map(|c| c.name.clone()).collect();
-        Some(crate::join_order::TableInfo { columns, rows: stats.live_rows as f64 })
+        let keys = def.indexes.iter().filter(|i| i.unique).map(|i| i.columns.iter().map(|&c| def.columns[c].name.clone()).collect()).collect();
+        Some(crate::join_order::TableInfo { columns, rows: stats.live_rows as f64, keys })
     }
 
     pub fn register_system_table(&self, name: &str, table: Arc<dyn SystemTable>) {
