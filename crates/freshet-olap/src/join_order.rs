@@ -353,26 +353,24 @@ fn estimate(e: &Expr) -> f64 {
     }
 }
 
-fn split_and<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
+/// The operands of a chain of `op` (AND or OR), looking through parentheses.
+fn split<'a>(e: &'a Expr, op: &B, out: &mut Vec<&'a Expr>) {
     match e {
-        Expr::BinaryOp { left, op: B::And, right } => {
-            split_and(left, out);
-            split_and(right, out);
+        Expr::BinaryOp { left, op: o, right } if o == op => {
+            split(left, op, out);
+            split(right, op, out);
         }
-        Expr::Nested(inner) => split_and(inner, out),
+        Expr::Nested(inner) => split(inner, op, out),
         other => out.push(other),
     }
 }
 
+fn split_and<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
+    split(e, &B::And, out)
+}
+
 fn split_or<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
-    match e {
-        Expr::BinaryOp { left, op: B::Or, right } => {
-            split_or(left, out);
-            split_or(right, out);
-        }
-        Expr::Nested(inner) => split_or(inner, out),
-        other => out.push(other),
-    }
+    split(e, &B::Or, out)
 }
 
 #[cfg(test)]
