@@ -12,15 +12,18 @@
 //!   WHERE conjuncts that mention only it (PostgreSQL-like default selectivities: equality
 //!   0.005, ranges 1/3, `BETWEEN` 1/4, `LIKE` 1/20; an OR of conjunct groups that each filter
 //!   the relation counts as the sum of those groups' selectivities);
-//! - the list starts with the smallest relation, then repeatedly takes the relation whose
-//!   join to those already taken gives the fewest rows (among those an equality joins to
+//! - from each relation in turn, the list repeatedly takes the relation whose join to those
+//!   already taken gives the fewest rows (among those an equality joins to
 //!   them; among all when none is, as a cross join is then unavoidable). A join's size is
 //!   estimated from unique keys: when the equalities bind a key of the new relation, each row
 //!   so far meets at most one of its rows; when they bind a key of a relation already taken
 //!   (a foreign key), each new row meets at most one; otherwise the join column is taken to
 //!   have 200 distinct values (PostgreSQL's default without statistics). This keeps a join
 //!   on a shared non-key column (customers and suppliers of one nation) after the joins that
-//!   narrow both sides.
+//!   narrow both sides;
+//! - of those orders, the one whose first relation and joins give the fewest rows in all is
+//!   kept: DataFusion builds each hash join's table from the rows so far, so they should
+//!   stay few.
 //!
 //! Inner joins commute, so the answer is the same. A list is left as written when reordering
 //! could change anything else or the estimate would be a guess: a select list with `*` (the
@@ -222,20 +225,29 @@ fn greedy_order(select: &ast::Select, tables: &HashMap<String, TableInfo>) -> Op
             .reduce(f64::min);
         by_foreign_key.unwrap_or(rows * size[x] / DEFAULT_DISTINCT)
     };
-    let first = (0..n).reduce(|b, i| if size[i] < size[b] { i } else { b })?;
-    let mut placed = 1u64 << first;
-    let mut rows = size[first];
-    let mut order = vec![first];
-    while order.len() < n {
-        let unplaced = || (0..n).filter(|&i| placed & (1 << i) == 0);
-        let best = |candidates: &mut dyn Iterator<Item = usize>| {
-            candidates.map(|i| (join_size(placed, rows, i), i)).reduce(|b, c| if c.0 < b.0 { c } else { b })
-        };
-        let (estimate, next) = best(&mut unplaced().filter(|&i| connected(placed, i))).or_else(|| best(&mut unplaced()))?;
-        placed |= 1 << next;
-        rows = estimate.max(1.0);
-        order.push(next);
-    }
+    // The greedy order from relation `first`, and its cost: the rows of the first relation
+    // and of all the joins (each the build side of the next hash join).
+    let from = |first: usize| -> (Vec<usize>, f64) {
+        let mut placed = 1u64 << first;
+        let mut rows = size[first];
+        let mut cost = rows;
+        let mut order = vec![first];
+        while order.len() < n {
+            let unplaced = || (0..n).filter(|&i| placed & (1 << i) == 0);
+            let best = |candidates: &mut dyn Iterator<Item = usize>| {
+                candidates.map(|i| (join_size(placed, rows, i), i)).reduce(|b, c| if c.0 < b.0 { c } else { b })
+            };
+            let Some((estimate, next)) = best(&mut unplaced().filter(|&i| connected(placed, i))).or_else(|| best(&mut unplaced())) else {
+                break;
+            };
+            placed |= 1 << next;
+            rows = estimate.max(1.0);
+            cost += rows;
+            order.push(next);
+        }
+        (order, cost)
+    };
+    let (order, _) = (0..n).map(from).reduce(|b, c| if c.1 < b.1 { c } else { b })?;
     (order.iter().enumerate().any(|(i, &o)| i != o)).then_some(order)
 }
 
@@ -388,6 +400,7 @@ mod tests {
             ("stock".to_string(), t(&["s_i_id", "s_w_id", "s_quantity"], &["s_w_id", "s_i_id"], 500_000.0)),
             ("order_line".to_string(), t(&["ol_i_id", "ol_supply_w_id", "ol_amount", "ol_o_id", "ol_number"], &["ol_o_id", "ol_number"], 1_500_000.0)),
             ("customer".to_string(), t(&["c_id", "c_state"], &["c_id"], 150_000.0)),
+            ("item".to_string(), t(&["i_id", "i_data"], &["i_id"], 100_000.0)),
         ])
     }
 
@@ -429,6 +442,16 @@ mod tests {
                  AND mod(s_w_id * s_i_id, 10000) = su_suppkey AND ascii(c_state) = su_nationkey \
                  AND su_nationkey = n_nationkey AND n_name = 'Germany'";
         assert_eq!(from_of(q), "nation, supplier, stock, order_line, customer");
+    }
+
+    #[test]
+    fn the_order_starts_where_the_joins_stay_smallest() {
+        // Starting at the smallest table (nation) would join all of stock before the filtered
+        // items narrow it; starting at the items keeps every intermediate result small.
+        let q = "SELECT n_name, sum(ol_amount) AS s FROM item, stock, supplier, order_line, nation \
+                 WHERE ol_i_id = s_i_id AND ol_supply_w_id = s_w_id AND mod(s_w_id * s_i_id, 10000) = su_suppkey \
+                 AND ol_i_id = i_id AND s_i_id = i_id AND su_nationkey = n_nationkey AND i_data LIKE '%bb' GROUP BY n_name";
+        assert_eq!(from_of(q), "item, stock, supplier, nation, order_line");
     }
 
     #[test]
