@@ -246,14 +246,11 @@ impl OlapEngine {
         crate::rewrite::catalog_spellings(&mut statement, self.schema.as_ref());
         crate::rewrite::postgres_functions(&mut statement);
         crate::rewrite::unique_output_names(&mut statement);
-        let names = crate::join_order::from_list_tables(&mut statement);
+        let names = crate::join_order::from_list_tables(&statement);
         if !names.is_empty() {
-            let mut tables = std::collections::HashMap::new();
-            for name in names {
-                if let Some(info) = self.schema.table_info(&name).await {
-                    tables.insert(name, info);
-                }
-            }
+            // One executor job per table for its row count, all in flight together.
+            let infos = futures::future::join_all(names.iter().map(|n| self.schema.table_info(n))).await;
+            let tables = names.into_iter().zip(infos).filter_map(|(n, info)| Some((n, info?))).collect();
             crate::join_order::order_from_lists(&mut statement, &tables);
         }
         let logical = self

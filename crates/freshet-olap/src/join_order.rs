@@ -35,7 +35,7 @@ use std::collections::HashMap;
 use std::ops::ControlFlow;
 
 use freshet_core::sql::names::{column_name, fold_ident};
-use sqlparser::ast::{self, BinaryOperator as B, Expr, VisitMut, VisitorMut};
+use sqlparser::ast::{self, BinaryOperator as B, Expr, Visit, VisitMut, Visitor, VisitorMut};
 
 /// What the estimate knows of a user table.
 #[derive(Clone, Debug)]
@@ -47,6 +47,10 @@ pub struct TableInfo {
     /// The column sets of its primary key and unique indexes, folded.
     pub keys: Vec<Vec<String>>,
 }
+
+/// The shortest FROM list that is reordered: with two relations DataFusion's choice of the
+/// hash join's build side is all there is to choose.
+const MIN_RELATIONS: usize = 3;
 
 /// How many rows a derived table (a subquery in FROM) is taken to have.
 const DERIVED_ROWS: f64 = 1e6;
@@ -62,12 +66,12 @@ fn table_name(name: &ast::ObjectName) -> Option<String> {
 }
 
 /// The table names of the FROM lists [`order_from_lists`] may reorder (at any depth).
-pub fn from_list_tables(statement: &mut ast::Statement) -> Vec<String> {
+pub fn from_list_tables(statement: &ast::Statement) -> Vec<String> {
     struct Names(Vec<String>);
-    impl VisitorMut for Names {
+    impl Visitor for Names {
         type Break = ();
-        fn pre_visit_select(&mut self, select: &mut ast::Select) -> ControlFlow<()> {
-            if select.from.len() >= 3 {
+        fn pre_visit_select(&mut self, select: &ast::Select) -> ControlFlow<()> {
+            if select.from.len() >= MIN_RELATIONS {
                 for t in &select.from {
                     if let ast::TableFactor::Table { name, .. } = &t.relation
                         && let Some(n) = table_name(name)
@@ -124,7 +128,7 @@ const DEFAULT_DISTINCT: f64 = 200.0;
 /// The new order of `select`'s FROM list as positions in the written one, or `None` to keep it.
 fn greedy_order(select: &ast::Select, tables: &HashMap<String, TableInfo>) -> Option<Vec<usize>> {
     let n = select.from.len();
-    if !(3..=64).contains(&n) {
+    if !(MIN_RELATIONS..=64).contains(&n) {
         return None;
     }
     if select.projection.iter().any(|p| matches!(p, ast::SelectItem::Wildcard(_) | ast::SelectItem::QualifiedWildcard(..))) {
