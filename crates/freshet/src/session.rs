@@ -1332,10 +1332,10 @@ fn statement_name(s: &Statement) -> String {
 /// and types.
 fn values_rows(plan: &InsertPlan, params: &[Value], now: i64) -> Result<Vec<Vec<Value>>> {
     let InsertSource::Values(rows) = &plan.source else { return Err(Error::internal("INSERT … SELECT has no VALUES")) };
-    let types: Vec<DataType> = plan.columns.iter().map(|&c| plan.table.columns[c].ty).collect();
     let cx = EvalContext { params, now };
+    let columns = &plan.table.columns;
     rows.iter()
-        .map(|row| row.iter().zip(&types).map(|(e, ty)| e.eval(&NoRow, &cx).and_then(|v| v.assign_to(*ty))).collect::<Result<Vec<_>>>())
+        .map(|row| row.iter().zip(&plan.columns).map(|(e, &c)| e.eval(&NoRow, &cx).and_then(|v| v.assign_to(columns[c].ty))).collect::<Result<Vec<_>>>())
         .collect()
 }
 

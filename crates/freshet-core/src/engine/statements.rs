@@ -385,7 +385,6 @@ pub trait JobStatements {
 
 impl JobStatements for JobTxn<'_> {
     fn run(&mut self, plan: &Arc<OltpPlan>, params: Vec<Value>, now: i64) -> Result<OltpResult> {
-        let params: Arc<[Value]> = params.into();
         match run_on_partition(self.part, self.local, plan, &params, now, self.budget) {
             Ok(OltpResult::TooLarge) => Err(self.give_up()),
             Err(e) if e.blocked_by.is_some() => Err(self.give_up()),
@@ -559,14 +558,14 @@ fn run_on_partition(
     p: &mut Partition,
     local: &mut LocalTxn,
     plan: &Arc<OltpPlan>,
-    params: &Arc<[Value]>,
+    params: &[Value],
     now: i64,
     budget: usize,
 ) -> Result<OltpResult> {
     let cx = EvalContext { params, now };
     let id = plan.table().id;
     if local.records_reads() {
-        local.reads.push(ReadPredicate::Filter { table: id, plan: plan.clone(), params: params.clone() });
+        local.reads.push(ReadPredicate::Filter { table: id, plan: plan.clone(), params: params.into() });
     }
     match plan.as_ref() {
         OltpPlan::Select(s) => match exec::run_select(p.table(id)?, s, &local.view, &cx, budget)? {

@@ -13,12 +13,12 @@
 
 mod reply;
 
-use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use crossbeam_channel::{Receiver, Sender};
+use hashbrown::HashMap;
 
 pub use reply::{reply_channel, Reply, ReplySender};
 
@@ -31,6 +31,7 @@ use crate::txn::PartitionTxns;
 #[derive(Debug)]
 pub struct Partition {
     pub id: usize,
+    /// Looked up by every statement: hashbrown's hasher, not the standard library's SipHash.
     tables: HashMap<TableId, TableStore>,
     /// Transactions that have touched this partition.
     pub txns: PartitionTxns,

@@ -72,8 +72,12 @@ fn encode_int(i: i64, out: &mut KeyBuf) {
     let magnitude = if i < 0 { !i as u64 } else { i as u64 };
     let n = (64 - magnitude.leading_zeros() as usize).div_ceil(8);
     let tag = if i < 0 { INT_ZERO - 1 - n as u8 } else { INT_ZERO + n as u8 };
-    out.push(tag);
-    out.extend_from_slice(&(i as u64).to_be_bytes()[8 - n..]);
+    // One append of tag and bytes: SmallVec checks its capacity once.
+    let mut buf = [0u8; 9];
+    buf[0] = tag;
+    buf[1..].copy_from_slice(&(i as u64).to_be_bytes());
+    buf[8 - n] = tag;
+    out.extend_from_slice(&buf[8 - n..]);
 }
 
 fn encode_f64(f: f64, out: &mut KeyBuf) {

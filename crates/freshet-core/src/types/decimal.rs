@@ -48,7 +48,11 @@ impl Decimal {
             Ordering::Equal => Ok(self),
             Ordering::Greater => {
                 let factor = pow10(scale - self.scale);
-                let value = self.value.checked_mul(factor).ok_or_else(overflow)?;
+                let narrow = i64::try_from(self.value).ok().zip(i64::try_from(factor).ok());
+                let value = match narrow.and_then(|(v, f)| v.checked_mul(f)) {
+                    Some(v) => v as i128,
+                    None => self.value.checked_mul(factor).ok_or_else(overflow)?,
+                };
                 Ok(Decimal { value, scale })
             }
             Ordering::Less => {
@@ -204,6 +208,15 @@ impl Decimal {
 
 /// `n / d` rounded half away from zero.
 fn div_round(n: i128, d: i128) -> i128 {
+    // Most values and factors fit 64 bits, where division is one instruction rather than a
+    // call into the 128-bit division routine.
+    if let (Ok(n64), Ok(d64)) = (i64::try_from(n), i64::try_from(d))
+        && n64 != i64::MIN
+    {
+        let (q, r) = (n64 / d64, n64 % d64);
+        let up = r.unsigned_abs() * 2 >= d64.unsigned_abs();
+        return (if !up { q } else if (n64 < 0) != (d64 < 0) { q - 1 } else { q + 1 }) as i128;
+    }
     let q = n / d;
     let r = n % d;
     if r.unsigned_abs() * 2 >= d.unsigned_abs() {
@@ -251,6 +264,28 @@ mod tests {
         assert!(Decimal::parse("1.2.3").is_err());
         assert!(Decimal::parse("").is_err());
         assert!(Decimal::parse("abc").is_err());
+    }
+
+    #[test]
+    fn narrow_and_wide_division_round_alike() {
+        // The 64-bit path of div_round against the 128-bit arithmetic it replaces.
+        let wide = |n: i128, d: i128| {
+            let (q, r) = (n / d, n % d);
+            if r.unsigned_abs() * 2 >= d.unsigned_abs() {
+                if (n < 0) != (d < 0) { q - 1 } else { q + 1 }
+            } else {
+                q
+            }
+        };
+        let values = [0i128, 1, -1, 5, -5, 15, -15, 149, -150, 151, i64::MAX as i128, i64::MIN as i128 + 1, (i64::MAX as i128) + 7, -(1i128 << 100)];
+        let divisors = [1i128, -1, 2, -2, 10, 100, 1_000_000_007, i64::MAX as i128, (i64::MAX as i128) + 1, -(1i128 << 70)];
+        for n in values {
+            for d in divisors {
+                assert_eq!(div_round(n, d), wide(n, d), "{n} / {d}");
+            }
+        }
+        assert_eq!(Decimal::new(i64::MAX as i128, 0).rescale(2).unwrap().value, (i64::MAX as i128) * 100);
+        assert_eq!(Decimal::new(-7, 1).rescale(3).unwrap(), Decimal::new(-700, 3));
     }
 
     #[test]

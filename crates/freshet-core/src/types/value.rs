@@ -209,6 +209,7 @@ impl Value {
                 Text(s).cast(ty)?
             }
             (Bool(b), DataType::Bool) => Bool(b),
+            (v @ Int32(_), DataType::Int32) | (v @ Int64(_), DataType::Int64) | (v @ Int16(_), DataType::Int16) => v,
             (Bool(b), DataType::Int32) => Int32(b as i32),
             (Int32(v), DataType::Bool) => Bool(v != 0),
             (v @ (Int16(_) | Int32(_) | Int64(_)), ty) => cast_integer(v.as_i64().unwrap_or(0), ty)?,
