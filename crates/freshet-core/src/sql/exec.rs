@@ -54,6 +54,16 @@ pub fn key_value(v: Value, ty: DataType) -> Option<Value> {
     if v.is_null() {
         return None;
     }
+    // The usual case: a parameter or literal already of the column's type.
+    match (&v, ty) {
+        (Value::Int32(_), DataType::Int32)
+        | (Value::Int64(_), DataType::Int64)
+        | (Value::Int16(_), DataType::Int16)
+        | (Value::Date(_), DataType::Date)
+        | (Value::Timestamp(_), DataType::Timestamp)
+        | (Value::Text(_), DataType::Text | DataType::Varchar(_)) => return Some(v),
+        _ => {}
+    }
     match ty.family() {
         TypeFamily::Integer => {
             let i = match &v {
@@ -121,6 +131,7 @@ fn for_each_candidate(
     f: &mut dyn FnMut(RowId, StoredRow) -> Result<bool>,
 ) -> Result<()> {
     let mut failure = None;
+    let stopped = std::cell::Cell::new(false);
     let mut visit = |row: RowId, entry_key: Option<(&[u8], usize)>| -> bool {
         let Some(version) = stored(table, row, view) else { return true };
         if let Some((key, position)) = entry_key
@@ -130,16 +141,21 @@ fn for_each_candidate(
             return true;
         }
         match f(row, version) {
-            Ok(go_on) => go_on,
+            Ok(true) => true,
+            Ok(false) => {
+                stopped.set(true);
+                false
+            }
             Err(e) => {
                 failure = Some(e);
+                stopped.set(true);
                 false
             }
         }
     };
     match access {
         Access::Scan => table.for_each_slot(&mut |row| visit(row, None)),
-        Access::Index { index, eq, lower, upper } => {
+        Access::Index { index, eq, lower, upper, any } => {
             let position = *index;
             let def = &table.def().indexes[position];
             let mut prefix = KeyBuf::new();
@@ -150,7 +166,34 @@ fn for_each_candidate(
             }
             let store = table.index_store(position);
             let mut by_entry = |key: &[u8], row: RowId| visit(row, Some((key, position)));
-            if lower.is_none() && upper.is_none() {
+            if !any.is_empty() {
+                // One lookup per distinct value, in key order (reversed for a reverse scan);
+                // a value with no exact conversion to the column type matches nothing.
+                let ty = table.def().columns[def.columns[eq.len()]].ty;
+                let mut keys = Vec::with_capacity(any.len());
+                for e in any {
+                    if let Some(v) = key_value(e.eval(&super::expr::NoRow, cx)?, ty) {
+                        let mut k = prefix.clone();
+                        encode_value(&v, &mut k);
+                        keys.push(k);
+                    }
+                }
+                keys.sort_unstable();
+                keys.dedup();
+                if reverse {
+                    keys.reverse();
+                }
+                for k in &keys {
+                    if reverse {
+                        store.scan_range(Bound::Included(k), Bound::Included(k), true, &mut by_entry);
+                    } else {
+                        store.scan_prefix(k, &mut by_entry);
+                    }
+                    if stopped.get() {
+                        break;
+                    }
+                }
+            } else if lower.is_none() && upper.is_none() {
                 if reverse {
                     store.scan_range(Bound::Included(&prefix), Bound::Included(&prefix), true, &mut by_entry);
                 } else {
@@ -353,7 +396,12 @@ pub fn run_select(table: &TableStore, plan: &SelectPlan, view: &TxnView, cx: &Ev
     }
     let take = limit.unwrap_or(u64::MAX).min(usize::MAX as u64) as usize;
     let skip = offset.min(usize::MAX as u64) as usize;
-    let (ids, out): (Vec<RowId>, Vec<Vec<Value>>) = hits.into_iter().skip(skip).take(take).map(|(r, o, _)| (r, o)).unzip();
+    let kept = hits.len().saturating_sub(skip).min(take);
+    let (mut ids, mut out) = (Vec::with_capacity(kept), Vec::with_capacity(kept));
+    for (r, o, _) in hits.into_iter().skip(skip).take(take) {
+        ids.push(r);
+        out.push(o);
+    }
     Ok(SelectOutcome::Rows(out, ids))
 }
 

@@ -30,22 +30,29 @@ pub enum Access {
     /// Every live row of the table.
     Scan,
     /// Rows of index `index` whose leading key columns equal `eq`, and whose next key column
-    /// (if bounds are given) lies between `lower` and `upper` (`true` = inclusive).
+    /// (if bounds are given) lies between `lower` and `upper` (`true` = inclusive), or (if
+    /// `any` is not empty: an IN list, then without bounds) equals one of `any`: one lookup
+    /// per distinct value.
     Index {
         index: usize,
         eq: Vec<Expr>,
         lower: Option<(Expr, bool)>,
         upper: Option<(Expr, bool)>,
+        any: Vec<Expr>,
     },
 }
+
+/// The longest IN list an index lookup takes (one lookup per value); a longer list filters a
+/// scan of the other conjuncts' access path, or goes to the analytical side.
+pub const MAX_IN_LOOKUPS: usize = 1000;
 
 impl Access {
     /// Whether this access finds at most one row (equality on a whole unique key).
     pub fn is_point(&self, table: &TableDef) -> bool {
         match self {
-            Access::Index { index, eq, lower: None, upper: None } => {
+            Access::Index { index, eq, lower: None, upper: None, any } => {
                 let def = &table.indexes[*index];
-                def.unique && eq.len() == def.columns.len()
+                def.unique && eq.len() == def.columns.len() && any.is_empty()
             }
             _ => false,
         }
@@ -510,6 +517,30 @@ struct Sarg<'a> {
     value: &'a Expr,
 }
 
+/// The IN lists of a predicate usable for index lookups: `column IN (values)` (not negated,
+/// values row-independent, at most [`MAX_IN_LOOKUPS`]), with the column's index. An integer
+/// column widened to the list's integer type counts too: the lookup converts each value to
+/// the column type exactly (`exec::key_value`), and the IN conjunct stays in the residual.
+fn in_lists(filter: Option<&Expr>) -> Vec<(usize, &[Expr])> {
+    let Some(filter) = filter else { return vec![] };
+    let mut out = Vec::new();
+    for c in conjuncts(filter) {
+        let Expr::InList { expr, list, negated: false } = c else { continue };
+        let column = match expr.as_ref() {
+            Expr::Column { index, .. } => *index,
+            Expr::Cast { expr, to } if to.family() == TypeFamily::Integer => match expr.as_ref() {
+                Expr::Column { index, ty } if ty.family() == TypeFamily::Integer => *index,
+                _ => continue,
+            },
+            _ => continue,
+        };
+        if !list.is_empty() && list.len() <= MAX_IN_LOOKUPS && list.iter().all(Expr::is_row_independent) {
+            out.push((column, list.as_slice()));
+        }
+    }
+    out
+}
+
 fn sargs(filter: Option<&Expr>) -> Vec<Sarg<'_>> {
     let Some(filter) = filter else { return vec![] };
     let mut out = Vec::new();
@@ -533,6 +564,7 @@ fn sargs(filter: Option<&Expr>) -> Vec<Sarg<'_>> {
 /// that index already yields the ORDER BY order.
 pub fn choose_access(table: &TableDef, filter: Option<&Expr>, order_by: &[(Expr, bool, bool)]) -> (Access, Option<bool>) {
     let sargs = sargs(filter);
+    let in_lists = in_lists(filter);
     let mut best: Option<(u32, Access, Option<bool>)> = None;
     for (position, index) in table.indexes.iter().enumerate() {
         let mut eq = Vec::new();
@@ -543,6 +575,22 @@ pub fn choose_access(table: &TableDef, filter: Option<&Expr>, order_by: &[(Expr,
             }
         }
         let full = eq.len() == index.columns.len();
+        // An IN list on the next key column: one lookup per value.
+        let any: Vec<Expr> = match in_lists.iter().find(|(c, _)| !full && *c == index.columns[eq.len()]) {
+            Some((_, list)) if !index.primary || eq.len() + 1 == index.columns.len() => list.to_vec(),
+            _ => Vec::new(),
+        };
+        if !any.is_empty() {
+            let whole_unique = index.unique && eq.len() + 1 == index.columns.len();
+            let score = eq.len() as u32 * 4 + 2 + if whole_unique { 60 } else { 0 };
+            // Rows come lookup by lookup; an ORDER BY is sorted afterwards.
+            let ordered = order_by.is_empty().then_some(false);
+            let access = Access::Index { index: position, eq, lower: None, upper: None, any };
+            if best.as_ref().is_none_or(|(s, _, _)| score > *s) {
+                best = Some((score, access, ordered));
+            }
+            continue;
+        }
         if index.primary && !full {
             continue; // a hash index answers whole keys only
         }
@@ -567,7 +615,7 @@ pub fn choose_access(table: &TableDef, filter: Option<&Expr>, order_by: &[(Expr,
             + lower.is_some() as u32
             + upper.is_some() as u32;
         let ordered = if index.primary { None } else { index_order(&index.columns[eq.len()..], order_by) };
-        let access = Access::Index { index: position, eq, lower, upper };
+        let access = Access::Index { index: position, eq, lower, upper, any: Vec::new() };
         if best.as_ref().is_none_or(|(s, _, _)| score > *s) {
             best = Some((score, access, ordered));
         }
@@ -590,22 +638,33 @@ pub fn choose_access(table: &TableDef, filter: Option<&Expr>, order_by: &[(Expr,
 /// the residual (a bound that does not convert exactly is dropped from the lookup).
 pub fn residual_filter(table: &TableDef, filter: Option<&Expr>, access: &Access) -> Option<Expr> {
     let filter = filter?;
-    let Access::Index { index, eq, .. } = access else { return Some(filter.clone()) };
+    let Access::Index { index, eq, any, .. } = access else { return Some(filter.clone()) };
     let key_columns = &table.indexes[*index].columns[..eq.len()];
-    let implied = |c: &Expr| -> bool {
-        let Expr::Binary { op: BinaryOp::Eq, left, right, .. } = c else { return false };
-        let (col, value) = match (left.as_ref(), right.as_ref()) {
-            (Expr::Column { index, .. }, v) | (v, Expr::Column { index, .. }) => (*index, v),
-            _ => return false,
-        };
-        let Some(k) = key_columns.iter().position(|&kc| kc == col) else { return false };
+    // Whether the lookup's key equality is SQL equality of `value` with column `col`.
+    let exact = |col: usize, value: &Expr| -> bool {
         let ty = table.columns[col].ty;
         let exact = match ty.family() {
             TypeFamily::Integer | TypeFamily::Decimal | TypeFamily::Date | TypeFamily::Timestamp | TypeFamily::Bool => true,
             TypeFamily::String => !matches!(ty, DataType::Char(_)) && !matches!(value.ty(), DataType::Char(_)),
             TypeFamily::Float => false,
         };
-        exact && value.ty().family() == ty.family() && &eq[k] == value
+        exact && value.ty().family() == ty.family()
+    };
+    let implied = |c: &Expr| -> bool {
+        if let Expr::InList { expr, list, negated: false } = c
+            && !any.is_empty()
+            && let Expr::Column { index: col, .. } = expr.as_ref()
+        {
+            // The IN list the lookups ran: each row found equals one of its values.
+            return *col == table.indexes[*index].columns[eq.len()] && list == any && list.iter().all(|v| exact(*col, v));
+        }
+        let Expr::Binary { op: BinaryOp::Eq, left, right, .. } = c else { return false };
+        let (col, value) = match (left.as_ref(), right.as_ref()) {
+            (Expr::Column { index, .. }, v) | (v, Expr::Column { index, .. }) => (*index, v),
+            _ => return false,
+        };
+        let Some(k) = key_columns.iter().position(|&kc| kc == col) else { return false };
+        exact(col, value) && &eq[k] == value
     };
     conjuncts(filter)
         .into_iter()
@@ -642,10 +701,11 @@ mod tests {
 
     fn catalog() -> Arc<Catalog> {
         let store = CatalogStore::new();
-        let ddl = "CREATE TABLE t (id INT, c CHAR(4), f FLOAT8, v INT, PRIMARY KEY (id, c, f))";
-        let ast::Statement::CreateTable(ct) = &parse(ddl).unwrap()[0] else { panic!("not CREATE TABLE") };
-        let DdlPlan::CreateTable { def, .. } = plan_create_table(ct).unwrap() else { panic!("not a table") };
-        store.put_table(Arc::new(def));
+        for ddl in ["CREATE TABLE t (id INT, c CHAR(4), f FLOAT8, v INT, PRIMARY KEY (id, c, f))", "CREATE TABLE u (id INT PRIMARY KEY, v INT)"] {
+            let ast::Statement::CreateTable(ct) = &parse(ddl).unwrap()[0] else { panic!("not CREATE TABLE") };
+            let DdlPlan::CreateTable { def, .. } = plan_create_table(ct).unwrap() else { panic!("not a table") };
+            store.put_table(Arc::new(def));
+        }
         store.current()
     }
 
@@ -679,5 +739,26 @@ mod tests {
         // A second, different equality on a key column stays too.
         let p = select("SELECT v FROM t WHERE id = 1 AND id = 2 AND c = 'ab' AND f = 1.5");
         assert!(residual_columns(&p).contains(&0));
+    }
+
+    #[test]
+    fn an_in_list_on_the_next_key_column_is_one_lookup_per_value() {
+        let p = select("SELECT v FROM t WHERE id = $1 AND c = 'ab' AND f IN (1.5, 2.5, $2)");
+        let Access::Index { index: 0, eq, any, .. } = &p.access else { panic!("{:?}", p.access) };
+        assert_eq!((eq.len(), any.len()), (2, 3));
+        assert!(residual_columns(&p).contains(&2), "float keys are rechecked");
+        // An integer IN list the lookups answer exactly leaves the residual.
+        let p = select("SELECT v FROM u WHERE id IN (1, $1) AND v = 3");
+        assert_eq!(residual_columns(&p), vec![1]);
+        assert!(!p.access.is_point(&p.table));
+        let planned = |sql: &str| {
+            let ast::Statement::Query(q) = &parse(sql).unwrap()[0] else { panic!("not a query") };
+            plan_select(&catalog(), q, &mut Vec::new()).unwrap()
+        };
+        // A hash key is looked up whole: an IN list before its last column, a NOT IN, or a
+        // list that depends on the row gives no lookup.
+        assert!(planned("SELECT v FROM t WHERE id IN (1, 2) AND c = 'ab' AND f = 1.5").is_none());
+        assert!(planned("SELECT v FROM t WHERE id = 1 AND c = 'ab' AND f NOT IN (1.5)").is_none());
+        assert!(planned("SELECT v FROM t WHERE id = 1 AND c = 'ab' AND f IN (v, 1.5)").is_none());
     }
 }
