@@ -63,6 +63,18 @@ impl ConnJob for Setup<'_> {
     }
 }
 
+/// PostgreSQL's `ANALYZE` once the data is in, as any tuned run does: without statistics its
+/// generic plans guess, and Stock-Level's IN list became a scan of the warehouse's stock.
+struct Analyze;
+
+impl ConnJob for Analyze {
+    type Output = ();
+    async fn run<C: Conn>(self, mut conn: C) -> DbResult<()> {
+        conn.simple("ANALYZE").await?;
+        Ok(())
+    }
+}
+
 struct Warehouses<'a> {
     spec: LoadSpec,
     next: &'a AtomicI64,
@@ -125,6 +137,9 @@ pub fn load(target: &Target, flavor: Flavor, spec: LoadSpec) -> DbResult<LoadRep
         result
     });
     result?;
+    if flavor == Flavor::Postgres {
+        target.run(Analyze)?;
+    }
     if spec.progress {
         print_progress(&progress, &spec, start, "\n");
     }

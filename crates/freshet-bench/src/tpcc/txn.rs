@@ -8,11 +8,14 @@
 //! index-driven statements only (an aggregate or join goes to the analytical engine and scans
 //! a snapshot): Delivery sums `ol_amount` of the order's lines it read with one statement, and
 //! Stock-Level reads the item ids of the district's last 20 orders with one statement and
-//! their stock rows with one pipelined point lookup each. PostgreSQL runs the same statements.
+//! their stock rows below the threshold with one more, an IN list of the distinct items (one
+//! key lookup per item on both systems). PostgreSQL runs the same statements.
 //!
 //! Read-modify-write steps lock first (`SELECT … FOR UPDATE`) or update relatively
 //! (`SET x = x + $1`), so every isolation level from READ COMMITTED up keeps the database
 //! consistent.
+
+use std::sync::LazyLock;
 
 use super::generate::DISTRICTS_PER_WAREHOUSE;
 use crate::conn::{Cell, Conn, DbError, DbResult, Param};
@@ -191,11 +194,10 @@ const STATEMENTS: [&str; 30] = [
     "SELECT ol_i_id FROM order_line WHERE ol_w_id = $1 AND ol_d_id = $2 AND ol_o_id >= $3 AND ol_o_id < $4",
 ];
 
-const EXTRA: [&str; 14] = [
+const EXTRA: [&str; 13] = [
     "SELECT o_c_id FROM oorder WHERE o_w_id = $1 AND o_d_id = $2 AND o_id = $3",
     "SELECT ol_amount FROM order_line WHERE ol_w_id = $1 AND ol_d_id = $2 AND ol_o_id = $3",
     "SELECT d_next_o_id FROM district WHERE d_w_id = $1 AND d_id = $2",
-    "SELECT s_quantity FROM stock WHERE s_w_id = $1 AND s_i_id = $2",
     // New-Order's stock row with the one S_DIST_xx of the order's district (clause 2.4.2.2;
     // BenchBase reads all ten), as the PL/pgSQL function reads it: one statement per district.
     "SELECT s_quantity, s_data, s_dist_01 FROM stock WHERE s_w_id = $1 AND s_i_id = $2 FOR UPDATE",
@@ -244,9 +246,30 @@ const SL_ITEMS: usize = 29;
 const DEL_ORDER_CUSTOMER: usize = 30;
 const DEL_LINE_AMOUNTS: usize = 31;
 const SL_DISTRICT: usize = 32;
-const SL_STOCK: usize = 33;
 /// `NO_STOCK_DISTRICT + d - 1`: the stock statement of district `d`.
-const NO_STOCK_DISTRICT: usize = 34;
+const NO_STOCK_DISTRICT: usize = 33;
+/// After STATEMENTS and EXTRA: [`SL_STOCK_TEXT`].
+const SL_STOCK: usize = 43;
+
+/// The most distinct items Stock-Level looks at: 20 orders of at most 15 lines.
+const SL_MAX_ITEMS: usize = 20 * 15;
+
+/// Stock-Level's stock rows below the threshold among the district's recent items, in one
+/// statement: `s_i_id IN ($2, …)` with one parameter per item (those not needed are NULL,
+/// which matches nothing) and the threshold last. Both systems look the items up by key.
+static SL_STOCK_TEXT: LazyLock<String> = LazyLock::new(|| {
+    let items: Vec<String> = (2..2 + SL_MAX_ITEMS).map(|i| format!("${i}")).collect();
+    format!(
+        "SELECT s_i_id FROM stock WHERE s_w_id = $1 AND s_quantity < ${} AND s_i_id IN ({})",
+        SL_MAX_ITEMS + 2,
+        items.join(", ")
+    )
+});
+
+/// Every statement's text, in position order.
+fn statement_texts() -> impl Iterator<Item = &'static str> {
+    STATEMENTS.iter().chain(EXTRA.iter()).copied().chain([SL_STOCK_TEXT.as_str()])
+}
 
 /// The transactions as prepared statements over one connection.
 pub struct StatementDriver<C: Conn> {
@@ -269,8 +292,8 @@ fn missing(what: &str) -> DbError {
 impl<C: Conn> StatementDriver<C> {
     /// Prepares every statement on `conn`.
     pub async fn new(mut conn: C) -> DbResult<Self> {
-        let mut stmts = Vec::with_capacity(STATEMENTS.len() + EXTRA.len());
-        for sql in STATEMENTS.iter().chain(EXTRA.iter()) {
+        let mut stmts = Vec::with_capacity(STATEMENTS.len() + EXTRA.len() + 1);
+        for sql in statement_texts() {
             stmts.push(conn.prepare(sql).await?);
         }
         Ok(StatementDriver { conn, stmts })
@@ -282,7 +305,7 @@ impl<C: Conn> StatementDriver<C> {
     where
         C: Conn<Stmt = &'static str>,
     {
-        StatementDriver { conn, stmts: STATEMENTS.iter().chain(EXTRA.iter()).copied().collect() }
+        StatementDriver { conn, stmts: statement_texts().collect() }
     }
 
     async fn q(&mut self, s: usize, params: &[Param]) -> DbResult<Vec<Vec<Cell>>> {
@@ -458,9 +481,16 @@ impl<C: Conn> StatementDriver<C> {
         let mut items: Vec<i64> = lines.iter().map(|r| r[0].as_i64()).collect();
         items.sort_unstable();
         items.dedup();
-        let params: Vec<Vec<Param>> = items.iter().map(|&item| vec![int(i.w_id), int(item)]).collect();
-        let stock = self.conn.query_many(&self.stmts[SL_STOCK], &params).await?;
-        Ok(stock.iter().filter(|rows| rows.first().is_some_and(|r| r[0].as_i64() < i.threshold)).count() as i64)
+        if items.len() > SL_MAX_ITEMS {
+            return Err(DbError::new("XX000", format!("{} distinct items in the last 20 orders", items.len())));
+        }
+        let mut params = Vec::with_capacity(SL_MAX_ITEMS + 2);
+        params.push(int(i.w_id));
+        params.extend(items.iter().map(|&item| int(item)));
+        params.resize(SL_MAX_ITEMS + 1, Param::Null);
+        params.push(int(i.threshold));
+        // Each item once in the list, so each qualifying stock row comes once.
+        Ok(self.q(SL_STOCK, &params).await?.len() as i64)
     }
 }
 
