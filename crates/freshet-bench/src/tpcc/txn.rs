@@ -9,7 +9,8 @@
 //! a snapshot): Delivery sums `ol_amount` of the order's lines it read with one statement, and
 //! Stock-Level reads the item ids of the district's last 20 orders with one statement and
 //! their stock rows below the threshold with one more, an IN list of the distinct items (one
-//! key lookup per item on both systems). PostgreSQL runs the same statements.
+//! key lookup per item on both systems); New-Order reads its items the same way, with one
+//! statement. PostgreSQL runs the same statements.
 //!
 //! Read-modify-write steps lock first (`SELECT … FOR UPDATE`) or update relatively
 //! (`SET x = x + $1`), so every isolation level from READ COMMITTED up keeps the database
@@ -158,7 +159,9 @@ const STATEMENTS: [&str; 30] = [
     "INSERT INTO oorder (o_w_id, o_d_id, o_id, o_c_id, o_carrier_id, o_ol_cnt, o_all_local, o_entry_d) \
      VALUES ($1, $2, $3, $4, NULL, $5, $6, $7)",
     "INSERT INTO new_order (no_w_id, no_d_id, no_o_id) VALUES ($1, $2, $3)",
-    "SELECT i_price, i_name, i_data FROM item WHERE i_id = $1",
+    // The order's items, one key lookup each: up to 15 lines, unused slots NULL.
+    "SELECT i_id, i_price, i_name, i_data FROM item \
+     WHERE i_id IN ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
     "UPDATE stock SET s_quantity = $1, s_ytd = s_ytd + $2, s_order_cnt = s_order_cnt + 1, \
      s_remote_cnt = s_remote_cnt + $3 WHERE s_w_id = $4 AND s_i_id = $5",
     "INSERT INTO order_line (ol_w_id, ol_d_id, ol_o_id, ol_number, ol_i_id, ol_delivery_d, ol_amount, \
@@ -223,6 +226,8 @@ const NO_DISTRICT_NEXT: usize = 6;
 const NO_ORDER: usize = 7;
 const NO_NEW_ORDER: usize = 8;
 const NO_ITEM: usize = 9;
+/// The most lines an order has (clause 2.4.1.3), the IN-list slots of [`NO_ITEM`].
+const NO_MAX_LINES: usize = 15;
 const NO_STOCK_UPDATE: usize = 10;
 const NO_LINE: usize = 11;
 const PAY_WAREHOUSE_YTD: usize = 12;
@@ -362,13 +367,18 @@ impl<C: Conn> StatementDriver<C> {
         self.x(NO_ORDER, &[int(w), int(d), int(o_id), int(i.c_id), int(i.lines.len() as i64), int(all_local), Param::Timestamp(i.entry_d)])
             .await?;
         self.x(NO_NEW_ORDER, &[int(w), int(d), int(o_id)]).await?;
+        if i.lines.len() > NO_MAX_LINES {
+            return Err(DbError::new("XX000", format!("{} order lines", i.lines.len())));
+        }
+        let mut ids: Vec<Param> = i.lines.iter().map(|l| int(l.item)).collect();
+        ids.resize(NO_MAX_LINES, Param::Null);
+        let items = self.q(NO_ITEM, &ids).await?;
         let mut total = 0;
         for (n, line) in i.lines.iter().enumerate() {
-            let item = self.q(NO_ITEM, &[int(line.item)]).await?;
-            let Some(item) = item.first() else {
+            let Some(item) = items.iter().find(|r| r[0].as_i64() == line.item) else {
                 return Ok(NewOrderOutcome::UnusedItem);
             };
-            let price = item[0].as_scaled(2);
+            let price = item[1].as_scaled(2);
             let stock = self.q(NO_STOCK_DISTRICT + d as usize - 1, &[int(line.supply_w_id), int(line.item)]).await?;
             let stock = stock.first().ok_or_else(|| missing("stock"))?;
             let quantity = stock[0].as_i64();
