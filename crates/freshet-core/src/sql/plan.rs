@@ -25,6 +25,8 @@ pub struct ResultColumn {
 }
 
 /// How a statement finds its rows.
+// One per plan, built once and read in place: the size of the index variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
 pub enum Access {
     /// Every live row of the table.
