@@ -147,7 +147,7 @@ pub trait TpccDriver {
     async fn stock_level(&mut self, input: &StockLevelInput) -> DbResult<i64>;
 }
 
-const STATEMENTS: [&str; 30] = [
+const STATEMENTS: [&str; 29] = [
     "BEGIN",
     "COMMIT",
     "ROLLBACK",
@@ -162,8 +162,6 @@ const STATEMENTS: [&str; 30] = [
     // The order's items, one key lookup each: up to 15 lines, unused slots NULL.
     "SELECT i_id, i_price, i_name, i_data FROM item \
      WHERE i_id IN ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
-    "UPDATE stock SET s_quantity = $1, s_ytd = s_ytd + $2, s_order_cnt = s_order_cnt + 1, \
-     s_remote_cnt = s_remote_cnt + $3 WHERE s_w_id = $4 AND s_i_id = $5",
     "INSERT INTO order_line (ol_w_id, ol_d_id, ol_o_id, ol_number, ol_i_id, ol_delivery_d, ol_amount, \
      ol_supply_w_id, ol_quantity, ol_dist_info) VALUES ($1, $2, $3, $4, $5, NULL, $6, $7, $8, $9)",
     // Payment
@@ -201,18 +199,40 @@ const EXTRA: [&str; 13] = [
     "SELECT o_c_id FROM oorder WHERE o_w_id = $1 AND o_d_id = $2 AND o_id = $3",
     "SELECT ol_amount FROM order_line WHERE ol_w_id = $1 AND ol_d_id = $2 AND ol_o_id = $3",
     "SELECT d_next_o_id FROM district WHERE d_w_id = $1 AND d_id = $2",
-    // New-Order's stock row with the one S_DIST_xx of the order's district (clause 2.4.2.2;
-    // BenchBase reads all ten), as the PL/pgSQL function reads it: one statement per district.
-    "SELECT s_quantity, s_data, s_dist_01 FROM stock WHERE s_w_id = $1 AND s_i_id = $2 FOR UPDATE",
-    "SELECT s_quantity, s_data, s_dist_02 FROM stock WHERE s_w_id = $1 AND s_i_id = $2 FOR UPDATE",
-    "SELECT s_quantity, s_data, s_dist_03 FROM stock WHERE s_w_id = $1 AND s_i_id = $2 FOR UPDATE",
-    "SELECT s_quantity, s_data, s_dist_04 FROM stock WHERE s_w_id = $1 AND s_i_id = $2 FOR UPDATE",
-    "SELECT s_quantity, s_data, s_dist_05 FROM stock WHERE s_w_id = $1 AND s_i_id = $2 FOR UPDATE",
-    "SELECT s_quantity, s_data, s_dist_06 FROM stock WHERE s_w_id = $1 AND s_i_id = $2 FOR UPDATE",
-    "SELECT s_quantity, s_data, s_dist_07 FROM stock WHERE s_w_id = $1 AND s_i_id = $2 FOR UPDATE",
-    "SELECT s_quantity, s_data, s_dist_08 FROM stock WHERE s_w_id = $1 AND s_i_id = $2 FOR UPDATE",
-    "SELECT s_quantity, s_data, s_dist_09 FROM stock WHERE s_w_id = $1 AND s_i_id = $2 FOR UPDATE",
-    "SELECT s_quantity, s_data, s_dist_10 FROM stock WHERE s_w_id = $1 AND s_i_id = $2 FOR UPDATE",
+    // New-Order's stock update (clause 2.4.2.2: the quantity drops by the ordered amount, plus
+    // 91 when fewer than 10 would be left), returning S_DATA and the one S_DIST_xx of the
+    // order's district (BenchBase reads all ten): one statement per district. One UPDATE …
+    // RETURNING instead of SELECT … FOR UPDATE and UPDATE: the row is locked and changed at once.
+    "UPDATE stock SET s_quantity = CASE WHEN s_quantity >= $1 + 10 THEN s_quantity - $1 ELSE s_quantity - $1 + 91 END, \
+     s_ytd = s_ytd + $2, s_order_cnt = s_order_cnt + 1, s_remote_cnt = s_remote_cnt + $3 \
+     WHERE s_w_id = $4 AND s_i_id = $5 RETURNING s_data, s_dist_01",
+    "UPDATE stock SET s_quantity = CASE WHEN s_quantity >= $1 + 10 THEN s_quantity - $1 ELSE s_quantity - $1 + 91 END, \
+     s_ytd = s_ytd + $2, s_order_cnt = s_order_cnt + 1, s_remote_cnt = s_remote_cnt + $3 \
+     WHERE s_w_id = $4 AND s_i_id = $5 RETURNING s_data, s_dist_02",
+    "UPDATE stock SET s_quantity = CASE WHEN s_quantity >= $1 + 10 THEN s_quantity - $1 ELSE s_quantity - $1 + 91 END, \
+     s_ytd = s_ytd + $2, s_order_cnt = s_order_cnt + 1, s_remote_cnt = s_remote_cnt + $3 \
+     WHERE s_w_id = $4 AND s_i_id = $5 RETURNING s_data, s_dist_03",
+    "UPDATE stock SET s_quantity = CASE WHEN s_quantity >= $1 + 10 THEN s_quantity - $1 ELSE s_quantity - $1 + 91 END, \
+     s_ytd = s_ytd + $2, s_order_cnt = s_order_cnt + 1, s_remote_cnt = s_remote_cnt + $3 \
+     WHERE s_w_id = $4 AND s_i_id = $5 RETURNING s_data, s_dist_04",
+    "UPDATE stock SET s_quantity = CASE WHEN s_quantity >= $1 + 10 THEN s_quantity - $1 ELSE s_quantity - $1 + 91 END, \
+     s_ytd = s_ytd + $2, s_order_cnt = s_order_cnt + 1, s_remote_cnt = s_remote_cnt + $3 \
+     WHERE s_w_id = $4 AND s_i_id = $5 RETURNING s_data, s_dist_05",
+    "UPDATE stock SET s_quantity = CASE WHEN s_quantity >= $1 + 10 THEN s_quantity - $1 ELSE s_quantity - $1 + 91 END, \
+     s_ytd = s_ytd + $2, s_order_cnt = s_order_cnt + 1, s_remote_cnt = s_remote_cnt + $3 \
+     WHERE s_w_id = $4 AND s_i_id = $5 RETURNING s_data, s_dist_06",
+    "UPDATE stock SET s_quantity = CASE WHEN s_quantity >= $1 + 10 THEN s_quantity - $1 ELSE s_quantity - $1 + 91 END, \
+     s_ytd = s_ytd + $2, s_order_cnt = s_order_cnt + 1, s_remote_cnt = s_remote_cnt + $3 \
+     WHERE s_w_id = $4 AND s_i_id = $5 RETURNING s_data, s_dist_07",
+    "UPDATE stock SET s_quantity = CASE WHEN s_quantity >= $1 + 10 THEN s_quantity - $1 ELSE s_quantity - $1 + 91 END, \
+     s_ytd = s_ytd + $2, s_order_cnt = s_order_cnt + 1, s_remote_cnt = s_remote_cnt + $3 \
+     WHERE s_w_id = $4 AND s_i_id = $5 RETURNING s_data, s_dist_08",
+    "UPDATE stock SET s_quantity = CASE WHEN s_quantity >= $1 + 10 THEN s_quantity - $1 ELSE s_quantity - $1 + 91 END, \
+     s_ytd = s_ytd + $2, s_order_cnt = s_order_cnt + 1, s_remote_cnt = s_remote_cnt + $3 \
+     WHERE s_w_id = $4 AND s_i_id = $5 RETURNING s_data, s_dist_09",
+    "UPDATE stock SET s_quantity = CASE WHEN s_quantity >= $1 + 10 THEN s_quantity - $1 ELSE s_quantity - $1 + 91 END, \
+     s_ytd = s_ytd + $2, s_order_cnt = s_order_cnt + 1, s_remote_cnt = s_remote_cnt + $3 \
+     WHERE s_w_id = $4 AND s_i_id = $5 RETURNING s_data, s_dist_10",
 ];
 
 // Positions in STATEMENTS followed by EXTRA.
@@ -228,33 +248,32 @@ const NO_NEW_ORDER: usize = 8;
 const NO_ITEM: usize = 9;
 /// The most lines an order has (clause 2.4.1.3), the IN-list slots of [`NO_ITEM`].
 const NO_MAX_LINES: usize = 15;
-const NO_STOCK_UPDATE: usize = 10;
-const NO_LINE: usize = 11;
-const PAY_WAREHOUSE_YTD: usize = 12;
-const PAY_WAREHOUSE: usize = 13;
-const PAY_DISTRICT_YTD: usize = 14;
-const PAY_DISTRICT: usize = 15;
-const CUSTOMER_BY_NAME: usize = 16;
-const PAY_CUSTOMER: usize = 17;
-const PAY_CUSTOMER_UPDATE: usize = 18;
-const PAY_CUSTOMER_UPDATE_BC: usize = 19;
-const PAY_HISTORY: usize = 20;
-const OS_CUSTOMER: usize = 21;
-const OS_ORDER: usize = 22;
-const OS_LINES: usize = 23;
-const DEL_OLDEST: usize = 24;
-const DEL_DELETE: usize = 25;
-const DEL_CARRIER: usize = 26;
-const DEL_LINES_DATE: usize = 27;
-const DEL_CUSTOMER: usize = 28;
-const SL_ITEMS: usize = 29;
-const DEL_ORDER_CUSTOMER: usize = 30;
-const DEL_LINE_AMOUNTS: usize = 31;
-const SL_DISTRICT: usize = 32;
+const NO_LINE: usize = 10;
+const PAY_WAREHOUSE_YTD: usize = 11;
+const PAY_WAREHOUSE: usize = 12;
+const PAY_DISTRICT_YTD: usize = 13;
+const PAY_DISTRICT: usize = 14;
+const CUSTOMER_BY_NAME: usize = 15;
+const PAY_CUSTOMER: usize = 16;
+const PAY_CUSTOMER_UPDATE: usize = 17;
+const PAY_CUSTOMER_UPDATE_BC: usize = 18;
+const PAY_HISTORY: usize = 19;
+const OS_CUSTOMER: usize = 20;
+const OS_ORDER: usize = 21;
+const OS_LINES: usize = 22;
+const DEL_OLDEST: usize = 23;
+const DEL_DELETE: usize = 24;
+const DEL_CARRIER: usize = 25;
+const DEL_LINES_DATE: usize = 26;
+const DEL_CUSTOMER: usize = 27;
+const SL_ITEMS: usize = 28;
+const DEL_ORDER_CUSTOMER: usize = 29;
+const DEL_LINE_AMOUNTS: usize = 30;
+const SL_DISTRICT: usize = 31;
 /// `NO_STOCK_DISTRICT + d - 1`: the stock statement of district `d`.
-const NO_STOCK_DISTRICT: usize = 33;
+const NO_STOCK_DISTRICT: usize = 32;
 /// After STATEMENTS and EXTRA: [`SL_STOCK_TEXT`].
-const SL_STOCK: usize = 43;
+const SL_STOCK: usize = 42;
 
 /// The most distinct items Stock-Level looks at: 20 orders of at most 15 lines.
 const SL_MAX_ITEMS: usize = 20 * 15;
@@ -379,13 +398,11 @@ impl<C: Conn> StatementDriver<C> {
                 return Ok(NewOrderOutcome::UnusedItem);
             };
             let price = item[1].as_scaled(2);
-            let stock = self.q(NO_STOCK_DISTRICT + d as usize - 1, &[int(line.supply_w_id), int(line.item)]).await?;
-            let stock = stock.first().ok_or_else(|| missing("stock"))?;
-            let quantity = stock[0].as_i64();
-            let dist_info = stock[2].as_str().to_string();
-            let new_quantity = if quantity >= line.quantity + 10 { quantity - line.quantity } else { quantity - line.quantity + 91 };
             let remote = (line.supply_w_id != w) as i64;
-            self.x(NO_STOCK_UPDATE, &[int(new_quantity), int(line.quantity), int(remote), int(line.supply_w_id), int(line.item)]).await?;
+            let stock_key = [int(line.quantity), int(line.quantity), int(remote), int(line.supply_w_id), int(line.item)];
+            let stock = self.q(NO_STOCK_DISTRICT + d as usize - 1, &stock_key).await?;
+            let stock = stock.first().ok_or_else(|| missing("stock"))?;
+            let dist_info = stock[1].as_str().to_string();
             let amount = line.quantity * price;
             total += amount;
             self.x(
