@@ -195,47 +195,13 @@ const STATEMENTS: [&str; 29] = [
     "SELECT ol_i_id FROM order_line WHERE ol_w_id = $1 AND ol_d_id = $2 AND ol_o_id >= $3 AND ol_o_id < $4",
 ];
 
-const EXTRA: [&str; 13] = [
+const EXTRA: [&str; 3] = [
     "SELECT o_c_id FROM oorder WHERE o_w_id = $1 AND o_d_id = $2 AND o_id = $3",
     "SELECT ol_amount FROM order_line WHERE ol_w_id = $1 AND ol_d_id = $2 AND ol_o_id = $3",
     "SELECT d_next_o_id FROM district WHERE d_w_id = $1 AND d_id = $2",
-    // New-Order's stock update (clause 2.4.2.2: the quantity drops by the ordered amount, plus
-    // 91 when fewer than 10 would be left), returning S_DATA and the one S_DIST_xx of the
-    // order's district (BenchBase reads all ten): one statement per district. One UPDATE …
-    // RETURNING instead of SELECT … FOR UPDATE and UPDATE: the row is locked and changed at once.
-    "UPDATE stock SET s_quantity = CASE WHEN s_quantity >= $1 + 10 THEN s_quantity - $1 ELSE s_quantity - $1 + 91 END, \
-     s_ytd = s_ytd + $2, s_order_cnt = s_order_cnt + 1, s_remote_cnt = s_remote_cnt + $3 \
-     WHERE s_w_id = $4 AND s_i_id = $5 RETURNING s_data, s_dist_01",
-    "UPDATE stock SET s_quantity = CASE WHEN s_quantity >= $1 + 10 THEN s_quantity - $1 ELSE s_quantity - $1 + 91 END, \
-     s_ytd = s_ytd + $2, s_order_cnt = s_order_cnt + 1, s_remote_cnt = s_remote_cnt + $3 \
-     WHERE s_w_id = $4 AND s_i_id = $5 RETURNING s_data, s_dist_02",
-    "UPDATE stock SET s_quantity = CASE WHEN s_quantity >= $1 + 10 THEN s_quantity - $1 ELSE s_quantity - $1 + 91 END, \
-     s_ytd = s_ytd + $2, s_order_cnt = s_order_cnt + 1, s_remote_cnt = s_remote_cnt + $3 \
-     WHERE s_w_id = $4 AND s_i_id = $5 RETURNING s_data, s_dist_03",
-    "UPDATE stock SET s_quantity = CASE WHEN s_quantity >= $1 + 10 THEN s_quantity - $1 ELSE s_quantity - $1 + 91 END, \
-     s_ytd = s_ytd + $2, s_order_cnt = s_order_cnt + 1, s_remote_cnt = s_remote_cnt + $3 \
-     WHERE s_w_id = $4 AND s_i_id = $5 RETURNING s_data, s_dist_04",
-    "UPDATE stock SET s_quantity = CASE WHEN s_quantity >= $1 + 10 THEN s_quantity - $1 ELSE s_quantity - $1 + 91 END, \
-     s_ytd = s_ytd + $2, s_order_cnt = s_order_cnt + 1, s_remote_cnt = s_remote_cnt + $3 \
-     WHERE s_w_id = $4 AND s_i_id = $5 RETURNING s_data, s_dist_05",
-    "UPDATE stock SET s_quantity = CASE WHEN s_quantity >= $1 + 10 THEN s_quantity - $1 ELSE s_quantity - $1 + 91 END, \
-     s_ytd = s_ytd + $2, s_order_cnt = s_order_cnt + 1, s_remote_cnt = s_remote_cnt + $3 \
-     WHERE s_w_id = $4 AND s_i_id = $5 RETURNING s_data, s_dist_06",
-    "UPDATE stock SET s_quantity = CASE WHEN s_quantity >= $1 + 10 THEN s_quantity - $1 ELSE s_quantity - $1 + 91 END, \
-     s_ytd = s_ytd + $2, s_order_cnt = s_order_cnt + 1, s_remote_cnt = s_remote_cnt + $3 \
-     WHERE s_w_id = $4 AND s_i_id = $5 RETURNING s_data, s_dist_07",
-    "UPDATE stock SET s_quantity = CASE WHEN s_quantity >= $1 + 10 THEN s_quantity - $1 ELSE s_quantity - $1 + 91 END, \
-     s_ytd = s_ytd + $2, s_order_cnt = s_order_cnt + 1, s_remote_cnt = s_remote_cnt + $3 \
-     WHERE s_w_id = $4 AND s_i_id = $5 RETURNING s_data, s_dist_08",
-    "UPDATE stock SET s_quantity = CASE WHEN s_quantity >= $1 + 10 THEN s_quantity - $1 ELSE s_quantity - $1 + 91 END, \
-     s_ytd = s_ytd + $2, s_order_cnt = s_order_cnt + 1, s_remote_cnt = s_remote_cnt + $3 \
-     WHERE s_w_id = $4 AND s_i_id = $5 RETURNING s_data, s_dist_09",
-    "UPDATE stock SET s_quantity = CASE WHEN s_quantity >= $1 + 10 THEN s_quantity - $1 ELSE s_quantity - $1 + 91 END, \
-     s_ytd = s_ytd + $2, s_order_cnt = s_order_cnt + 1, s_remote_cnt = s_remote_cnt + $3 \
-     WHERE s_w_id = $4 AND s_i_id = $5 RETURNING s_data, s_dist_10",
 ];
 
-// Positions in STATEMENTS followed by EXTRA.
+// Positions in STATEMENTS, then EXTRA, NO_STOCK_TEXTS and SL_STOCK_TEXT (`statement_texts`).
 const BEGIN: usize = 0;
 const COMMIT: usize = 1;
 const ROLLBACK: usize = 2;
@@ -270,9 +236,9 @@ const SL_ITEMS: usize = 28;
 const DEL_ORDER_CUSTOMER: usize = 29;
 const DEL_LINE_AMOUNTS: usize = 30;
 const SL_DISTRICT: usize = 31;
-/// `NO_STOCK_DISTRICT + d - 1`: the stock statement of district `d`.
+/// After STATEMENTS and EXTRA, `NO_STOCK_DISTRICT + d - 1`: the stock statement of district `d`.
 const NO_STOCK_DISTRICT: usize = 32;
-/// After STATEMENTS and EXTRA: [`SL_STOCK_TEXT`].
+/// After STATEMENTS, EXTRA and [`NO_STOCK_TEXTS`]: [`SL_STOCK_TEXT`].
 const SL_STOCK: usize = 42;
 
 /// The most distinct items Stock-Level looks at: 20 orders of at most 15 lines.
@@ -290,9 +256,27 @@ static SL_STOCK_TEXT: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
+/// New-Order's stock update (clause 2.4.2.2: the quantity drops by the ordered amount, plus 91
+/// when fewer than 10 would be left), returning S_DATA and the one S_DIST_xx of the order's
+/// district (BenchBase reads all ten): one statement per district, at `NO_STOCK_DISTRICT + d - 1`.
+/// One UPDATE … RETURNING rather than SELECT … FOR UPDATE and UPDATE: the row is locked and
+/// changed at once.
+static NO_STOCK_TEXTS: LazyLock<Vec<String>> = LazyLock::new(|| {
+    (1..=DISTRICTS_PER_WAREHOUSE)
+        .map(|d| {
+            format!(
+                "UPDATE stock SET s_quantity = CASE WHEN s_quantity >= $1 + 10 THEN s_quantity - $1 ELSE s_quantity - $1 + 91 END, \
+                 s_ytd = s_ytd + $2, s_order_cnt = s_order_cnt + 1, s_remote_cnt = s_remote_cnt + $3 \
+                 WHERE s_w_id = $4 AND s_i_id = $5 RETURNING s_data, s_dist_{d:02}"
+            )
+        })
+        .collect()
+});
+
 /// Every statement's text, in position order.
 fn statement_texts() -> impl Iterator<Item = &'static str> {
-    STATEMENTS.iter().chain(EXTRA.iter()).copied().chain([SL_STOCK_TEXT.as_str()])
+    let stock = NO_STOCK_TEXTS.iter().map(String::as_str);
+    STATEMENTS.iter().chain(EXTRA.iter()).copied().chain(stock).chain([SL_STOCK_TEXT.as_str()])
 }
 
 /// The transactions as prepared statements over one connection.
