@@ -293,7 +293,6 @@ pub fn run_update(table: &mut TableStore, plan: &UpdatePlan, cx: &EvalContext, t
     let targets = collect_targets(table, &plan.access, plan.residual.as_ref(), &txn.view, cx)?;
     let count = targets.len() as u64;
     let id = table.def().id;
-    let n = table.def().columns.len();
     for (row, old) in targets {
         let changes = {
             let version = seen(table, row, old);
@@ -303,11 +302,9 @@ pub fn run_update(table: &mut TableStore, plan: &UpdatePlan, cx: &EvalContext, t
                 changes.push((*col, v));
             }
             if let Some(r) = &plan.returning {
-                let mut new = version.values(n);
-                for (c, v) in &changes {
-                    new[*c] = v.clone();
-                }
-                returned.push(r.row(&new, cx)?);
+                // The new version: the changed columns, the others as seen. Only the columns
+                // RETURNING names are read (not every string of a wide row).
+                returned.push(r.row_of(&Changed { base: &version, changes: &changes }, cx)?);
             }
             changes
         };
@@ -315,6 +312,21 @@ pub fn run_update(table: &mut TableStore, plan: &UpdatePlan, cx: &EvalContext, t
         txn.versions.push((id, version));
     }
     Ok(count)
+}
+
+/// A row version with some columns replaced: an UPDATE's new version, for RETURNING.
+struct Changed<'a> {
+    base: &'a StoredRow<'a>,
+    changes: &'a [(usize, Value)],
+}
+
+impl RowAccess for Changed<'_> {
+    fn column(&self, index: usize) -> Value {
+        match self.changes.iter().find(|(c, _)| *c == index) {
+            Some((_, v)) => v.clone(),
+            None => self.base.column(index),
+        }
+    }
 }
 
 /// Runs a DELETE; the RETURNING rows, if it has that clause, go to `returned`.

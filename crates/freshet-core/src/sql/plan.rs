@@ -113,8 +113,12 @@ pub struct Returning {
 impl Returning {
     /// The RETURNING row of a stored row.
     pub fn row(&self, stored: &[Value], cx: &super::expr::EvalContext) -> Result<Vec<Value>> {
-        let row = super::expr::SliceRow(stored);
-        self.exprs.iter().map(|e| e.eval(&row, cx)).collect()
+        self.row_of(&super::expr::SliceRow(stored), cx)
+    }
+
+    /// The RETURNING row of a row read through `row` (only the columns it names are read).
+    pub fn row_of(&self, row: &dyn super::expr::RowAccess, cx: &super::expr::EvalContext) -> Result<Vec<Value>> {
+        self.exprs.iter().map(|e| e.eval(row, cx)).collect()
     }
 }
 
