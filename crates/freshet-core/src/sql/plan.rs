@@ -526,7 +526,7 @@ struct Sarg<'a> {
 /// The IN lists of a predicate usable for index lookups: `column IN (values)` (not negated,
 /// values row-independent, at most [`MAX_IN_LOOKUPS`]), with the column's index. An integer
 /// column widened to the list's integer type counts too: the lookup converts each value to
-/// the column type exactly (`exec::key_value`), and the IN conjunct stays in the residual.
+/// the column type exactly (`exec::key_value`); that conjunct stays in the residual.
 fn in_lists(filter: Option<&Expr>) -> Vec<(usize, &[Expr])> {
     let Some(filter) = filter else { return vec![] };
     let mut out = Vec::new();
@@ -572,6 +572,11 @@ pub fn choose_access(table: &TableDef, filter: Option<&Expr>, order_by: &[(Expr,
     let sargs = sargs(filter);
     let in_lists = in_lists(filter);
     let mut best: Option<(u32, Access, Option<bool>)> = None;
+    let mut consider = |score: u32, access: Access, ordered: Option<bool>| {
+        if best.as_ref().is_none_or(|(s, _, _)| score > *s) {
+            best = Some((score, access, ordered));
+        }
+    };
     for (position, index) in table.indexes.iter().enumerate() {
         let mut eq = Vec::new();
         for &col in &index.columns {
@@ -591,10 +596,7 @@ pub fn choose_access(table: &TableDef, filter: Option<&Expr>, order_by: &[(Expr,
             let score = eq.len() as u32 * 4 + 2 + if whole_unique { 60 } else { 0 };
             // Rows come lookup by lookup; an ORDER BY is sorted afterwards.
             let ordered = order_by.is_empty().then_some(false);
-            let access = Access::Index { index: position, eq, lower: None, upper: None, any };
-            if best.as_ref().is_none_or(|(s, _, _)| score > *s) {
-                best = Some((score, access, ordered));
-            }
+            consider(score, Access::Index { index: position, eq, lower: None, upper: None, any }, ordered);
             continue;
         }
         if index.primary && !full {
@@ -621,10 +623,7 @@ pub fn choose_access(table: &TableDef, filter: Option<&Expr>, order_by: &[(Expr,
             + lower.is_some() as u32
             + upper.is_some() as u32;
         let ordered = if index.primary { None } else { index_order(&index.columns[eq.len()..], order_by) };
-        let access = Access::Index { index: position, eq, lower, upper, any: Vec::new() };
-        if best.as_ref().is_none_or(|(s, _, _)| score > *s) {
-            best = Some((score, access, ordered));
-        }
+        consider(score, Access::Index { index: position, eq, lower, upper, any: Vec::new() }, ordered);
     }
     match best {
         Some((_, access, ordered)) => (access, ordered),
