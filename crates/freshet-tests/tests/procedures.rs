@@ -63,7 +63,7 @@ fn native_procedure_runs_atomically_and_from_rust() {
     // The first call prepared the statements and ran them one by one; the failing second one
     // ran (and was undone) inside one job, the third ran as one job, the one inside a block
     // statement by statement.
-    assert_eq!(native_counts(&db, "transfer"), (4, 1));
+    assert_eq!(native_counts(&db, "transfer"), (4, 2));
 }
 
 /// A call that runs as one job cannot wait for a lock inside its job: it gives up, is undone,

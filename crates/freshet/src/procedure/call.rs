@@ -343,7 +343,7 @@ impl Session {
                     }
                     let args = routine_args(&def, &plan.args, param_types, &params, now)?;
                     let one_job = self.run_routine_as_one_job(&def, &args).await;
-                    self.count_call(&r.name, matches!(one_job, Ok(Some(_))));
+                    self.count_call(&r.name, !matches!(one_job, Ok(None)));
                     let (rows, notices) = match one_job? {
                         Some(done) => done,
                         None => self.in_call_transaction(|s| Box::pin(s.run_routine(def.clone(), args))).await?,
@@ -353,7 +353,7 @@ impl Session {
                 Target::Native(native) => {
                     let args = plan.args.iter().map(|a| native_arg(a, param_types, &params, now)).collect::<Result<Vec<_>>>()?;
                     let one_job = self.run_native_as_one_job(&native, &args).await;
-                    self.count_call(&native.name, matches!(one_job, Ok(Some(_))));
+                    self.count_call(&native.name, !matches!(one_job, Ok(None)));
                     let rows = match one_job? {
                         Some(rows) => rows,
                         None => self.in_call_transaction(|s| Box::pin(async move { s.run_native(&native, &args) })).await?,
@@ -400,6 +400,8 @@ impl Session {
     }
 
     /// Counts an outermost call for `freshet_procedures` (nested calls are part of theirs).
+    /// `one_job`: the call did not run statement by statement — it ran as one job, to its end
+    /// or to an error that rolled the job back (an error is not retried the other way).
     fn count_call(&self, name: &str, one_job: bool) {
         if self.procedures.depth == 1 {
             let mut counts = self.database().inner.call_counts.lock();

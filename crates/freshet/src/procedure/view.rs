@@ -20,7 +20,7 @@ use super::NativeProcedure;
 pub(crate) type Natives = Arc<RwLock<HashMap<String, Arc<NativeProcedure>>>>;
 
 /// Per procedure name (stored or native): outermost calls since the database opened, and how
-/// many of them ran as one executor job.
+/// many of them ran as one executor job (those that failed there included).
 pub(crate) type CallCounts = Arc<parking_lot::Mutex<HashMap<String, (u64, u64)>>>;
 
 #[derive(Debug)]
