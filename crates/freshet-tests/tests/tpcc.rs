@@ -284,6 +284,14 @@ fn check_run(stats: &freshet_bench::tpcc::run::RunStats) {
     for kind in [TxnKind::NewOrder, TxnKind::Payment] {
         assert!(stats.get(kind).committed > 0, "no {} committed", kind.name());
     }
+    // About one throughput sample a second of the three-second run, in time order, adding up
+    // to roughly the transactions committed.
+    let t = &stats.throughput;
+    assert!((2..=4).contains(&t.len()), "{t:?}");
+    assert!(t.windows(2).all(|w| w[0].0 < w[1].0) && t.iter().all(|(_, tps)| *tps >= 0.0), "{t:?}");
+    let sampled: f64 = t.iter().scan(0.0, |prev, &(at, tps)| Some(tps * (at - std::mem::replace(prev, at)))).sum();
+    let committed = stats.committed() as f64;
+    assert!(sampled > committed * 0.5 && sampled <= committed * 1.01 + 1.0, "{sampled} sampled, {committed} committed");
 }
 
 #[test]

@@ -94,6 +94,9 @@ pub struct RunStats {
     pub fatal: Vec<String>,
     /// A sample of the other errors, one per distinct message.
     pub error_samples: Vec<String>,
+    /// Throughput over time: (seconds since the start, committed transactions per second over
+    /// the interval ending then), about one sample a second.
+    pub throughput: Vec<(f64, f64)>,
 }
 
 impl RunStats {
@@ -275,12 +278,21 @@ impl ConnJob for StreamJob<'_> {
     }
 }
 
-fn progress_line(live: &Live, start: Instant, last: &mut (u64, u64, Instant), streams: bool) {
+/// Takes a throughput sample (the interval since `last`), prints the progress line if asked,
+/// and returns the sample.
+fn sample(live: &Live, start: Instant, last: &mut (u64, u64, Instant), streams: bool, progress: bool) -> (f64, f64) {
     let (committed, new_orders) = (live.committed.load(Ordering::Relaxed), live.new_orders.load(Ordering::Relaxed));
     let dt = last.2.elapsed().as_secs_f64().max(1e-3);
     let tps = (committed - last.0) as f64 / dt;
     let nopm = (new_orders - last.1) as f64 * 60.0 / dt;
     *last = (committed, new_orders, Instant::now());
+    if progress {
+        progress_line(live, start, tps, nopm, committed, streams);
+    }
+    (start.elapsed().as_secs_f64(), tps)
+}
+
+fn progress_line(live: &Live, start: Instant, tps: f64, nopm: f64, committed: u64, streams: bool) {
     let queries = if streams { format!(", {} queries", live.queries.load(Ordering::Relaxed)) } else { String::new() };
     eprint!(
         "\r[{:>4.0} s] {tps:>8.0} tps, {nopm:>9.0} NOPM, {} committed, {} aborts{queries}   ",
@@ -306,7 +318,7 @@ pub fn run(target: &Target, spec: &RunSpec) -> RunStats {
     let errors = Mutex::new(Vec::new());
     let start = Instant::now();
     let deadline = start + spec.duration;
-    let (terminal_results, stream_results) = std::thread::scope(|scope| {
+    let (terminal_results, stream_results, throughput) = std::thread::scope(|scope| {
         let terminals: Vec<_> = (0..spec.terminals)
             .map(|n| {
                 let job = TerminalJob { n, spec, deadline, live: &live, errors: &errors };
@@ -319,20 +331,22 @@ pub fn run(target: &Target, spec: &RunSpec) -> RunStats {
                 scope.spawn(move || target.run(job))
             })
             .collect();
-        if spec.progress {
-            scope.spawn(|| {
-                let mut last = (0, 0, Instant::now());
-                while Instant::now() < deadline && !live.stop.load(Ordering::Relaxed) {
-                    std::thread::sleep(Duration::from_secs(1).min(deadline.saturating_duration_since(Instant::now())));
-                    progress_line(&live, start, &mut last, spec.streams > 0);
-                }
+        let sampler = scope.spawn(|| {
+            let mut last = (0, 0, start);
+            let mut samples = Vec::new();
+            while Instant::now() < deadline && !live.stop.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_secs(1).min(deadline.saturating_duration_since(Instant::now())));
+                samples.push(sample(&live, start, &mut last, spec.streams > 0, spec.progress));
+            }
+            if spec.progress {
                 eprintln!();
-            });
-        }
+            }
+            samples
+        });
         let t: Vec<DbResult<Vec<TxnStats>>> = terminals.into_iter().map(|h| join(h, &live)).collect();
         let s: Vec<DbResult<Vec<QueryStats>>> = streams.into_iter().map(|h| join(h, &live)).collect();
         live.stop.store(true, Ordering::Relaxed);
-        (t, s)
+        (t, s, sampler.join().unwrap_or_default())
     });
     let seconds = start.elapsed().as_secs_f64();
     let mut txns: Vec<TxnStats> = TxnKind::ALL.iter().map(|_| TxnStats::default()).collect();
@@ -359,5 +373,5 @@ pub fn run(target: &Target, spec: &RunSpec) -> RunStats {
         }
     }
     let error_samples = errors.into_inner().unwrap_or_else(|p| p.into_inner());
-    RunStats { txns, queries, seconds, fatal, error_samples }
+    RunStats { txns, queries, seconds, fatal, error_samples, throughput }
 }

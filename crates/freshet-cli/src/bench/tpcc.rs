@@ -26,6 +26,7 @@ use freshet_bench::tpcc::TxnKind;
 use serde_json::{json, Value};
 
 use super::postgres::{run_cmd, FreshetServer, Postgres};
+use super::chart::{bar_chart, line_chart, Series};
 use super::report::{machine, print_table, write_json};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -112,6 +113,10 @@ pub struct TpccArgs {
     /// Write the results as JSON (an array with one object per system and mode) to this file.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Draw SVG charts into this directory: `throughput.svg` (tps over the run, one line per
+    /// system) and, for `bench ch`, `queries.svg` (each query's mean time per system).
+    #[arg(long)]
+    charts: Option<PathBuf>,
     /// `bench ch`: only these analytical queries, by the names the report uses (e.g.
     /// `--queries top10` or `--queries Q1,Q6`); all 23 by default.
     #[arg(long, value_delimiter = ',')]
@@ -372,6 +377,7 @@ fn run_json(r: &SystemRun, args: &TpccArgs, streams: usize, correct: &dyn Fn(&st
         "scale": if args.tiny { "tiny" } else { "spec" }, "terminals": args.terminals, "streams": streams,
         "duration_s": s.seconds, "load_s": r.load.seconds, "loaded_rows": r.load.rows,
         "tps": s.tps(), "new_order_per_min": s.new_orders_per_minute(),
+        "throughput": s.throughput.iter().map(|(t, tps)| json!([t, tps])).collect::<Vec<_>>(),
         "transactions": txns, "consistency": consistency, "queries": queries, "machine": machine(),
     })
 }
@@ -384,7 +390,18 @@ pub fn run_tpcc(args: TpccArgs) -> anyhow::Result<()> {
     print_runs(&runs, &args);
     let objects: Vec<Value> = runs.iter().map(|r| run_json(r, &args, 0, &|_| None)).collect();
     write_json(args.json.as_deref(), &json!(objects))?;
+    if let Some(dir) = &args.charts {
+        throughput_chart(dir, &runs, &args)?;
+    }
     finish(&runs)
+}
+
+/// `throughput.svg`: each system's tps, second by second.
+fn throughput_chart(dir: &std::path::Path, runs: &[SystemRun], args: &TpccArgs) -> anyhow::Result<()> {
+    let series: Vec<Series> =
+        runs.iter().map(|r| Series { name: format!("{} ({})", r.system, r.mode), points: r.stats.throughput.iter().map(|&(t, tps)| (t.round(), tps)).collect() }).collect();
+    let title = format!("TPC-C throughput, W={}, {} terminals", args.warehouses, args.terminals);
+    line_chart(&dir.join("throughput.svg"), &title, "seconds", "transactions/s", false, &series)
 }
 
 /// Fails the command if a run broke down or left the database inconsistent.
@@ -573,12 +590,17 @@ pub fn run_ch(args: ChArgs) -> anyhow::Result<()> {
     );
     let mut rows = Vec::new();
     let mut totals = [0.0f64; 4];
+    // Per query, for the chart: Freshet under TPC-C, Freshet after loading, PostgreSQL, DuckDB.
+    let mut bars: [Vec<Option<f64>>; 4] = Default::default();
     for (name, _) in args.tpcc.ch_queries() {
         let fr = &runs[0];
         let once = fr.answers.iter().find(|a| a.name == name).map(|a| a.ms).unwrap_or(f64::NAN);
         let during = fr.stats.queries.iter().find(|(n, _)| *n == name).map(|(_, q)| q.clone()).unwrap_or_default();
         let pg = runs.get(1).and_then(|p| p.answers.iter().find(|a| a.name == name)).map(|a| a.ms);
         let dd = duck_answer(&name).map(|_| mean(&duck.as_ref().map(|d| d.queries.iter().find(|(n, _, _)| *n == name).map(|q| q.2.clone()).unwrap_or_default()).unwrap_or_default()));
+        for (b, v) in bars.iter_mut().zip([(!during.times_ms.is_empty()).then(|| during.mean_ms()), Some(once), pg, dd]) {
+            b.push(v);
+        }
         totals[0] += once;
         totals[1] += during.mean_ms();
         totals[2] += pg.unwrap_or(0.0);
@@ -646,5 +668,14 @@ pub fn run_ch(args: ChArgs) -> anyhow::Result<()> {
         }));
     }
     write_json(args.tpcc.json.as_deref(), &json!(objects))?;
+    if let Some(dir) = &args.tpcc.charts {
+        throughput_chart(dir, &runs, &args.tpcc)?;
+        let names: Vec<String> = args.tpcc.ch_queries().into_iter().map(|(n, _)| n).collect();
+        let labels = ["Freshet, TPC-C running", "Freshet, after loading", "PostgreSQL, after loading", "DuckDB"];
+        let series: Vec<(String, Vec<Option<f64>>)> =
+            labels.iter().zip(bars).filter(|(_, v)| v.iter().any(Option::is_some)).map(|(l, v)| (l.to_string(), v)).collect();
+        let title = format!("CH-benCHmark query times, W={}", args.tpcc.warehouses);
+        bar_chart(&dir.join("queries.svg"), &title, "ms (log scale)", true, &names, &series)?;
+    }
     finish(&runs)
 }
