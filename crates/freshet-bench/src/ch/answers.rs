@@ -100,9 +100,10 @@ pub fn agree(a: &Answer, b: &Answer) -> bool {
     let key = |r: &Vec<String>| -> Vec<String> {
         r.iter().map(|v| v.parse::<f64>().map(|f| format!("{f:.4}")).unwrap_or_else(|_| v.clone())).collect()
     };
+    // Each row's key once (not once per comparison): answers can have thousands of rows.
     let (mut x, mut y) = (a.clone(), b.clone());
-    x.sort_by_key(key);
-    y.sort_by_key(key);
+    x.sort_by_cached_key(key);
+    y.sort_by_cached_key(key);
     rows_agree(&x, &y)
 }
 
