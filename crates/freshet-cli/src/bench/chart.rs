@@ -35,27 +35,8 @@ pub fn line_chart(path: &Path, title: &str, x_label: &str, y_label: &str, log_x:
     let y1 = (y1 * 1.05 / y_step).ceil().max(1.0) * y_step;
     let px = |x: f64| left + (tx(x) - x0) / (x1 - x0) * (w - left - right);
     let py = |y: f64| h - bottom - y / y1 * (h - top - bottom);
-    let mut svg = String::new();
-    let _ = write!(
-        svg,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12"><rect width="100%" height="100%" fill="white"/><text x="{}" y="24" text-anchor="middle" font-size="15">{}</text>"#,
-        (w - right + left) / 2.0,
-        escape(title)
-    );
-    let _ = write!(svg, r#"<line x1="{left}" y1="{}" x2="{}" y2="{}" stroke="black"/>"#, h - bottom, w - right, h - bottom);
-    let _ = write!(svg, r#"<line x1="{left}" y1="{top}" x2="{left}" y2="{}" stroke="black"/>"#, h - bottom);
-    for i in 0..=(y1 / y_step).round() as usize {
-        let y = y_step * i as f64;
-        let _ = write!(
-            svg,
-            r##"<line x1="{left}" y1="{0}" x2="{1}" y2="{0}" stroke="#ddd"/><text x="{2}" y="{3}" text-anchor="end">{4}</text>"##,
-            py(y),
-            w - right,
-            left - 6.0,
-            py(y) + 4.0,
-            short(y)
-        );
-    }
+    let ticks: Vec<(f64, f64)> = (0..=(y1 / y_step).round() as usize).map(|i| y_step * i as f64).map(|y| (py(y), y)).collect();
+    let mut svg = frame(&Frame { w, h, left, right, top, bottom }, title, y_label, &ticks);
     let mut xs: Vec<f64> = series.iter().flat_map(|s| s.points.iter().map(|p| p.0)).collect();
     xs.sort_by(|a, b| a.total_cmp(b));
     xs.dedup();
@@ -68,12 +49,6 @@ pub fn line_chart(path: &Path, title: &str, x_label: &str, y_label: &str, log_x:
         let _ = write!(svg, r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#, px(x), h - bottom + 18.0, short(x));
     }
     let _ = write!(svg, r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#, (w - right + left) / 2.0, h - 16.0, escape(x_label));
-    let _ = write!(
-        svg,
-        r#"<text x="18" y="{0}" text-anchor="middle" transform="rotate(-90 18 {0})">{1}</text>"#,
-        (h - bottom + top) / 2.0,
-        escape(y_label)
-    );
     for (i, s) in series.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
         let pts: Vec<String> =
@@ -114,13 +89,6 @@ pub fn bar_chart(path: &Path, title: &str, y_label: &str, log_y: bool, categorie
     };
     let ty = |v: f64| if log_y { v.max(10f64.powf(y0)).log10() } else { v };
     let py = |v: f64| h - bottom - (ty(v) - y0) / (y1 - y0) * (h - top - bottom);
-    let mut svg = String::new();
-    let _ = write!(
-        svg,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12"><rect width="100%" height="100%" fill="white"/><text x="{}" y="24" text-anchor="middle" font-size="15">{}</text>"#,
-        (w - right + left) / 2.0,
-        escape(title)
-    );
     let ticks: Vec<f64> = if log_y {
         // 1, 2 and 5 times each power of ten while the axis spans few decades.
         let multiples: &[f64] = if y1 - y0 <= 3.0 { &[1.0, 2.0, 5.0] } else { &[1.0] };
@@ -128,19 +96,8 @@ pub fn bar_chart(path: &Path, title: &str, y_label: &str, log_y: bool, categorie
     } else {
         (0..=5).map(|i| y1 * i as f64 / 5.0).collect()
     };
-    for t in ticks {
-        let _ = write!(
-            svg,
-            r##"<line x1="{left}" y1="{0}" x2="{1}" y2="{0}" stroke="#ddd"/><text x="{2}" y="{3}" text-anchor="end">{4}</text>"##,
-            py(t),
-            w - right,
-            left - 6.0,
-            py(t) + 4.0,
-            short(t)
-        );
-    }
-    let _ = write!(svg, r#"<line x1="{left}" y1="{}" x2="{}" y2="{}" stroke="black"/>"#, h - bottom, w - right, h - bottom);
-    let _ = write!(svg, r#"<line x1="{left}" y1="{top}" x2="{left}" y2="{}" stroke="black"/>"#, h - bottom);
+    let ticks: Vec<(f64, f64)> = ticks.into_iter().map(|t| (py(t), t)).collect();
+    let mut svg = frame(&Frame { w, h, left, right, top, bottom }, title, y_label, &ticks);
     for (c, name) in categories.iter().enumerate() {
         let x = left + group * c as f64 + 5.0;
         for (i, (_, v)) in series.iter().enumerate() {
@@ -159,12 +116,6 @@ pub fn bar_chart(path: &Path, title: &str, y_label: &str, log_y: bool, categorie
         }
         let _ = write!(svg, r#"<text x="{:.1}" y="{}" text-anchor="middle">{}</text>"#, x + (group - 10.0) / 2.0, h - bottom + 18.0, escape(name));
     }
-    let _ = write!(
-        svg,
-        r#"<text x="18" y="{0}" text-anchor="middle" transform="rotate(-90 18 {0})">{1}</text>"#,
-        (h - bottom + top) / 2.0,
-        escape(y_label)
-    );
     for (i, (name, _)) in series.iter().enumerate() {
         let ly = top + 20.0 + i as f64 * 20.0;
         let _ = write!(
@@ -180,6 +131,49 @@ pub fn bar_chart(path: &Path, title: &str, y_label: &str, log_y: bool, categorie
     }
     svg.push_str("</svg>\n");
     write_svg(path, svg)
+}
+
+/// A chart's size and the margins around its plot area.
+#[derive(Clone, Copy)]
+struct Frame {
+    w: f64,
+    h: f64,
+    left: f64,
+    right: f64,
+    top: f64,
+    bottom: f64,
+}
+
+/// The start of a chart: the SVG element, the title, horizontal grid lines with their labels
+/// (`ticks`: (y position, value)), the axes and the y axis' label.
+fn frame(f: &Frame, title: &str, y_label: &str, ticks: &[(f64, f64)]) -> String {
+    let Frame { w, h, left, right, top, bottom } = *f;
+    let mut svg = String::new();
+    let _ = write!(
+        svg,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12"><rect width="100%" height="100%" fill="white"/><text x="{}" y="24" text-anchor="middle" font-size="15">{}</text>"#,
+        (w - right + left) / 2.0,
+        escape(title)
+    );
+    for &(y, value) in ticks {
+        let _ = write!(
+            svg,
+            r##"<line x1="{left}" y1="{y}" x2="{0}" y2="{y}" stroke="#ddd"/><text x="{1}" y="{2}" text-anchor="end">{3}</text>"##,
+            w - right,
+            left - 6.0,
+            y + 4.0,
+            short(value)
+        );
+    }
+    let _ = write!(svg, r#"<line x1="{left}" y1="{}" x2="{}" y2="{}" stroke="black"/>"#, h - bottom, w - right, h - bottom);
+    let _ = write!(svg, r#"<line x1="{left}" y1="{top}" x2="{left}" y2="{}" stroke="black"/>"#, h - bottom);
+    let _ = write!(
+        svg,
+        r#"<text x="18" y="{0}" text-anchor="middle" transform="rotate(-90 18 {0})">{1}</text>"#,
+        (h - bottom + top) / 2.0,
+        escape(y_label)
+    );
+    svg
 }
 
 fn write_svg(path: &Path, svg: String) -> anyhow::Result<()> {
