@@ -214,6 +214,19 @@ fn payment_updates_balances_year_to_date_and_history_with(drive: Drive) {
     // By last name: customer 4 is the only "BARBARPRI" (name number 3) in the district.
     let input = PaymentInput { customer: CustomerKey::LastName("BARBARPRI".into()), amount: 100, ..input };
     assert_eq!(block(d.payment(&input)).unwrap().c_id, 4);
+
+    // A customer with bad credit: the payment's details go in front of C_DATA, which keeps
+    // its first 500 characters (clause 2.5.2.2).
+    let bc = "FROM customer WHERE c_w_id = 1 AND c_credit = 'BC' ORDER BY c_d_id, c_id LIMIT 1";
+    let (c_d_id, c_id) = (int(&db, &format!("SELECT c_d_id {bc}")), int(&db, &format!("SELECT c_id {bc}")));
+    let data_sql = format!("SELECT c_data FROM customer WHERE c_w_id = 1 AND c_d_id = {c_d_id} AND c_id = {c_id}");
+    let old = value(&db, &data_sql).as_str().to_string();
+    let input = PaymentInput { c_d_id, customer: CustomerKey::Id(c_id), ..input };
+    assert_eq!(block(d.payment(&input)).unwrap().c_id, c_id);
+    let new = value(&db, &data_sql).as_str().to_string();
+    let prefix = &new[..new.find(" | ").expect("the payment's details") + 3];
+    assert!(prefix.starts_with(&format!("{c_id} {c_d_id} 1 2 1 ")), "{prefix}");
+    assert_eq!(new, format!("{prefix}{old}").chars().take(500).collect::<String>());
     assert_consistent(&Target::embedded(db), 1);
 }
 

@@ -152,13 +152,15 @@ BEGIN
   ELSE
     v_c_id := p_c_id;
   END IF;
-  SELECT c_credit, c_balance, c_data INTO v_credit, v_balance, v_data
+  SELECT c_credit, c_balance INTO v_credit, v_balance
     FROM customer WHERE c_w_id = p_c_w_id AND c_d_id = p_c_d_id AND c_id = v_c_id FOR UPDATE;
   IF NOT FOUND THEN
     RAISE EXCEPTION 'customer % not found', v_c_id USING ERRCODE = 'P0002';
   END IF;
   v_balance := v_balance - p_amount;
   IF v_credit = 'BC' THEN
+    -- C_DATA is read only for a customer with bad credit (clause 2.5.2.2).
+    SELECT c_data INTO v_data FROM customer WHERE c_w_id = p_c_w_id AND c_d_id = p_c_d_id AND c_id = v_c_id;
     v_data := substr(v_c_id || ' ' || p_c_d_id || ' ' || p_c_w_id || ' ' || p_d_id || ' ' || p_w_id || ' ' || p_amount || ' | ' || v_data, 1, 500);
     UPDATE customer SET c_balance = v_balance, c_ytd_payment = c_ytd_payment + p_amount, c_payment_cnt = c_payment_cnt + 1, c_data = v_data
       WHERE c_w_id = p_c_w_id AND c_d_id = p_c_d_id AND c_id = v_c_id;

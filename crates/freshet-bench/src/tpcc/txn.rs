@@ -171,7 +171,7 @@ const STATEMENTS: [&str; 29] = [
     "SELECT d_name, d_street_1, d_street_2, d_city, d_state, d_zip FROM district WHERE d_w_id = $1 AND d_id = $2",
     "SELECT c_id FROM customer WHERE c_w_id = $1 AND c_d_id = $2 AND c_last = $3 ORDER BY c_first",
     "SELECT c_first, c_middle, c_last, c_street_1, c_street_2, c_city, c_state, c_zip, c_phone, c_since, c_credit, \
-     c_credit_lim, c_discount, c_balance, c_data FROM customer WHERE c_w_id = $1 AND c_d_id = $2 AND c_id = $3 FOR UPDATE",
+     c_credit_lim, c_discount, c_balance FROM customer WHERE c_w_id = $1 AND c_d_id = $2 AND c_id = $3 FOR UPDATE",
     "UPDATE customer SET c_balance = c_balance - $1, c_ytd_payment = c_ytd_payment + $1, \
      c_payment_cnt = c_payment_cnt + 1 WHERE c_w_id = $2 AND c_d_id = $3 AND c_id = $4",
     "UPDATE customer SET c_balance = c_balance - $1, c_ytd_payment = c_ytd_payment + $1, \
@@ -195,10 +195,11 @@ const STATEMENTS: [&str; 29] = [
     "SELECT ol_i_id FROM order_line WHERE ol_w_id = $1 AND ol_d_id = $2 AND ol_o_id >= $3 AND ol_o_id < $4",
 ];
 
-const EXTRA: [&str; 3] = [
+const EXTRA: [&str; 4] = [
     "SELECT o_c_id FROM oorder WHERE o_w_id = $1 AND o_d_id = $2 AND o_id = $3",
     "SELECT ol_amount FROM order_line WHERE ol_w_id = $1 AND ol_d_id = $2 AND ol_o_id = $3",
     "SELECT d_next_o_id FROM district WHERE d_w_id = $1 AND d_id = $2",
+    "SELECT c_data FROM customer WHERE c_w_id = $1 AND c_d_id = $2 AND c_id = $3",
 ];
 
 // Positions in STATEMENTS, then EXTRA, NO_STOCK_TEXTS and SL_STOCK_TEXT (`statement_texts`).
@@ -236,10 +237,13 @@ const SL_ITEMS: usize = 28;
 const DEL_ORDER_CUSTOMER: usize = 29;
 const DEL_LINE_AMOUNTS: usize = 30;
 const SL_DISTRICT: usize = 31;
+/// C_DATA, read only for a customer with bad credit (clause 2.5.2.2).
+const PAY_CUSTOMER_DATA: usize = 32;
 /// After STATEMENTS and EXTRA, `NO_STOCK_DISTRICT + d - 1`: the stock statement of district `d`.
-const NO_STOCK_DISTRICT: usize = 32;
+const NO_STOCK_DISTRICT: usize = 33;
 /// After STATEMENTS, EXTRA and [`NO_STOCK_TEXTS`]: [`SL_STOCK_TEXT`].
-const SL_STOCK: usize = 42;
+const SL_STOCK: usize = 43;
+const _: () = assert!(NO_STOCK_DISTRICT == STATEMENTS.len() + EXTRA.len() && SL_STOCK == NO_STOCK_DISTRICT + 10);
 
 /// The most distinct items Stock-Level looks at: 20 orders of at most 15 lines.
 const SL_MAX_ITEMS: usize = 20 * 15;
@@ -422,8 +426,10 @@ impl<C: Conn> StatementDriver<C> {
         let balance = customer[13].as_scaled(2) - i.amount;
         let key = [amount.clone(), int(i.c_w_id), int(i.c_d_id), int(c_id)];
         if customer[10].as_str().starts_with("BC") {
+            let old_data = self.q(PAY_CUSTOMER_DATA, &[int(i.c_w_id), int(i.c_d_id), int(c_id)]).await?;
+            let old_data = old_data.first().ok_or_else(|| missing("customer"))?;
             let mut data = format!("{c_id} {} {} {} {} {}.{:02} | ", i.c_d_id, i.c_w_id, i.d_id, i.w_id, i.amount / 100, i.amount % 100);
-            data.push_str(customer[14].as_str());
+            data.push_str(old_data[0].as_str());
             data.truncate(500);
             let mut params = key.to_vec();
             params.push(Param::Text(data));
