@@ -304,7 +304,7 @@ fn missing(what: &str) -> DbError {
 impl<C: Conn> StatementDriver<C> {
     /// Prepares every statement on `conn`.
     pub async fn new(mut conn: C) -> DbResult<Self> {
-        let mut stmts = Vec::with_capacity(STATEMENTS.len() + EXTRA.len() + 1);
+        let mut stmts = Vec::new();
         for sql in statement_texts() {
             stmts.push(conn.prepare(sql).await?);
         }
@@ -363,6 +363,9 @@ impl<C: Conn> StatementDriver<C> {
 
     pub(crate) async fn new_order_body(&mut self, i: &NewOrderInput) -> DbResult<NewOrderOutcome> {
         let (w, d) = (i.w_id, i.d_id);
+        if i.lines.len() > NO_MAX_LINES {
+            return Err(DbError::new("XX000", format!("{} order lines", i.lines.len())));
+        }
         let customer = self.q(NO_CUSTOMER, &[int(w), int(d), int(i.c_id)]).await?;
         let _discount = customer.first().ok_or_else(|| missing("customer"))?[0].as_scaled(4);
         let warehouse = self.q(NO_WAREHOUSE, &[int(w)]).await?;
@@ -374,9 +377,6 @@ impl<C: Conn> StatementDriver<C> {
         self.x(NO_ORDER, &[int(w), int(d), int(o_id), int(i.c_id), int(i.lines.len() as i64), int(all_local), Param::Timestamp(i.entry_d)])
             .await?;
         self.x(NO_NEW_ORDER, &[int(w), int(d), int(o_id)]).await?;
-        if i.lines.len() > NO_MAX_LINES {
-            return Err(DbError::new("XX000", format!("{} order lines", i.lines.len())));
-        }
         let mut ids: Vec<Param> = i.lines.iter().map(|l| int(l.item)).collect();
         ids.resize(NO_MAX_LINES, Param::Null);
         let items = self.q(NO_ITEM, &ids).await?;

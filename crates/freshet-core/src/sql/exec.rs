@@ -13,7 +13,7 @@ use super::expr::{EvalContext, Expr, RowAccess};
 use super::plan::{Access, DeletePlan, SelectPlan, UpdatePlan};
 use crate::error::{Error, Result};
 use crate::storage::index::{encode_value, KeyBuf};
-use crate::storage::{RowId, RowVersion, TableStore, TxnView};
+use crate::storage::{IndexStore, RowId, RowVersion, TableStore, TxnView};
 use crate::txn::LocalTxn;
 use crate::types::{DataType, Decimal, TypeFamily, Value};
 
@@ -37,6 +37,22 @@ impl RowAccess for StoredRow<'_> {
 impl StoredRow<'_> {
     fn values(&self, n: usize) -> Vec<Value> {
         (0..n).map(|c| self.column(c)).collect()
+    }
+}
+
+/// `prefix` followed by the encoding of `v`.
+fn extended(prefix: &KeyBuf, v: &Value) -> KeyBuf {
+    let mut k = prefix.clone();
+    encode_value(v, &mut k);
+    k
+}
+
+/// Every entry whose key starts with the whole-column prefix `key`, in key order or reversed.
+fn lookup(store: &IndexStore, key: &[u8], reverse: bool, f: &mut dyn FnMut(&[u8], RowId) -> bool) {
+    if reverse {
+        store.scan_range(Bound::Included(key), Bound::Included(key), true, f);
+    } else {
+        store.scan_prefix(key, f);
     }
 }
 
@@ -173,9 +189,7 @@ fn for_each_candidate(
                 let mut keys = Vec::with_capacity(any.len());
                 for e in any {
                     if let Some(v) = key_value(e.eval(&super::expr::NoRow, cx)?, ty) {
-                        let mut k = prefix.clone();
-                        encode_value(&v, &mut k);
-                        keys.push(k);
+                        keys.push(extended(&prefix, &v));
                     }
                 }
                 keys.sort_unstable();
@@ -184,32 +198,20 @@ fn for_each_candidate(
                     keys.reverse();
                 }
                 for k in &keys {
-                    if reverse {
-                        store.scan_range(Bound::Included(k), Bound::Included(k), true, &mut by_entry);
-                    } else {
-                        store.scan_prefix(k, &mut by_entry);
-                    }
+                    lookup(store, k, reverse, &mut by_entry);
                     if stopped.get() {
                         break;
                     }
                 }
             } else if lower.is_none() && upper.is_none() {
-                if reverse {
-                    store.scan_range(Bound::Included(&prefix), Bound::Included(&prefix), true, &mut by_entry);
-                } else {
-                    store.scan_prefix(&prefix, &mut by_entry);
-                }
+                lookup(store, &prefix, reverse, &mut by_entry);
             } else {
                 let next_ty = table.def().columns[def.columns[eq.len()]].ty;
                 let bound = |b: &Option<(Expr, bool)>| -> Result<Option<(KeyBuf, bool)>> {
                     let Some((e, inclusive)) = b else { return Ok(None) };
                     let v = e.eval(&super::expr::NoRow, cx)?;
                     // A bound that does not convert exactly is dropped; the filter rechecks it.
-                    Ok(key_value(v, next_ty).map(|v| {
-                        let mut k = prefix.clone();
-                        encode_value(&v, &mut k);
-                        (k, *inclusive)
-                    }))
+                    Ok(key_value(v, next_ty).map(|v| (extended(&prefix, &v), *inclusive)))
                 };
                 let (lo, hi) = (bound(lower)?, bound(upper)?);
                 // NULLs sort last; a range never includes them, so cap the open upper end.
