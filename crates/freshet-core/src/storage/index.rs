@@ -14,9 +14,10 @@
 //! An index is owned by its partition's executor thread, like the rows: no latches.
 
 use std::collections::BTreeSet;
+use std::hash::BuildHasher;
 use std::ops::Bound;
 
-use hashbrown::HashMap;
+use hashbrown::{DefaultHashBuilder, HashTable};
 use smallvec::SmallVec;
 
 use super::RowId;
@@ -122,14 +123,71 @@ fn row_of(entry: &[u8]) -> RowId {
 #[derive(Debug)]
 pub enum IndexStore {
     /// The primary key: whole-key lookups only.
-    Hash(HashMap<KeyBuf, SmallVec<[RowId; 1]>>),
+    Hash(HashIndex),
     /// Secondary indexes: entries are the key followed by the big-endian row id.
     Ordered(BTreeSet<KeyBuf>),
 }
 
+/// One entry of a hash index. Keys of up to 16 bytes (every key of integer columns up to
+/// four columns wide, and short strings) are stored inline, so an entry is 32 bytes.
+#[derive(Debug)]
+struct HashEntry {
+    key: SmallVec<[u8; 16]>,
+    row: RowId,
+}
+
+const _: () = assert!(std::mem::size_of::<HashEntry>() == 32);
+
+/// The primary-key index: one hash table of (key, row) entries, a key with several rows having
+/// one entry per row.
+///
+/// Entries are small on purpose: growing the table moves every entry into new memory, and at
+/// millions of keys the partition stalls while the kernel supplies and zeroes that memory, so
+/// the stall and the memory scale with the entry size. 32-byte entries halve the memory of a
+/// map from an inline 32-byte key to a list of rows (64 bytes), and shorten the stall and the
+/// lookups with it.
+/// Splitting the index into 16 or 64 tables that grow one at a time bounded the stall
+/// further but cost more throughput than the stall does (ARCHITECTURE.md has the numbers).
+#[derive(Debug)]
+pub struct HashIndex {
+    table: HashTable<HashEntry>,
+    hasher: DefaultHashBuilder,
+}
+
+impl HashIndex {
+    fn new() -> Self {
+        HashIndex { table: HashTable::new(), hasher: DefaultHashBuilder::default() }
+    }
+
+    fn rows<'a>(&'a self, key: &'a [u8]) -> impl Iterator<Item = RowId> + 'a {
+        self.table.iter_hash(self.hasher.hash_one(key)).filter(move |e| e.key.as_slice() == key).map(|e| e.row)
+    }
+
+    fn insert(&mut self, key: &[u8], row: RowId) -> bool {
+        let hash = self.hasher.hash_one(key);
+        if self.table.find(hash, |e| e.row == row && e.key.as_slice() == key).is_some() {
+            return false;
+        }
+        let hasher = &self.hasher;
+        self.table.insert_unique(hash, HashEntry { key: SmallVec::from_slice(key), row }, |e| hasher.hash_one(e.key.as_slice()));
+        true
+    }
+
+    fn remove(&mut self, key: &[u8], row: RowId) {
+        if let Ok(entry) = self.table.find_entry(self.hasher.hash_one(key), |e| e.row == row && e.key.as_slice() == key) {
+            entry.remove();
+        }
+    }
+
+    fn reserve(&mut self, n: usize) {
+        let hasher = &self.hasher;
+        self.table.reserve(n, |e| hasher.hash_one(e.key.as_slice()));
+    }
+}
+
 impl IndexStore {
     pub fn new_hash() -> Self {
-        IndexStore::Hash(HashMap::new())
+        IndexStore::Hash(HashIndex::new())
     }
 
     pub fn new_ordered() -> Self {
@@ -146,14 +204,7 @@ impl IndexStore {
     /// Adds the entry (key, row); returns false if it was already there.
     pub fn insert(&mut self, key: &[u8], row: RowId) -> bool {
         match self {
-            IndexStore::Hash(h) => {
-                let rows = h.entry(KeyBuf::from_slice(key)).or_default();
-                if rows.contains(&row) {
-                    return false;
-                }
-                rows.push(row);
-                true
-            }
+            IndexStore::Hash(h) => h.insert(key, row),
             IndexStore::Ordered(o) => o.insert(with_row_id(key, row)),
         }
     }
@@ -161,14 +212,7 @@ impl IndexStore {
     /// Removes the entry (key, row) if present.
     pub fn remove(&mut self, key: &[u8], row: RowId) {
         match self {
-            IndexStore::Hash(h) => {
-                if let Some(rows) = h.get_mut(key) {
-                    rows.retain(|r| *r != row);
-                    if rows.is_empty() {
-                        h.remove(key);
-                    }
-                }
-            }
+            IndexStore::Hash(h) => h.remove(key, row),
             IndexStore::Ordered(o) => {
                 o.remove(with_row_id(key, row).as_slice());
             }
@@ -180,11 +224,9 @@ impl IndexStore {
     pub fn scan_prefix(&self, prefix: &[u8], f: &mut dyn FnMut(&[u8], RowId) -> bool) {
         match self {
             IndexStore::Hash(h) => {
-                if let Some(rows) = h.get(prefix) {
-                    for r in rows {
-                        if !f(prefix, *r) {
-                            return;
-                        }
+                for r in h.rows(prefix) {
+                    if !f(prefix, r) {
+                        return;
                     }
                 }
             }
@@ -256,7 +298,7 @@ impl IndexStore {
     /// Number of entries.
     pub fn len(&self) -> usize {
         match self {
-            IndexStore::Hash(h) => h.values().map(|r| r.len()).sum(),
+            IndexStore::Hash(h) => h.table.len(),
             IndexStore::Ordered(o) => o.len(),
         }
     }
@@ -340,20 +382,29 @@ mod tests {
 
     #[test]
     fn entries_are_key_and_row() {
-        for mut idx in [IndexStore::new_hash(), IndexStore::new_ordered()] {
-            let k = key(&[Value::Int32(1)]);
-            assert!(idx.insert(&k, RowId(1)));
-            assert!(!idx.insert(&k, RowId(1)));
-            assert!(idx.insert(&k, RowId(2)), "a key may map to several rows");
-            let mut rows = vec![];
-            idx.scan_prefix(&k, &mut |key, r| {
-                assert_eq!(key, k.as_slice());
-                rows.push(r.0);
-                true
-            });
-            assert_eq!(rows, vec![1, 2]);
-            idx.remove(&k, RowId(1));
-            assert_eq!(idx.len(), 1);
+        // A short key is stored inline in a hash entry, a long one on the heap.
+        let long = || Value::Text("a key longer than any inline key".into());
+        for (k, other) in [
+            (key(&[Value::Int32(1)]), key(&[Value::Int32(2)])),
+            (key(&[Value::Int32(1), long()]), key(&[Value::Int32(2), long()])),
+        ] {
+            for mut idx in [IndexStore::new_hash(), IndexStore::new_ordered()] {
+                assert!(idx.insert(&k, RowId(1)));
+                assert!(!idx.insert(&k, RowId(1)));
+                assert!(idx.insert(&k, RowId(2)), "a key may map to several rows");
+                assert!(idx.insert(&other, RowId(3)));
+                let mut rows = vec![];
+                idx.scan_prefix(&k, &mut |key, r| {
+                    assert_eq!(key, k.as_slice());
+                    rows.push(r.0);
+                    true
+                });
+                rows.sort();
+                assert_eq!(rows, vec![1, 2]);
+                idx.remove(&k, RowId(1));
+                idx.remove(&other, RowId(1));
+                assert_eq!(idx.len(), 2, "only the entry of that key and row goes");
+            }
         }
     }
 
