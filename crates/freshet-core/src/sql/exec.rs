@@ -149,6 +149,11 @@ fn for_each_candidate(
     let mut failure = None;
     let stopped = std::cell::Cell::new(false);
     let mut visit = |row: RowId, entry_key: Option<(&[u8], usize)>| -> bool {
+        if entry_key.is_some() {
+            // A row reached through an index is somewhere random in memory: ask for all its
+            // columns at once rather than miss the cache once per column read.
+            table.prefetch(row);
+        }
         let Some(version) = stored(table, row, view) else { return true };
         if let Some((key, position)) = entry_key
             && table.head(row).is_some()

@@ -128,6 +128,31 @@ impl ColumnSegment {
         }
     }
 
+    /// Starts loading the value at `slot` into the cache without waiting for it, so that the
+    /// reads of several columns of one row overlap their cache misses instead of taking them
+    /// one after another. A string's bytes are a second miss that this does not cover.
+    #[inline]
+    pub fn prefetch(&self, slot: usize) {
+        let at: *const u8 = match &self.values {
+            SegmentValues::Bool(_) => return,
+            SegmentValues::I16(v) => v.as_ptr().wrapping_add(slot).cast(),
+            SegmentValues::I32(v) => v.as_ptr().wrapping_add(slot).cast(),
+            SegmentValues::I64(v) => v.as_ptr().wrapping_add(slot).cast(),
+            SegmentValues::F32(v) => v.as_ptr().wrapping_add(slot).cast(),
+            SegmentValues::F64(v) => v.as_ptr().wrapping_add(slot).cast(),
+            SegmentValues::I128(v) => v.as_ptr().wrapping_add(slot).cast(),
+            SegmentValues::Utf8(s) => s.views.as_ptr().wrapping_add(slot).cast(),
+        };
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a prefetch is a hint: it never faults and changes nothing the program can
+        // observe, whatever the address.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(at.cast());
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = at;
+    }
+
     /// The string at `slot` without copying it, for string columns.
     pub fn get_str(&self, slot: usize) -> Option<&str> {
         match &self.values {

@@ -154,6 +154,15 @@ impl TableStore {
         self.locate(row).is_some_and(|(c, s)| !c.is_deleted(s))
     }
 
+    /// Starts loading every column of `row` into the cache (see [`ColumnSegment::prefetch`]).
+    pub fn prefetch(&self, row: RowId) {
+        if let Some((chunk, slot)) = self.locate(row) {
+            for segment in chunk.columns.iter() {
+                segment.prefetch(slot);
+            }
+        }
+    }
+
     /// The value of column `col` in `row` (live or not).
     pub fn get(&self, row: RowId, col: usize) -> Value {
         match self.locate(row) {
