@@ -154,11 +154,14 @@ impl TableStore {
         self.locate(row).is_some_and(|(c, s)| !c.is_deleted(s))
     }
 
-    /// Starts loading every column of `row` into the cache (see [`ColumnSegment::prefetch`]).
-    pub fn prefetch(&self, row: RowId) {
+    /// Starts loading columns of `row` into the cache (see [`ColumnSegment::prefetch`]):
+    /// column i if bit i of `columns` is set; every column past 63 if bit 63 is.
+    pub fn prefetch(&self, row: RowId, columns: u64) {
         if let Some((chunk, slot)) = self.locate(row) {
-            for segment in chunk.columns.iter() {
-                segment.prefetch(slot);
+            for (i, segment) in chunk.columns.iter().enumerate() {
+                if columns & (1u64 << i.min(63)) != 0 {
+                    segment.prefetch(slot);
+                }
             }
         }
     }
