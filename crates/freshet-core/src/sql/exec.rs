@@ -133,21 +133,6 @@ pub fn key_value(v: Value, ty: DataType) -> Option<Value> {
     }
 }
 
-/// The columns the expressions read, as a bit set (bit i: column i); columns past 63 set
-/// every bit. What a statement will read of each row it reaches through an index, so that
-/// only those slots are prefetched.
-fn columns_read<'a>(exprs: impl IntoIterator<Item = &'a Expr>) -> u64 {
-    let mut mask = 0u64;
-    for e in exprs {
-        e.visit(&mut |node| {
-            if let Expr::Column { index, .. } = node {
-                mask |= 1u64.checked_shl(*index as u32).unwrap_or(u64::MAX);
-            }
-        });
-    }
-    mask
-}
-
 /// Calls `f` with each row the access path yields and the version `view` sees of it (in
 /// index order for index paths), until `f` returns `Ok(false)`. A row reached through an
 /// index entry is yielded only if its visible version has that entry's key, so each row comes
@@ -276,7 +261,7 @@ fn matches(row: &StoredRow, filter: Option<&Expr>, cx: &EvalContext) -> Result<b
 
 /// The rows a statement changes. A row whose visible version is the one stored comes without
 /// values (the statement reads it in place); an older version it sees comes reconstructed.
-/// `columns` are those the statement reads of each row (see [`columns_read`]).
+/// `columns` are those the statement reads of each row (a plan's `reads`).
 fn collect_targets(table: &TableStore, access: &Access, filter: Option<&Expr>, columns: u64, view: &TxnView, cx: &EvalContext) -> Result<Vec<(RowId, Option<Vec<Value>>)>> {
     let mut rows = Vec::new();
     for_each_candidate(table, access, false, columns, view, cx, &mut |row, version| {
@@ -314,11 +299,7 @@ pub fn insert_rows(table: &mut TableStore, rows: &[Vec<Value>], txn: &mut LocalT
 /// Each row's new values are computed from the version the statement sees of it, read in
 /// place: the rows changed before it in this statement are other rows, so it is unchanged.
 pub fn run_update(table: &mut TableStore, plan: &UpdatePlan, cx: &EvalContext, txn: &mut LocalTxn, returned: &mut Vec<Vec<Value>>) -> Result<u64> {
-    // The filter, the new values, and the old values of the changed columns (for the undo).
-    let assigned = plan.assignments.iter().fold(0u64, |m, (c, _)| m | 1u64.checked_shl(*c as u32).unwrap_or(u64::MAX));
-    let exprs = plan.residual.iter().chain(plan.assignments.iter().map(|(_, e)| e)).chain(plan.returning.iter().flat_map(|r| &r.exprs));
-    let columns = assigned | columns_read(exprs);
-    let targets = collect_targets(table, &plan.access, plan.residual.as_ref(), columns, &txn.view, cx)?;
+    let targets = collect_targets(table, &plan.access, plan.residual.as_ref(), plan.reads, &txn.view, cx)?;
     let count = targets.len() as u64;
     let id = table.def().id;
     for (row, old) in targets {
@@ -359,8 +340,7 @@ impl RowAccess for Changed<'_> {
 
 /// Runs a DELETE; the RETURNING rows, if it has that clause, go to `returned`.
 pub fn run_delete(table: &mut TableStore, plan: &DeletePlan, cx: &EvalContext, txn: &mut LocalTxn, returned: &mut Vec<Vec<Value>>) -> Result<u64> {
-    let columns = columns_read(plan.residual.iter().chain(plan.returning.iter().flat_map(|r| &r.exprs)));
-    let targets = collect_targets(table, &plan.access, plan.residual.as_ref(), columns, &txn.view, cx)?;
+    let targets = collect_targets(table, &plan.access, plan.residual.as_ref(), plan.reads, &txn.view, cx)?;
     let count = targets.len() as u64;
     let id = table.def().id;
     let n = table.def().columns.len();
@@ -412,8 +392,7 @@ pub fn run_select(table: &TableStore, plan: &SelectPlan, view: &TxnView, cx: &Ev
     let mut hits: Vec<(RowId, Vec<Value>, Vec<Value>)> = Vec::new();
     let mut examined = 0usize;
     let mut too_large = false;
-    let columns = columns_read(plan.projection.iter().chain(&plan.residual).chain(plan.order_by.iter().map(|(e, _, _)| e)));
-    for_each_candidate(table, &plan.access, in_order == Some(true), columns, view, cx, &mut |row, version| {
+    for_each_candidate(table, &plan.access, in_order == Some(true), plan.reads, view, cx, &mut |row, version| {
         examined += 1;
         if examined > budget {
             too_large = true;
@@ -472,20 +451,4 @@ fn sort_hits(hits: &mut [(RowId, Vec<Value>, Vec<Value>)], order_by: &[(Expr, bo
         Ordering::Equal
     });
     failure.map_or(Ok(()), Err)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::sql::expr::BinaryOp;
-
-    #[test]
-    fn columns_read_names_every_column_the_expressions_read() {
-        let col = |index| Expr::Column { index, ty: DataType::Int32 };
-        let sum = Expr::Binary { op: BinaryOp::Add, left: Box::new(col(2)), right: Box::new(Expr::Param { index: 0, ty: DataType::Int32 }), ty: DataType::Int32 };
-        assert_eq!(columns_read([&sum, &col(5)]), 0b100100);
-        assert_eq!(columns_read([]), 0);
-        // A column past the 64th reads as "all of them".
-        assert_eq!(columns_read([&col(64)]), u64::MAX);
-    }
 }

@@ -89,6 +89,9 @@ pub struct UpdatePlan {
     pub residual: Option<Expr>,
     pub access: Access,
     pub returning: Option<Returning>,
+    /// The columns the executor reads of each row it reaches ([`columns_read`]): prefetched
+    /// for a row reached through an index.
+    pub reads: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -100,6 +103,9 @@ pub struct DeletePlan {
     pub residual: Option<Expr>,
     pub access: Access,
     pub returning: Option<Returning>,
+    /// The columns the executor reads of each row it reaches ([`columns_read`]): prefetched
+    /// for a row reached through an index.
+    pub reads: u64,
 }
 
 /// `RETURNING …`: expressions over a changed row as stored (new values for INSERT and
@@ -169,6 +175,9 @@ pub struct SelectPlan {
     pub offset: Option<Expr>,
     /// SELECT … FOR UPDATE / FOR SHARE: claim the rows returned.
     pub lock: bool,
+    /// The columns the executor reads of each row it reaches ([`columns_read`]): prefetched
+    /// for a row reached through an index.
+    pub reads: u64,
 }
 
 /// A statement the partition executor runs.
@@ -327,7 +336,10 @@ pub fn plan_update(catalog: &Catalog, update: &ast::Update, params: &mut Vec<Opt
     let residual = residual_filter(&table, filter.as_ref(), &access);
     drop(binder);
     let returning = bind_returning(&table, alias, &update.returning, params)?;
-    Ok(UpdatePlan { table, assignments, filter, residual, access, returning })
+    // The filter, the new values, and the old values of the changed columns (for the undo).
+    let assigned = assignments.iter().fold(0u64, |m, (c, _)| m | column_bit(*c));
+    let reads = assigned | columns_read(residual.iter().chain(assignments.iter().map(|(_, e)| e)).chain(returned(&returning)));
+    Ok(UpdatePlan { table, assignments, filter, residual, access, returning, reads })
 }
 
 pub fn plan_delete(catalog: &Catalog, delete: &ast::Delete, params: &mut Vec<Option<DataType>>) -> Result<DeletePlan> {
@@ -346,7 +358,8 @@ pub fn plan_delete(catalog: &Catalog, delete: &ast::Delete, params: &mut Vec<Opt
     let residual = residual_filter(&table, filter.as_ref(), &access);
     drop(binder);
     let returning = bind_returning(&table, alias, &delete.returning, params)?;
-    Ok(DeletePlan { table, filter, residual, access, returning })
+    let reads = columns_read(residual.iter().chain(returned(&returning)));
+    Ok(DeletePlan { table, filter, residual, access, returning, reads })
 }
 
 /// Plans a SELECT for the short path, or returns `None` when it belongs to the analytical
@@ -469,7 +482,32 @@ fn try_plan_select(
         return Ok(None);
     }
     let residual = residual_filter(table, filter.as_ref(), &access);
-    Ok(Some(SelectPlan { table: table.clone(), projection, columns, filter, residual, access, order_by, ordered_by_index, limit, offset, lock }))
+    let reads = columns_read(projection.iter().chain(&residual).chain(order_by.iter().map(|(e, _, _)| e)));
+    Ok(Some(SelectPlan { table: table.clone(), projection, columns, filter, residual, access, order_by, ordered_by_index, limit, offset, lock, reads }))
+}
+
+/// Bit `c` of a column set; columns past 63 set every bit.
+fn column_bit(c: usize) -> u64 {
+    1u64.checked_shl(c as u32).unwrap_or(u64::MAX)
+}
+
+/// The columns the expressions read, as a bit set (bit i: column i; columns past 63 set every
+/// bit): what a statement reads of each row, so that only those slots are prefetched.
+pub fn columns_read<'a>(exprs: impl IntoIterator<Item = &'a Expr>) -> u64 {
+    let mut mask = 0u64;
+    for e in exprs {
+        e.visit(&mut |node| {
+            if let Expr::Column { index, .. } = node {
+                mask |= column_bit(*index);
+            }
+        });
+    }
+    mask
+}
+
+/// The expressions of a RETURNING clause, if any.
+fn returned(returning: &Option<Returning>) -> impl Iterator<Item = &Expr> {
+    returning.iter().flat_map(|r| &r.exprs)
 }
 
 fn is_plain_wildcard(opts: &ast::WildcardAdditionalOptions) -> bool {
@@ -700,6 +738,16 @@ fn index_order(rest: &[usize], order_by: &[(Expr, bool, bool)]) -> Option<bool> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn columns_read_names_every_column_the_expressions_read() {
+        let col = |index| Expr::Column { index, ty: DataType::Int32 };
+        let sum = Expr::Binary { op: BinaryOp::Add, left: Box::new(col(2)), right: Box::new(Expr::Param { index: 0, ty: DataType::Int32 }), ty: DataType::Int32 };
+        assert_eq!(columns_read([&sum, &col(5)]), 0b100100);
+        assert_eq!(columns_read([]), 0);
+        // A column past the 64th reads as "all of them".
+        assert_eq!(columns_read([&col(64)]), u64::MAX);
+    }
     use crate::catalog::CatalogStore;
     use crate::sql::ddl::{plan_create_table, DdlPlan};
     use crate::sql::parse::parse;
