@@ -86,6 +86,12 @@ struct ServeArgs {
     /// `fork` (each analytical query runs in a child process forked at a transaction boundary).
     #[arg(long, default_value = "cow", value_parser = ["cow", "fork"])]
     snapshot_mode: String,
+    /// The default of `freshet.foreign_keys`: what CREATE TABLE does with a FOREIGN KEY
+    /// constraint, which Freshet does not enforce: `refuse` (the statement fails with 0A000)
+    /// or `ignore` (the table is created without it, with a notice; for schemas written for
+    /// PostgreSQL, such as BenchBase's).
+    #[arg(long, default_value = "refuse", value_parser = ["refuse", "ignore"])]
+    foreign_keys: String,
 }
 
 fn parse_staleness(s: &str) -> Result<std::time::Duration, String> {
@@ -116,6 +122,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         snapshot_mode: freshet::SnapshotMode::parse(&args.snapshot_mode).unwrap_or(freshet::SnapshotMode::Cow),
         olap_nice: args.olap_nice,
         olap_memory_limit: args.olap_memory_mb << 20,
+        foreign_keys: if args.foreign_keys == "ignore" { freshet::ForeignKeys::Ignore } else { freshet::ForeignKeys::Refuse },
         ..Config::default()
     };
     if let Some(n) = args.olap_threads {

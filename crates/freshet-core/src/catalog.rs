@@ -35,7 +35,9 @@ pub struct ColumnDef {
     pub default: Option<ColumnDefault>,
 }
 
-/// An index on a table. The primary key is a hash index; every other index is ordered.
+/// An index on a table. The primary key is a hash index, which for a key of several columns
+/// also keeps its entries in key order (`IndexStore::HashOrdered`); every other index is
+/// ordered.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct IndexDef {
     pub name: String,
@@ -56,6 +58,14 @@ pub struct TableDef {
     /// without one is replicated: every partition holds all of it, reads go to any one
     /// partition, writes to all of them.
     pub partition_key: Option<usize>,
+}
+
+impl IndexDef {
+    /// Whether the index answers prefixes and ranges of its key in key order; a one-column
+    /// primary key answers whole keys only.
+    pub fn is_ordered(&self) -> bool {
+        !self.primary || self.columns.len() > 1
+    }
 }
 
 impl TableDef {

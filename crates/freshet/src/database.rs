@@ -53,6 +53,9 @@ pub struct Config {
     pub max_staleness: std::time::Duration,
     /// The default of `freshet.snapshot_mode` for new sessions (default copy-on-write).
     pub snapshot_mode: SnapshotMode,
+    /// The default of `freshet.foreign_keys` for new sessions: what CREATE TABLE does with a
+    /// FOREIGN KEY constraint, which Freshet does not enforce (default: refuse it).
+    pub foreign_keys: freshet_core::sql::ddl::ForeignKeys,
 }
 
 impl Config {
@@ -99,6 +102,7 @@ impl Default for Config {
             partitions: 1,
             max_staleness: std::time::Duration::ZERO,
             snapshot_mode: SnapshotMode::Cow,
+            foreign_keys: freshet_core::sql::ddl::ForeignKeys::Refuse,
         }
     }
 }

@@ -30,6 +30,7 @@ mod transaction;
 
 pub use copy::{CopyFormat, CopyIn, CopyOut};
 pub use database::{Config, Database};
+pub use freshet_core::sql::ddl::ForeignKeys;
 pub use freshet_core::types::{shown_decimal, DataType, Decimal, Value};
 pub use freshet_core::{Error, Result, SqlState};
 pub use freshet_olap::datafusion::arrow;

@@ -181,6 +181,9 @@ impl Session {
         if config.snapshot_mode != crate::snapshots::SnapshotMode::Cow {
             defaults.push(("freshet.snapshot_mode".to_string(), config.snapshot_mode.name().to_string()));
         }
+        if config.foreign_keys == freshet_core::sql::ddl::ForeignKeys::Ignore {
+            defaults.push(("freshet.foreign_keys".to_string(), "ignore".to_string()));
+        }
         let settings = Settings::with_defaults(defaults);
         Session { db, id, settings, txn: None, procedures: Default::default() }
     }
@@ -417,7 +420,7 @@ impl Session {
                     (Kind::Dml(Arc::new(plan)), columns)
                 }
             }
-            Statement::CreateTable(ct) => (Kind::Ddl(ddl::plan_create_table(ct)?), None),
+            Statement::CreateTable(ct) => (Kind::Ddl(ddl::plan_create_table(ct, self.settings.foreign_keys())?), None),
             Statement::CreateIndex(ci) => (Kind::Ddl(ddl::plan_create_index(ci)?), None),
             Statement::Drop { object_type, if_exists, names, .. } => (Kind::Ddl(ddl::plan_drop(object_type, names, *if_exists)?), None),
             Statement::AlterTable(at) => (Kind::Ddl(ddl::plan_alter_table(at)?), None),
@@ -548,9 +551,10 @@ impl Session {
             && let Some(short) = plan::plan_select(catalog, q, params)?
         {
             let access = match &short.access {
-                plan::Access::Index { index, .. } => {
+                plan::Access::Index { index, eq, any, .. } => {
                     let def = &short.table.indexes[*index];
-                    let kind = if def.primary { "Hash Lookup" } else { "Ordered Index Scan" };
+                    let whole = eq.len() + usize::from(!any.is_empty()) == def.columns.len();
+                    let kind = if def.primary && whole { "Hash Lookup" } else { "Ordered Index Scan" };
                     format!("{kind} on {} using {} (short path, partition executor)", short.table.name, def.name)
                 }
                 plan::Access::Scan => format!("Scan on {}", short.table.name),

@@ -47,6 +47,7 @@ const KNOWN: &[Known] = &[
     Known { name: "freshet.lock_wait", default: "on", reported: false, description: "on: a write that meets a row another transaction changed and has not committed waits for it to end, then runs again (a wait that would close a cycle fails with 40P01); off: it fails at once with 40001." },
     Known { name: "freshet.max_staleness", default: "0", reported: false, description: "How old a snapshot an analytical query outside a transaction block may read: 0 (every commit acknowledged before the query started) or a duration such as 250ms or 1s. Queries that accept the same staleness share one snapshot." },
     Known { name: "freshet.snapshot_mode", default: "cow", reported: false, description: "How analytical snapshots are taken: cow (copy-on-write of column segments) or fork (a fork()ed child process runs the query on its memory image)." },
+    Known { name: "freshet.foreign_keys", default: "refuse", reported: false, description: "What CREATE TABLE does with a FOREIGN KEY constraint, which Freshet does not enforce: refuse (the statement fails with 0A000) or ignore (the table is created without it, with a notice)." },
     Known { name: "freshet.short_path", default: "on", reported: false, description: "on: index-driven SELECTs run on the partition executor; off: every SELECT runs on the analytical side (for comparing the two paths)." },
 ];
 
@@ -137,6 +138,13 @@ impl Settings {
         self.get("freshet.short_path").is_none_or(|v| v != "off")
     }
 
+    pub fn foreign_keys(&self) -> freshet_core::sql::ddl::ForeignKeys {
+        match self.get("freshet.foreign_keys").as_deref() {
+            Some("ignore") => freshet_core::sql::ddl::ForeignKeys::Ignore,
+            _ => freshet_core::sql::ddl::ForeignKeys::Refuse,
+        }
+    }
+
     pub fn synchronous_commit(&self) -> bool {
         self.get("synchronous_commit").is_none_or(|v| v != "off")
     }
@@ -205,6 +213,10 @@ fn normalize(name: &str, value: &str) -> Result<String> {
         "freshet.snapshot_mode" => match crate::snapshots::SnapshotMode::parse(value) {
             Some(m) => m.name().into(),
             None => return Err(invalid("Use cow or fork.")),
+        },
+        "freshet.foreign_keys" => match value.to_lowercase().as_str() {
+            v @ ("refuse" | "ignore") => v.into(),
+            _ => return Err(invalid("Use refuse or ignore.")),
         },
         "default_transaction_read_only" => match value.to_lowercase().as_str() {
             "on" | "true" | "1" => "on".into(),

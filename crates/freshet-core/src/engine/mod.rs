@@ -273,7 +273,11 @@ impl Engine {
         let _guard = self.catalog.ddl_lock.lock().await;
         let catalog = self.catalog.current();
         match plan {
-            DdlPlan::CreateTable { def, if_not_exists } => self.create_table(&catalog, def, if_not_exists).await,
+            DdlPlan::CreateTable { def, if_not_exists, notices } => {
+                let mut outcome = self.create_table(&catalog, def, if_not_exists).await?;
+                outcome.notices.extend(notices);
+                Ok(outcome)
+            }
             DdlPlan::DropTables { names, if_exists } => self.drop_tables(&catalog, names, if_exists).await,
             DdlPlan::CreateIndex { table, name, columns, unique, if_not_exists } => {
                 self.create_index(&catalog, &table, name, &columns, unique, if_not_exists).await

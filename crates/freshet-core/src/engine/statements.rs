@@ -155,9 +155,9 @@ impl Engine {
         let parts = self.plan_partitions(&plan, &params, now, self.reader(txn.as_ref()))?;
         if parts.len() > 1
             && let OltpPlan::Select(s) = plan.as_ref()
-            && (!s.order_by.is_empty() || s.limit.is_some() || s.offset.is_some())
+            && (!s.order_by.is_empty() || s.limit.is_some() || s.offset.is_some() || !s.aggregates.is_empty())
         {
-            // Ordering and limits across partitions are the analytical side's job.
+            // Ordering, limits and aggregates across partitions are the analytical side's job.
             if s.lock {
                 return Err(Error::unsupported("FOR UPDATE with ORDER BY or LIMIT across partitions"));
             }

@@ -12,7 +12,9 @@ use crate::types::DataType;
 
 #[derive(Clone, Debug)]
 pub enum DdlPlan {
-    CreateTable { def: TableDef, if_not_exists: bool },
+    /// `notices`: what the client is told besides the command tag (FOREIGN KEY constraints
+    /// accepted without enforcement).
+    CreateTable { def: TableDef, if_not_exists: bool, notices: Vec<String> },
     DropTables { names: Vec<String>, if_exists: bool },
     CreateIndex { table: String, name: String, columns: Vec<String>, unique: bool, if_not_exists: bool },
     DropIndexes { names: Vec<String>, if_exists: bool },
@@ -23,7 +25,33 @@ pub enum DdlPlan {
     DropProcedures { function: bool, names: Vec<String>, if_exists: bool },
 }
 
-pub fn plan_create_table(ct: &ast::CreateTable) -> Result<DdlPlan> {
+/// What CREATE TABLE does with a FOREIGN KEY constraint (the `freshet.foreign_keys` setting).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ForeignKeys {
+    /// Refuse the statement (0A000): Freshet does not enforce foreign keys.
+    Refuse,
+    /// Accept the statement without the constraint, with a notice saying so (for schemas
+    /// written for PostgreSQL whose integrity the application already keeps).
+    Ignore,
+}
+
+/// A FOREIGN KEY constraint of table `table`: refused, or ignored with a notice.
+fn foreign_key(policy: ForeignKeys, table: &str, fk: &ast::ForeignKeyConstraint, notices: &mut Vec<String>) -> Result<()> {
+    match policy {
+        ForeignKeys::Refuse => Err(Error::unsupported("FOREIGN KEY constraints (Freshet does not enforce them)")
+            .with_hint("SET freshet.foreign_keys = ignore accepts the statement without them.")),
+        ForeignKeys::Ignore => {
+            let columns = fk.columns.iter().map(fold_ident).collect::<Vec<_>>().join(", ");
+            notices.push(format!(
+                "FOREIGN KEY ({columns}) REFERENCES {} of table \"{table}\" is ignored: it is neither enforced nor recorded (freshet.foreign_keys = ignore)",
+                fk.foreign_table
+            ));
+            Ok(())
+        }
+    }
+}
+
+pub fn plan_create_table(ct: &ast::CreateTable, foreign_keys: ForeignKeys) -> Result<DdlPlan> {
     if ct.query.is_some() {
         return Err(Error::unsupported("CREATE TABLE … AS"));
     }
@@ -35,6 +63,7 @@ pub fn plan_create_table(ct: &ast::CreateTable) -> Result<DdlPlan> {
     let mut columns = Vec::with_capacity(ct.columns.len());
     let mut primary: Option<(String, Vec<String>)> = None;
     let mut uniques: Vec<(Option<String>, Vec<String>)> = Vec::new();
+    let mut notices = Vec::new();
     for c in &ct.columns {
         let col_name = fold_ident(&c.name);
         let ty = sql_type(&c.data_type)?;
@@ -51,7 +80,11 @@ pub fn plan_create_table(ct: &ast::CreateTable) -> Result<DdlPlan> {
                     primary = Some((constraint_name(opt.name.as_ref(), format!("{name}_pkey")), vec![col_name.clone()]));
                 }
                 ast::ColumnOption::Unique(_) => uniques.push((opt.name.as_ref().map(fold_ident), vec![col_name.clone()])),
-                ast::ColumnOption::ForeignKey(_) => return Err(Error::unsupported("FOREIGN KEY constraints")),
+                ast::ColumnOption::ForeignKey(fk) => {
+                    let mut fk = fk.clone();
+                    fk.columns = vec![c.name.clone()];
+                    foreign_key(foreign_keys, &name, &fk, &mut notices)?
+                }
                 ast::ColumnOption::Check(_) => return Err(Error::unsupported("CHECK constraints")),
                 ast::ColumnOption::Collation(_) => return Err(Error::unsupported("COLLATE")),
                 other => return Err(Error::unsupported(format!("column option {other}"))),
@@ -69,7 +102,7 @@ pub fn plan_create_table(ct: &ast::CreateTable) -> Result<DdlPlan> {
                 primary = Some((constraint_name(pk.name.as_ref(), format!("{name}_pkey")), cols));
             }
             ast::TableConstraint::Unique(u) => uniques.push((u.name.as_ref().map(fold_ident), index_column_names(&u.columns)?)),
-            ast::TableConstraint::ForeignKey(_) => return Err(Error::unsupported("FOREIGN KEY constraints")),
+            ast::TableConstraint::ForeignKey(fk) => foreign_key(foreign_keys, &name, fk, &mut notices)?,
             ast::TableConstraint::Check(_) => return Err(Error::unsupported("CHECK constraints")),
             other => return Err(Error::unsupported(format!("table constraint {other}"))),
         }
@@ -93,7 +126,7 @@ pub fn plan_create_table(ct: &ast::CreateTable) -> Result<DdlPlan> {
         let index_name = constraint.unwrap_or_else(|| format!("{name}_{}_key", cols.join("_")));
         def.indexes.push(IndexDef { name: index_name, columns: positions, unique: true, primary: false });
     }
-    Ok(DdlPlan::CreateTable { def, if_not_exists: ct.if_not_exists })
+    Ok(DdlPlan::CreateTable { def, if_not_exists: ct.if_not_exists, notices })
 }
 
 /// `PARTITION BY HASH (column)`.

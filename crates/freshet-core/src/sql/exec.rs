@@ -10,7 +10,7 @@ use std::cmp::Ordering;
 use std::ops::Bound;
 
 use super::expr::{EvalContext, Expr, RowAccess};
-use super::plan::{Access, DeletePlan, SelectPlan, UpdatePlan};
+use super::plan::{Access, Aggregate, AggregateFunc, DeletePlan, SelectPlan, UpdatePlan};
 use crate::error::{Error, Result};
 use crate::storage::index::{encode_value, KeyBuf};
 use crate::storage::{IndexStore, RowId, RowVersion, TableStore, TxnView};
@@ -47,9 +47,12 @@ fn extended(prefix: &KeyBuf, v: &Value) -> KeyBuf {
     k
 }
 
-/// Every entry whose key starts with the whole-column prefix `key`, in key order or reversed.
-fn lookup(store: &IndexStore, key: &[u8], reverse: bool, f: &mut dyn FnMut(&[u8], RowId) -> bool) {
-    if reverse {
+/// Every entry whose key starts with the whole-column prefix `key`, in key order or reversed;
+/// `whole` when `key` has every key column (a hash lookup where the index has a hash table).
+fn lookup(store: &IndexStore, key: &[u8], whole: bool, reverse: bool, f: &mut dyn FnMut(&[u8], RowId) -> bool) {
+    if whole {
+        store.scan_key(key, f);
+    } else if reverse {
         store.scan_range(Bound::Included(key), Bound::Included(key), true, f);
     } else {
         store.scan_prefix(key, f);
@@ -203,14 +206,15 @@ fn for_each_candidate(
                 if reverse {
                     keys.reverse();
                 }
+                let whole = eq.len() + 1 == def.columns.len();
                 for k in &keys {
-                    lookup(store, k, reverse, &mut by_entry);
+                    lookup(store, k, whole, reverse, &mut by_entry);
                     if stopped.get() {
                         break;
                     }
                 }
             } else if lower.is_none() && upper.is_none() {
-                lookup(store, &prefix, reverse, &mut by_entry);
+                lookup(store, &prefix, eq.len() == def.columns.len(), reverse, &mut by_entry);
             } else {
                 let next_ty = table.def().columns[def.columns[eq.len()]].ty;
                 let bound = |b: &Option<(Expr, bool)>| -> Result<Option<(KeyBuf, bool)>> {
@@ -386,6 +390,9 @@ pub fn run_select(table: &TableStore, plan: &SelectPlan, view: &TxnView, cx: &Ev
         (Some(_), Some(l)) => Some(l.saturating_add(offset)),
         _ => None,
     };
+    if !plan.aggregates.is_empty() {
+        return run_aggregates(table, plan, view, cx, budget, limit, offset);
+    }
     let sorting = in_order.is_none() && !plan.order_by.is_empty();
     // Each qualifying row's output and, when sorting here, its sort key: computed from the
     // version seen, without materialising the whole row.
@@ -424,6 +431,121 @@ pub fn run_select(table: &TableStore, plan: &SelectPlan, view: &TxnView, cx: &Ev
         out.push(o);
     }
     Ok(SelectOutcome::Rows(out, ids))
+}
+
+/// An aggregate's running state.
+enum Accumulator {
+    Count(i64),
+    Int(Option<i64>),
+    Float(Option<f64>),
+    Decimal(Option<Decimal>),
+    /// MIN or MAX: the best value so far.
+    Extreme(Option<Value>),
+}
+
+impl Accumulator {
+    fn new(a: &Aggregate) -> Accumulator {
+        match (a.func, a.ty) {
+            (AggregateFunc::Count, _) => Accumulator::Count(0),
+            (AggregateFunc::Sum, DataType::Int64) => Accumulator::Int(None),
+            (AggregateFunc::Sum, DataType::Float64) => Accumulator::Float(None),
+            (AggregateFunc::Sum, _) => Accumulator::Decimal(None),
+            (AggregateFunc::Min | AggregateFunc::Max, _) => Accumulator::Extreme(None),
+        }
+    }
+
+    /// Adds one row's argument value (`None` for `count(*)`); NULLs count for nothing.
+    fn add(&mut self, func: AggregateFunc, v: Option<Value>) -> Result<()> {
+        let Some(v) = v else {
+            if let Accumulator::Count(n) = self {
+                *n += 1;
+            }
+            return Ok(());
+        };
+        if v.is_null() {
+            return Ok(());
+        }
+        match self {
+            Accumulator::Count(n) => *n += 1,
+            Accumulator::Int(sum) => {
+                let x = v.as_i64().ok_or_else(|| Error::internal("sum of a non-integer"))?;
+                *sum = Some(sum.unwrap_or(0).checked_add(x).ok_or_else(|| Error::out_of_range("bigint"))?);
+            }
+            Accumulator::Float(sum) => *sum = Some(sum.unwrap_or(0.0) + v.as_f64().ok_or_else(|| Error::internal("sum of a non-number"))?),
+            Accumulator::Decimal(sum) => {
+                let x = v.as_decimal().ok_or_else(|| Error::internal("sum of a non-decimal"))?;
+                *sum = Some(match sum.take() {
+                    Some(acc) => acc.checked_add(x)?,
+                    None => x,
+                });
+            }
+            Accumulator::Extreme(best) => {
+                let wanted = if func == AggregateFunc::Min { Ordering::Less } else { Ordering::Greater };
+                let better = match best {
+                    None => true,
+                    Some(b) => v.sql_cmp(b)? == Some(wanted),
+                };
+                if better {
+                    *best = Some(v);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(self, ty: DataType) -> Result<Value> {
+        Ok(match self {
+            Accumulator::Count(n) => Value::Int64(n),
+            Accumulator::Int(sum) => sum.map_or(Value::Null, Value::Int64),
+            Accumulator::Float(sum) => sum.map_or(Value::Null, Value::Float64),
+            Accumulator::Decimal(sum) => match sum {
+                Some(d) => Value::Decimal(d).cast(ty)?,
+                None => Value::Null,
+            },
+            Accumulator::Extreme(best) => match best {
+                Some(v) => v.cast(ty)?,
+                None => Value::Null,
+            },
+        })
+    }
+}
+
+/// An aggregate SELECT without GROUP BY: one row of aggregates over the qualifying rows
+/// (none when LIMIT 0 or an OFFSET skips it).
+fn run_aggregates(
+    table: &TableStore,
+    plan: &SelectPlan,
+    view: &TxnView,
+    cx: &EvalContext,
+    budget: usize,
+    limit: Option<u64>,
+    offset: u64,
+) -> Result<SelectOutcome> {
+    let mut state: Vec<Accumulator> = plan.aggregates.iter().map(Accumulator::new).collect();
+    let mut examined = 0usize;
+    let mut too_large = false;
+    for_each_candidate(table, &plan.access, false, plan.reads, view, cx, &mut |_, version| {
+        examined += 1;
+        if examined > budget {
+            too_large = true;
+            return Ok(false);
+        }
+        if matches(&version, plan.residual.as_ref(), cx)? {
+            for (acc, a) in state.iter_mut().zip(&plan.aggregates) {
+                let v = a.arg.as_ref().map(|e| e.eval(&version, cx)).transpose()?;
+                acc.add(a.func, v)?;
+            }
+        }
+        Ok(true)
+    })?;
+    if too_large {
+        return Ok(SelectOutcome::TooLarge);
+    }
+    if limit == Some(0) || offset > 0 {
+        return Ok(SelectOutcome::Rows(Vec::new(), Vec::new()));
+    }
+    let row = state.into_iter().zip(&plan.aggregates).map(|(acc, a)| acc.finish(a.ty)).collect::<Result<Vec<_>>>()?;
+    Ok(SelectOutcome::Rows(vec![row], Vec::new()))
 }
 
 /// Sorts rows by their ORDER BY key values (PostgreSQL's NULL placement per key).

@@ -178,6 +178,71 @@ pub struct SelectPlan {
     /// The columns the executor reads of each row it reaches ([`columns_read`]): prefetched
     /// for a row reached through an index.
     pub reads: u64,
+    /// When not empty, the statement is an aggregate without GROUP BY: `projection` is empty
+    /// and the one result row holds these aggregates over the qualifying rows.
+    pub aggregates: Vec<Aggregate>,
+}
+
+/// An aggregate the short path computes over the rows its index path reaches.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Aggregate {
+    pub func: AggregateFunc,
+    /// The argument; `None` for `count(*)`.
+    pub arg: Option<Expr>,
+    /// The result type, the one the analytical side gives the same aggregate.
+    pub ty: DataType,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AggregateFunc {
+    Count,
+    Sum,
+    Min,
+    Max,
+}
+
+/// `e` as an aggregate the short path computes: `Ok(None)` if it is not an aggregate call;
+/// an unsupported error (the statement goes to the analytical side) for an aggregate call the
+/// short path does not compute (DISTINCT, FILTER, OVER, other functions or argument types).
+fn bind_aggregate(binder: &mut Binder, e: &ast::Expr) -> Result<Option<Aggregate>> {
+    let ast::Expr::Function(f) = e else { return Ok(None) };
+    let [part] = f.name.0.as_slice() else { return Ok(None) };
+    let Some(ident) = part.as_ident() else { return Ok(None) };
+    let func = match fold_ident(ident).as_str() {
+        "count" => AggregateFunc::Count,
+        "sum" => AggregateFunc::Sum,
+        "min" => AggregateFunc::Min,
+        "max" => AggregateFunc::Max,
+        "avg" | "every" | "bool_and" | "bool_or" | "string_agg" | "array_agg" | "stddev" | "variance" => {
+            return Err(Error::unsupported("this aggregate on the short path"));
+        }
+        _ => return Ok(None),
+    };
+    let unsupported = || Error::unsupported("this aggregate call on the short path");
+    let ast::FunctionArguments::List(list) = &f.args else { return Err(unsupported()) };
+    if f.filter.is_some() || f.over.is_some() || !f.within_group.is_empty() || list.duplicate_treatment.is_some() || !list.clauses.is_empty() {
+        return Err(unsupported());
+    }
+    let [ast::FunctionArg::Unnamed(arg)] = list.args.as_slice() else { return Err(unsupported()) };
+    let arg = match arg {
+        ast::FunctionArgExpr::Wildcard if func == AggregateFunc::Count => None,
+        ast::FunctionArgExpr::Expr(a) => Some(binder.bind_expr(a, None)?),
+        _ => return Err(unsupported()),
+    };
+    let arg_ty = arg.as_ref().map(Expr::ty);
+    let ty = match (func, arg_ty) {
+        (AggregateFunc::Count, _) => DataType::Int64,
+        (AggregateFunc::Sum, Some(DataType::Int16 | DataType::Int32 | DataType::Int64)) => DataType::Int64,
+        (AggregateFunc::Sum, Some(DataType::Float32 | DataType::Float64)) => DataType::Float64,
+        (AggregateFunc::Sum, Some(DataType::Decimal { precision, scale })) => DataType::Decimal { precision: (precision + 10).min(38), scale },
+        (AggregateFunc::Min | AggregateFunc::Max, Some(t)) => match t.family() {
+            TypeFamily::String => DataType::Text,
+            TypeFamily::Bool => return Err(unsupported()),
+            _ => t,
+        },
+        _ => return Err(unsupported()),
+    };
+    Ok(Some(Aggregate { func, arg, ty }))
 }
 
 /// A statement the partition executor runs.
@@ -428,7 +493,18 @@ fn try_plan_select(
     let filter = select.selection.as_ref().map(|w| binder.bind_predicate(w)).transpose()?;
     let mut projection = Vec::new();
     let mut columns = Vec::new();
+    let mut aggregates = Vec::new();
     for item in &select.projection {
+        let aggregate = match item {
+            ast::SelectItem::UnnamedExpr(e) => bind_aggregate(&mut binder, e)?.map(|a| (a, column_name(e))),
+            ast::SelectItem::ExprWithAlias { expr, alias } => bind_aggregate(&mut binder, expr)?.map(|a| (a, fold_ident(alias))),
+            _ => None,
+        };
+        if let Some((a, name)) = aggregate {
+            columns.push(ResultColumn { name, ty: a.ty });
+            aggregates.push(a);
+            continue;
+        }
         match item {
             ast::SelectItem::Wildcard(opts) if is_plain_wildcard(opts) => {
                 for (i, c) in table.columns.iter().enumerate() {
@@ -447,6 +523,16 @@ fn try_plan_select(
                 projection.push(bound);
             }
             _ => return Ok(None),
+        }
+    }
+    if !aggregates.is_empty() {
+        // Plain columns beside aggregates need GROUP BY (the analytical side reports 42803);
+        // the one row an aggregate gives has nothing to sort.
+        if !projection.is_empty() || query.order_by.is_some() {
+            return Ok(None);
+        }
+        if lock {
+            return Err(Error::unsupported("FOR UPDATE is not allowed with aggregate functions"));
         }
     }
     let mut order_by = Vec::new();
@@ -482,8 +568,23 @@ fn try_plan_select(
         return Ok(None);
     }
     let residual = residual_filter(table, filter.as_ref(), &access);
-    let reads = columns_read(projection.iter().chain(&residual).chain(order_by.iter().map(|(e, _, _)| e)));
-    Ok(Some(SelectPlan { table: table.clone(), projection, columns, filter, residual, access, order_by, ordered_by_index, limit, offset, lock, reads }))
+    let args = aggregates.iter().filter_map(|a| a.arg.as_ref());
+    let reads = columns_read(projection.iter().chain(args).chain(&residual).chain(order_by.iter().map(|(e, _, _)| e)));
+    Ok(Some(SelectPlan {
+        table: table.clone(),
+        projection,
+        columns,
+        filter,
+        residual,
+        access,
+        order_by,
+        ordered_by_index,
+        limit,
+        offset,
+        lock,
+        reads,
+        aggregates,
+    }))
 }
 
 /// Bit `c` of a column set; columns past 63 set every bit.
@@ -626,7 +727,7 @@ pub fn choose_access(table: &TableDef, filter: Option<&Expr>, order_by: &[(Expr,
         let full = eq.len() == index.columns.len();
         // An IN list on the next key column: one lookup per value.
         let any: Vec<Expr> = match in_lists.iter().find(|(c, _)| !full && *c == index.columns[eq.len()]) {
-            Some((_, list)) if !index.primary || eq.len() + 1 == index.columns.len() => list.to_vec(),
+            Some((_, list)) if index.is_ordered() || eq.len() + 1 == index.columns.len() => list.to_vec(),
             _ => Vec::new(),
         };
         if !any.is_empty() {
@@ -637,11 +738,11 @@ pub fn choose_access(table: &TableDef, filter: Option<&Expr>, order_by: &[(Expr,
             consider(score, Access::Index { index: position, eq, lower: None, upper: None, any }, ordered);
             continue;
         }
-        if index.primary && !full {
+        if !index.is_ordered() && !full {
             continue; // a hash index answers whole keys only
         }
         let (mut lower, mut upper) = (None, None);
-        if !full && !index.primary {
+        if !full {
             let next = index.columns[eq.len()];
             for s in sargs.iter().filter(|s| s.column == next) {
                 match s.op {
@@ -660,7 +761,7 @@ pub fn choose_access(table: &TableDef, filter: Option<&Expr>, order_by: &[(Expr,
             + if full && index.unique { 100 } else { 0 }
             + lower.is_some() as u32
             + upper.is_some() as u32;
-        let ordered = if index.primary { None } else { index_order(&index.columns[eq.len()..], order_by) };
+        let ordered = if index.is_ordered() { index_order(&index.columns[eq.len()..], order_by) } else { None };
         consider(score, Access::Index { index: position, eq, lower, upper, any: Vec::new() }, ordered);
     }
     match best {
@@ -749,14 +850,14 @@ mod tests {
         assert_eq!(columns_read([&col(64)]), u64::MAX);
     }
     use crate::catalog::CatalogStore;
-    use crate::sql::ddl::{plan_create_table, DdlPlan};
+    use crate::sql::ddl::{plan_create_table, DdlPlan, ForeignKeys};
     use crate::sql::parse::parse;
 
     fn catalog() -> Arc<Catalog> {
         let store = CatalogStore::new();
         for ddl in ["CREATE TABLE t (id INT, c CHAR(4), f FLOAT8, v INT, PRIMARY KEY (id, c, f))", "CREATE TABLE u (id INT PRIMARY KEY, v INT)"] {
             let ast::Statement::CreateTable(ct) = &parse(ddl).unwrap()[0] else { panic!("not CREATE TABLE") };
-            let DdlPlan::CreateTable { def, .. } = plan_create_table(ct).unwrap() else { panic!("not a table") };
+            let DdlPlan::CreateTable { def, .. } = plan_create_table(ct, ForeignKeys::Refuse).unwrap() else { panic!("not a table") };
             store.put_table(Arc::new(def));
         }
         store.current()

@@ -122,8 +122,12 @@ fn row_of(entry: &[u8]) -> RowId {
 /// and uniqueness is checked by the table against the rows' newest versions.
 #[derive(Debug)]
 pub enum IndexStore {
-    /// The primary key: whole-key lookups only.
+    /// A primary key of one column: whole-key lookups only.
     Hash(HashIndex),
+    /// A primary key of several columns: the hash table answers whole keys; the ordered set
+    /// (entries as in `Ordered`) answers leading-column prefixes and ranges, in key order, as
+    /// a composite primary key does in PostgreSQL (`WHERE w = $1 AND d = $2 ORDER BY o LIMIT 1`).
+    HashOrdered(HashIndex, BTreeSet<KeyBuf>),
     /// Secondary indexes: entries are the key followed by the big-endian row id.
     Ordered(BTreeSet<KeyBuf>),
 }
@@ -194,9 +198,25 @@ impl IndexStore {
         IndexStore::Ordered(BTreeSet::new())
     }
 
+    pub fn new_hash_ordered() -> Self {
+        IndexStore::HashOrdered(HashIndex::new(), BTreeSet::new())
+    }
+
+    /// Whether the index answers prefixes and ranges of its key, in key order.
+    pub fn is_ordered(&self) -> bool {
+        !matches!(self, IndexStore::Hash(_))
+    }
+
+    fn tree(&self) -> Option<&BTreeSet<KeyBuf>> {
+        match self {
+            IndexStore::Hash(_) => None,
+            IndexStore::Ordered(o) | IndexStore::HashOrdered(_, o) => Some(o),
+        }
+    }
+
     /// Makes room for `n` more keys where the structure can.
     pub fn reserve(&mut self, n: usize) {
-        if let IndexStore::Hash(h) = self {
+        if let IndexStore::Hash(h) | IndexStore::HashOrdered(h, _) = self {
             h.reserve(n);
         }
     }
@@ -206,6 +226,7 @@ impl IndexStore {
         match self {
             IndexStore::Hash(h) => h.insert(key, row),
             IndexStore::Ordered(o) => o.insert(with_row_id(key, row)),
+            IndexStore::HashOrdered(h, o) => h.insert(key, row) && o.insert(with_row_id(key, row)),
         }
     }
 
@@ -216,32 +237,42 @@ impl IndexStore {
             IndexStore::Ordered(o) => {
                 o.remove(with_row_id(key, row).as_slice());
             }
+            IndexStore::HashOrdered(h, o) => {
+                h.remove(key, row);
+                o.remove(with_row_id(key, row).as_slice());
+            }
         }
     }
 
-    /// Rows with an entry whose key starts with `prefix` (whole encoded columns), in key order
-    /// for an ordered index, until `f` returns false. A hash index answers whole keys only.
-    pub fn scan_prefix(&self, prefix: &[u8], f: &mut dyn FnMut(&[u8], RowId) -> bool) {
+    /// Rows with an entry for the whole key `key`, until `f` returns false: a hash lookup
+    /// where the index has a hash table.
+    pub fn scan_key(&self, key: &[u8], f: &mut dyn FnMut(&[u8], RowId) -> bool) {
         match self {
-            IndexStore::Hash(h) => {
-                for r in h.rows(prefix) {
-                    if !f(prefix, r) {
+            IndexStore::Hash(h) | IndexStore::HashOrdered(h, _) => {
+                for r in h.rows(key) {
+                    if !f(key, r) {
                         return;
                     }
                 }
             }
-            IndexStore::Ordered(o) => {
-                for k in o.range::<[u8], _>((Bound::Included(prefix), Bound::Unbounded)) {
-                    if !k.starts_with(prefix) || !f(&k[..k.len() - 8], row_of(k)) {
-                        break;
-                    }
-                }
+            IndexStore::Ordered(_) => self.scan_prefix(key, f),
+        }
+    }
+
+    /// Rows with an entry whose key starts with `prefix` (whole encoded columns), in key order,
+    /// until `f` returns false. An index of one hash table answers whole keys only.
+    pub fn scan_prefix(&self, prefix: &[u8], f: &mut dyn FnMut(&[u8], RowId) -> bool) {
+        let Some(o) = self.tree() else { return self.scan_key(prefix, f) };
+        for k in o.range::<[u8], _>((Bound::Included(prefix), Bound::Unbounded)) {
+            if !k.starts_with(prefix) || !f(&k[..k.len() - 8], row_of(k)) {
+                break;
             }
         }
     }
 
-    /// Rows of an ordered index with keys between two bounds, in key order (or reverse order).
-    /// Bounds are encoded key prefixes; an excluded upper bound excludes every key it prefixes.
+    /// Rows with keys between two bounds, in key order (or reverse order); nothing for an index
+    /// of one hash table. Bounds are encoded key prefixes; an excluded upper bound excludes
+    /// every key it prefixes.
     pub fn scan_range(
         &self,
         lower: Bound<&[u8]>,
@@ -249,7 +280,7 @@ impl IndexStore {
         reverse: bool,
         f: &mut dyn FnMut(&[u8], RowId) -> bool,
     ) {
-        let IndexStore::Ordered(o) = self else { return };
+        let Some(o) = self.tree() else { return };
         // Entries extend the bound's prefix, so turn prefix bounds into bounds on whole
         // entries: "> p" means past every entry starting with p; "<= p" includes them.
         let lower_owned;
@@ -298,7 +329,7 @@ impl IndexStore {
     /// Number of entries.
     pub fn len(&self) -> usize {
         match self {
-            IndexStore::Hash(h) => h.table.len(),
+            IndexStore::Hash(h) | IndexStore::HashOrdered(h, _) => h.table.len(),
             IndexStore::Ordered(o) => o.len(),
         }
     }
@@ -388,19 +419,22 @@ mod tests {
             (key(&[Value::Int32(1)]), key(&[Value::Int32(2)])),
             (key(&[Value::Int32(1), long()]), key(&[Value::Int32(2), long()])),
         ] {
-            for mut idx in [IndexStore::new_hash(), IndexStore::new_ordered()] {
+            for mut idx in [IndexStore::new_hash(), IndexStore::new_ordered(), IndexStore::new_hash_ordered()] {
                 assert!(idx.insert(&k, RowId(1)));
                 assert!(!idx.insert(&k, RowId(1)));
                 assert!(idx.insert(&k, RowId(2)), "a key may map to several rows");
                 assert!(idx.insert(&other, RowId(3)));
-                let mut rows = vec![];
-                idx.scan_prefix(&k, &mut |key, r| {
-                    assert_eq!(key, k.as_slice());
-                    rows.push(r.0);
-                    true
-                });
-                rows.sort();
-                assert_eq!(rows, vec![1, 2]);
+                for by_key in [false, true] {
+                    let mut rows = vec![];
+                    let mut f = |key: &[u8], r: RowId| {
+                        assert_eq!(key, k.as_slice());
+                        rows.push(r.0);
+                        true
+                    };
+                    if by_key { idx.scan_key(&k, &mut f) } else { idx.scan_prefix(&k, &mut f) }
+                    rows.sort();
+                    assert_eq!(rows, vec![1, 2]);
+                }
                 idx.remove(&k, RowId(1));
                 idx.remove(&other, RowId(1));
                 assert_eq!(idx.len(), 2, "only the entry of that key and row goes");
@@ -410,7 +444,22 @@ mod tests {
 
     #[test]
     fn prefix_and_range_scans() {
-        let mut idx = IndexStore::new_ordered();
+        for idx in [IndexStore::new_ordered(), IndexStore::new_hash_ordered()] {
+            prefix_and_range_scans_of(idx);
+        }
+        let mut hash = IndexStore::new_hash();
+        let k = key(&[Value::Int32(1), Value::Int32(1)]);
+        hash.insert(&k, RowId(0));
+        let mut rows = 0;
+        hash.scan_range(Bound::Included(&k), Bound::Included(&k), false, &mut |_, _| {
+            rows += 1;
+            true
+        });
+        assert_eq!(rows, 0, "a lone hash table answers no ranges");
+    }
+
+    fn prefix_and_range_scans_of(mut idx: IndexStore) {
+        assert!(idx.is_ordered());
         for (i, (a, b)) in [(1, 1), (1, 2), (1, 3), (2, 1), (2, 2)].iter().enumerate() {
             let k = key(&[Value::Int32(*a), Value::Int32(*b)]);
             idx.insert(&k, RowId(i as u64));

@@ -249,7 +249,7 @@ impl TableStore {
     /// (40001): it could still commit or roll back.
     fn check_unique(&self, position: usize, key: &[u8], except: Option<RowId>, view: &TxnView, values: &dyn Fn(usize) -> Value) -> Result<()> {
         let mut failure = None;
-        self.indexes[position].scan_prefix(key, &mut |_, other| {
+        self.indexes[position].scan_key(key, &mut |_, other| {
             if Some(other) == except {
                 return true;
             }
@@ -694,7 +694,11 @@ fn patch_deleted(chunk: &mut ChunkSnapshot, slot: usize, deleted: bool) {
 }
 
 fn new_index(def: &IndexDef) -> IndexStore {
-    if def.primary { IndexStore::new_hash() } else { IndexStore::new_ordered() }
+    match (def.primary, def.columns.len()) {
+        (true, 1) => IndexStore::new_hash(),
+        (true, _) => IndexStore::new_hash_ordered(),
+        (false, _) => IndexStore::new_ordered(),
+    }
 }
 
 /// A value of type `ty` for slots that hold no row.
