@@ -261,6 +261,27 @@ impl OltpPlan {
             OltpPlan::Select(p) => &p.table,
         }
     }
+
+    /// The whole WHERE clause.
+    pub fn filter(&self) -> Option<&Expr> {
+        match self {
+            OltpPlan::Update(p) => p.filter.as_ref(),
+            OltpPlan::Delete(p) => p.filter.as_ref(),
+            OltpPlan::Select(p) => p.filter.as_ref(),
+        }
+    }
+
+    /// Every column whose value the statement's outcome depends on: its whole filter and
+    /// everything it reads (bit `c` for column `c`; a column past the 63rd sets every bit).
+    /// A change to a row that leaves all of them alone cannot change what it did.
+    pub fn columns_depended_on(&self) -> u64 {
+        let reads = match self {
+            OltpPlan::Update(p) => p.reads,
+            OltpPlan::Delete(p) => p.reads,
+            OltpPlan::Select(p) => p.reads,
+        };
+        reads | columns_read(self.filter())
+    }
 }
 
 fn scope_for<'a>(table: &'a TableDef, alias: Option<&ast::Ident>) -> Scope<'a> {
