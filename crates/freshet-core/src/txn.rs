@@ -158,8 +158,11 @@ impl TxnRegistry {
 pub enum ReadPredicate {
     /// Every row of the table (an analytical query, a scan without a usable predicate).
     Table(TableId),
-    /// The rows of a table that satisfy the filter of a short statement, with its parameters.
-    Filter { table: TableId, plan: Arc<OltpPlan>, params: Arc<[Value]> },
+    /// The rows of a table that satisfy the filter of a short statement, with its parameters;
+    /// with a bound, only those up to where its ordered index scan stopped (a LIMIT in index
+    /// order: `WHERE no_w_id = $1 AND no_d_id = $2 ORDER BY no_o_id LIMIT 1` depends on no
+    /// new order inserted after the one it found).
+    Filter { table: TableId, plan: Arc<OltpPlan>, params: Arc<[Value]>, bound: Option<crate::sql::exec::ScanBound> },
 }
 
 impl ReadPredicate {
@@ -180,11 +183,12 @@ impl ReadPredicate {
     fn matches(&self, row: &[Value]) -> bool {
         match self {
             ReadPredicate::Table(_) => true,
-            ReadPredicate::Filter { plan, params, .. } => {
+            ReadPredicate::Filter { plan, params, bound, .. } => {
                 let filter = plan.filter();
                 let cx = EvalContext { params, now: 0 };
                 // An error while evaluating counts as a match: abort rather than miss a conflict.
                 filter.is_none_or(|f| f.eval_predicate(&SliceRow(row), &cx).unwrap_or(true))
+                    && bound.as_ref().is_none_or(|b| b.covers(plan.table(), row))
             }
         }
     }

@@ -564,12 +564,16 @@ fn run_on_partition(
 ) -> Result<OltpResult> {
     let cx = EvalContext { params, now };
     let id = plan.table().id;
-    if local.records_reads() {
-        local.reads.push(ReadPredicate::Filter { table: id, plan: plan.clone(), params: params.into() });
+    let records = local.records_reads();
+    if records && !matches!(plan.as_ref(), OltpPlan::Select(_)) {
+        local.reads.push(ReadPredicate::Filter { table: id, plan: plan.clone(), params: params.into(), bound: None });
     }
     match plan.as_ref() {
         OltpPlan::Select(s) => match exec::run_select(p.table(id)?, s, &local.view, &cx, budget)? {
-            SelectOutcome::Rows(rows, ids) => {
+            SelectOutcome::Rows(rows, ids, bound) => {
+                if records {
+                    local.reads.push(ReadPredicate::Filter { table: id, plan: plan.clone(), params: params.into(), bound });
+                }
                 if s.lock {
                     let table = p.table_mut(id)?;
                     for row in ids {

@@ -361,8 +361,9 @@ pub fn run_delete(table: &mut TableStore, plan: &DeletePlan, cx: &EvalContext, t
 /// What an index-driven SELECT produced.
 #[derive(Debug)]
 pub enum SelectOutcome {
-    /// The result rows, and the rows they came from (for FOR UPDATE).
-    Rows(Vec<Vec<Value>>, Vec<RowId>),
+    /// The result rows, the rows they came from (for FOR UPDATE), and where the index scan
+    /// stopped if a LIMIT ended it early (see [`ScanBound`]).
+    Rows(Vec<Vec<Value>>, Vec<RowId>, Option<ScanBound>),
     /// More rows qualified than the short path handles; run the query on the analytical side.
     TooLarge,
 }
@@ -378,6 +379,27 @@ fn row_count(e: Option<&Expr>, cx: &EvalContext, what: &str) -> Result<Option<u6
             }
             Ok(Some(n as u64))
         }
+    }
+}
+
+/// Where an ordered index scan that a LIMIT ended early stopped: the key (in index
+/// `index`) of the last row it took. Rows past it in scan order (keys above it, or below it
+/// when `descending`) could not have changed the statement's result.
+#[derive(Clone, Debug)]
+pub struct ScanBound {
+    pub index: usize,
+    pub key: KeyBuf,
+    pub descending: bool,
+}
+
+impl ScanBound {
+    /// Whether a row with these values lies within the part of the index the scan read.
+    pub fn covers(&self, table: &crate::catalog::TableDef, row: &[Value]) -> bool {
+        let mut key = KeyBuf::new();
+        for &c in &table.indexes[self.index].columns {
+            encode_value(&row[c], &mut key);
+        }
+        if self.descending { key.as_slice() >= self.key.as_slice() } else { key.as_slice() <= self.key.as_slice() }
     }
 }
 
@@ -399,6 +421,7 @@ pub fn run_select(table: &TableStore, plan: &SelectPlan, view: &TxnView, cx: &Ev
     let mut hits: Vec<(RowId, Vec<Value>, Vec<Value>)> = Vec::new();
     let mut examined = 0usize;
     let mut too_large = false;
+    let mut bound = None;
     for_each_candidate(table, &plan.access, in_order == Some(true), plan.reads, view, cx, &mut |row, version| {
         examined += 1;
         if examined > budget {
@@ -413,8 +436,14 @@ pub fn run_select(table: &TableStore, plan: &SelectPlan, view: &TxnView, cx: &Ev
                 Vec::new()
             };
             hits.push((row, out, key));
+            if stop_at.is_some_and(|n| hits.len() as u64 >= n) {
+                if let (Access::Index { index, .. }, Some(descending)) = (&plan.access, in_order) {
+                    bound = Some(ScanBound { index: *index, key: version_key(table, *index, &version), descending });
+                }
+                return Ok(false);
+            }
         }
-        Ok(stop_at.is_none_or(|n| (hits.len() as u64) < n))
+        Ok(true)
     })?;
     if too_large {
         return Ok(SelectOutcome::TooLarge);
@@ -430,7 +459,7 @@ pub fn run_select(table: &TableStore, plan: &SelectPlan, view: &TxnView, cx: &Ev
         ids.push(r);
         out.push(o);
     }
-    Ok(SelectOutcome::Rows(out, ids))
+    Ok(SelectOutcome::Rows(out, ids, bound))
 }
 
 /// An aggregate's running state.
@@ -542,10 +571,10 @@ fn run_aggregates(
         return Ok(SelectOutcome::TooLarge);
     }
     if limit == Some(0) || offset > 0 {
-        return Ok(SelectOutcome::Rows(Vec::new(), Vec::new()));
+        return Ok(SelectOutcome::Rows(Vec::new(), Vec::new(), None));
     }
     let row = state.into_iter().zip(&plan.aggregates).map(|(acc, a)| acc.finish(a.ty)).collect::<Result<Vec<_>>>()?;
-    Ok(SelectOutcome::Rows(vec![row], Vec::new()))
+    Ok(SelectOutcome::Rows(vec![row], Vec::new(), None))
 }
 
 /// Sorts rows by their ORDER BY key values (PostgreSQL's NULL placement per key).
