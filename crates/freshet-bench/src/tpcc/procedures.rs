@@ -16,8 +16,9 @@
 //! over the matching rows; Delivery sums the amounts its `UPDATE … RETURNING` hands back, and
 //! Stock-Level counts distinct items by walking the district's last 20 orders' lines in item
 //! order with one stock lookup per item. Those last three keep every statement a single-table,
-//! index-driven one, which Freshet runs on its short path (an aggregate or a join would go to
-//! the analytical engine and scan a snapshot), and PostgreSQL runs the same text.
+//! index-driven one, which Freshet runs on its short path (a join would go to the analytical
+//! engine and scan a snapshot), and PostgreSQL runs the same text; Delivery's RETURNING also
+//! saves the separate SUM over the order's lines.
 //!
 //! An unused item id (the 1% of New-Orders clause 2.4.2.3 rolls back) raises SQLSTATE
 //! [`UNUSED_ITEM`], which rolls the call back in both systems; [`CallDriver`] reports it as

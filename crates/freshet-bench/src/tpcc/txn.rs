@@ -197,7 +197,7 @@ const STATEMENTS: [&str; 29] = [
 
 const EXTRA: [&str; 4] = [
     "SELECT o_c_id FROM oorder WHERE o_w_id = $1 AND o_d_id = $2 AND o_id = $3",
-    "SELECT ol_amount FROM order_line WHERE ol_w_id = $1 AND ol_d_id = $2 AND ol_o_id = $3",
+    "SELECT SUM(ol_amount) FROM order_line WHERE ol_w_id = $1 AND ol_d_id = $2 AND ol_o_id = $3",
     "SELECT d_next_o_id FROM district WHERE d_w_id = $1 AND d_id = $2",
     "SELECT c_data FROM customer WHERE c_w_id = $1 AND c_d_id = $2 AND c_id = $3",
 ];
@@ -484,7 +484,7 @@ impl<C: Conn> StatementDriver<C> {
             self.x(DEL_CARRIER, &[int(i.carrier_id), int(w), int(d), int(o_id)]).await?;
             self.x(DEL_LINES_DATE, &[Param::Timestamp(i.date), int(w), int(d), int(o_id)]).await?;
             let amounts = self.q(DEL_LINE_AMOUNTS, &[int(w), int(d), int(o_id)]).await?;
-            let total: i64 = amounts.iter().map(|r| r[0].as_scaled(2)).sum();
+            let total: i64 = amounts.first().map_or(0, |r| r[0].as_scaled(2));
             self.x(DEL_CUSTOMER, &[cents(total), int(w), int(d), int(c_id)]).await?;
             delivered.push(Some(o_id));
         }
