@@ -312,6 +312,9 @@ pub fn validate(p: &Partition, txn: &LocalTxn) -> Result<()> {
     if txn.isolation != Isolation::Serializable || txn.versions.is_empty() || txn.reads.is_empty() {
         return Ok(());
     }
+    if p.txns.committed.back().is_none_or(|c| c.ts <= txn.view.start) {
+        return Ok(()); // nothing committed after the snapshot (the queue is in commit order)
+    }
     let columns: Vec<u64> = txn.reads.iter().map(ReadPredicate::columns).collect();
     for c in p.txns.committed.iter().filter(|c| c.ts > txn.view.start) {
         for (table, before, after) in &c.rows {
@@ -343,7 +346,7 @@ fn changed_columns(before: &[Value], after: &[Value]) -> u64 {
     let mut mask = 0u64;
     for (c, (b, a)) in before.iter().zip(after).enumerate() {
         if b != a {
-            mask |= 1u64.checked_shl(c as u32).unwrap_or(u64::MAX);
+            mask |= crate::sql::plan::column_bit(c);
         }
     }
     mask

@@ -12,7 +12,7 @@ use std::ops::Bound;
 use super::expr::{EvalContext, Expr, RowAccess};
 use super::plan::{Access, Aggregate, AggregateFunc, DeletePlan, SelectPlan, UpdatePlan};
 use crate::error::{Error, Result};
-use crate::storage::index::{encode_value, KeyBuf};
+use crate::storage::index::{encode_key, encode_value, KeyBuf};
 use crate::storage::{IndexStore, RowId, RowVersion, TableStore, TxnView};
 use crate::txn::LocalTxn;
 use crate::types::{DataType, Decimal, TypeFamily, Value};
@@ -396,9 +396,7 @@ impl ScanBound {
     /// Whether a row with these values lies within the part of the index the scan read.
     pub fn covers(&self, table: &crate::catalog::TableDef, row: &[Value]) -> bool {
         let mut key = KeyBuf::new();
-        for &c in &table.indexes[self.index].columns {
-            encode_value(&row[c], &mut key);
-        }
+        encode_key(table.indexes[self.index].columns.iter().map(|&c| &row[c]), &mut key);
         if self.descending { key.as_slice() >= self.key.as_slice() } else { key.as_slice() <= self.key.as_slice() }
     }
 }
