@@ -95,12 +95,30 @@ pub struct ProcedureDef {
     pub routine: Arc<crate::sql::plpgsql::Routine>,
 }
 
+/// A view: a named query, expanded into the queries that name it when they are planned.
+/// Views hold no data; they share the relation namespace and the id space of tables.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ViewDef {
+    pub id: TableId,
+    pub name: String,
+    /// Output columns, named as the view names them, typed as its query gives them when the
+    /// view was created.
+    pub columns: Vec<(String, DataType)>,
+    /// The defining query, as SQL text (what the log and checkpoints keep, and what
+    /// `pg_views.definition` shows).
+    pub query: String,
+    /// The tables and views its query names: they cannot be dropped while the view exists
+    /// (except with CASCADE, which drops the view too).
+    pub depends_on: Vec<String>,
+}
+
 /// One version of the catalog.
 #[derive(Clone, Debug, Default)]
 pub struct Catalog {
     pub version: u64,
     tables: BTreeMap<String, Arc<TableDef>>,
     procedures: BTreeMap<String, Arc<ProcedureDef>>,
+    views: BTreeMap<String, Arc<ViewDef>>,
 }
 
 impl Catalog {
@@ -133,9 +151,144 @@ impl Catalog {
         self.procedures.values()
     }
 
-    /// Whether `name` is taken by a table or an index (they share one namespace).
+    /// Whether `name` is taken by a table, an index or a view (they share one namespace).
     pub fn relation_exists(&self, name: &str) -> bool {
-        self.tables.contains_key(name) || self.index_owner(name).is_some()
+        self.tables.contains_key(name) || self.views.contains_key(name) || self.index_owner(name).is_some()
+    }
+
+    pub fn view(&self, name: &str) -> Option<&Arc<ViewDef>> {
+        self.views.get(name)
+    }
+
+    pub fn views(&self) -> impl Iterator<Item = &Arc<ViewDef>> {
+        self.views.values()
+    }
+
+    pub fn has_views(&self) -> bool {
+        !self.views.is_empty()
+    }
+
+    /// The views whose queries name `relation`.
+    pub fn dependents(&self, relation: &str) -> impl Iterator<Item = &Arc<ViewDef>> {
+        self.views.values().filter(move |v| v.depends_on.iter().any(|d| d == relation))
+    }
+
+    /// Checks that `def` can be created (`or_replace`: or replace the view of its name): the
+    /// name is free, or names a view whose columns the new one keeps, by name and type, in
+    /// their order (PostgreSQL's rule: a replacement may only add columns at the end); and the
+    /// views it names do not lead back to it (42P17), which a replacement could otherwise do.
+    pub fn check_create_view(&self, def: &ViewDef, or_replace: bool) -> Result<()> {
+        match self.views.get(&def.name) {
+            Some(old) if or_replace => {
+                if def.columns.len() < old.columns.len() {
+                    return Err(Error::new(SqlState::InvalidTableDefinition, "cannot drop columns from view"));
+                }
+                for ((old_name, old_ty), (name, ty)) in old.columns.iter().zip(&def.columns) {
+                    if old_name != name {
+                        return Err(Error::new(
+                            SqlState::InvalidTableDefinition,
+                            format!("cannot change name of view column \"{old_name}\" to \"{name}\""),
+                        ));
+                    }
+                    if old_ty != ty {
+                        return Err(Error::new(
+                            SqlState::InvalidTableDefinition,
+                            format!("cannot change data type of view column \"{name}\" from {old_ty} to {ty}"),
+                        ));
+                    }
+                }
+            }
+            _ if self.relation_exists(&def.name) => {
+                return Err(Error::new(SqlState::DuplicateTable, format!("relation \"{}\" already exists", def.name)));
+            }
+            _ => {}
+        }
+        let mut stack: Vec<&str> = def.depends_on.iter().map(String::as_str).collect();
+        let mut seen: Vec<&str> = Vec::new();
+        while let Some(n) = stack.pop() {
+            if n == def.name {
+                return Err(Error::new(
+                    SqlState::Custom("42P17"),
+                    format!("infinite recursion detected in rules for relation \"{}\"", def.name),
+                ));
+            }
+            if !seen.contains(&n) {
+                seen.push(n);
+                if let Some(v) = self.views.get(n) {
+                    stack.extend(v.depends_on.iter().map(String::as_str));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// What DROP of the relations `names` removes besides them: every view that depends on
+    /// one of them, directly or through other views, in an order that drops dependents first.
+    /// Without `cascade`, any such view is an error (2BP01), as in PostgreSQL.
+    pub fn dependent_views(&self, names: &[String], kind: &str, cascade: bool) -> Result<Vec<String>> {
+        let mut out: Vec<String> = Vec::new();
+        let mut frontier: Vec<String> = names.to_vec();
+        while let Some(name) = frontier.pop() {
+            for v in self.dependents(&name) {
+                if names.contains(&v.name) || out.contains(&v.name) {
+                    continue;
+                }
+                if !cascade {
+                    return Err(Error::new(
+                        SqlState::DependentObjectsStillExist,
+                        format!("cannot drop {kind} {name} because other objects depend on it"),
+                    )
+                    .with_detail(format!("view {} depends on {kind} {name}", v.name))
+                    .with_hint("Use DROP ... CASCADE to drop the dependent objects too."));
+                }
+                out.push(v.name.clone());
+                frontier.push(v.name.clone());
+            }
+        }
+        // Found outward from the dropped relations; dropping in reverse removes the views
+        // that depend on others first.
+        out.reverse();
+        Ok(out)
+    }
+
+    /// What DROP VIEW `names` removes, in the order to remove them (the views that depend on
+    /// them first, with CASCADE), and the notices for names missing under IF EXISTS.
+    pub fn views_to_drop(&self, names: &[String], if_exists: bool, cascade: bool) -> Result<(Vec<String>, Vec<String>)> {
+        let mut notices = Vec::new();
+        let mut doomed = Vec::new();
+        for n in names {
+            if self.views.contains_key(n) {
+                if !doomed.contains(n) {
+                    doomed.push(n.clone());
+                }
+            } else if self.tables.contains_key(n) {
+                return Err(Error::new(SqlState::WrongObjectType, format!("\"{n}\" is not a view"))
+                    .with_hint("Use DROP TABLE to remove a table."));
+            } else if if_exists {
+                notices.push(format!("view \"{n}\" does not exist, skipping"));
+            } else {
+                return Err(Error::undefined_table(n));
+            }
+        }
+        let mut all = self.dependent_views(&doomed, "view", cascade)?;
+        notices.extend(all.iter().map(|v| format!("drop cascades to view {v}")));
+        all.extend(doomed);
+        Ok((all, notices))
+    }
+
+    /// This catalog with `view` added or replaced (a transaction's own view changes, which
+    /// other sessions do not see until it commits).
+    pub fn with_view(&self, view: Arc<ViewDef>) -> Catalog {
+        let mut next = self.clone();
+        next.views.insert(view.name.clone(), view);
+        next
+    }
+
+    /// This catalog without view `name`.
+    pub fn without_view(&self, name: &str) -> Catalog {
+        let mut next = self.clone();
+        next.views.remove(name);
+        next
     }
 }
 
@@ -209,6 +362,28 @@ impl CatalogStore {
         }
         let mut next = (**cur).clone();
         next.procedures.remove(name);
+        next.version += 1;
+        *cur = Arc::new(next);
+        true
+    }
+}
+
+impl CatalogStore {
+    /// Publishes a catalog with `view` added or replaced.
+    pub fn put_view(&self, view: Arc<ViewDef>) {
+        let mut cur = self.current.write();
+        let mut next = cur.with_view(view);
+        next.version += 1;
+        *cur = Arc::new(next);
+    }
+
+    /// Publishes a catalog without view `name`; whether it was there.
+    pub fn remove_view(&self, name: &str) -> bool {
+        let mut cur = self.current.write();
+        if !cur.views.contains_key(name) {
+            return false;
+        }
+        let mut next = cur.without_view(name);
         next.version += 1;
         *cur = Arc::new(next);
         true

@@ -76,6 +76,58 @@ fn the_same_query_text_follows_ddl() {
     assert_eq!(err.message, "function sum(text) does not exist");
 }
 
+/// A prepared statement that names a view is planned again when the view is replaced, and
+/// when its transaction block creates or forgets views.
+#[test]
+fn prepared_statements_follow_view_changes() {
+    let db = db();
+    let mut s = db.session();
+    s.execute_blocking("CREATE TABLE items (id INT PRIMARY KEY, price INT)").unwrap();
+    s.execute_blocking("INSERT INTO items VALUES (1, 10), (2, 20), (3, 30)").unwrap();
+    s.execute_blocking("CREATE VIEW pricey AS SELECT id, price FROM items WHERE price > 15").unwrap();
+    let count = |s: &mut freshet::Session, p: &std::sync::Arc<freshet::Prepared>| {
+        let r = futures::executor::block_on(s.collect(p, vec![])).unwrap();
+        r.rows()[0][0].clone()
+    };
+    let p = futures::executor::block_on(s.prepare("SELECT count(*) FROM pricey", &[])).unwrap();
+    assert_eq!(count(&mut s, &p), Value::Int64(2));
+    s.execute_blocking("CREATE OR REPLACE VIEW pricey AS SELECT id, price FROM items WHERE price > 25").unwrap();
+    assert_eq!(count(&mut s, &p), Value::Int64(1));
+    // Inside a block, the block's own replacement counts; after ROLLBACK, the database's.
+    s.execute_blocking("BEGIN").unwrap();
+    s.execute_blocking("DROP VIEW pricey").unwrap();
+    s.execute_blocking("CREATE VIEW pricey AS SELECT id, price FROM items").unwrap();
+    assert_eq!(count(&mut s, &p), Value::Int64(3));
+    s.execute_blocking("ROLLBACK").unwrap();
+    assert_eq!(count(&mut s, &p), Value::Int64(1));
+}
+
+/// A block's views are invisible to other sessions until it commits; a COMMIT whose view
+/// can no longer be created rolls the whole block back.
+#[test]
+fn a_blocks_views_are_its_own_until_commit() {
+    let db = db();
+    let mut s = db.session();
+    let mut other = db.session();
+    s.execute_blocking("CREATE TABLE items (id INT PRIMARY KEY, price INT)").unwrap();
+    s.execute_blocking("INSERT INTO items VALUES (1, 10), (2, 20), (3, 30)").unwrap();
+    s.execute_blocking("BEGIN").unwrap();
+    s.execute_blocking("CREATE VIEW mine AS SELECT id FROM items").unwrap();
+    assert_eq!(s.execute_blocking("SELECT count(*) FROM mine").unwrap()[0].rows(), vec![vec![Value::Int64(3)]]);
+    assert_eq!(other.execute_blocking("SELECT * FROM mine").unwrap_err().state, SqlState::UndefinedTable);
+    other.execute_blocking("CREATE VIEW mine AS SELECT 1 AS one").unwrap();
+    s.execute_blocking("INSERT INTO items VALUES (4, 40)").unwrap();
+    let err = s.execute_blocking("COMMIT").unwrap_err();
+    assert_eq!(err.state, SqlState::DuplicateTable, "{err}");
+    assert_eq!(s.execute_blocking("SELECT count(*) FROM items").unwrap()[0].rows(), vec![vec![Value::Int64(3)]]);
+    assert_eq!(s.execute_blocking("SELECT * FROM mine").unwrap()[0].rows(), vec![vec![Value::Int64(1)]]);
+    // A block that commits publishes its view to everyone.
+    s.execute_blocking("BEGIN").unwrap();
+    s.execute_blocking("CREATE VIEW cheap AS SELECT id FROM items WHERE price < 25").unwrap();
+    s.execute_blocking("COMMIT").unwrap();
+    assert_eq!(other.execute_blocking("SELECT count(*) FROM cheap").unwrap()[0].rows(), vec![vec![Value::Int64(2)]]);
+}
+
 /// `now()` in an analytical query is the time of the statement, as on the short path, even
 /// when the statement's plan is reused.
 #[test]

@@ -27,6 +27,7 @@ mod session;
 mod settings;
 pub mod snapshots;
 mod transaction;
+mod views;
 
 pub use copy::{CopyFormat, CopyIn, CopyOut};
 pub use database::{Config, Database};

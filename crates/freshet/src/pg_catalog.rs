@@ -17,11 +17,16 @@
 //!   extended statistics, publications, comments) exist and are empty, so clients' queries
 //!   that join them run and find nothing.
 //!
-//! The primary key is a hash index (`pg_am` 'hash'), every other index is ordered ('btree').
+//! A primary key of one column is a hash index (`pg_am` 'hash'); every other index, and a
+//! primary key of several columns (which also keeps its entries in key order), is 'btree'.
+//!
+//! Views are `pg_class` rows with `relkind` 'v' (OIDs from the table id space), their columns
+//! are in `pg_attribute`, their queries in `pg_views` and `pg_get_viewdef`. A transaction
+//! block's own uncommitted views are not listed.
 
 use std::sync::Arc;
 
-use freshet_core::catalog::{Catalog, ColumnDefault, TableDef};
+use freshet_core::catalog::{Catalog, ColumnDefault, TableDef, ViewDef};
 use freshet_core::engine::Engine;
 use freshet_core::types::DataType;
 use freshet_olap::datafusion;
@@ -52,6 +57,16 @@ const UTF8_ENCODING: i32 = 6;
 /// The OID of a user table.
 pub fn table_oid(table: &TableDef) -> i64 {
     16384 + 256 * table.id as i64
+}
+
+/// The OID of a view (views take their ids from the tables' id space).
+fn view_oid(view: &ViewDef) -> i64 {
+    16384 + 256 * view.id as i64
+}
+
+/// `pg_get_viewdef(oid)`: the view's query as PostgreSQL prints it.
+fn view_definition(catalog: &Catalog, oid: i64) -> Option<String> {
+    catalog.views().find(|v| view_oid(v) == oid).map(|v| format!(" {};", v.query))
 }
 
 /// The OID of a stored procedure or function.
@@ -242,6 +257,7 @@ const RELATIONS: &[(&str, &[(&str, ArrowType)])] = &[
     ("pg_publication", &[("oid", I8), ("pubname", T), ("pubowner", I8), ("puballtables", B), ("pubinsert", B), ("pubupdate", B), ("pubdelete", B), ("pubtruncate", B), ("pubviaroot", B)]),
     ("pg_publication_rel", &[("oid", I8), ("prpubid", I8), ("prrelid", I8), ("prqual", T), ("prattrs", T)]),
     ("pg_publication_namespace", &[("oid", I8), ("pnpubid", I8), ("pnnspid", I8)]),
+    ("pg_views", &[("schemaname", T), ("viewname", T), ("viewowner", T), ("definition", T)]),
 ];
 
 /// The relations of features Freshet does not have: they never have rows.
@@ -370,9 +386,12 @@ fn rows(name: &str, catalog: &Catalog) -> Vec<Vec<V>> {
                 let oid = table_oid(table);
                 out.push(class_row(oid, &table.name, PUBLIC_OID, HEAP_AM, "r", table.columns.len(), !table.indexes.is_empty()));
                 for (p, index) in table.indexes.iter().enumerate() {
-                    let am = if index.primary { HASH_AM } else { BTREE_AM };
+                    let am = if index.is_ordered() { BTREE_AM } else { HASH_AM };
                     out.push(class_row(index_oid(table, p), &index.name, PUBLIC_OID, am, "i", index.columns.len(), false));
                 }
+            }
+            for view in catalog.views() {
+                out.push(class_row(view_oid(view), &view.name, PUBLIC_OID, 0, "v", view.columns.len(), false));
             }
             out
         }
@@ -393,6 +412,11 @@ fn rows(name: &str, catalog: &Catalog) -> Vec<Vec<V>> {
                         let column = &table.columns[c];
                         out.push(attribute_row(index_oid(table, p), &column.name, AttType::of(column.ty), k + 1, !column.nullable, false));
                     }
+                }
+            }
+            for view in catalog.views() {
+                for (c, (name, ty)) in view.columns.iter().enumerate() {
+                    out.push(attribute_row(view_oid(view), name, AttType::of(*ty), c + 1, false, false));
                 }
             }
             out
@@ -486,6 +510,7 @@ fn rows(name: &str, catalog: &Catalog) -> Vec<Vec<V>> {
                 vec![t(name), t(default), null, t("Freshet"), t(description), t("user"), t("string"), t("default"), t(default), t(default)]
             })
             .collect(),
+        "pg_views" => catalog.views().map(|v| vec![t("public"), t(v.name.clone()), t(ROLE), t(format!(" {};", v.query))]).collect(),
         "pg_tablespace" => vec![vec![i(1663), t("pg_default"), i(ROLE_OID)], vec![i(1664), t("pg_global"), i(ROLE_OID)]],
         _ => Vec::new(),
     }
@@ -595,7 +620,7 @@ fn index_definition(catalog: &Catalog, oid: i64, column: i64) -> Option<String> 
         return names.get(column as usize - 1).map(|s| s.to_string());
     }
     let unique = if index.unique { "UNIQUE " } else { "" };
-    let method = if index.primary { "hash" } else { "btree" };
+    let method = if index.is_ordered() { "btree" } else { "hash" };
     Some(format!("CREATE {unique}INDEX {} ON public.{} USING {method} ({})", index.name, table.name, names.join(", ")))
 }
 
@@ -619,6 +644,9 @@ fn regclass(catalog: &Catalog, name: &str) -> DfResult<i64> {
     }
     if let Some((table, position)) = catalog.index_owner(&folded) {
         return Ok(index_oid(table, position));
+    }
+    if let Some(view) = catalog.view(&folded) {
+        return Ok(view_oid(view));
     }
     if let Some(oid) = catalog_relation_oid(folded.strip_prefix("pg_catalog.").unwrap_or(&folded)) {
         return Ok(oid);
@@ -748,6 +776,7 @@ fn functions(engine: &Arc<Engine>) -> Vec<ScalarUDF> {
         function("format_type", &[2], T, move |a| text_of(int(&a[0]).map(|oid| format_type(oid, int(&a[1]))))),
         describe("pg_get_indexdef", &[1, 3], |c, oid, a| index_definition(c, oid, a.get(1).and_then(int).unwrap_or(0))),
         describe("pg_get_constraintdef", &[1, 2], |c, oid, _| constraint_definition(c, oid)),
+        describe("pg_get_viewdef", &[1, 2], |c, oid, _| view_definition(c, oid)),
         function("pg_get_expr", &[2, 3], T, |a| text_of(text(&a[0]))),
         function("pg_encoding_to_char", &[1], T, |a| text_of(int(&a[0]).map(|e| if e == UTF8_ENCODING as i64 { "UTF8".into() } else { String::new() }))),
         // No comments, extended statistics or triggers: nothing to describe.

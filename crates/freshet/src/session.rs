@@ -37,6 +37,7 @@ use crate::result::{ColumnInfo, Output, RowStream, StatementResult};
 use crate::rewrite::{self, FoundSubquery, SubqueryValue};
 use crate::settings::Settings;
 use crate::transaction::{self as txn_block, SessionTxn};
+use crate::views;
 
 /// Microseconds since 1970-01-01 now.
 pub fn now_micros() -> i64 {
@@ -297,6 +298,16 @@ impl Session {
     }
 
     /// Parses SQL text into statements.
+    /// The catalog this session's statements see: the database's, with the view changes of
+    /// its transaction block.
+    fn catalog(&self) -> Arc<freshet_core::catalog::Catalog> {
+        let global = self.db.inner.engine.catalog();
+        match &self.txn {
+            Some(t) if !t.views.is_empty() => Arc::new(views::block_catalog(&global, &t.views, t.view_epoch)),
+            _ => global,
+        }
+    }
+
     pub fn parse(&self, sql: &str) -> Result<Vec<Statement>> {
         freshet_core::sql::parse(sql)
     }
@@ -326,7 +337,7 @@ impl Session {
 
     /// Prepares an already parsed statement.
     pub async fn prepare_statement(&mut self, statement: Statement, sql: &str, declared: &[Option<DataType>]) -> Result<Arc<Prepared>> {
-        let catalog = self.db.inner.engine.catalog();
+        let catalog = self.catalog();
         let mut params: Vec<Option<DataType>> = declared.to_vec();
         let (kind, columns) = self.plan(&statement, &catalog, &mut params).await?;
         let param_types = params.iter().map(|t| t.unwrap_or(DataType::Text)).collect();
@@ -347,6 +358,19 @@ impl Session {
         catalog: &freshet_core::catalog::Catalog,
         params: &mut Vec<Option<DataType>>,
     ) -> Result<(Kind, Option<Vec<ColumnInfo>>)> {
+        if let Statement::CreateView(cv) = statement {
+            return Ok((Kind::Ddl(self.plan_create_view(cv, catalog).await?), None));
+        }
+        let expanded;
+        let statement = if catalog.has_views() {
+            views::check_not_written(statement, catalog)?;
+            let mut s = statement.clone();
+            views::expand(&mut s, catalog)?;
+            expanded = s;
+            &expanded
+        } else {
+            statement
+        };
         Ok(match statement {
             Statement::Query(q) if let Some(call) = crate::procedure::select_function_call(q, catalog) => {
                 let (call, columns) = crate::procedure::plan_call(&self.db, catalog, call, true, params)?;
@@ -422,7 +446,7 @@ impl Session {
             }
             Statement::CreateTable(ct) => (Kind::Ddl(ddl::plan_create_table(ct, self.settings.foreign_keys())?), None),
             Statement::CreateIndex(ci) => (Kind::Ddl(ddl::plan_create_index(ci)?), None),
-            Statement::Drop { object_type, if_exists, names, .. } => (Kind::Ddl(ddl::plan_drop(object_type, names, *if_exists)?), None),
+            Statement::Drop { object_type, if_exists, names, cascade, .. } => (Kind::Ddl(ddl::plan_drop(object_type, names, *if_exists, *cascade)?), None),
             Statement::AlterTable(at) => (Kind::Ddl(ddl::plan_alter_table(at)?), None),
             Statement::Truncate(t) => (Kind::Ddl(ddl::plan_truncate(t)?), None),
             Statement::Copy { source, to, target, options, legacy_options, values } => {
@@ -517,6 +541,44 @@ impl Session {
         Ok((QueryPlan { short: None, olap: cell, statement: statement.clone() }, columns))
     }
 
+    /// CREATE VIEW: its query is planned (through the views it names) to check it and type its
+    /// columns; the stored text is the query as written.
+    async fn plan_create_view(&self, cv: &ast::CreateView, catalog: &freshet_core::catalog::Catalog) -> Result<DdlPlan> {
+        if cv.materialized {
+            return Err(Error::unsupported("materialized views"));
+        }
+        if cv.temporary {
+            return Err(Error::unsupported("temporary views"));
+        }
+        if cv.or_alter || cv.secure || cv.if_not_exists || cv.to.is_some() || cv.params.is_some() || !matches!(cv.options, ast::CreateTableOptions::None) {
+            return Err(Error::unsupported("CREATE VIEW with options"));
+        }
+        let name = user_relation(&cv.name)?;
+        let mut statement = Statement::Query(cv.query.clone());
+        views::expand(&mut statement, catalog)?;
+        let mut params = Vec::new();
+        let olap = self.plan_olap(&statement, &mut params).await?;
+        if !params.is_empty() {
+            return Err(Error::new(SqlState::UndefinedParameter, "there is no parameter $1"));
+        }
+        let Statement::Query(expanded) = &statement else { return Err(Error::internal("a view query is not a query")) };
+        let mut names = output_names(expanded, &olap);
+        if cv.columns.len() > names.len() {
+            return Err(Error::syntax("CREATE VIEW specifies more column names than columns"));
+        }
+        for (slot, c) in names.iter_mut().zip(&cv.columns) {
+            *slot = fold_ident(&c.name);
+        }
+        for (i, n) in names.iter().enumerate() {
+            if names[..i].contains(n) {
+                return Err(Error::new(SqlState::DuplicateColumn, format!("column \"{n}\" specified more than once")));
+            }
+        }
+        let columns = names.into_iter().zip(olap.schema.fields().iter()).map(|(n, f)| (n, sql_type(f))).collect();
+        let def = freshet_core::catalog::ViewDef { id: 0, name, columns, query: cv.query.to_string(), depends_on: views::dependencies(&cv.query, catalog) };
+        Ok(DdlPlan::CreateView { def, or_replace: cv.or_replace })
+    }
+
     async fn plan_olap(&self, statement: &Statement, params: &mut Vec<Option<DataType>>) -> Result<OlapPlan> {
         let mut stmt = statement.clone();
         rewrite::cast_declared_params(&mut stmt, params);
@@ -583,7 +645,7 @@ impl Session {
         if self.txn.as_ref().is_some_and(|t| t.failed) && !matches!(prepared.kind, Kind::Transaction(_)) {
             return Err(txn_block::aborted_error());
         }
-        let current = self.db.inner.engine.catalog().version;
+        let current = self.catalog().version;
         let replanned;
         let prepared = if prepared.catalog_version != current && needs_catalog(&prepared.kind) {
             // Boxed, like the other rare and large steps below: the future of `execute` is
@@ -670,6 +732,16 @@ impl Session {
                 Box::pin(self.run_dml_with_subqueries(statement, &prepared.param_types, params, now)).await
             }
             Kind::Ddl(DdlPlan::Truncate { tables }) => Box::pin(self.truncate(tables, now)).await,
+            Kind::Ddl(plan @ (DdlPlan::CreateView { .. } | DdlPlan::DropViews { .. })) if self.txn.is_some() => {
+                let catalog = self.catalog();
+                let engine = self.db.inner.engine.clone();
+                let (changes, notices) = views::block_changes(plan, &catalog, || engine.allocate_table_id())?;
+                let t = self.txn.as_mut().ok_or_else(|| Error::internal("transaction block missing"))?;
+                t.views.extend(changes);
+                t.view_epoch += 1;
+                let tag = if matches!(plan, DdlPlan::CreateView { .. }) { "CREATE VIEW" } else { "DROP VIEW" };
+                Ok(StatementResult::command(tag).with_notices(notices))
+            }
             Kind::Ddl(plan) => {
                 if self.txn.is_some() {
                     return Err(Error::unsupported(format!(
@@ -924,7 +996,7 @@ impl Session {
             values.push(self.evaluate_subquery(f, param_types, &params, now).await?);
         }
         rewrite::replace_subqueries(&mut statement, values);
-        let catalog = self.db.inner.engine.catalog();
+        let catalog = self.catalog();
         let mut types: Vec<Option<DataType>> = param_types.iter().copied().map(Some).collect();
         let plan = plan_dml(&statement, &catalog, &mut types)?;
         let txn = self.statement_txn();
@@ -937,10 +1009,12 @@ impl Session {
             FoundSubquery::In(q) => (q, 1),
             FoundSubquery::Exists(q) => (q, 2),
         };
-        let statement = Statement::Query(Box::new(query.clone()));
-        let catalog = self.db.inner.engine.catalog();
+        let catalog = self.catalog();
+        let mut statement = Statement::Query(Box::new(query));
+        views::expand(&mut statement, &catalog)?;
+        let Statement::Query(query) = &statement else { return Err(Error::internal("a subquery is not a query")) };
         let mut types: Vec<Option<DataType>> = param_types.iter().copied().map(Some).collect();
-        let (plan, columns) = self.plan_query(&query, &statement, &catalog, &mut types).await?;
+        let (plan, columns) = self.plan_query(query, &statement, &catalog, &mut types).await?;
         let param_types: Vec<DataType> = types.iter().map(|t| t.unwrap_or(DataType::Text)).collect();
         let mut params = params.to_vec();
         params.resize(param_types.len(), Value::Null);
@@ -1080,7 +1154,8 @@ impl Session {
             }
             TxnStatement::Commit => match self.txn.take() {
                 None => Ok(StatementResult::command("COMMIT").with_notices(vec!["there is no transaction in progress".into()])),
-                Some(t) => txn_block::commit(&engine, t, self.settings.synchronous_commit()).await,
+                Some(t) if t.views.is_empty() => txn_block::commit(&engine, t, self.settings.synchronous_commit()).await,
+                Some(t) => Box::pin(self.commit_with_views(t)).await,
             },
             TxnStatement::Rollback => match self.txn.take() {
                 None => Ok(StatementResult::command("ROLLBACK").with_notices(vec!["there is no transaction in progress".into()])),
@@ -1092,6 +1167,7 @@ impl Session {
                 };
                 let mark = txn_block::savepoint(&engine, t).await?;
                 t.savepoints.push((name, mark));
+                t.view_marks.push(t.views.len());
                 Ok(StatementResult::command("SAVEPOINT"))
             }
             TxnStatement::RollbackTo(name) => {
@@ -1104,6 +1180,13 @@ impl Session {
                 };
                 let mark = t.savepoints[pos].1.clone();
                 t.savepoints.truncate(pos + 1);
+                t.view_marks.truncate(pos + 1);
+                if let Some(&n) = t.view_marks.get(pos)
+                    && n < t.views.len()
+                {
+                    t.views.truncate(n);
+                    t.view_epoch += 1;
+                }
                 txn_block::rollback_to(&engine, t, &mark).await?;
                 Ok(StatementResult::command("ROLLBACK"))
             }
@@ -1116,9 +1199,29 @@ impl Session {
                     return Err(txn_block::no_savepoint(&name));
                 };
                 t.savepoints.truncate(pos);
+                t.view_marks.truncate(pos);
                 Ok(StatementResult::command("RELEASE"))
             }
         }
+    }
+
+    /// COMMIT of a block that created or dropped views: they are checked against the catalog
+    /// as it is now (a failure rolls the block back), the block's rows commit, then the views
+    /// change, each as its own DDL.
+    async fn commit_with_views(&mut self, mut t: SessionTxn) -> Result<StatementResult> {
+        let engine = self.db.inner.engine.clone();
+        let changes = match views::to_commit(&engine.catalog(), std::mem::take(&mut t.views)) {
+            Ok(c) => c,
+            Err(e) => {
+                txn_block::rollback(&engine, t).await?;
+                return Err(e);
+            }
+        };
+        let result = txn_block::commit(&engine, t, self.settings.synchronous_commit()).await?;
+        for change in changes {
+            engine.execute_ddl(change.ddl()).await?;
+        }
+        Ok(result)
     }
 
     /// TRUNCATE: inside a transaction block (or while transactions run) it deletes every row

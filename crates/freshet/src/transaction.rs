@@ -38,6 +38,13 @@ pub struct SessionTxn {
     /// When the block began (microseconds since 1970): what `now()` and CURRENT_TIMESTAMP
     /// give in every statement of the block, as in PostgreSQL.
     pub began_at: i64,
+    /// The CREATE VIEW and DROP VIEW this block has run: its own statements see them, COMMIT
+    /// applies them, ROLLBACK forgets them (`views`).
+    pub views: Vec<crate::views::ViewChange>,
+    /// For each savepoint, in order, how many of `views` preceded it.
+    pub view_marks: Vec<usize>,
+    /// Counts changes of `views`: part of the version of the catalog the block sees.
+    pub view_epoch: u64,
 }
 
 impl SessionTxn {
@@ -53,6 +60,9 @@ impl SessionTxn {
             wrote: false,
             pinned: parking_lot::Mutex::new(None),
             began_at: crate::session::now_micros(),
+            views: Vec::new(),
+            view_marks: Vec::new(),
+            view_epoch: 0,
         }
     }
 

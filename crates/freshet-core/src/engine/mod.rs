@@ -145,6 +145,11 @@ impl Engine {
         self.catalog.current()
     }
 
+    /// A fresh table id (views take theirs from the same space).
+    pub fn allocate_table_id(&self) -> crate::catalog::TableId {
+        self.catalog.allocate_table_id()
+    }
+
     pub fn config(&self) -> &EngineConfig {
         &self.config
     }
@@ -278,7 +283,9 @@ impl Engine {
                 outcome.notices.extend(notices);
                 Ok(outcome)
             }
-            DdlPlan::DropTables { names, if_exists } => self.drop_tables(&catalog, names, if_exists).await,
+            DdlPlan::DropTables { names, if_exists, cascade } => self.drop_tables(&catalog, names, if_exists, cascade).await,
+            DdlPlan::CreateView { def, or_replace } => self.create_view(&catalog, def, or_replace).await,
+            DdlPlan::DropViews { names, if_exists, cascade } => self.drop_views(&catalog, names, if_exists, cascade).await,
             DdlPlan::CreateIndex { table, name, columns, unique, if_not_exists } => {
                 self.create_index(&catalog, &table, name, &columns, unique, if_not_exists).await
             }
@@ -329,16 +336,23 @@ impl Engine {
         Ok(DdlOutcome { tag: "CREATE TABLE", notices: vec![] })
     }
 
-    async fn drop_tables(&self, catalog: &Catalog, names: Vec<String>, if_exists: bool) -> Result<DdlOutcome> {
+    async fn drop_tables(&self, catalog: &Catalog, names: Vec<String>, if_exists: bool, cascade: bool) -> Result<DdlOutcome> {
         let mut notices = Vec::new();
         let mut doomed = Vec::new();
         for n in &names {
             match catalog.table(n) {
                 Some(t) => doomed.push(t.clone()),
+                None if catalog.view(n).is_some() => {
+                    return Err(Error::new(SqlState::WrongObjectType, format!("\"{n}\" is not a table")).with_hint("Use DROP VIEW to remove a view."));
+                }
                 None if if_exists => notices.push(format!("table \"{n}\" does not exist, skipping")),
                 None => return Err(Error::undefined_table(n)),
             }
         }
+        let doomed_names: Vec<String> = doomed.iter().map(|t| t.name.clone()).collect();
+        let views = catalog.dependent_views(&doomed_names, "table", cascade)?;
+        notices.extend(views.iter().map(|v| format!("drop cascades to view {v}")));
+        self.remove_views(views).await?;
         for t in &doomed {
             self.catalog.remove_table(&t.name)?;
         }
@@ -393,6 +407,34 @@ impl Engine {
             self.catalog.remove_procedure(&n);
         }
         Ok(DdlOutcome { tag: if function { "DROP FUNCTION" } else { "DROP PROCEDURE" }, notices })
+    }
+
+    /// CREATE [OR REPLACE] VIEW: logged, then published. A view has no storage, so its step
+    /// touches no partition.
+    async fn create_view(&self, catalog: &Catalog, mut def: crate::catalog::ViewDef, or_replace: bool) -> Result<DdlOutcome> {
+        catalog.check_create_view(&def, or_replace)?;
+        def.id = match catalog.view(&def.name) {
+            Some(old) => old.id,
+            None => self.catalog.allocate_table_id(),
+        };
+        self.ddl_step(Some(RedoRecord::PutView(def.clone())), |_| Ok(())).await?;
+        self.catalog.put_view(Arc::new(def));
+        Ok(DdlOutcome { tag: "CREATE VIEW", notices: vec![] })
+    }
+
+    async fn drop_views(&self, catalog: &Catalog, names: Vec<String>, if_exists: bool, cascade: bool) -> Result<DdlOutcome> {
+        let (doomed, notices) = catalog.views_to_drop(&names, if_exists, cascade)?;
+        self.remove_views(doomed).await?;
+        Ok(DdlOutcome { tag: "DROP VIEW", notices })
+    }
+
+    /// Drops views, in the order given (dependents before what they depend on).
+    async fn remove_views(&self, names: Vec<String>) -> Result<()> {
+        for n in names {
+            self.ddl_step(Some(RedoRecord::DropView(n.clone())), |_| Ok(())).await?;
+            self.catalog.remove_view(&n);
+        }
+        Ok(())
     }
 
     /// Installs a changed definition on every partition (building or dropping indexes), then
@@ -557,3 +599,4 @@ pub(crate) async fn durable(token: Option<Durable>) -> Result<()> {
         None => Ok(()),
     }
 }
+

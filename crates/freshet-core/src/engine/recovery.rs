@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use super::{Durable, Engine};
 use crate::executor::Reply;
-use crate::catalog::{TableDef, TableId};
+use crate::catalog::{TableDef, TableId, ViewDef};
 use crate::error::{Error, Result};
 use crate::storage::{RowId, TableSnapshot, Ts, TxnView};
 use crate::types::Value;
@@ -29,6 +29,8 @@ pub struct CheckpointImage {
     pub start: Option<Durable>,
     /// The CREATE statements of the stored procedures and functions.
     pub procedures: Vec<String>,
+    /// The views.
+    pub views: Vec<ViewDef>,
 }
 
 impl Engine {
@@ -70,6 +72,16 @@ impl Engine {
 
     pub fn restore_drop_procedure(&self, name: &str) {
         self.catalog.remove_procedure(name);
+    }
+
+    /// Recovery: publishes a logged view.
+    pub fn restore_put_view(&self, view: ViewDef) {
+        self.catalog.ensure_next_table_id(view.id);
+        self.catalog.put_view(Arc::new(view));
+    }
+
+    pub fn restore_drop_view(&self, name: &str) {
+        self.catalog.remove_view(name);
     }
 
     pub async fn restore_drop_table(&self, id: TableId) -> Result<()> {
@@ -147,11 +159,13 @@ impl Engine {
     /// schema change's record precedes the start record as soon as its step has run, even if
     /// its catalog version is published a moment later.
     pub async fn checkpoint_image(&self) -> Result<CheckpointImage> {
-        // Procedures change only under the DDL lock, which a procedure's DDL step holds from
-        // its record to its publication: with it held here, the image's procedures are
-        // exactly those whose records precede the start record.
+        // Procedures and views change only under the DDL lock, which their DDL steps hold from
+        // the record to the publication: with it held here, the image's procedures and views
+        // are exactly those whose records precede the start record.
         let _ddl = self.catalog.ddl_lock.lock().await;
-        let procedures = self.catalog.current().procedures().map(|p| p.routine.source.clone()).collect();
+        let current = self.catalog.current();
+        let procedures = current.procedures().map(|p| p.routine.source.clone()).collect();
+        let views = current.views().map(|v| (**v).clone()).collect();
         let wal = self.wal.get().cloned();
         let registry = self.registry.clone();
         let all: Vec<usize> = (0..self.executors.len()).collect();
@@ -181,6 +195,6 @@ impl Engine {
             partitions.push(snaps);
         }
         let tables = partitions.first().map(|snaps: &Vec<TableSnapshot>| snaps.iter().map(|s| s.def.clone()).collect()).unwrap_or_default();
-        Ok(CheckpointImage { tables, partitions, ts, start: step.take_durable(), procedures })
+        Ok(CheckpointImage { tables, partitions, ts, start: step.take_durable(), procedures, views })
     }
 }

@@ -15,7 +15,8 @@ pub enum DdlPlan {
     /// `notices`: what the client is told besides the command tag (FOREIGN KEY constraints
     /// accepted without enforcement).
     CreateTable { def: TableDef, if_not_exists: bool, notices: Vec<String> },
-    DropTables { names: Vec<String>, if_exists: bool },
+    /// `cascade`: also drop the views that depend on them.
+    DropTables { names: Vec<String>, if_exists: bool, cascade: bool },
     CreateIndex { table: String, name: String, columns: Vec<String>, unique: bool, if_not_exists: bool },
     DropIndexes { names: Vec<String>, if_exists: bool },
     AddPrimaryKey { table: String, columns: Vec<String> },
@@ -23,6 +24,10 @@ pub enum DdlPlan {
     /// CREATE [OR REPLACE] PROCEDURE|FUNCTION, compiled (`plpgsql::compile`).
     CreateProcedure { routine: std::sync::Arc<super::plpgsql::Routine> },
     DropProcedures { function: bool, names: Vec<String>, if_exists: bool },
+    /// CREATE [OR REPLACE] VIEW, its query already checked and its columns typed by the
+    /// planner (the id is given when it runs).
+    CreateView { def: crate::catalog::ViewDef, or_replace: bool },
+    DropViews { names: Vec<String>, if_exists: bool, cascade: bool },
 }
 
 /// What CREATE TABLE does with a FOREIGN KEY constraint (the `freshet.foreign_keys` setting).
@@ -231,10 +236,11 @@ pub fn plan_create_index(ci: &ast::CreateIndex) -> Result<DdlPlan> {
     Ok(DdlPlan::CreateIndex { table, name, columns, unique: ci.unique, if_not_exists: ci.if_not_exists })
 }
 
-pub fn plan_drop(object_type: &ast::ObjectType, names: &[ast::ObjectName], if_exists: bool) -> Result<DdlPlan> {
+pub fn plan_drop(object_type: &ast::ObjectType, names: &[ast::ObjectName], if_exists: bool, cascade: bool) -> Result<DdlPlan> {
     let names = names.iter().map(user_relation).collect::<Result<Vec<_>>>()?;
     match object_type {
-        ast::ObjectType::Table => Ok(DdlPlan::DropTables { names, if_exists }),
+        ast::ObjectType::Table => Ok(DdlPlan::DropTables { names, if_exists, cascade }),
+        ast::ObjectType::View => Ok(DdlPlan::DropViews { names, if_exists, cascade }),
         ast::ObjectType::Index => Ok(DdlPlan::DropIndexes { names, if_exists }),
         other => Err(Error::unsupported(format!("DROP {other}"))),
     }

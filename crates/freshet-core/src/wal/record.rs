@@ -6,7 +6,7 @@
 //! self-describing per value (a type tag), versioned by a leading format byte, and framed by the
 //! log with a length and a CRC.
 
-use crate::catalog::{ColumnDef, ColumnDefault, IndexDef, TableDef, TableId};
+use crate::catalog::{ColumnDef, ColumnDefault, IndexDef, TableDef, TableId, ViewDef};
 use crate::error::{Error, Result};
 use crate::storage::{RowId, Ts};
 use crate::types::{DataType, Decimal, Value};
@@ -51,6 +51,9 @@ pub enum RedoRecord {
     /// (recovery compiles it again).
     PutProcedure(String),
     DropProcedure(String),
+    /// A view was created or replaced.
+    PutView(ViewDef),
+    DropView(String),
 }
 
 /// Row changes per record: a transaction with more is logged as parts and a commit, so that no
@@ -96,7 +99,42 @@ pub fn encode(record: &RedoRecord, out: &mut Vec<u8>) {
             out.push(8);
             put_str(out, name);
         }
+        RedoRecord::PutView(view) => {
+            out.push(9);
+            encode_view(view, out);
+        }
+        RedoRecord::DropView(name) => {
+            out.push(10);
+            put_str(out, name);
+        }
     }
+}
+
+/// Appends the encoding of a view definition (also what checkpoints keep of views).
+pub fn encode_view(view: &ViewDef, out: &mut Vec<u8>) {
+    put_u32(out, view.id);
+    put_str(out, &view.name);
+    put_u32(out, view.columns.len() as u32);
+    for (name, ty) in &view.columns {
+        put_str(out, name);
+        encode_type(*ty, out);
+    }
+    put_str(out, &view.query);
+    put_u32(out, view.depends_on.len() as u32);
+    for d in &view.depends_on {
+        put_str(out, d);
+    }
+}
+
+pub fn decode_view(r: &mut Reader) -> Result<ViewDef> {
+    let id = r.u32()?;
+    let name = r.string()?;
+    let n = r.u32()? as usize;
+    let columns = (0..n).map(|_| Ok((r.string()?, decode_type(r)?))).collect::<Result<_>>()?;
+    let query = r.string()?;
+    let n = r.u32()? as usize;
+    let depends_on = (0..n).map(|_| r.string()).collect::<Result<_>>()?;
+    Ok(ViewDef { id, name, columns, query, depends_on })
 }
 
 pub fn decode(bytes: &[u8]) -> Result<RedoRecord> {
@@ -123,6 +161,8 @@ pub fn decode(bytes: &[u8]) -> Result<RedoRecord> {
         5 => RedoRecord::CheckpointStart { ts: r.u64()? },
         7 => RedoRecord::PutProcedure(r.string()?),
         8 => RedoRecord::DropProcedure(r.string()?),
+        9 => RedoRecord::PutView(decode_view(&mut r)?),
+        10 => RedoRecord::DropView(r.string()?),
         t => return Err(corrupt(&format!("unknown record type {t}"))),
     };
     if r.pos != bytes.len() {
@@ -461,6 +501,14 @@ mod tests {
             RedoRecord::CheckpointStart { ts: 99 },
             RedoRecord::PutProcedure("CREATE PROCEDURE p() LANGUAGE plpgsql AS $$ BEGIN NULL; END $$".into()),
             RedoRecord::DropProcedure("p".into()),
+            RedoRecord::PutView(crate::catalog::ViewDef {
+                id: 9,
+                name: "v".into(),
+                columns: vec![("a".into(), DataType::Int32), ("total".into(), DataType::Decimal { precision: 22, scale: 2 })],
+                query: "SELECT a, sum(b) FROM t GROUP BY a".into(),
+                depends_on: vec!["t".into()],
+            }),
+            RedoRecord::DropView("v".into()),
         ];
         for record in records {
             let mut buf = Vec::new();

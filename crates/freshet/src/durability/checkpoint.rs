@@ -5,7 +5,8 @@
 //! `t<table id>-p<partition>.arrow` (the table's columns plus `freshet_row_id`, the row's slot,
 //! so that replay finds the rows later log records name); `catalog.bin` (the table definitions
 //! in the redo record encoding); `procedures.bin` (the CREATE statements of the stored
-//! procedures, length-prefixed, only when there are some); and `manifest` (the LSN, the newest commit timestamp, the
+//! procedures, length-prefixed, only when there are some); `views.bin` (the view definitions in
+//! the redo record encoding, only when there are some); and `manifest` (the LSN, the newest commit timestamp, the
 //! partition count, and every file's length and CRC-32C, itself closed by its own CRC).
 //!
 //! ATOMICITY. Files are written under `<lsn>.tmp/`, each made durable, then the directory is
@@ -16,7 +17,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use freshet_core::catalog::TableDef;
+use freshet_core::catalog::{TableDef, ViewDef};
 use freshet_core::engine::CheckpointImage;
 use freshet_core::storage::{RowId, TableSnapshot};
 use freshet_core::types::Value;
@@ -73,6 +74,13 @@ pub fn write(fs: &dyn Fs, root: &Path, image: &CheckpointImage, lsn: Lsn) -> Res
             freshet_core::wal::record::put_str(&mut procedures, source);
         }
         add_file(fs, &tmp, "procedures.bin", &procedures, &mut manifest, &mut total)?;
+    }
+    if !image.views.is_empty() {
+        let mut views = Vec::new();
+        for view in &image.views {
+            freshet_core::wal::record::encode_view(view, &mut views);
+        }
+        add_file(fs, &tmp, "views.bin", &views, &mut manifest, &mut total)?;
     }
     for (p, tables) in image.partitions.iter().enumerate() {
         for snapshot in tables {
@@ -145,6 +153,8 @@ pub struct Loaded {
     pub files: Vec<(String, usize, u32)>,
     /// The CREATE statements of stored procedures (`procedures.bin`, absent when none).
     pub procedures: Vec<String>,
+    /// The views (`views.bin`, absent when none).
+    pub views: Vec<ViewDef>,
 }
 
 /// The checkpoints under `root`, newest first: (lsn, directory).
@@ -178,7 +188,7 @@ pub fn verify(fs: &dyn Fs, dir: &Path) -> Result<Loaded> {
     if crc32c::crc32c(body.as_bytes()) != expected {
         return Err(bad("manifest checksum mismatch".into()));
     }
-    let mut loaded = Loaded { lsn: 0, ts: 0, partitions: 0, dir: dir.to_path_buf(), tables: Vec::new(), files: Vec::new(), procedures: Vec::new() };
+    let mut loaded = Loaded { lsn: 0, ts: 0, partitions: 0, dir: dir.to_path_buf(), tables: Vec::new(), files: Vec::new(), procedures: Vec::new(), views: Vec::new() };
     for line in body.lines() {
         let parts: Vec<&str> = line.split(' ').collect();
         match parts.as_slice() {
@@ -194,6 +204,11 @@ pub fn verify(fs: &dyn Fs, dir: &Path) -> Result<Loaded> {
                     let mut r = Reader { bytes: &bytes, pos: 0 };
                     while r.pos < bytes.len() {
                         loaded.procedures.push(r.string()?);
+                    }
+                } else if *name == "views.bin" {
+                    let mut r = Reader { bytes: &bytes, pos: 0 };
+                    while r.pos < bytes.len() {
+                        loaded.views.push(freshet_core::wal::record::decode_view(&mut r)?);
                     }
                 } else if *name == "catalog.bin" {
                     let mut r = Reader { bytes: &bytes, pos: 0 };

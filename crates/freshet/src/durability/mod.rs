@@ -374,6 +374,9 @@ fn load_checkpoint(fs: &dyn Fs, engine: &Arc<Engine>, loaded: &checkpoint::Loade
     for source in &loaded.procedures {
         engine.restore_put_procedure(source)?;
     }
+    for view in &loaded.views {
+        engine.restore_put_view(view.clone());
+    }
     let mut rows = 0;
     for (name, partition, table) in &loaded.files {
         let Some(def) = loaded.tables.iter().find(|d| d.id == *table) else { continue };
@@ -438,6 +441,14 @@ impl<'a> Replay<'a> {
             RedoRecord::PutProcedure(source) => self.engine.restore_put_procedure(&source),
             RedoRecord::DropProcedure(name) => {
                 self.engine.restore_drop_procedure(&name);
+                Ok(())
+            }
+            RedoRecord::PutView(view) => {
+                self.engine.restore_put_view(view);
+                Ok(())
+            }
+            RedoRecord::DropView(name) => {
+                self.engine.restore_drop_view(&name);
                 Ok(())
             }
             RedoRecord::CheckpointStart { .. } => Ok(()),
