@@ -131,7 +131,11 @@ impl Catalog {
     }
 
     pub fn require_table(&self, name: &str) -> Result<&Arc<TableDef>> {
-        self.table(name).ok_or_else(|| Error::undefined_table(name))
+        self.table(name).ok_or_else(|| match self.views.get(name) {
+            // A view where only a table will do: COPY FROM, CREATE INDEX, ALTER TABLE, TRUNCATE.
+            Some(_) => Error::new(SqlState::WrongObjectType, format!("\"{name}\" is not a table")),
+            None => Error::undefined_table(name),
+        })
     }
 
     pub fn tables(&self) -> impl Iterator<Item = &Arc<TableDef>> {

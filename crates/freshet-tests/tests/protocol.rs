@@ -562,6 +562,15 @@ async fn copy_in_text_and_csv_then_copy_out() {
     assert_eq!(code(&err), &SqlState::UNIQUE_VIOLATION);
     let n: i64 = client.query_one("SELECT count(*) FROM cp", &[]).await.unwrap().get(0);
     assert_eq!(n, 5);
+
+    // COPY of a view writes its rows; COPY into one is refused (42809).
+    client.batch_execute("CREATE VIEW cp_big AS SELECT id, amount FROM cp WHERE amount > 2").await.unwrap();
+    let stream = client.copy_out("COPY cp_big TO STDOUT").await.unwrap();
+    let chunks: Vec<bytes::Bytes> = stream.try_collect().await.unwrap();
+    let text: String = chunks.iter().map(|c| String::from_utf8_lossy(c).into_owned()).collect();
+    assert_eq!(text, "4\t4.25\n");
+    let Err(err) = client.copy_in::<_, bytes::Bytes>("COPY cp_big FROM STDIN").await else { panic!("COPY into a view succeeded") };
+    assert_eq!(code(&err), &SqlState::WRONG_OBJECT_TYPE);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -851,6 +851,8 @@ mod tests {
         let index = freshet_core::catalog::IndexDef { name: "t_pkey".into(), columns: vec![0], unique: true, primary: true };
         let table = TableDef { id: 3, name: "t".into(), columns: vec![column("a", DataType::Int32)], indexes: vec![index], partition_key: None };
         store.put_table(Arc::new(table));
+        let view = ViewDef { id: 4, name: "v".into(), columns: vec![("a".into(), DataType::Int32)], query: "SELECT a FROM t".into(), depends_on: vec!["t".into()] };
+        store.put_view(Arc::new(view));
         let catalog = store.current();
         for (name, columns) in RELATIONS {
             let rows = rows(name, &catalog);

@@ -466,7 +466,13 @@ impl Session {
                     (true, ast::CopyTarget::Stdout) => {
                         let query = match source {
                             ast::CopySource::Query(q) => q.clone(),
-                            ast::CopySource::Table { table_name, columns } => Box::new(copy_table_query(table_name, columns)?),
+                            ast::CopySource::Table { table_name, columns } => {
+                                // COPY view TO: the view's rows, as its query gives them.
+                                let mut stmt = Statement::Query(Box::new(copy_table_query(table_name, columns)?));
+                                views::expand(&mut stmt, catalog)?;
+                                let Statement::Query(q) = stmt else { return Err(Error::internal("COPY's query is not a query")) };
+                                q
+                            }
                         };
                         let stmt = Statement::Query(query.clone());
                         let (plan, columns) = self.plan_query(&query, &stmt, catalog, params).await?;

@@ -814,6 +814,9 @@ fn unit_partitioning(unit: &SqlUnit, catalog: &Catalog, routine: &Routine) -> st
         },
         _ => return crossing("is not a single-table statement"),
     };
+    if catalog.view(&table).is_some() {
+        return crossing("reads a view (its query runs on the analytical side)");
+    }
     let Some(def) = catalog.table(&table) else { return crossing("names an unknown table") };
     let Some(k) = def.partition_key else {
         return if write { crossing("writes a replicated table (every partition)") } else { Ok(None) };
