@@ -70,7 +70,6 @@ DECLARE
   v_price NUMERIC(5,2);
   v_i_name VARCHAR(24);
   v_i_data VARCHAR(50);
-  v_s_quantity INT;
   v_s_data VARCHAR(50);
   v_dist_info CHAR(24);
   v_amount NUMERIC(6,2);
@@ -101,25 +100,16 @@ BEGIN
     IF NOT FOUND THEN
       RAISE EXCEPTION 'item number % is not valid', p_items[i] USING ERRCODE = 'TC001';
     END IF;
-    SELECT s_quantity, s_data,
-           CASE p_d_id WHEN 1 THEN s_dist_01 WHEN 2 THEN s_dist_02 WHEN 3 THEN s_dist_03 WHEN 4 THEN s_dist_04
-                       WHEN 5 THEN s_dist_05 WHEN 6 THEN s_dist_06 WHEN 7 THEN s_dist_07 WHEN 8 THEN s_dist_08
-                       WHEN 9 THEN s_dist_09 ELSE s_dist_10 END
-      INTO v_s_quantity, v_s_data, v_dist_info
-      FROM stock WHERE s_w_id = p_supply[i] AND s_i_id = p_items[i] FOR UPDATE;
-    IF v_s_quantity >= p_quantities[i] + 10 THEN
-      v_s_quantity := v_s_quantity - p_quantities[i];
-    ELSE
-      v_s_quantity := v_s_quantity - p_quantities[i] + 91;
-    END IF;
-    IF p_supply[i] <> p_w_id THEN
-      UPDATE stock SET s_quantity = v_s_quantity, s_ytd = s_ytd + p_quantities[i], s_order_cnt = s_order_cnt + 1,
-                       s_remote_cnt = s_remote_cnt + 1
-        WHERE s_w_id = p_supply[i] AND s_i_id = p_items[i];
-    ELSE
-      UPDATE stock SET s_quantity = v_s_quantity, s_ytd = s_ytd + p_quantities[i], s_order_cnt = s_order_cnt + 1
-        WHERE s_w_id = p_supply[i] AND s_i_id = p_items[i];
-    END IF;
+    UPDATE stock SET s_quantity = CASE WHEN s_quantity >= p_quantities[i] + 10 THEN s_quantity - p_quantities[i]
+                                       ELSE s_quantity - p_quantities[i] + 91 END,
+                     s_ytd = s_ytd + p_quantities[i], s_order_cnt = s_order_cnt + 1,
+                     s_remote_cnt = s_remote_cnt + CASE WHEN p_supply[i] <> p_w_id THEN 1 ELSE 0 END
+      WHERE s_w_id = p_supply[i] AND s_i_id = p_items[i]
+      RETURNING s_data,
+                CASE p_d_id WHEN 1 THEN s_dist_01 WHEN 2 THEN s_dist_02 WHEN 3 THEN s_dist_03 WHEN 4 THEN s_dist_04
+                            WHEN 5 THEN s_dist_05 WHEN 6 THEN s_dist_06 WHEN 7 THEN s_dist_07 WHEN 8 THEN s_dist_08
+                            WHEN 9 THEN s_dist_09 ELSE s_dist_10 END
+      INTO v_s_data, v_dist_info;
     v_amount := p_quantities[i] * v_price;
     v_total := v_total + v_amount;
     INSERT INTO order_line (ol_w_id, ol_d_id, ol_o_id, ol_number, ol_i_id, ol_delivery_d, ol_amount, ol_supply_w_id, ol_quantity, ol_dist_info)
@@ -136,15 +126,12 @@ DECLARE
   v_c_id INT;
   v_credit CHAR(2);
   v_balance NUMERIC(12,2);
-  v_data VARCHAR(500);
 BEGIN
-  UPDATE warehouse SET w_ytd = w_ytd + p_amount WHERE w_id = p_w_id;
-  SELECT w_name INTO v_w_name FROM warehouse WHERE w_id = p_w_id;
+  UPDATE warehouse SET w_ytd = w_ytd + p_amount WHERE w_id = p_w_id RETURNING w_name INTO v_w_name;
   IF NOT FOUND THEN
     RAISE EXCEPTION 'warehouse % not found', p_w_id USING ERRCODE = 'P0002';
   END IF;
-  UPDATE district SET d_ytd = d_ytd + p_amount WHERE d_w_id = p_w_id AND d_id = p_d_id;
-  SELECT d_name INTO v_d_name FROM district WHERE d_w_id = p_w_id AND d_id = p_d_id;
+  UPDATE district SET d_ytd = d_ytd + p_amount WHERE d_w_id = p_w_id AND d_id = p_d_id RETURNING d_name INTO v_d_name;
   IF NOT FOUND THEN
     RAISE EXCEPTION 'district % not found', p_d_id USING ERRCODE = 'P0002';
   END IF;
@@ -153,20 +140,15 @@ BEGIN
   ELSE
     v_c_id := p_c_id;
   END IF;
-  SELECT c_credit, c_balance INTO v_credit, v_balance
-    FROM customer WHERE c_w_id = p_c_w_id AND c_d_id = p_c_d_id AND c_id = v_c_id FOR UPDATE;
+  UPDATE customer SET c_balance = c_balance - p_amount, c_ytd_payment = c_ytd_payment + p_amount, c_payment_cnt = c_payment_cnt + 1
+    WHERE c_w_id = p_c_w_id AND c_d_id = p_c_d_id AND c_id = v_c_id
+    RETURNING c_credit, c_balance INTO v_credit, v_balance;
   IF NOT FOUND THEN
     RAISE EXCEPTION 'customer % not found', v_c_id USING ERRCODE = 'P0002';
   END IF;
-  v_balance := v_balance - p_amount;
   IF v_credit = 'BC' THEN
-    -- C_DATA is read only for a customer with bad credit (clause 2.5.2.2).
-    SELECT c_data INTO v_data FROM customer WHERE c_w_id = p_c_w_id AND c_d_id = p_c_d_id AND c_id = v_c_id;
-    v_data := substr(v_c_id || ' ' || p_c_d_id || ' ' || p_c_w_id || ' ' || p_d_id || ' ' || p_w_id || ' ' || p_amount || ' | ' || v_data, 1, 500);
-    UPDATE customer SET c_balance = v_balance, c_ytd_payment = c_ytd_payment + p_amount, c_payment_cnt = c_payment_cnt + 1, c_data = v_data
-      WHERE c_w_id = p_c_w_id AND c_d_id = p_c_d_id AND c_id = v_c_id;
-  ELSE
-    UPDATE customer SET c_balance = v_balance, c_ytd_payment = c_ytd_payment + p_amount, c_payment_cnt = c_payment_cnt + 1
+    -- C_DATA is read and rewritten only for a customer with bad credit (clause 2.5.2.2).
+    UPDATE customer SET c_data = substr(v_c_id || ' ' || p_c_d_id || ' ' || p_c_w_id || ' ' || p_d_id || ' ' || p_w_id || ' ' || p_amount || ' | ' || c_data, 1, 500)
       WHERE c_w_id = p_c_w_id AND c_d_id = p_c_d_id AND c_id = v_c_id;
   END IF;
   INSERT INTO history (h_c_id, h_c_d_id, h_c_w_id, h_d_id, h_w_id, h_date, h_amount, h_data)
