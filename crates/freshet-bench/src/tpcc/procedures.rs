@@ -218,8 +218,8 @@ BEGIN
     IF v_o_id IS NULL THEN
       v_out := v_out || '- ';
     ELSE
-      SELECT o_c_id INTO v_c_id FROM oorder WHERE o_w_id = p_w_id AND o_d_id = v_d AND o_id = v_o_id;
-      UPDATE oorder SET o_carrier_id = p_carrier_id WHERE o_w_id = p_w_id AND o_d_id = v_d AND o_id = v_o_id;
+      UPDATE oorder SET o_carrier_id = p_carrier_id WHERE o_w_id = p_w_id AND o_d_id = v_d AND o_id = v_o_id
+        RETURNING o_c_id INTO v_c_id;
       v_total := 0;
       FOR v_amount IN UPDATE order_line SET ol_delivery_d = p_date
                         WHERE ol_w_id = p_w_id AND ol_d_id = v_d AND ol_o_id = v_o_id RETURNING ol_amount LOOP
