@@ -128,6 +128,42 @@ fn a_blocks_views_are_its_own_until_commit() {
     assert_eq!(other.execute_blocking("SELECT count(*) FROM cheap").unwrap()[0].rows(), vec![vec![Value::Int64(2)]]);
 }
 
+/// `pg_stat_user_tables` and `pg_stat_database` count rows, scans, sessions and transactions
+/// since the database opened.
+#[test]
+fn statistics_count_rows_scans_sessions_and_transactions() {
+    let db = db();
+    let mut s = db.session();
+    let int = |s: &mut freshet::Session, sql: &str| -> Vec<i64> {
+        s.execute_blocking(sql).unwrap()[0].rows()[0].iter().map(|v| v.as_i64().unwrap()).collect()
+    };
+    let xacts = "SELECT xact_commit, xact_rollback, numbackends, tup_inserted FROM pg_stat_database";
+    let before = int(&mut s, xacts);
+    s.execute_blocking("CREATE TABLE t (id INT PRIMARY KEY, v INT)").unwrap();
+    s.execute_blocking("INSERT INTO t VALUES (1, NULL), (2, NULL), (3, 3)").unwrap();
+    s.execute_blocking("UPDATE t SET v = 1 WHERE id = 1").unwrap();
+    s.execute_blocking("DELETE FROM t WHERE v IS NULL").unwrap();
+    s.execute_blocking("BEGIN").unwrap();
+    s.execute_blocking("INSERT INTO t VALUES (4, 4)").unwrap();
+    s.execute_blocking("ROLLBACK").unwrap();
+    assert!(s.execute_blocking("SELECT 1 / 0").is_err());
+    assert!(s.execute_blocking("SELEC 1").is_err());
+    s.execute_blocking("SET freshet.short_path = off").unwrap();
+    s.execute_blocking("SELECT count(*) FROM t").unwrap();
+    let _other = db.session();
+    let after = int(&mut s, xacts);
+    // Committed: the stats query itself, CREATE, INSERT, UPDATE, DELETE, SET, SELECT count;
+    // rolled back: the block, the division by zero, the syntax error.
+    assert_eq!(after[0] - before[0], 7, "{before:?} {after:?}");
+    assert_eq!(after[1] - before[1], 3, "{before:?} {after:?}");
+    assert_eq!(after[2], 2);
+    // The rolled-back insert counts, as in PostgreSQL.
+    assert_eq!(after[3] - before[3], 4);
+    let table = int(&mut s, "SELECT seq_scan, idx_scan, n_tup_ins, n_tup_upd, n_tup_del, n_live_tup FROM pg_stat_user_tables WHERE relname = 't'");
+    // Scans: the DELETE's on the executor, the count on the analytical side; the UPDATE's index lookup.
+    assert_eq!(table, vec![2, 1, 4, 1, 1, 2]);
+}
+
 /// `now()` in an analytical query is the time of the statement, as on the short path, even
 /// when the statement's plan is reused.
 #[test]

@@ -20,6 +20,9 @@
 //! A primary key of one column is a hash index (`pg_am` 'hash'); every other index, and a
 //! primary key of several columns (which also keeps its entries in key order), is 'btree'.
 //!
+//! `pg_stat_user_tables` and `pg_stat_database` are computed when scanned from the tables'
+//! counters on their partitions and the sessions' [`Activity`], never cached.
+//!
 //! Views are `pg_class` rows with `relkind` 'v' (OIDs from the table id space), their columns
 //! are in `pg_attribute`, their queries in `pg_views` and `pg_get_viewdef`. A transaction
 //! block's own uncommitted views are not listed.
@@ -93,9 +96,12 @@ fn index_of(catalog: &Catalog, oid: i64) -> Option<(&Arc<TableDef>, usize)> {
 }
 
 /// Registers the catalog relations and functions with the analytical engine.
-pub(crate) fn register(olap: &mut OlapEngine, engine: &Arc<Engine>) {
+pub(crate) fn register(olap: &mut OlapEngine, engine: &Arc<Engine>, activity: &Arc<Activity>) {
     for &(name, _) in RELATIONS {
         olap.register_catalog_table(name, Arc::new(CatalogRelation { name, engine: engine.clone(), last: Default::default() }));
+    }
+    for &(name, _) in STATISTICS {
+        olap.register_catalog_table(name, Arc::new(StatisticsRelation { name, engine: engine.clone(), activity: activity.clone() }));
     }
     for f in functions(engine) {
         olap.register_function(f);
@@ -295,17 +301,113 @@ impl SystemTable for CatalogRelation {
         {
             return Ok(batch.clone());
         }
-        let rows = rows(self.name, &catalog);
-        let schema = self.schema();
-        let columns = schema
-            .fields()
-            .iter()
-            .enumerate()
-            .map(|(c, field)| column_array(rows.iter().map(|r| r.get(c).unwrap_or(&V::Null)), field.data_type()))
-            .collect::<DfResult<Vec<_>>>()?;
-        let batch = RecordBatch::try_new(schema, columns)?;
+        let batch = batch_of(self.schema(), &rows(self.name, &catalog))?;
         *self.last.lock() = Some((catalog.version, batch.clone()));
         Ok(batch)
+    }
+}
+
+/// Rows of cells as a batch of `schema` (cells past a row's end are NULL).
+fn batch_of(schema: SchemaRef, rows: &[Vec<V>]) -> DfResult<RecordBatch> {
+    let columns = schema
+        .fields()
+        .iter()
+        .enumerate()
+        .map(|(c, field)| column_array(rows.iter().map(|r| r.get(c).unwrap_or(&V::Null)), field.data_type()))
+        .collect::<DfResult<Vec<_>>>()?;
+    Ok(RecordBatch::try_new(schema, columns)?)
+}
+
+/// What the database has done since it opened, kept by its sessions (`pg_stat_database`).
+#[derive(Debug, Default)]
+pub(crate) struct Activity {
+    /// Sessions open now.
+    pub sessions: std::sync::atomic::AtomicI64,
+    /// Transactions that committed and that rolled back: a statement outside a block is one.
+    pub commits: std::sync::atomic::AtomicU64,
+    pub rollbacks: std::sync::atomic::AtomicU64,
+    /// Statements that failed with 40P01.
+    pub deadlocks: std::sync::atomic::AtomicU64,
+    /// Analytical queries that read each table (whole-table scans of its snapshot).
+    pub analytical_scans: parking_lot::Mutex<std::collections::HashMap<freshet_core::catalog::TableId, u64>>,
+}
+
+impl Activity {
+    pub fn tables_scanned(&self, tables: &[Arc<TableDef>]) {
+        let mut scans = self.analytical_scans.lock();
+        for t in tables {
+            *scans.entry(t.id).or_default() += 1;
+        }
+    }
+
+    pub fn transaction_ended(&self, committed: bool) {
+        let counter = if committed { &self.commits } else { &self.rollbacks };
+        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// The statistics relations: counters of tables (from their partitions, when scanned) and of
+/// the database. Counting starts when the database opens.
+const STATISTICS: &[(&str, &[(&str, ArrowType)])] = &[
+    (
+        "pg_stat_user_tables",
+        &[
+            ("relid", I8), ("schemaname", T), ("relname", T), ("seq_scan", I8), ("idx_scan", I8), ("n_tup_ins", I8),
+            ("n_tup_upd", I8), ("n_tup_del", I8), ("n_tup_hot_upd", I8), ("n_live_tup", I8), ("n_dead_tup", I8),
+        ],
+    ),
+    (
+        "pg_stat_database",
+        &[
+            ("datid", I8), ("datname", T), ("numbackends", I4), ("xact_commit", I8), ("xact_rollback", I8), ("tup_inserted", I8),
+            ("tup_updated", I8), ("tup_deleted", I8), ("conflicts", I8), ("deadlocks", I8),
+        ],
+    ),
+];
+
+#[derive(Debug)]
+struct StatisticsRelation {
+    name: &'static str,
+    engine: Arc<Engine>,
+    activity: Arc<Activity>,
+}
+
+impl SystemTable for StatisticsRelation {
+    fn schema(&self) -> SchemaRef {
+        let columns = STATISTICS.iter().find(|(n, _)| *n == self.name).map(|(_, c)| *c).unwrap_or(&[]);
+        Arc::new(Schema::new(columns.iter().map(|(n, t)| Field::new(*n, column_type(t), true)).collect::<Vec<_>>()))
+    }
+
+    fn batch(&self) -> DfResult<RecordBatch> {
+        use std::sync::atomic::Ordering::Relaxed;
+        use V::Int as i;
+        // One job per partition collects the counters; executors never wait on a query.
+        let stats = futures::executor::block_on(self.engine.all_table_stats()).map_err(|e| DataFusionError::External(Box::new(e)))?;
+        let catalog = self.engine.catalog();
+        let count = |n: u64| i(n as i64);
+        let analytical = self.activity.analytical_scans.lock().clone();
+        let rows: Vec<Vec<V>> = match self.name {
+            "pg_stat_user_tables" => catalog
+                .tables()
+                .map(|table| {
+                    let s = stats.get(&table.id).copied().unwrap_or_default();
+                    let seq_scans = s.seq_scans + analytical.get(&table.id).copied().unwrap_or(0);
+                    vec![
+                        i(table_oid(table)), t("public"), t(table.name.clone()), count(seq_scans), count(s.index_scans), count(s.inserted),
+                        count(s.updated), count(s.deleted), i(0), count(s.live_rows), count(s.versions),
+                    ]
+                })
+                .collect(),
+            _ => {
+                let total = stats.values().fold(freshet_core::storage::TableStats::default(), |a, s| a + *s);
+                let a = &self.activity;
+                vec![vec![
+                    i(16383), t(DATABASE), i(a.sessions.load(Relaxed)), count(a.commits.load(Relaxed)), count(a.rollbacks.load(Relaxed)),
+                    count(total.inserted), count(total.updated), count(total.deleted), i(0), count(a.deadlocks.load(Relaxed)),
+                ]]
+            }
+        };
+        batch_of(self.schema(), &rows)
     }
 }
 

@@ -86,23 +86,51 @@ pub struct RowStream {
     source: Source,
     /// Arrow types the batches must have (casts are applied when a producer differs).
     target: Option<SchemaRef>,
+    /// Set for the rows of a statement outside a transaction block: the statement counts as
+    /// committed once its rows are done, as rolled back if producing them fails.
+    ending: Ending,
+}
+
+#[derive(Default)]
+struct Ending(Option<Arc<crate::pg_catalog::Activity>>);
+
+impl Ending {
+    fn end(&mut self, committed: bool) {
+        if let Some(activity) = self.0.take() {
+            activity.transaction_ended(committed);
+        }
+    }
+}
+
+impl Drop for Ending {
+    fn drop(&mut self) {
+        self.end(true);
+    }
 }
 
 impl RowStream {
     pub fn from_values(rows: Vec<Vec<Value>>) -> Self {
-        RowStream { source: Source::Values(Some(rows)), target: None }
+        RowStream { source: Source::Values(Some(rows)), target: None, ending: Ending::default() }
     }
 
     pub(crate) fn from_batches(stream: BatchStream, columns: &[ColumnInfo]) -> Self {
-        RowStream { source: Source::Arrow(stream), target: Some(arrow_schema(columns)) }
+        RowStream { source: Source::Arrow(stream), target: Some(arrow_schema(columns)), ending: Ending::default() }
+    }
+
+    /// Counts the statement these rows answer as a transaction that ends with them.
+    pub(crate) fn ends_transaction(&mut self, activity: Arc<crate::pg_catalog::Activity>) {
+        self.ending = Ending(Some(activity));
     }
 
     pub async fn next(&mut self) -> Option<Result<RowBatch>> {
         match &mut self.source {
             Source::Values(rows) => rows.take().map(|r| Ok(RowBatch::Values(r))),
             Source::Arrow(stream) => {
-                let batch = stream.next_batch().await?;
-                Some(batch.and_then(|b| conform(b, self.target.as_ref())).map(RowBatch::Arrow))
+                let batch = stream.next_batch().await?.and_then(|b| conform(b, self.target.as_ref()));
+                if batch.is_err() {
+                    self.ending.end(false);
+                }
+                Some(batch.map(RowBatch::Arrow))
             }
         }
     }

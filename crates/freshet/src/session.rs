@@ -161,10 +161,13 @@ pub struct Session {
 impl Drop for Session {
     /// A session that ends inside a transaction block rolls it back.
     fn drop(&mut self) {
+        let activity = &self.db.inner.activity;
+        activity.sessions.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
         if let Some(mut txn) = self.txn.take() {
             let engine = &self.db.inner.engine;
             engine.rollback_detached(txn.id);
             txn.release(engine);
+            activity.transaction_ended(false);
         }
     }
 }
@@ -186,6 +189,7 @@ impl Session {
             defaults.push(("freshet.foreign_keys".to_string(), "ignore".to_string()));
         }
         let settings = Settings::with_defaults(defaults);
+        db.inner.activity.sessions.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Session { db, id, settings, txn: None, procedures: Default::default() }
     }
 
@@ -267,17 +271,20 @@ impl Session {
         let param_types: Vec<DataType> = types.iter().map(|t| t.unwrap_or(DataType::Text)).collect();
         let columns = Some(Arc::new(columns.unwrap_or_else(|| vec![ColumnInfo { name: name.to_string(), ty: DataType::Text }])));
         let result = self.run_call(&plan, &param_types, args, columns.clone()).await;
-        let result = match result {
-            Err(e) => {
-                self.statement_failed();
-                return Err(e);
-            }
-            Ok(r) => r,
+        let rows = match result {
+            Err(e) => Err(e),
+            Ok(r) => match r.output {
+                crate::result::Output::Rows { columns, rows } => rows.collect_values(&columns).await,
+                _ => Ok(vec![]),
+            },
         };
-        match result.output {
-            crate::result::Output::Rows { columns, rows } => rows.collect_values(&columns).await,
-            _ => Ok(vec![]),
+        if self.txn.is_none() {
+            self.db.inner.activity.transaction_ended(rows.is_ok());
         }
+        if rows.is_err() {
+            self.statement_failed();
+        }
+        rows
     }
 
     /// [`call`](Self::call) for callers outside an async runtime.
@@ -309,7 +316,7 @@ impl Session {
     }
 
     pub fn parse(&self, sql: &str) -> Result<Vec<Statement>> {
-        freshet_core::sql::parse(sql)
+        self.failed_before_running(freshet_core::sql::parse(sql))
     }
 
     /// Prepares a single statement (the extended protocol's Parse). `declared` holds the
@@ -321,6 +328,15 @@ impl Session {
             1 => self.prepare_statement(statements.remove(0), sql, declared).await,
             _ => Err(Error::syntax("cannot insert multiple commands into a prepared statement")),
         }
+    }
+
+    /// A statement that failed before it could run (in parsing or planning) ends the
+    /// transaction it would have been, outside a block, as a rollback.
+    fn failed_before_running<T>(&self, result: Result<T>) -> Result<T> {
+        if result.is_err() && self.txn.is_none() {
+            self.db.inner.activity.transaction_ended(false);
+        }
+        result
     }
 
     fn empty(&self, sql: &str) -> Prepared {
@@ -339,7 +355,8 @@ impl Session {
     pub async fn prepare_statement(&mut self, statement: Statement, sql: &str, declared: &[Option<DataType>]) -> Result<Arc<Prepared>> {
         let catalog = self.catalog();
         let mut params: Vec<Option<DataType>> = declared.to_vec();
-        let (kind, columns) = self.plan(&statement, &catalog, &mut params).await?;
+        let planned = self.plan(&statement, &catalog, &mut params).await;
+        let (kind, columns) = self.failed_before_running(planned)?;
         let param_types = params.iter().map(|t| t.unwrap_or(DataType::Text)).collect();
         Ok(Arc::new(Prepared {
             sql: sql.to_string(),
@@ -669,7 +686,7 @@ impl Session {
         } else {
             prepared
         };
-        let result = loop {
+        let mut result = loop {
             match Box::pin(self.execute_planned(prepared, params.clone())).await {
                 Err(e) if self.settings.lock_wait() && e.blocked_by.is_some() => {
                     // Another transaction has an uncommitted change this statement needs: wait
@@ -687,8 +704,24 @@ impl Session {
                 ok => break ok,
             }
         };
-        if result.is_err() && !matches!(prepared.kind, Kind::Transaction(_)) {
-            self.statement_failed();
+        if let Err(e) = &result
+            && e.state == SqlState::DeadlockDetected
+        {
+            self.db.inner.activity.deadlocks.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        if !matches!(prepared.kind, Kind::Transaction(_)) {
+            if self.txn.is_none() {
+                // A statement outside a block is a transaction of its own, which ends with its
+                // rows when it has some.
+                let activity = &self.db.inner.activity;
+                match &mut result {
+                    Ok(StatementResult { output: Output::Rows { rows, .. }, .. }) => rows.ends_transaction(activity.clone()),
+                    _ => activity.transaction_ended(result.is_ok()),
+                }
+            }
+            if result.is_err() {
+                self.statement_failed();
+            }
         }
         result
     }
@@ -871,12 +904,14 @@ impl Session {
         if self.settings.snapshot_mode() == SnapshotMode::Fork {
             let view = txn.map(|c| c.view()).unwrap_or_else(TxnView::committed);
             let id = inner.snapshots.next_id();
+            inner.activity.tables_scanned(&plan.tables);
             let (stream, process) = inner.olap.execute_forked(engine, plan, scalars, view, id, QueryRun { now, timeout }).await?;
             let weak: std::sync::Weak<ForkProcess> = Arc::downgrade(&process);
             inner.snapshots.register(weak);
             return Ok(RowStream::from_batches(stream, columns));
         }
         let snapshot = self.query_snapshot(&plan.tables, txn).await?;
+        inner.activity.tables_scanned(&plan.tables);
         let stream = inner.olap.execute(plan, scalars, snapshot, QueryRun { now, timeout });
         Ok(RowStream::from_batches(stream, columns))
     }
@@ -1160,12 +1195,24 @@ impl Session {
             }
             TxnStatement::Commit => match self.txn.take() {
                 None => Ok(StatementResult::command("COMMIT").with_notices(vec!["there is no transaction in progress".into()])),
-                Some(t) if t.views.is_empty() => txn_block::commit(&engine, t, self.settings.synchronous_commit()).await,
-                Some(t) => Box::pin(self.commit_with_views(t)).await,
+                Some(t) => {
+                    let failed = t.failed;
+                    let result = if t.views.is_empty() {
+                        txn_block::commit(&engine, t, self.settings.synchronous_commit()).await
+                    } else {
+                        Box::pin(self.commit_with_views(t)).await
+                    };
+                    // COMMIT of a failed block rolls it back, as in PostgreSQL.
+                    self.db.inner.activity.transaction_ended(result.is_ok() && !failed);
+                    result
+                }
             },
             TxnStatement::Rollback => match self.txn.take() {
                 None => Ok(StatementResult::command("ROLLBACK").with_notices(vec!["there is no transaction in progress".into()])),
-                Some(t) => txn_block::rollback(&engine, t).await,
+                Some(t) => {
+                    self.db.inner.activity.transaction_ended(false);
+                    txn_block::rollback(&engine, t).await
+                }
             },
             TxnStatement::Savepoint(name) => {
                 let Some(t) = &mut self.txn else {

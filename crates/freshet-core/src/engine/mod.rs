@@ -29,7 +29,7 @@ pub use fork::{ForkChild, Forked};
 pub use recovery::CheckpointImage;
 pub use statements::{JobOutcome, JobStatements, JobTxn, Savepoint};
 
-use crate::catalog::{Catalog, CatalogStore, IndexDef, TableDef};
+use crate::catalog::{Catalog, CatalogStore, IndexDef, TableDef, TableId};
 use crate::error::{Error, Result, SqlState};
 use crate::executor::{Executor, Partition};
 use crate::sql::ddl::{check_includes_partition_key, resolve_columns, DdlPlan};
@@ -270,8 +270,24 @@ impl Engine {
         let stats = self.on_all(move |p| p.table(id).map(|t| t.stats())).await?;
         stats.into_iter().try_fold(TableStats::default(), |acc, s| {
             let s = s?;
-            Ok(TableStats { segments_copied: acc.segments_copied + s.segments_copied, live_rows: acc.live_rows + s.live_rows })
+            Ok(acc + s)
         })
+    }
+
+    /// Every table's counters, by table id: summed over the partitions of a partitioned table;
+    /// for a replicated table (a copy on each partition, every write applied to each) the row
+    /// counts of one copy and the scans of all.
+    pub async fn all_table_stats(&self) -> Result<std::collections::HashMap<TableId, TableStats>> {
+        let per = self.on_all(|p| p.tables().map(|t| (t.def().id, t.def().partition_key.is_some(), t.stats())).collect::<Vec<_>>()).await?;
+        let mut out: std::collections::HashMap<TableId, TableStats> = std::collections::HashMap::new();
+        for (i, partition) in per.into_iter().enumerate() {
+            for (id, partitioned, s) in partition {
+                let s = if partitioned || i == 0 { s } else { TableStats { seq_scans: s.seq_scans, index_scans: s.index_scans, ..TableStats::default() } };
+                let total = out.entry(id).or_default();
+                *total = *total + s;
+            }
+        }
+        Ok(out)
     }
 
     pub async fn execute_ddl(&self, plan: DdlPlan) -> Result<DdlOutcome> {

@@ -178,6 +178,7 @@ fn for_each_candidate(
             }
         }
     };
+    table.count_scan(!matches!(access, Access::Scan));
     match access {
         Access::Scan => table.for_each_slot(&mut |row| visit(row, None)),
         Access::Index { index, eq, lower, upper, any } => {

@@ -28,12 +28,40 @@ use crate::catalog::{ColumnDef, IndexDef, TableDef};
 use crate::error::{Error, Result, SqlState};
 use crate::types::{DataType, Value};
 
-/// Counters of one table partition.
+/// Counters of one table partition, since the database opened (`pg_stat_user_tables`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TableStats {
     /// Column segments (and deleted bitmaps) copied because a snapshot shared them.
     pub segments_copied: u64,
     pub live_rows: u64,
+    /// Rows inserted, updated and deleted by statements, whether or not their transactions
+    /// committed (as PostgreSQL counts `n_tup_ins`, `n_tup_upd`, `n_tup_del`).
+    pub inserted: u64,
+    pub updated: u64,
+    pub deleted: u64,
+    /// Statements of the executor that scanned the whole table, or went through an index.
+    pub seq_scans: u64,
+    pub index_scans: u64,
+    /// Row versions kept for older readers and not yet collected.
+    pub versions: u64,
+}
+
+/// The counters of several partitions of a table, summed.
+impl std::ops::Add for TableStats {
+    type Output = TableStats;
+
+    fn add(self, o: TableStats) -> TableStats {
+        TableStats {
+            segments_copied: self.segments_copied + o.segments_copied,
+            live_rows: self.live_rows + o.live_rows,
+            inserted: self.inserted + o.inserted,
+            updated: self.updated + o.updated,
+            deleted: self.deleted + o.deleted,
+            seq_scans: self.seq_scans + o.seq_scans,
+            index_scans: self.index_scans + o.index_scans,
+            versions: self.versions + o.versions,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -104,6 +132,10 @@ pub struct TableStore {
     pub(crate) free: Vec<RowId>,
     pub(crate) indexes: Vec<IndexStore>,
     pub(crate) stats: TableStats,
+    /// Scans counted by statements that read the table (which hold it shared): whole-table,
+    /// and through an index.
+    seq_scans: std::cell::Cell<u64>,
+    index_scans: std::cell::Cell<u64>,
     /// The newest version of each row that has versions.
     pub(crate) heads: HashMap<RowId, u32>,
     pub(crate) versions: Vec<Option<Version>>,
@@ -121,6 +153,8 @@ impl TableStore {
             free: Vec::new(),
             indexes,
             stats: TableStats::default(),
+            seq_scans: std::cell::Cell::new(0),
+            index_scans: std::cell::Cell::new(0),
             heads: HashMap::new(),
             versions: Vec::new(),
             free_versions: Vec::new(),
@@ -132,7 +166,13 @@ impl TableStore {
     }
 
     pub fn stats(&self) -> TableStats {
-        self.stats
+        TableStats { seq_scans: self.seq_scans.get(), index_scans: self.index_scans.get(), versions: self.version_count() as u64, ..self.stats }
+    }
+
+    /// Counts a statement's scan of this table: whole, or through an index.
+    pub fn count_scan(&self, indexed: bool) {
+        let counter = if indexed { &self.index_scans } else { &self.seq_scans };
+        counter.set(counter.get() + 1);
     }
 
     pub fn live_rows(&self) -> u64 {
@@ -296,6 +336,7 @@ impl TableStore {
             self.indexes[position].insert(key, id);
         }
         self.stats.live_rows += 1;
+        self.stats.inserted += 1;
         let version = self.push_version(id, view.id, Change::Inserted);
         Ok((id, version))
     }
@@ -332,6 +373,7 @@ impl TableStore {
         }
         self.set_deleted(row, true);
         self.stats.live_rows -= 1;
+        self.stats.deleted += 1;
         Ok(self.push_version(row, view.id, Change::Deleted))
     }
 
@@ -405,6 +447,7 @@ impl TableStore {
                 added.push(position);
             }
         }
+        self.stats.updated += 1;
         Ok(self.push_version(row, view.id, Change::Updated { before, added }))
     }
 
