@@ -211,10 +211,7 @@ impl Catalog {
         let mut seen: Vec<&str> = Vec::new();
         while let Some(n) = stack.pop() {
             if n == def.name {
-                return Err(Error::new(
-                    SqlState::Custom("42P17"),
-                    format!("infinite recursion detected in rules for relation \"{}\"", def.name),
-                ));
+                return Err(view_recursion(&def.name));
             }
             if !seen.contains(&n) {
                 seen.push(n);
@@ -392,6 +389,11 @@ impl CatalogStore {
         *cur = Arc::new(next);
         true
     }
+}
+
+/// A view that reaches itself through the views it names (42P17, PostgreSQL's wording).
+pub fn view_recursion(name: &str) -> Error {
+    Error::new(SqlState::Custom("42P17"), format!("infinite recursion detected in rules for relation \"{name}\""))
 }
 
 /// Checks a new table definition: unique column names, key columns not null.

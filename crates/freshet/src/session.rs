@@ -304,7 +304,6 @@ impl Session {
         self.txn.as_mut().map(|t| t.statement_ctx(engine))
     }
 
-    /// Parses SQL text into statements.
     /// The catalog this session's statements see: the database's, with the view changes of
     /// its transaction block.
     fn catalog(&self) -> Arc<freshet_core::catalog::Catalog> {
@@ -315,6 +314,16 @@ impl Session {
         }
     }
 
+    /// The version of [`catalog`](Self::catalog), without building it.
+    fn catalog_version(&self) -> u64 {
+        let global = self.db.inner.engine.catalog().version;
+        match &self.txn {
+            Some(t) if !t.views.is_empty() => views::block_version(global, t.view_epoch),
+            _ => global,
+        }
+    }
+
+    /// Parses SQL text into statements.
     pub fn parse(&self, sql: &str) -> Result<Vec<Statement>> {
         self.failed_before_running(freshet_core::sql::parse(sql))
     }
@@ -668,7 +677,7 @@ impl Session {
         if self.txn.as_ref().is_some_and(|t| t.failed) && !matches!(prepared.kind, Kind::Transaction(_)) {
             return Err(txn_block::aborted_error());
         }
-        let current = self.catalog().version;
+        let current = self.catalog_version();
         let replanned;
         let prepared = if prepared.catalog_version != current && needs_catalog(&prepared.kind) {
             // Boxed, like the other rare and large steps below: the future of `execute` is

@@ -53,8 +53,7 @@ impl VisitorMut for Expander<'_> {
     type Break = ();
 
     fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
-        let names = query.with.as_ref().map(|w| w.cte_tables.iter().map(|c| freshet_core::sql::names::fold_ident(&c.alias.name)).collect()).unwrap_or_default();
-        self.ctes.push(names);
+        self.ctes.push(cte_names(query).collect());
         ControlFlow::Continue(())
     }
 
@@ -86,7 +85,7 @@ impl VisitorMut for Expander<'_> {
 impl Expander<'_> {
     fn derived(&self, view: &ViewDef, alias: Option<ast::TableAlias>) -> Result<TableFactor> {
         if self.depth >= MAX_DEPTH {
-            return Err(recursion(&view.name));
+            return Err(freshet_core::catalog::view_recursion(&view.name));
         }
         let mut query = parse_query(&view.query)?;
         expand_in(&mut query, self.catalog, self.depth + 1)?;
@@ -116,8 +115,9 @@ fn quoted(name: &str) -> ast::Ident {
     ast::Ident::with_quote('"', name)
 }
 
-fn recursion(name: &str) -> Error {
-    Error::new(SqlState::Custom("42P17"), format!("infinite recursion detected in rules for relation \"{name}\""))
+/// The names a query's own `WITH` clause defines.
+fn cte_names(query: &Query) -> impl Iterator<Item = String> + '_ {
+    query.with.iter().flat_map(|w| w.cte_tables.iter().map(|c| freshet_core::sql::names::fold_ident(&c.alias.name)))
 }
 
 /// A view's stored query text, parsed.
@@ -153,9 +153,7 @@ impl ast::Visitor for CteNames<'_> {
     type Break = ();
 
     fn pre_visit_query(&mut self, query: &Query) -> ControlFlow<()> {
-        if let Some(with) = &query.with {
-            self.0.extend(with.cte_tables.iter().map(|c| freshet_core::sql::names::fold_ident(&c.alias.name)));
-        }
+        self.0.extend(cte_names(query));
         ControlFlow::Continue(())
     }
 }
@@ -212,8 +210,13 @@ impl ViewChange {
 /// prepared in the block are planned again when either changes.
 pub fn block_catalog(global: &Catalog, changes: &[ViewChange], epoch: u64) -> Catalog {
     let mut catalog = changes.iter().fold(global.clone(), |c, change| change.apply(&c));
-    catalog.version = (1 << 63) | (global.version << 24) | (epoch & 0xff_ffff);
+    catalog.version = block_version(global.version, epoch);
     catalog
+}
+
+/// The version of [`block_catalog`], without building it.
+pub fn block_version(global: u64, epoch: u64) -> u64 {
+    (1 << 63) | (global << 24) | (epoch & 0xff_ffff)
 }
 
 /// The view changes a CREATE VIEW or DROP VIEW inside a block makes, checked against the

@@ -146,7 +146,7 @@ impl Engine {
     }
 
     /// A fresh table id (views take theirs from the same space).
-    pub fn allocate_table_id(&self) -> crate::catalog::TableId {
+    pub fn allocate_table_id(&self) -> TableId {
         self.catalog.allocate_table_id()
     }
 
@@ -615,4 +615,3 @@ pub(crate) async fn durable(token: Option<Durable>) -> Result<()> {
         None => Ok(()),
     }
 }
-
