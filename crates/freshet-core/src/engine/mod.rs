@@ -264,28 +264,20 @@ impl Engine {
         Ok(counts.into_iter().fold((0, 0), |(a, b), (x, y)| (a + x, b + y)))
     }
 
-    /// The table's counters, summed over its partitions.
+    /// The table's counters: see [`replica_share`].
     pub async fn table_stats(&self, table: &Arc<TableDef>) -> Result<TableStats> {
         let id = table.id;
-        let stats = self.on_all(move |p| p.table(id).map(|t| t.stats())).await?;
-        stats.into_iter().try_fold(TableStats::default(), |acc, s| {
-            let s = s?;
-            Ok(acc + s)
-        })
+        let stats = self.on_all(move |p| p.table(id).map(|t| replica_share(t, p.id))).await?;
+        stats.into_iter().try_fold(TableStats::default(), |acc, s| Ok(acc + s?))
     }
 
-    /// Every table's counters, by table id: summed over the partitions of a partitioned table;
-    /// for a replicated table (a copy on each partition, every write applied to each) the row
-    /// counts of one copy and the scans of all.
+    /// Every table's counters, by table id: see [`replica_share`].
     pub async fn all_table_stats(&self) -> Result<std::collections::HashMap<TableId, TableStats>> {
-        let per = self.on_all(|p| p.tables().map(|t| (t.def().id, t.def().partition_key.is_some(), t.stats())).collect::<Vec<_>>()).await?;
+        let per = self.on_all(|p| p.tables().map(|t| (t.def().id, replica_share(t, p.id))).collect::<Vec<_>>()).await?;
         let mut out: std::collections::HashMap<TableId, TableStats> = std::collections::HashMap::new();
-        for (i, partition) in per.into_iter().enumerate() {
-            for (id, partitioned, s) in partition {
-                let s = if partitioned || i == 0 { s } else { TableStats { seq_scans: s.seq_scans, index_scans: s.index_scans, ..TableStats::default() } };
-                let total = out.entry(id).or_default();
-                *total = *total + s;
-            }
+        for (id, s) in per.into_iter().flatten() {
+            let total = out.entry(id).or_default();
+            *total = *total + s;
         }
         Ok(out)
     }
@@ -609,6 +601,18 @@ pub(crate) fn log_commit(wal: Option<&Arc<Wal>>, ts: Ts, mut changes: Vec<RowCha
 }
 
 /// Waits until a commit is durable.
+/// What one partition's copy adds to a table's counters. A partitioned table's are summed over
+/// its partitions. A replicated table has a copy on each partition with every write applied to
+/// each, so its row counts are those of one copy (partition 0's), while the work each copy did on
+/// its own (scans, segments copied for snapshots) is summed.
+fn replica_share(table: &crate::storage::TableStore, partition: usize) -> TableStats {
+    let s = table.stats();
+    if table.def().partition_key.is_some() || partition == 0 {
+        return s;
+    }
+    TableStats { seq_scans: s.seq_scans, index_scans: s.index_scans, segments_copied: s.segments_copied, ..TableStats::default() }
+}
+
 pub(crate) async fn durable(token: Option<Durable>) -> Result<()> {
     match token {
         Some(t) => t.await?.map(|_| ()),
