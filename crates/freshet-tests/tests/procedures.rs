@@ -2,7 +2,7 @@
 //! procedures surviving restarts (from the log and from checkpoints), CALL and SELECT f(…)
 //! with parameters over the extended protocol, and partition classification.
 
-use freshet::{ColumnInfo, Config, DataType, Database, Error, SqlState, Value};
+use freshet::{ColumnInfo, Config, DataType, Database, Error, RecordRead, SqlState, Value};
 use freshet_server::{Server, ServerConfig};
 use tokio::sync::oneshot;
 
@@ -111,6 +111,127 @@ fn native_procedure_returns_rows_to_call() {
     assert_eq!(kinds, vec![vec![Value::Text("rich".into()), Value::Text("native".into())], vec![Value::Text("twice".into()), Value::Text("function".into())]]);
     let err = s.call_blocking("nothing_here", vec![]).unwrap_err();
     assert_eq!(err.state, SqlState::UndefinedFunction);
+}
+
+/// A native procedure over record-level access: the newest entry of a key (reverse order,
+/// limit), an insert, a read-modify-write of a range, a locked read and update of the first entry, a delete of a range, and a
+/// read of a range, returned with the number deleted.
+fn register_ledger_step(db: &Database) {
+    let columns = vec![
+        ColumnInfo { name: "seq".into(), ty: DataType::Int32 },
+        ColumnInfo { name: "qty".into(), ty: DataType::Int32 },
+        ColumnInfo { name: "note".into(), ty: DataType::Text },
+    ];
+    db.register_procedure_returning("ledger_step", columns, |cx, args| {
+        let t = cx.table("ledger")?;
+        let (k, n) = (args[0].clone(), args[1].as_i64().unwrap_or(0));
+        let newest = RecordRead { eq: vec![k.clone()], reverse: true, limit: Some(1), columns: t.columns(&["seq", "qty"])?, ..RecordRead::default() };
+        let last = cx.read(&t, &newest)?;
+        let (seq, qty) = last.first().map_or((0, 0), |r| (r[0].as_i64().unwrap_or(0), r[1].as_i64().unwrap_or(0)));
+        let row = t.row(vec![("k", k.clone()), ("seq", Value::Int64(seq + 1)), ("qty", Value::Int64(qty + n)), ("note", Value::Text(format!("step {}", seq + 1)))])?;
+        cx.insert(&t, row)?;
+        // Read-modify-write of the entry just inserted (a range from it on): its quantity
+        // doubled, the value seen before returned.
+        let qty_column = t.column("qty")?;
+        let fresh = RecordRead { eq: vec![k.clone()], lower: Some((Value::Int64(seq + 1), true)), columns: vec![qty_column], ..RecordRead::default() };
+        let seen = cx.modify(&t, &fresh, &mut |r| Ok(vec![(qty_column, Value::Int64(2 * r[0].as_i64().unwrap_or(0)))]))?;
+        assert_eq!(seen, vec![vec![Value::Int32((qty + n) as i32)]], "modify returns the values it was given");
+        let first = t.key(vec![k.clone(), Value::Int32(1)], t.columns(&["qty"])?)?;
+        let locked = cx.read_for_update(&t, &first)?;
+        let bumped = locked[0][0].as_i64().unwrap_or(0) + 1;
+        let changed = cx.update(&t, &first, &[(t.column("qty")?, Value::Int64(bumped))])?;
+        assert_eq!(changed, vec![vec![Value::Int32(bumped as i32)]], "UPDATE returns the new version");
+        let old = RecordRead { eq: vec![k.clone()], lower: Some((Value::Int32(2), true)), upper: Some((Value::Int64(seq - 1), false)), ..RecordRead::default() };
+        let deleted = cx.delete(&t, &old)?;
+        let mut rows = cx.read(&t, &RecordRead { eq: vec![k], lower: Some((Value::Int32(2), true)), columns: t.columns(&["seq", "qty", "note"])?, ..RecordRead::default() })?;
+        rows.push(vec![Value::Int64(deleted as i64), Value::Null, Value::Null]);
+        Ok(rows)
+    });
+}
+
+/// Record-level access means the same inside one executor job (straight to storage) and in
+/// a transaction block (as the SQL statements it stands for): the same rows come back and the
+/// same rows are left.
+#[test]
+fn native_record_access_means_the_same_in_a_job_and_in_a_block() {
+    let mut results = Vec::new();
+    for in_block in [false, true] {
+        let db = Database::open(Config { olap_threads: 2, ..Config::default() }).unwrap();
+        let mut s = db.session();
+        s.execute_blocking("CREATE TABLE ledger (k INT, seq INT, qty INT NOT NULL, note TEXT, PRIMARY KEY (k, seq))").unwrap();
+        s.execute_blocking("INSERT INTO ledger VALUES (7, 1, 10, 'opening'), (8, 1, 0, 'other')").unwrap();
+        register_ledger_step(&db);
+        let mut returned = Vec::new();
+        for n in 1..=5 {
+            if in_block {
+                s.execute_blocking("BEGIN").unwrap();
+            }
+            returned.push(s.call_blocking("ledger_step", vec![Value::Int32(7), Value::Int32(n)]).unwrap());
+            if in_block {
+                s.execute_blocking("COMMIT").unwrap();
+            }
+        }
+        let left = s.execute_blocking("SELECT * FROM ledger ORDER BY k, seq").unwrap().remove(0).rows();
+        let expected_jobs = if in_block { 0 } else { 5 };
+        assert_eq!(native_counts(&db, "ledger_step"), (5, expected_jobs));
+        results.push((returned, left));
+    }
+    assert_eq!(results[0], results[1]);
+    let (returned, left) = &results[0];
+    // After five steps: the opening entry bumped five times; entries 2 and 3 deleted by the
+    // last two steps (each deletes from 2 up to two below the newest entry it saw).
+    assert_eq!(
+        left,
+        &vec![
+            vec![Value::Int32(7), Value::Int32(1), Value::Int32(15), Value::Text("opening".into())],
+            vec![Value::Int32(7), Value::Int32(4), Value::Int32(102), Value::Text("step 4".into())],
+            vec![Value::Int32(7), Value::Int32(5), Value::Int32(212), Value::Text("step 5".into())],
+            vec![Value::Int32(7), Value::Int32(6), Value::Int32(434), Value::Text("step 6".into())],
+            vec![Value::Int32(8), Value::Int32(1), Value::Int32(0), Value::Text("other".into())],
+        ]
+    );
+    let deleted: Vec<Value> = returned.iter().map(|r| r.last().unwrap()[0].clone()).collect();
+    assert_eq!(deleted, [0, 0, 0, 1, 1].map(Value::Int64).to_vec());
+    // The last call returned entries 4, 5 and 6 (and its count).
+    let seqs: Vec<Value> = returned[4].iter().take(3).map(|r| r[0].clone()).collect();
+    assert_eq!(seqs, [4, 5, 6].map(Value::Int32).to_vec());
+}
+
+/// Record-level access refuses what it cannot mean, with the SQLSTATE the statement would
+/// have, and a duplicate key fails as an INSERT's does.
+#[test]
+fn native_record_access_errors() {
+    let db = Database::open(Config { olap_threads: 2, ..Config::default() }).unwrap();
+    accounts(&db);
+    db.register_procedure("record_error", |cx, args| {
+        let t = cx.table("account")?;
+        match args[0].as_i64().unwrap_or(0) {
+            1 => cx.table("no_such_table").map(|_| ()),
+            2 => t.column("no_such_column").map(|_| ()),
+            3 => cx.read(&t, &RecordRead { lower: Some((Value::Int32(1), true)), ..RecordRead::default() }).map(|_| ()),
+            4 => cx.update(&t, &RecordRead { eq: vec![Value::Int32(1)], limit: Some(1), ..RecordRead::default() }, &[]).map(|_| ()),
+            5 => cx.insert(&t, vec![Value::Int32(3)]),
+            6 => cx.insert(&t, vec![Value::Int32(1), Value::Int32(5)]),
+            7 => cx.update(&t, &t.key(vec![Value::Int32(1)], vec![])?, &[(1, Value::Null)]).map(|_| ()),
+            _ => t.index(&["balance"]).map(|_| ()),
+        }?;
+        Ok(vec![])
+    });
+    let mut s = db.session();
+    for (case, code) in [(1, "42P01"), (2, "42703"), (3, "0A000"), (4, "0A000"), (5, "42601"), (6, "23505"), (7, "23502"), (8, "42704")] {
+        for in_block in [false, true] {
+            if in_block {
+                s.execute_blocking("BEGIN").unwrap();
+            }
+            let err = s.call_blocking("record_error", vec![Value::Int32(case)]).unwrap_err();
+            assert_eq!(err.state.code(), code, "case {case} (in a block: {in_block}): {}", err.message);
+            if in_block {
+                s.execute_blocking("ROLLBACK").unwrap();
+            }
+        }
+    }
+    let rows = s.execute_blocking("SELECT * FROM account ORDER BY id").unwrap().remove(0).rows();
+    assert_eq!(rows, vec![vec![Value::Int32(1), Value::Int32(100)], vec![Value::Int32(2), Value::Int32(0)]]);
 }
 
 const BUMP: &str = "CREATE PROCEDURE bump(key INT, by INT) LANGUAGE plpgsql AS $$

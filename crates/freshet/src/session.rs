@@ -265,7 +265,7 @@ impl Session {
         let select = catalog.procedure(name).is_some_and(|p| p.routine.function);
         let placeholders: Vec<ast::Expr> =
             (1..=args.len()).map(|i| ast::Expr::Value(ast::Value::Placeholder(format!("${i}")).with_empty_span())).collect();
-        let mut types: Vec<Option<DataType>> = args.iter().map(crate::procedure::value_type).collect();
+        let mut types: Vec<Option<DataType>> = args.iter().map(Value::data_type).collect();
         let call = crate::procedure::FunctionCall { name: name.to_string(), args: placeholders, from: true, column_names: Vec::new() };
         let (plan, columns) = crate::procedure::plan_call(&self.db, &catalog, call, select, &mut types)?;
         let param_types: Vec<DataType> = types.iter().map(|t| t.unwrap_or(DataType::Text)).collect();

@@ -9,6 +9,7 @@
 pub mod consistency;
 pub mod generate;
 pub mod load;
+mod native;
 pub mod procedures;
 pub mod random;
 pub mod run;

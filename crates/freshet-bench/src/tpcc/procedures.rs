@@ -4,9 +4,9 @@
 //!   line of text with what the terminal displays (`o_id total`, `c_id balance`, …), because
 //!   a function returns one value and both systems accept that.
 //! - [`register_native`]: the same transactions as Freshet native procedures (Rust closures
-//!   registered with `Database::register_procedure_returning`). Their bodies are the statement
-//!   driver's own transaction bodies ([`StatementDriver`]) run over the call's
-//!   `ProcedureContext`, so the native and statement-by-statement modes run the same steps.
+//!   registered with `Database::register_procedure_returning`). Their bodies (`native.rs`)
+//!   read and write rows through the call's `ProcedureContext` record by record, taking the
+//!   statement driver's steps ([`StatementDriver`]) in the same order.
 //! - [`CallDriver`]: a [`TpccDriver`] that calls either kind with one prepared statement per
 //!   transaction type (`SELECT tpcc_new_order($1, …)` or `CALL tpcc_native_new_order($1, …)`).
 //!
@@ -23,10 +23,6 @@
 //! An unused item id (the 1% of New-Orders clause 2.4.2.3 rolls back) raises SQLSTATE
 //! [`UNUSED_ITEM`], which rolls the call back in both systems; [`CallDriver`] reports it as
 //! [`NewOrderOutcome::UnusedItem`].
-
-use std::future::Future;
-
-use futures::FutureExt;
 
 use super::txn::*;
 use crate::conn::{value_cell, Cell, Conn, DbError, DbResult, Param, Rows};
@@ -405,45 +401,6 @@ impl<C: Conn> TpccDriver for CallDriver<C> {
 // ---------------------------------------------------------------------------------------------
 // Native procedures
 
-/// A native procedure's context as a [`Conn`]: statements are their text (the context
-/// prepares each text once per session) and run synchronously, so every future here is ready
-/// when first polled.
-struct ContextConn<'a, 'b> {
-    cx: &'a mut freshet::ProcedureContext<'b>,
-}
-
-impl Conn for ContextConn<'_, '_> {
-    type Stmt = &'static str;
-
-    async fn prepare(&mut self, sql: &str) -> DbResult<Self::Stmt> {
-        Err(DbError::new("0A000", format!("preparing {sql} in a native procedure (statements are their text)")))
-    }
-
-    async fn query(&mut self, stmt: &Self::Stmt, params: &[Param]) -> DbResult<Rows> {
-        let values: Vec<freshet::Value> = params.iter().map(crate::conn::param_value).collect();
-        let rows = self.cx.query(stmt, &values)?;
-        Ok(rows.into_iter().map(|r| r.into_iter().map(value_cell).collect()).collect())
-    }
-
-    async fn execute(&mut self, stmt: &Self::Stmt, params: &[Param]) -> DbResult<u64> {
-        let values: Vec<freshet::Value> = params.iter().map(crate::conn::param_value).collect();
-        Ok(self.cx.execute(stmt, &values)?)
-    }
-
-    async fn simple(&mut self, _: &str) -> DbResult<Rows> {
-        Err(DbError::new("0A000", "simple queries inside a native procedure"))
-    }
-
-    async fn copy_in(&mut self, _: &str, _: Vec<u8>) -> DbResult<u64> {
-        Err(DbError::new("0A000", "COPY inside a native procedure"))
-    }
-}
-
-/// Polls a future that never waits (a native body over [`ContextConn`]) to its end.
-fn ready<T>(f: impl Future<Output = T>) -> freshet::Result<T> {
-    f.now_or_never().ok_or_else(|| freshet::Error::internal("a native TPC-C procedure had to wait"))
-}
-
 fn arg_int(args: &[freshet::Value], i: usize) -> freshet::Result<i64> {
     use freshet::Value as V;
     match args.get(i) {
@@ -516,16 +473,6 @@ fn cents_text(v: i64) -> String {
     format!("{}{}.{:02}", if v < 0 { "-" } else { "" }, v.abs() / 100, v.abs() % 100)
 }
 
-/// Runs a transaction body of the statement driver over a native procedure's context.
-fn with_driver<'a, 'b, T>(
-    cx: &'a mut freshet::ProcedureContext<'b>,
-    body: impl AsyncFnOnce(&mut StatementDriver<ContextConn<'a, 'b>>) -> DbResult<T>,
-) -> freshet::Result<T> {
-    let mut driver = StatementDriver::over_texts(ContextConn { cx });
-    ready(body(&mut driver))?
-    .map_err(|e| freshet::Error::new(freshet::SqlState::custom(&e.code).unwrap_or(freshet::SqlState::RaiseException), e.message))
-}
-
 /// Registers the five transactions as native procedures `tpcc_native_new_order`, … with the
 /// PL/pgSQL functions' parameters, each returning the same text line.
 pub fn register_native(db: &freshet::Database) {
@@ -539,7 +486,7 @@ pub fn register_native(db: &freshet::Database) {
             .map(|((&item, &supply_w_id), &quantity)| OrderLineInput { item, supply_w_id, quantity })
             .collect();
         let input = NewOrderInput { w_id: arg_int(args, 0)?, d_id: arg_int(args, 1)?, c_id: arg_int(args, 2)?, lines, entry_d: arg_timestamp(args, 6)? };
-        match with_driver(cx, async |d| d.new_order_body(&input).await)? {
+        match super::native::new_order(cx, &input)? {
             NewOrderOutcome::Committed { o_id, total } => Ok(text_row(format!("{o_id} {}", cents_text(total)))),
             // The call's error rolls back what the body did before the unused item.
             NewOrderOutcome::UnusedItem => Err(freshet::Error::new(
@@ -558,23 +505,23 @@ pub fn register_native(db: &freshet::Database) {
             amount: arg_cents(args, 6)?,
             date: arg_timestamp(args, 7)?,
         };
-        let out = with_driver(cx, async |d| d.payment_body(&input).await)?;
+        let out = super::native::payment(cx, &input)?;
         Ok(text_row(format!("{} {}", out.c_id, cents_text(out.balance))))
     });
     db.register_procedure_returning("tpcc_native_order_status", column.clone(), |cx, args| {
         let input = OrderStatusInput { w_id: arg_int(args, 0)?, d_id: arg_int(args, 1)?, customer: customer_arg(args, 2)? };
-        let out = with_driver(cx, async |d| d.order_status_body(&input).await)?;
+        let out = super::native::order_status(cx, &input)?;
         let o_id = out.o_id.map_or("-".to_string(), |o| o.to_string());
         Ok(text_row(format!("{} {o_id} {}", out.c_id, out.lines)))
     });
     db.register_procedure_returning("tpcc_native_delivery", column.clone(), |cx, args| {
         let input = DeliveryInput { w_id: arg_int(args, 0)?, carrier_id: arg_int(args, 1)?, date: arg_timestamp(args, 2)? };
-        let out = with_driver(cx, async |d| d.delivery_body(&input).await)?;
+        let out = super::native::delivery(cx, &input)?;
         Ok(text_row(out.delivered.iter().map(|o| o.map_or("-".to_string(), |o| o.to_string())).collect::<Vec<_>>().join(" ")))
     });
     db.register_procedure_returning("tpcc_native_stock_level", column, |cx, args| {
         let input = StockLevelInput { w_id: arg_int(args, 0)?, d_id: arg_int(args, 1)?, threshold: arg_int(args, 2)? };
-        let count = with_driver(cx, async |d| d.stock_level_body(&input).await)?;
+        let count = super::native::stock_level(cx, &input)?;
         Ok(text_row(count.to_string()))
     });
 }

@@ -311,15 +311,6 @@ impl<C: Conn> StatementDriver<C> {
         Ok(StatementDriver { conn, stmts })
     }
 
-    /// Over a connection whose statements are their text (a native procedure's context):
-    /// nothing to prepare.
-    pub(crate) fn over_texts(conn: C) -> Self
-    where
-        C: Conn<Stmt = &'static str>,
-    {
-        StatementDriver { conn, stmts: statement_texts().collect() }
-    }
-
     async fn q(&mut self, s: usize, params: &[Param]) -> DbResult<Vec<Vec<Cell>>> {
         self.conn.query(&self.stmts[s], params).await
     }
@@ -361,7 +352,7 @@ impl<C: Conn> StatementDriver<C> {
         }
     }
 
-    pub(crate) async fn new_order_body(&mut self, i: &NewOrderInput) -> DbResult<NewOrderOutcome> {
+    async fn new_order_body(&mut self, i: &NewOrderInput) -> DbResult<NewOrderOutcome> {
         let (w, d) = (i.w_id, i.d_id);
         if i.lines.len() > NO_MAX_LINES {
             return Err(DbError::new("XX000", format!("{} order lines", i.lines.len())));
@@ -412,7 +403,7 @@ impl<C: Conn> StatementDriver<C> {
         Ok(NewOrderOutcome::Committed { o_id, total })
     }
 
-    pub(crate) async fn payment_body(&mut self, i: &PaymentInput) -> DbResult<PaymentOutcome> {
+    async fn payment_body(&mut self, i: &PaymentInput) -> DbResult<PaymentOutcome> {
         let amount = cents(i.amount);
         self.x(PAY_WAREHOUSE_YTD, &[amount.clone(), int(i.w_id)]).await?;
         let warehouse = self.q(PAY_WAREHOUSE, &[int(i.w_id)]).await?;
@@ -446,7 +437,7 @@ impl<C: Conn> StatementDriver<C> {
         Ok(PaymentOutcome { c_id, balance })
     }
 
-    pub(crate) async fn order_status_body(&mut self, i: &OrderStatusInput) -> DbResult<OrderStatusOutcome> {
+    async fn order_status_body(&mut self, i: &OrderStatusInput) -> DbResult<OrderStatusOutcome> {
         let c_id = self.customer_id(i.w_id, i.d_id, &i.customer).await?;
         let customer = self.q(OS_CUSTOMER, &[int(i.w_id), int(i.d_id), int(c_id)]).await?;
         customer.first().ok_or_else(|| missing("customer"))?;
@@ -459,7 +450,7 @@ impl<C: Conn> StatementDriver<C> {
         Ok(OrderStatusOutcome { c_id, o_id: Some(o_id), lines: lines.len() })
     }
 
-    pub(crate) async fn delivery_body(&mut self, i: &DeliveryInput) -> DbResult<DeliveryOutcome> {
+    async fn delivery_body(&mut self, i: &DeliveryInput) -> DbResult<DeliveryOutcome> {
         let w = i.w_id;
         let mut delivered = Vec::with_capacity(DISTRICTS_PER_WAREHOUSE as usize);
         for d in 1..=DISTRICTS_PER_WAREHOUSE {
@@ -491,7 +482,7 @@ impl<C: Conn> StatementDriver<C> {
         Ok(DeliveryOutcome { delivered })
     }
 
-    pub(crate) async fn stock_level_body(&mut self, i: &StockLevelInput) -> DbResult<i64> {
+    async fn stock_level_body(&mut self, i: &StockLevelInput) -> DbResult<i64> {
         let district = self.q(SL_DISTRICT, &[int(i.w_id), int(i.d_id)]).await?;
         let next = district.first().ok_or_else(|| missing("district"))?[0].as_i64();
         let lines = self.q(SL_ITEMS, &[int(i.w_id), int(i.d_id), int(next - 20), int(next)]).await?;

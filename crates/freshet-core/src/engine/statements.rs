@@ -15,7 +15,7 @@ use super::{Durable, Engine, OltpResult, TxnCtx};
 use crate::catalog::TableDef;
 use crate::error::{Error, Result, SqlState};
 use crate::executor::Partition;
-use crate::sql::exec::{self, SelectOutcome};
+use crate::sql::exec::{self, RecordChanges, RecordRead, SelectOutcome};
 use crate::sql::expr::EvalContext;
 use crate::sql::plan::OltpPlan;
 use crate::storage::{TableSnapshot, Ts, TxnView};
@@ -381,6 +381,17 @@ pub trait JobStatements {
     fn insert(&mut self, table: &TableDef, rows: &[Vec<Value>]) -> Result<u64>;
     /// Gives the job up (see [`JobTxn`]); the error returned is for the body to pass on.
     fn give_up(&mut self) -> Error;
+    /// Record-level access of a native procedure (see [`RecordRead`]): the rows a read finds,
+    /// locked as by FOR UPDATE with `lock`.
+    fn read_records(&mut self, table: &Arc<TableDef>, read: &RecordRead, lock: bool) -> Result<Vec<Vec<Value>>>;
+    /// Sets `changes` (already of the column types) on the rows a read finds; returns the
+    /// read's columns of their new versions.
+    fn update_records(&mut self, table: &Arc<TableDef>, read: &RecordRead, changes: &[(usize, Value)]) -> Result<Vec<Vec<Value>>>;
+    /// Changes each row a read finds by what `f` computes from its values of the read's
+    /// columns (see [`exec::modify_records`]); returns those values.
+    fn modify_records(&mut self, table: &Arc<TableDef>, read: &RecordRead, f: &mut RecordChanges) -> Result<Vec<Vec<Value>>>;
+    /// Deletes the rows a read finds; returns how many.
+    fn delete_records(&mut self, table: &Arc<TableDef>, read: &RecordRead) -> Result<u64>;
 }
 
 impl JobStatements for JobTxn<'_> {
@@ -402,6 +413,77 @@ impl JobStatements for JobTxn<'_> {
     fn give_up(&mut self) -> Error {
         self.gave_up = true;
         Error::new(SqlState::QueryCanceled, "the transaction cannot run as one job")
+    }
+
+    fn read_records(&mut self, table: &Arc<TableDef>, read: &RecordRead, lock: bool) -> Result<Vec<Vec<Value>>> {
+        self.record_table(table)?;
+        let found = exec::read_records(self.part.table(table.id)?, read, &self.local.view, self.budget);
+        let Some(rows) = self.or_give_up(found)? else { return Err(self.give_up()) };
+        if lock {
+            let store = self.part.table_mut(table.id)?;
+            for (row, _) in &rows {
+                match store.lock(*row, &self.local.view) {
+                    Ok(Some(v)) => self.local.versions.push((table.id, v)),
+                    Ok(None) => {}
+                    Err(e) => return self.or_give_up(Err(e)),
+                }
+            }
+        }
+        Ok(rows.into_iter().map(|(_, values)| values).collect())
+    }
+
+    fn update_records(&mut self, table: &Arc<TableDef>, read: &RecordRead, changes: &[(usize, Value)]) -> Result<Vec<Vec<Value>>> {
+        self.record_table(table)?;
+        if let Some(k) = table.partition_key
+            && changes.iter().any(|(c, _)| *c == k)
+        {
+            return Err(Error::unsupported("updating the partition key column of a partitioned table"));
+        }
+        let updated = exec::update_records(self.part.table_mut(table.id)?, read, changes, self.local, self.budget);
+        self.or_give_up(updated)?.ok_or_else(|| self.give_up())
+    }
+
+    fn modify_records(&mut self, table: &Arc<TableDef>, read: &RecordRead, f: &mut RecordChanges) -> Result<Vec<Vec<Value>>> {
+        self.record_table(table)?;
+        let partition_key = table.partition_key;
+        let mut checked = |values: &[Value]| -> Result<Vec<(usize, Value)>> {
+            let changes = f(values)?;
+            if changes.iter().any(|(c, _)| Some(*c) == partition_key) {
+                return Err(Error::unsupported("updating the partition key column of a partitioned table"));
+            }
+            Ok(changes)
+        };
+        let modified = exec::modify_records(self.part.table_mut(table.id)?, read, self.local, self.budget, &mut checked);
+        let rows = self.or_give_up(modified)?.ok_or_else(|| self.give_up())?;
+        Ok(rows.into_iter().map(|(_, values)| values).collect())
+    }
+
+    fn delete_records(&mut self, table: &Arc<TableDef>, read: &RecordRead) -> Result<u64> {
+        self.record_table(table)?;
+        let deleted = exec::delete_records(self.part.table_mut(table.id)?, read, self.local, self.budget);
+        self.or_give_up(deleted)?.ok_or_else(|| self.give_up())
+    }
+}
+
+impl JobTxn<'_> {
+    /// A record-level access may go on: the table is the one the procedure resolved (not
+    /// changed by DDL since) and the transaction need not record its reads (SERIALIZABLE
+    /// records statements' predicates, which record reads do not have). Otherwise the job
+    /// gives up and the call runs again in the session, where record access is SQL.
+    fn record_table(&mut self, table: &Arc<TableDef>) -> Result<()> {
+        let store = self.part.table(table.id)?;
+        if self.local.records_reads() || (!Arc::ptr_eq(store.def(), table) && store.def().as_ref() != table.as_ref()) {
+            return Err(self.give_up());
+        }
+        Ok(())
+    }
+
+    /// A result, except that waiting for another transaction's lock gives the job up.
+    fn or_give_up<T>(&mut self, r: Result<T>) -> Result<T> {
+        match r {
+            Err(e) if e.blocked_by.is_some() => Err(self.give_up()),
+            other => other,
+        }
     }
 }
 

@@ -602,3 +602,142 @@ fn sort_hits(hits: &mut [(RowId, Vec<Value>, Vec<Value>)], order_by: &[(Expr, bo
     });
     failure.map_or(Ok(()), Err)
 }
+
+/// A record-level read of one table (native procedures' row access, `JobStatements`): the
+/// rows of index `index` whose leading key columns equal `eq`, and whose next key column (if
+/// bounds are given) lies between `lower` and `upper` (`true` = inclusive), in key order or
+/// reversed, at most `limit` of them. `columns` are the columns each row gives.
+///
+/// It means what the SELECT with those conditions, `ORDER BY` the index's columns and `LIMIT`
+/// means (see `freshet::ProcedureContext::read`), and runs on the same candidate walk as
+/// short statements, without an expression per column.
+#[derive(Clone, Debug, Default)]
+pub struct RecordRead {
+    pub index: usize,
+    pub eq: Vec<Value>,
+    pub lower: Option<(Value, bool)>,
+    pub upper: Option<(Value, bool)>,
+    pub reverse: bool,
+    pub limit: Option<usize>,
+    pub columns: Vec<usize>,
+}
+
+impl RecordRead {
+    /// Checks the read against the table: the index and columns exist, the key has no more
+    /// values than the index has columns, and an index that answers whole keys only (a
+    /// one-column primary key) gets a whole key.
+    pub fn check(&self, def: &crate::catalog::TableDef) -> Result<()> {
+        use crate::error::SqlState;
+        let Some(index) = def.indexes.get(self.index) else {
+            return Err(Error::new(SqlState::UndefinedObject, format!("table \"{}\" has no index {}", def.name, self.index)));
+        };
+        let bounded = self.lower.is_some() || self.upper.is_some();
+        if self.eq.len() + bounded as usize > index.columns.len() {
+            return Err(Error::new(SqlState::InvalidParameterValue, format!("index \"{}\" has {} columns", index.name, index.columns.len())));
+        }
+        if !index.is_ordered() && (bounded || self.eq.len() < index.columns.len()) {
+            return Err(Error::unsupported(format!("index \"{}\" answers whole keys only", index.name)));
+        }
+        if let Some(c) = self.columns.iter().find(|&&c| c >= def.columns.len()) {
+            return Err(Error::new(SqlState::UndefinedColumn, format!("table \"{}\" has no column {c}", def.name)));
+        }
+        Ok(())
+    }
+
+    fn access(&self) -> Access {
+        let literal = |v: &Value| Expr::Literal { value: v.clone(), ty: v.data_type().unwrap_or(DataType::Text) };
+        let bound = |b: &Option<(Value, bool)>| b.as_ref().map(|(v, inclusive)| (literal(v), *inclusive));
+        Access::Index { index: self.index, eq: self.eq.iter().map(literal).collect(), lower: bound(&self.lower), upper: bound(&self.upper), any: Vec::new() }
+    }
+
+    fn reads(&self) -> u64 {
+        self.columns.iter().fold(0, |m, &c| if c < 64 { m | 1 << c } else { m })
+    }
+}
+
+/// What a record read found: each row's id and its values of the read's columns; `None` if
+/// it examined more than `budget` rows.
+pub type RecordRows = Option<Vec<(RowId, Vec<Value>)>>;
+
+/// The rows a record read finds, as `view` sees them (see [`RecordRead`]).
+pub fn read_records(table: &TableStore, read: &RecordRead, view: &TxnView, budget: usize) -> Result<RecordRows> {
+    read.check(table.def())?;
+    let cx = EvalContext { params: &[], now: 0 };
+    let mut rows = Vec::new();
+    let mut examined = 0usize;
+    let mut too_large = false;
+    for_each_candidate(table, &read.access(), read.reverse, read.reads(), view, &cx, &mut |row, version| {
+        if read.limit.is_some_and(|n| rows.len() >= n) {
+            return Ok(false);
+        }
+        examined += 1;
+        if examined > budget {
+            too_large = true;
+            return Ok(false);
+        }
+        // Candidates of a bounded walk may lie outside a bound that did not convert exactly
+        // to the column's type; the key comparison below keeps the read exact.
+        if !within_bounds(table, read, &version)? {
+            return Ok(true);
+        }
+        rows.push((row, read.columns.iter().map(|&c| version.column(c)).collect()));
+        Ok(read.limit.is_none_or(|n| rows.len() < n))
+    })?;
+    Ok((!too_large).then_some(rows))
+}
+
+/// Whether a candidate's next key column lies within the read's bounds (SQL comparison).
+fn within_bounds(table: &TableStore, read: &RecordRead, version: &StoredRow) -> Result<bool> {
+    if read.lower.is_none() && read.upper.is_none() {
+        return Ok(true);
+    }
+    let column = table.def().indexes[read.index].columns[read.eq.len()];
+    let v = version.column(column);
+    let ok = |b: &Option<(Value, bool)>, want: Ordering| -> Result<bool> {
+        let Some((bound, inclusive)) = b else { return Ok(true) };
+        Ok(match v.sql_cmp(bound)? {
+            Some(Ordering::Equal) => *inclusive,
+            Some(o) => o == want,
+            None => false,
+        })
+    };
+    Ok(ok(&read.lower, Ordering::Greater)? && ok(&read.upper, Ordering::Less)?)
+}
+
+/// What a record read-modify-write computes from each row it finds (the read's columns):
+/// the changes to make, already of the column types.
+pub type RecordChanges<'a> = dyn FnMut(&[Value]) -> Result<Vec<(usize, Value)>> + 'a;
+
+/// Changes every row a record read finds by what `f` computes from the row's values of the
+/// read's columns, as the version this transaction sees (the row is locked and changed in
+/// one visit: SELECT … FOR UPDATE and UPDATE of that row). Returns each row and the values
+/// `f` was given.
+pub fn modify_records(table: &mut TableStore, read: &RecordRead, txn: &mut LocalTxn, budget: usize, f: &mut RecordChanges) -> Result<RecordRows> {
+    let Some(targets) = read_records(table, read, &txn.view, budget)? else { return Ok(None) };
+    let id = table.def().id;
+    for (row, values) in &targets {
+        let changes = f(values)?;
+        let version = table.update(*row, &changes, &txn.view)?;
+        txn.versions.push((id, version));
+    }
+    Ok(Some(targets))
+}
+
+/// Sets `changes` (already of the column types) on every row a record read finds, as one
+/// UPDATE would; returns the read's columns of each new version.
+pub fn update_records(table: &mut TableStore, read: &RecordRead, changes: &[(usize, Value)], txn: &mut LocalTxn, budget: usize) -> Result<Option<Vec<Vec<Value>>>> {
+    let keys = RecordRead { columns: Vec::new(), ..read.clone() };
+    let Some(rows) = modify_records(table, &keys, txn, budget, &mut |_| Ok(changes.to_vec()))? else { return Ok(None) };
+    Ok(Some(rows.iter().map(|(row, _)| read.columns.iter().map(|&c| table.get(*row, c)).collect()).collect()))
+}
+
+/// Deletes every row a record read finds, as one DELETE would; returns how many.
+pub fn delete_records(table: &mut TableStore, read: &RecordRead, txn: &mut LocalTxn, budget: usize) -> Result<Option<u64>> {
+    let Some(targets) = read_records(table, &RecordRead { columns: Vec::new(), ..read.clone() }, &txn.view, budget)? else { return Ok(None) };
+    let id = table.def().id;
+    for (row, _) in &targets {
+        let version = table.delete(*row, &txn.view)?;
+        txn.versions.push((id, version));
+    }
+    Ok(Some(targets.len() as u64))
+}

@@ -186,6 +186,23 @@ impl Value {
         }
     }
 
+    /// The type a value has on its own (`None` for NULL): a decimal as the widest NUMERIC.
+    pub fn data_type(&self) -> Option<DataType> {
+        Some(match self {
+            Value::Null => return None,
+            Value::Bool(_) => DataType::Bool,
+            Value::Int16(_) => DataType::Int16,
+            Value::Int32(_) => DataType::Int32,
+            Value::Int64(_) => DataType::Int64,
+            Value::Float32(_) => DataType::Float32,
+            Value::Float64(_) => DataType::Float64,
+            Value::Decimal(_) => DataType::Decimal { precision: 38, scale: 10 },
+            Value::Text(_) => DataType::Text,
+            Value::Date(_) => DataType::Date,
+            Value::Timestamp(_) => DataType::Timestamp,
+        })
+    }
+
     /// Explicit CAST. Strings are truncated to a declared length, as PostgreSQL does.
     pub fn cast(self, ty: DataType) -> Result<Value> {
         use Value::*;

@@ -431,12 +431,12 @@ impl Session {
         let sync = self.settings().synchronous_commit();
         let statements = self.procedures.native_statements.clone();
         let engine = self.database().inner.engine.clone();
-        let catalog_version = engine.catalog().version;
+        let catalog = engine.catalog();
         let (native, args) = (native.clone(), args.to_vec());
         let now = now_micros();
         let outcome = engine
             .run_as_one_job(sync, move |job| {
-                let mut cx = ProcedureContext { inner: ContextInner::Job(JobContext { statements: &statements, job, now, catalog_version }) };
+                let mut cx = ProcedureContext { inner: ContextInner::Job(JobContext { statements: &statements, job, now, catalog }) };
                 (native.body)(&mut cx, &args)
             })
             .await?;
@@ -448,7 +448,7 @@ impl Session {
         if let Some(p) = self.procedures.native_statements.get(sql) {
             return Ok(p.clone());
         }
-        let declared: Vec<Option<DataType>> = params.iter().map(super::value_type).collect();
+        let declared: Vec<Option<DataType>> = params.iter().map(Value::data_type).collect();
         let prepared = Box::pin(self.prepare(sql, &declared)).await?;
         Arc::make_mut(&mut self.procedures.native_statements).insert(sql.to_string(), prepared.clone());
         Ok(prepared)

@@ -17,7 +17,8 @@
 //!
 //! NATIVE procedures ([`NativeProcedure`]) are Rust closures registered with
 //! `Database::register_procedure`; their [`ProcedureContext`] runs SQL (prepared once per
-//! session, cached by text) inside the call's transaction. They live in the `Database` only:
+//! session, cached by text) inside the call's transaction, or reads and writes rows without SQL
+//! (`records.rs`: `read`, `modify`, `update`, `insert`, `delete` through an index). They live in the `Database` only:
 //! they are not logged and the embedding program registers them again after every start.
 //! Their statements block the calling thread while they run.
 //!
@@ -29,16 +30,18 @@
 //! ARCHITECTURE.md, "Stored procedures".
 
 mod call;
+mod records;
 mod view;
 
 pub(crate) use call::{plan_call, select_function_call, stored_function_in_from, CallPlan, FunctionCall};
+pub use records::TableRef;
 pub(crate) use view::{argument_list, result_type, CallCounts, Natives, ProceduresView};
 
 use hashbrown::HashMap;
 use std::sync::Arc;
 
 use freshet_core::engine::JobStatements;
-use freshet_core::types::{DataType, Value};
+use freshet_core::types::Value;
 use freshet_core::{Error, Result};
 
 use crate::result::{ColumnInfo, Output};
@@ -79,7 +82,8 @@ pub(crate) struct JobContext<'a> {
     pub statements: &'a HashMap<String, Arc<Prepared>>,
     pub job: &'a mut dyn JobStatements,
     pub now: i64,
-    pub catalog_version: u64,
+    /// The catalog when the call began.
+    pub catalog: Arc<freshet_core::catalog::Catalog>,
 }
 
 impl ProcedureContext<'_> {
@@ -104,7 +108,7 @@ impl ProcedureContext<'_> {
             }),
             ContextInner::Job(cx) => {
                 let Some(prepared) = cx.statements.get(sql) else { return Err(cx.job.give_up()) };
-                crate::session::run_in_job(prepared, cast(prepared)?, cx.now, cx.catalog_version, cx.job)
+                crate::session::run_in_job(prepared, cast(prepared)?, cx.now, cx.catalog.version, cx.job)
             }
         }
     }
@@ -175,23 +179,6 @@ pub(crate) struct SessionProcedures {
 /// `max_stack_depth` (54001). Lifting it needs nested PL/pgSQL calls to push a frame in the
 /// interpreter instead of recursing.
 pub(crate) const MAX_CALL_DEPTH: u32 = 4;
-
-/// The type a value has, for preparing a native procedure's statement (`None` for NULL).
-pub(crate) fn value_type(v: &Value) -> Option<DataType> {
-    Some(match v {
-        Value::Null => return None,
-        Value::Bool(_) => DataType::Bool,
-        Value::Int16(_) => DataType::Int16,
-        Value::Int32(_) => DataType::Int32,
-        Value::Int64(_) => DataType::Int64,
-        Value::Float32(_) => DataType::Float32,
-        Value::Float64(_) => DataType::Float64,
-        Value::Decimal(_) => DataType::Decimal { precision: 38, scale: 10 },
-        Value::Text(_) => DataType::Text,
-        Value::Date(_) => DataType::Date,
-        Value::Timestamp(_) => DataType::Timestamp,
-    })
-}
 
 /// RAISE's message: each `%` replaced by the next argument's text (NULL as `<NULL>`), `%%` by `%`.
 pub(crate) fn format_raise(format: &str, args: &[String]) -> String {
