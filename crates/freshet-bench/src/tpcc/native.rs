@@ -13,8 +13,11 @@ use freshet::{Decimal, Error, ProcedureContext, RecordRead, Result, SqlState, Ta
 use super::generate::DISTRICTS_PER_WAREHOUSE;
 use super::txn::*;
 
+/// An integer value. TPC-C's integer columns are INT, and a value of the column's type is
+/// used as it is (a key needs no conversion before it is encoded, a row none before it is
+/// stored); one out of INT's range stays int8 and fails as the column's assignment does.
 fn int(v: i64) -> Value {
-    Value::Int64(v)
+    i32::try_from(v).map_or(Value::Int64(v), Value::Int32)
 }
 
 fn as_int(v: &Value) -> Result<i64> {
