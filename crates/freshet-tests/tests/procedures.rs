@@ -234,6 +234,43 @@ fn native_record_access_errors() {
     assert_eq!(rows, vec![vec![Value::Int32(1), Value::Int32(100)], vec![Value::Int32(2), Value::Int32(0)]]);
 }
 
+/// A body may keep a `TableRef` across calls. After DDL changes or replaces the table, the
+/// one-job run gives up rather than write rows of the old shape, and the statement run works
+/// on the table of that name: a new last column gets NULL, as in `INSERT … VALUES` with fewer
+/// values than columns.
+#[test]
+fn a_table_ref_kept_across_ddl_gives_the_job_up() {
+    let db = Database::open(Config { olap_threads: 2, ..Config::default() }).unwrap();
+    accounts(&db);
+    let kept = std::sync::Mutex::new(None::<freshet::TableRef>);
+    db.register_procedure("open_account", move |cx, args| {
+        let t = { kept.lock().unwrap().clone() };
+        let t = match t {
+            Some(t) => t,
+            None => {
+                let t = cx.table("account")?;
+                *kept.lock().unwrap() = Some(t.clone());
+                t
+            }
+        };
+        cx.insert(&t, vec![args[0].clone(), Value::Int32(0)])?;
+        Ok(vec![])
+    });
+    let mut s = db.session();
+    s.execute_blocking("CALL open_account(3)").unwrap();
+    s.execute_blocking("CREATE INDEX account_by_balance ON account (balance)").unwrap();
+    s.execute_blocking("CALL open_account(4)").unwrap();
+    assert_eq!(native_counts(&db, "open_account"), (2, 1));
+    let rows = s.execute_blocking("SELECT id FROM account WHERE balance = 0 ORDER BY id").unwrap().remove(0).rows();
+    assert_eq!(rows, [2, 3, 4].map(|i| vec![Value::Int32(i)]).to_vec());
+    s.execute_blocking("DROP TABLE account").unwrap();
+    s.execute_blocking("CREATE TABLE account (id INT PRIMARY KEY, balance INT NOT NULL, owner TEXT)").unwrap();
+    s.execute_blocking("CALL open_account(5)").unwrap();
+    assert_eq!(native_counts(&db, "open_account"), (3, 1));
+    let rows = s.execute_blocking("SELECT * FROM account").unwrap().remove(0).rows();
+    assert_eq!(rows, vec![vec![Value::Int32(5), Value::Int32(0), Value::Null]]);
+}
+
 const BUMP: &str = "CREATE PROCEDURE bump(key INT, by INT) LANGUAGE plpgsql AS $$
 BEGIN
   UPDATE account SET balance = balance + by WHERE id = key;

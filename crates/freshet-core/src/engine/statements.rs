@@ -404,6 +404,12 @@ impl JobStatements for JobTxn<'_> {
     }
 
     fn insert(&mut self, table: &TableDef, rows: &[Vec<Value>]) -> Result<u64> {
+        // Rows made for another definition of the table (changed or dropped by DDL since) must
+        // not be stored: the ordinary run plans the statement again.
+        let fits = self.part.table(table.id).is_ok_and(|store| std::ptr::eq(store.def().as_ref(), table) || store.def().as_ref() == table);
+        if !fits {
+            return Err(self.give_up());
+        }
         match exec::insert_rows(self.part.table_mut(table.id)?, rows, self.local) {
             Err(e) if e.blocked_by.is_some() => Err(self.give_up()),
             other => other,
@@ -467,12 +473,12 @@ impl JobStatements for JobTxn<'_> {
 
 impl JobTxn<'_> {
     /// A record-level access may go on: the table is the one the procedure resolved (not
-    /// changed by DDL since) and the transaction need not record its reads (SERIALIZABLE
+    /// changed or dropped by DDL since) and the transaction need not record its reads (SERIALIZABLE
     /// records statements' predicates, which record reads do not have). Otherwise the job
     /// gives up and the call runs again in the session, where record access is SQL.
     fn record_table(&mut self, table: &Arc<TableDef>) -> Result<()> {
-        let store = self.part.table(table.id)?;
-        if self.local.records_reads() || (!Arc::ptr_eq(store.def(), table) && store.def().as_ref() != table.as_ref()) {
+        let fits = self.part.table(table.id).is_ok_and(|store| Arc::ptr_eq(store.def(), table) || store.def() == table);
+        if self.local.records_reads() || !fits {
             return Err(self.give_up());
         }
         Ok(())

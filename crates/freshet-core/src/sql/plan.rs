@@ -333,6 +333,17 @@ pub fn plan_insert(catalog: &Catalog, insert: &ast::Insert, params: &mut Vec<Opt
         ast::SetExpr::Values(v) if source.order_by.is_none() && source.limit_clause.is_none() && source.with.is_none() => v,
         _ => return Ok(InsertPlan { table, columns, source: InsertSource::Query(source.clone()), returning }),
     };
+    // Without a column list, VALUES rows fill the table's first columns, the rest take their
+    // defaults (as in PostgreSQL); the rows must all be as long.
+    let columns = match values.rows.first() {
+        Some(first) if insert.columns.is_empty() => {
+            if values.rows.iter().any(|r| r.len() != first.len()) {
+                return Err(Error::syntax("VALUES lists must all be the same length"));
+            }
+            columns[..first.len().min(columns.len())].to_vec()
+        }
+        _ => columns,
+    };
     let mut binder = Binder::new(None, params);
     let mut rows = Vec::with_capacity(values.rows.len());
     for row in &values.rows {

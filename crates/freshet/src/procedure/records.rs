@@ -146,7 +146,7 @@ impl ProcedureContext<'_> {
     }
 
     /// Inserts one row given as every column's value in table order (NULL where there is
-    /// none; column defaults are not applied): `INSERT INTO table VALUES (…)`.
+    /// none; column defaults are not applied): `INSERT INTO table (<every column>) VALUES (…)`.
     pub fn insert(&mut self, table: &TableRef, row: Vec<Value>) -> Result<()> {
         let def = &table.def;
         if row.len() != def.columns.len() {
@@ -155,16 +155,15 @@ impl ProcedureContext<'_> {
         match &mut self.inner {
             ContextInner::Job(cx) => {
                 let row = row.into_iter().zip(&def.columns).map(|(v, c)| v.assign_to(c.ty)).collect::<Result<Vec<_>>>()?;
-                let store_def = cx.catalog.table_by_id(def.id).filter(|d| Arc::ptr_eq(d, def) || d.as_ref() == def.as_ref());
-                if store_def.is_none() {
-                    return Err(cx.job.give_up());
-                }
                 cx.job.insert(def, &[row])?;
                 Ok(())
             }
             ContextInner::Session(_) => {
+                // Columns by name: the statement means the same if the table was re-created
+                // since the `TableRef` was resolved.
+                let names: Vec<String> = def.columns.iter().map(|c| quoted(&c.name)).collect();
                 let marks: Vec<String> = (1..=row.len()).map(|i| format!("${i}")).collect();
-                let sql = format!("INSERT INTO {} VALUES ({})", quoted(&def.name), marks.join(", "));
+                let sql = format!("INSERT INTO {} ({}) VALUES ({})", quoted(&def.name), names.join(", "), marks.join(", "));
                 self.execute(&sql, &row)?;
                 Ok(())
             }
