@@ -264,14 +264,14 @@ impl Engine {
         Ok(counts.into_iter().fold((0, 0), |(a, b), (x, y)| (a + x, b + y)))
     }
 
-    /// The table's counters: see [`replica_share`].
+    /// The table's counters: see `replica_share`.
     pub async fn table_stats(&self, table: &Arc<TableDef>) -> Result<TableStats> {
         let id = table.id;
         let stats = self.on_all(move |p| p.table(id).map(|t| replica_share(t, p.id))).await?;
         stats.into_iter().try_fold(TableStats::default(), |acc, s| Ok(acc + s?))
     }
 
-    /// Every table's counters, by table id: see [`replica_share`].
+    /// Every table's counters, by table id: see `replica_share`.
     pub async fn all_table_stats(&self) -> Result<std::collections::HashMap<TableId, TableStats>> {
         let per = self.on_all(|p| p.tables().map(|t| (t.def().id, replica_share(t, p.id))).collect::<Vec<_>>()).await?;
         let mut out: std::collections::HashMap<TableId, TableStats> = std::collections::HashMap::new();

@@ -10,7 +10,7 @@
 //!
 //! PL/pgSQL: the routine's instructions (`freshet_core::sql::plpgsql::Instr`) run in one loop
 //! over a vector of variable slots. Embedded statements are prepared once per session and
-//! catalog version ([`CompiledCall`]) with their variables as typed `$n` parameters, and run
+//! catalog version (`CompiledCall`) with their variables as typed `$n` parameters, and run
 //! through `Session::execute`, so they take the same short or analytical path, lock waits and
 //! read-only checks as statements a client sends. Expressions run on the short path's
 //! evaluator. Nothing is parsed or planned per call.
