@@ -600,7 +600,6 @@ pub(crate) fn log_commit(wal: Option<&Arc<Wal>>, ts: Ts, mut changes: Vec<RowCha
     wal.append(bytes, sync).map(Some)
 }
 
-/// Waits until a commit is durable.
 /// What one partition's copy adds to a table's counters. A partitioned table's are summed over
 /// its partitions. A replicated table has a copy on each partition with every write applied to
 /// each, so its row counts are those of one copy (partition 0's), while the work each copy did on
@@ -613,6 +612,7 @@ fn replica_share(table: &crate::storage::TableStore, partition: usize) -> TableS
     TableStats { seq_scans: s.seq_scans, index_scans: s.index_scans, segments_copied: s.segments_copied, ..TableStats::default() }
 }
 
+/// Waits until a commit is durable.
 pub(crate) async fn durable(token: Option<Durable>) -> Result<()> {
     match token {
         Some(t) => t.await?.map(|_| ()),

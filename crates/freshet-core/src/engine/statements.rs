@@ -396,24 +396,21 @@ pub trait JobStatements {
 
 impl JobStatements for JobTxn<'_> {
     fn run(&mut self, plan: &Arc<OltpPlan>, params: Vec<Value>, now: i64) -> Result<OltpResult> {
-        match run_on_partition(self.part, self.local, plan, &params, now, self.budget) {
-            Ok(OltpResult::TooLarge) => Err(self.give_up()),
-            Err(e) if e.blocked_by.is_some() => Err(self.give_up()),
-            other => other,
+        let result = run_on_partition(self.part, self.local, plan, &params, now, self.budget);
+        match self.or_give_up(result)? {
+            OltpResult::TooLarge => Err(self.give_up()),
+            other => Ok(other),
         }
     }
 
     fn insert(&mut self, table: &TableDef, rows: &[Vec<Value>]) -> Result<u64> {
         // Rows made for another definition of the table (changed or dropped by DDL since) must
         // not be stored: the ordinary run plans the statement again.
-        let fits = self.part.table(table.id).is_ok_and(|store| std::ptr::eq(store.def().as_ref(), table) || store.def().as_ref() == table);
-        if !fits {
+        if !self.stores(table) {
             return Err(self.give_up());
         }
-        match exec::insert_rows(self.part.table_mut(table.id)?, rows, self.local) {
-            Err(e) if e.blocked_by.is_some() => Err(self.give_up()),
-            other => other,
-        }
+        let inserted = exec::insert_rows(self.part.table_mut(table.id)?, rows, self.local);
+        self.or_give_up(inserted)
     }
 
     fn give_up(&mut self) -> Error {
@@ -440,26 +437,13 @@ impl JobStatements for JobTxn<'_> {
 
     fn update_records(&mut self, table: &Arc<TableDef>, read: &RecordRead, changes: &[(usize, Value)]) -> Result<Vec<Vec<Value>>> {
         self.record_table(table)?;
-        if let Some(k) = table.partition_key
-            && changes.iter().any(|(c, _)| *c == k)
-        {
-            return Err(Error::unsupported("updating the partition key column of a partitioned table"));
-        }
         let updated = exec::update_records(self.part.table_mut(table.id)?, read, changes, self.local, self.budget);
         self.or_give_up(updated)?.ok_or_else(|| self.give_up())
     }
 
     fn modify_records(&mut self, table: &Arc<TableDef>, read: &RecordRead, f: &mut RecordChanges) -> Result<Vec<Vec<Value>>> {
         self.record_table(table)?;
-        let partition_key = table.partition_key;
-        let mut checked = |values: &[Value]| -> Result<Vec<(usize, Value)>> {
-            let changes = f(values)?;
-            if changes.iter().any(|(c, _)| Some(*c) == partition_key) {
-                return Err(Error::unsupported("updating the partition key column of a partitioned table"));
-            }
-            Ok(changes)
-        };
-        let modified = exec::modify_records(self.part.table_mut(table.id)?, read, self.local, self.budget, &mut checked);
+        let modified = exec::modify_records(self.part.table_mut(table.id)?, read, self.local, self.budget, f);
         let rows = self.or_give_up(modified)?.ok_or_else(|| self.give_up())?;
         Ok(rows.into_iter().map(|(_, values)| values).collect())
     }
@@ -472,13 +456,19 @@ impl JobStatements for JobTxn<'_> {
 }
 
 impl JobTxn<'_> {
-    /// A record-level access may go on: the table is the one the procedure resolved (not
-    /// changed or dropped by DDL since) and the transaction need not record its reads (SERIALIZABLE
-    /// records statements' predicates, which record reads do not have). Otherwise the job
-    /// gives up and the call runs again in the session, where record access is SQL.
+    /// Whether the partition stores `table` as this definition describes it: not changed or
+    /// dropped by DDL since the statement was planned or the procedure resolved it.
+    fn stores(&self, table: &TableDef) -> bool {
+        self.part.table(table.id).is_ok_and(|store| std::ptr::eq(store.def().as_ref(), table) || store.def().as_ref() == table)
+    }
+
+    /// A record-level access may go on if the partition [`stores`](Self::stores) the table;
+    /// otherwise the job gives up and the call runs again in the session, where record access
+    /// is SQL. A job's transaction never records read predicates (it runs alone on its
+    /// partition, so REPEATABLE READ is serializable there), which record reads could not.
     fn record_table(&mut self, table: &Arc<TableDef>) -> Result<()> {
-        let fits = self.part.table(table.id).is_ok_and(|store| Arc::ptr_eq(store.def(), table) || store.def() == table);
-        if self.local.records_reads() || !fits {
+        debug_assert!(!self.local.records_reads(), "a one-job transaction records no read predicates");
+        if !self.stores(table) {
             return Err(self.give_up());
         }
         Ok(())
@@ -676,11 +666,7 @@ fn run_on_partition(
             SelectOutcome::TooLarge => Ok(OltpResult::TooLarge),
         },
         OltpPlan::Update(u) => {
-            if let Some(k) = u.table.partition_key
-                && u.assignments.iter().any(|(c, _)| *c == k)
-            {
-                return Err(Error::unsupported("updating the partition key column of a partitioned table"));
-            }
+            exec::keeps_partition_key(&u.table, u.assignments.iter().map(|(c, _)| *c))?;
             let mut returned = Vec::new();
             let n = exec::run_update(p.table_mut(id)?, u, &cx, local, &mut returned)?;
             Ok(if u.returning.is_some() { OltpResult::Rows(returned) } else { OltpResult::Count(n) })

@@ -661,15 +661,21 @@ pub type RecordRows = Option<Vec<(RowId, Vec<Value>)>>;
 
 /// The rows a record read finds, as `view` sees them (see [`RecordRead`]).
 pub fn read_records(table: &TableStore, read: &RecordRead, view: &TxnView, budget: usize) -> Result<RecordRows> {
+    find_records(table, read, &read.columns, view, budget)
+}
+
+/// [`read_records`] giving `columns` of each row instead of the read's own (none: the rows
+/// an update or delete changes).
+fn find_records(table: &TableStore, read: &RecordRead, columns: &[usize], view: &TxnView, budget: usize) -> Result<RecordRows> {
     read.check(table.def())?;
+    if read.limit == Some(0) {
+        return Ok(Some(Vec::new()));
+    }
     let cx = EvalContext { params: &[], now: 0 };
     let mut rows = Vec::new();
     let mut examined = 0usize;
     let mut too_large = false;
     for_each_candidate(table, &read.access(), read.reverse, read.reads(), view, &cx, &mut |row, version| {
-        if read.limit.is_some_and(|n| rows.len() >= n) {
-            return Ok(false);
-        }
         examined += 1;
         if examined > budget {
             too_large = true;
@@ -680,7 +686,7 @@ pub fn read_records(table: &TableStore, read: &RecordRead, view: &TxnView, budge
         if !within_bounds(table, read, &version)? {
             return Ok(true);
         }
-        rows.push((row, read.columns.iter().map(|&c| version.column(c)).collect()));
+        rows.push((row, columns.iter().map(|&c| version.column(c)).collect()));
         Ok(read.limit.is_none_or(|n| rows.len() < n))
     })?;
     Ok((!too_large).then_some(rows))
@@ -713,10 +719,16 @@ pub type RecordChanges<'a> = dyn FnMut(&[Value]) -> Result<Vec<(usize, Value)>> 
 /// one visit: SELECT … FOR UPDATE and UPDATE of that row). Returns each row and the values
 /// `f` was given.
 pub fn modify_records(table: &mut TableStore, read: &RecordRead, txn: &mut LocalTxn, budget: usize, f: &mut RecordChanges) -> Result<RecordRows> {
-    let Some(targets) = read_records(table, read, &txn.view, budget)? else { return Ok(None) };
+    modify_found(table, read, &read.columns, txn, budget, f)
+}
+
+/// [`modify_records`] giving `f` the values of `columns`.
+fn modify_found(table: &mut TableStore, read: &RecordRead, columns: &[usize], txn: &mut LocalTxn, budget: usize, f: &mut RecordChanges) -> Result<RecordRows> {
+    let Some(targets) = find_records(table, read, columns, &txn.view, budget)? else { return Ok(None) };
     let id = table.def().id;
     for (row, values) in &targets {
         let changes = f(values)?;
+        keeps_partition_key(table.def(), changes.iter().map(|(c, _)| *c))?;
         let version = table.update(*row, &changes, &txn.view)?;
         txn.versions.push((id, version));
     }
@@ -726,18 +738,28 @@ pub fn modify_records(table: &mut TableStore, read: &RecordRead, txn: &mut Local
 /// Sets `changes` (already of the column types) on every row a record read finds, as one
 /// UPDATE would; returns the read's columns of each new version.
 pub fn update_records(table: &mut TableStore, read: &RecordRead, changes: &[(usize, Value)], txn: &mut LocalTxn, budget: usize) -> Result<Option<Vec<Vec<Value>>>> {
-    let keys = RecordRead { columns: Vec::new(), ..read.clone() };
-    let Some(rows) = modify_records(table, &keys, txn, budget, &mut |_| Ok(changes.to_vec()))? else { return Ok(None) };
+    // Refused even when no row matches, as the UPDATE is.
+    keeps_partition_key(table.def(), changes.iter().map(|(c, _)| *c))?;
+    let Some(rows) = modify_found(table, read, &[], txn, budget, &mut |_| Ok(changes.to_vec()))? else { return Ok(None) };
     Ok(Some(rows.iter().map(|(row, _)| read.columns.iter().map(|&c| table.get(*row, c)).collect()).collect()))
 }
 
 /// Deletes every row a record read finds, as one DELETE would; returns how many.
 pub fn delete_records(table: &mut TableStore, read: &RecordRead, txn: &mut LocalTxn, budget: usize) -> Result<Option<u64>> {
-    let Some(targets) = read_records(table, &RecordRead { columns: Vec::new(), ..read.clone() }, &txn.view, budget)? else { return Ok(None) };
+    let Some(targets) = find_records(table, read, &[], &txn.view, budget)? else { return Ok(None) };
     let id = table.def().id;
     for (row, _) in &targets {
         let version = table.delete(*row, &txn.view)?;
         txn.versions.push((id, version));
     }
     Ok(Some(targets.len() as u64))
+}
+
+/// Refuses a change of a partitioned table's partition key column (a row would have to move
+/// to another partition).
+pub fn keeps_partition_key(def: &crate::catalog::TableDef, mut changed: impl Iterator<Item = usize>) -> Result<()> {
+    match def.partition_key {
+        Some(k) if changed.any(|c| c == k) => Err(Error::unsupported("updating the partition key column of a partitioned table")),
+        _ => Ok(()),
+    }
 }

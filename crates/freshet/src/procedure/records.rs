@@ -4,7 +4,8 @@
 //!
 //! Each operation means exactly what one SQL statement means (the statement is given with
 //! each method), and that is how it runs when the call does not run as one executor job
-//! (inside a transaction block, several partitions, a lock to wait for, SERIALIZABLE): as
+//! (inside a transaction block, several partitions, a lock to wait for, more rows than the
+//! short path's budget): as
 //! that statement, generated from the table's definition and prepared once per session. In
 //! a call that runs as one job it goes straight to the partition's storage, on the same
 //! candidate walk, visibility rules, locks and uniqueness checks as the statement.
@@ -65,11 +66,14 @@ impl TableRef {
     /// A read of the rows whose primary key is `key`, giving `columns` (42P10 without a
     /// primary key — a read on another index is [`RecordRead`] with that index).
     pub fn key(&self, key: Vec<Value>, columns: Vec<usize>) -> Result<RecordRead> {
-        if self.def.primary_key().is_none() {
-            return Err(Error::new(SqlState::InvalidColumnReference, format!("relation \"{}\" has no primary key", self.def.name)));
-        }
+        primary_key(&self.def)?;
         Ok(RecordRead { index: 0, eq: key, columns, ..RecordRead::default() })
     }
+}
+
+/// The table's primary key (42P10 if it has none).
+fn primary_key(def: &TableDef) -> Result<&freshet_core::catalog::IndexDef> {
+    def.primary_key().ok_or_else(|| Error::new(SqlState::InvalidColumnReference, format!("relation \"{}\" has no primary key", def.name)))
 }
 
 /// What a record operation does, for its SQL form.
@@ -118,9 +122,7 @@ impl ProcedureContext<'_> {
     pub fn modify(&mut self, table: &TableRef, read: &RecordRead, f: &mut RecordChanges) -> Result<Vec<Vec<Value>>> {
         let def = &table.def;
         read.check(def)?;
-        let Some(key) = def.primary_key() else {
-            return Err(Error::new(SqlState::InvalidColumnReference, format!("relation \"{}\" has no primary key", def.name)));
-        };
+        let key = primary_key(def)?;
         match &mut self.inner {
             ContextInner::Job(cx) => cx.job.modify_records(def, read, &mut |values| assigned(def, &f(values)?)),
             ContextInner::Session(_) => {
