@@ -825,6 +825,37 @@ fn expanded_fields() -> datafusion::arrow::datatypes::Fields {
     vec![Field::new("x", I8, true), Field::new("n", I8, true)].into()
 }
 
+/// `pg_typeof(any)`: the SQL type of its argument, named as PostgreSQL's `regtype` prints it
+/// (`integer`, `character varying`, …). The type comes from the argument's field, so a column
+/// keeps the type it was declared with (`varchar(n)`, `char(n)`); a bare NULL is `unknown`.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct PgTypeof {
+    signature: Signature,
+}
+
+impl datafusion::logical_expr::ScalarUDFImpl for PgTypeof {
+    fn name(&self) -> &str {
+        "pg_typeof"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _args: &[ArrowType]) -> DfResult<ArrowType> {
+        Ok(T)
+    }
+
+    fn invoke_with_args(&self, args: datafusion::logical_expr::ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let field = &args.arg_fields[0];
+        let name = match field.data_type() {
+            ArrowType::Null => "unknown",
+            _ => freshet_olap::types::sql_type(field).pg_name(),
+        };
+        Ok(ColumnarValue::Scalar(ScalarValue::Utf8(Some(name.to_string()))))
+    }
+}
+
 fn text_of(s: Option<String>) -> DfResult<ScalarValue> {
     Ok(ScalarValue::Utf8(s))
 }
@@ -869,6 +900,7 @@ fn functions(engine: &Arc<Engine>) -> Vec<ScalarUDF> {
                 .collect::<DfResult<Vec<_>>>()?;
             Ok(ScalarValue::List(ScalarValue::new_list_nullable(&rows, &ArrowType::Struct(expanded_fields()))))
         }),
+        ScalarUDF::new_from_impl(PgTypeof { signature: Signature::any(1, Volatility::Immutable) }),
         function("pg_get_userbyid", &[1], T, move |a| {
             text_of(int(&a[0]).map(|oid| if oid == ROLE_OID { ROLE.to_string() } else { format!("unknown (OID={oid})") }))
         }),
