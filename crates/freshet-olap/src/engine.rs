@@ -177,6 +177,7 @@ impl OlapEngine {
             .build_arc()
             .map_err(from_datafusion)?;
         let ctx = SessionContext::new_with_config_rt(config, runtime_env);
+        ctx.add_analyzer_rule(Arc::new(crate::checked::CheckedIntegerArithmetic::default()));
         let catalog = MemoryCatalogProvider::new();
         let schema = Arc::new(FreshetSchema::new(engine));
         catalog

@@ -9,6 +9,7 @@
 //! snapshot's chunks as record batches ([`scan`]) without copying them, leaving out the chunks
 //! whose value ranges rule out a pushed-down filter ([`prune`]).
 
+mod checked;
 pub mod engine;
 pub mod error;
 pub mod fork;
