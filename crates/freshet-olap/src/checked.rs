@@ -9,6 +9,11 @@
 //! `_mul`, which compute with Arrow's checked kernels. An expression keeps its name, so the
 //! plan's schema does not change. Division and remainder already fail on a zero divisor and
 //! on overflow in DataFusion.
+//!
+//! `sum` of a bigint wraps around in DataFusion too; the rule gives such a sum (one whose
+//! argument is a bigint of its own, not an integer widened to one for the sum) a checked
+//! accumulator, `freshet_checked_sum`, that fails with `bigint out of range` as the short path
+//! does. (PostgreSQL returns numeric for `sum(bigint)`; both of Freshet's paths return bigint.)
 
 use std::sync::Arc;
 
@@ -20,8 +25,13 @@ use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{DFSchema, Result as DfResult, ScalarValue};
 use datafusion::logical_expr::expr_rewriter::NamePreserver;
 use datafusion::logical_expr::utils::merge_schema;
+use datafusion::arrow::array::{ArrayRef, AsArray};
+use datafusion::arrow::compute::sum_checked;
+use datafusion::arrow::datatypes::Int64Type;
+use datafusion::logical_expr::expr::AggregateFunction;
+use datafusion::logical_expr::function::AccumulatorArgs;
 use datafusion::logical_expr::{
-    BinaryExpr, ColumnarValue, Expr, ExprSchemable, LogicalPlan, Operator, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl,
+    Accumulator, AggregateUDF, AggregateUDFImpl, BinaryExpr, ColumnarValue, Expr, ExprSchemable, LogicalPlan, Operator, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl,
     Signature, Volatility,
 };
 use datafusion::optimizer::AnalyzerRule;
@@ -73,12 +83,77 @@ impl ScalarUDFImpl for CheckedOp {
     }
 }
 
+/// `sum(bigint)` with an accumulator that fails on overflow.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct CheckedSum {
+    signature: Signature,
+}
+
+impl AggregateUDFImpl for CheckedSum {
+    fn name(&self) -> &str {
+        "freshet_checked_sum"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _args: &[ArrowType]) -> DfResult<ArrowType> {
+        Ok(ArrowType::Int64)
+    }
+
+    fn accumulator(&self, _args: AccumulatorArgs) -> DfResult<Box<dyn Accumulator>> {
+        Ok(Box::new(SumAccumulator { sum: None }))
+    }
+}
+
+/// The sum so far; `None` until a non-NULL value arrives (the sum of no rows is NULL).
+#[derive(Debug)]
+struct SumAccumulator {
+    sum: Option<i64>,
+}
+
+impl SumAccumulator {
+    fn add(&mut self, values: &ArrayRef) -> DfResult<()> {
+        let overflow = || to_datafusion(Error::out_of_range("bigint"));
+        let Some(part) = sum_checked(values.as_primitive::<Int64Type>()).map_err(|_| overflow())? else { return Ok(()) };
+        self.sum = Some(match self.sum {
+            Some(s) => s.checked_add(part).ok_or_else(overflow)?,
+            None => part,
+        });
+        Ok(())
+    }
+}
+
+impl Accumulator for SumAccumulator {
+    fn update_batch(&mut self, values: &[ArrayRef]) -> DfResult<()> {
+        self.add(&values[0])
+    }
+
+    fn merge_batch(&mut self, states: &[ArrayRef]) -> DfResult<()> {
+        self.add(&states[0])
+    }
+
+    fn state(&mut self) -> DfResult<Vec<ScalarValue>> {
+        Ok(vec![ScalarValue::Int64(self.sum)])
+    }
+
+    fn evaluate(&mut self) -> DfResult<ScalarValue> {
+        Ok(ScalarValue::Int64(self.sum))
+    }
+
+    fn size(&self) -> usize {
+        std::mem::size_of_val(self)
+    }
+}
+
 /// The analyzer rule (see the module documentation).
 #[derive(Debug)]
 pub struct CheckedIntegerArithmetic {
     add: Arc<ScalarUDF>,
     sub: Arc<ScalarUDF>,
     mul: Arc<ScalarUDF>,
+    sum: Arc<AggregateUDF>,
 }
 
 impl Default for CheckedIntegerArithmetic {
@@ -91,6 +166,9 @@ impl Default for CheckedIntegerArithmetic {
             add: udf(Operator::Plus, "freshet_checked_add"),
             sub: udf(Operator::Minus, "freshet_checked_sub"),
             mul: udf(Operator::Multiply, "freshet_checked_mul"),
+            sum: Arc::new(AggregateUDF::new_from_impl(CheckedSum {
+                signature: Signature::exact(vec![ArrowType::Int64], Volatility::Immutable),
+            })),
         }
     }
 }
@@ -101,6 +179,9 @@ fn signed_integer(t: &ArrowType) -> bool {
 
 impl CheckedIntegerArithmetic {
     fn rewrite(&self, expr: Expr, schema: &DFSchema) -> DfResult<Transformed<Expr>> {
+        if let Expr::AggregateFunction(f) = &expr {
+            return self.rewrite_sum(f, schema).map(|e| e.map_or_else(|| Transformed::no(expr), Transformed::yes));
+        }
         let Expr::BinaryExpr(BinaryExpr { left, op, right }) = &expr else { return Ok(Transformed::no(expr)) };
         let udf = match op {
             Operator::Plus => &self.add,
@@ -116,6 +197,35 @@ impl CheckedIntegerArithmetic {
         }
         let Expr::BinaryExpr(BinaryExpr { left, right, .. }) = expr else { unreachable!("matched above") };
         Ok(Transformed::yes(udf.call(vec![*left, *right])))
+    }
+}
+
+impl CheckedIntegerArithmetic {
+    /// A plain `sum` of a bigint of its own, with the checked accumulator.
+    fn rewrite_sum(&self, f: &AggregateFunction, schema: &DFSchema) -> DfResult<Option<Expr>> {
+        let p = &f.params;
+        if f.func.name() != "sum" || p.args.len() != 1 || p.distinct || !p.order_by.is_empty() {
+            return Ok(None);
+        }
+        let arg = &p.args[0];
+        if !matches!(arg.get_type(schema), Ok(ArrowType::Int64)) {
+            return Ok(None);
+        }
+        // A smaller integer widened for the sum: its sum cannot reach the bigint range.
+        if let Expr::Cast(c) = arg
+            && let Ok(inner) = c.expr.get_type(schema)
+            && matches!(inner, ArrowType::Int16 | ArrowType::Int32 | ArrowType::Int8 | ArrowType::UInt8 | ArrowType::UInt16)
+        {
+            return Ok(None);
+        }
+        Ok(Some(Expr::AggregateFunction(AggregateFunction::new_udf(
+            self.sum.clone(),
+            p.args.clone(),
+            false,
+            p.filter.clone(),
+            vec![],
+            p.null_treatment,
+        ))))
     }
 }
 
