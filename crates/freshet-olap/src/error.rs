@@ -132,6 +132,10 @@ fn from_plan_message(m: &str) -> Error {
             return Error::undefined_table(name);
         }
     }
+    if let Some(rest) = m.split("Order by column out of bounds, specified: ").nth(1) {
+        let position = rest.split(',').next().unwrap_or(rest);
+        return Error::new(SqlState::InvalidColumnReference, format!("ORDER BY position {position} is not in select list"));
+    }
     if m.contains("Invalid function") || m.contains("function") && m.contains("not found") {
         return Error::new(SqlState::UndefinedFunction, m.to_string());
     }

@@ -51,6 +51,39 @@ pub fn unique_output_names(statement: &mut ast::Statement) {
     let _ = statement.visit(&mut Renamer);
 }
 
+/// `ORDER BY n` of a grouped query, where output column `n` is an unnamed expression (not a
+/// column): DataFusion resolves the ordinal to the expression's generated name and then
+/// refuses it as "not in GROUP BY", where PostgreSQL sorts by that output column. Sorting by
+/// the expression itself means the same, and DataFusion matches it to the select list.
+pub fn grouped_order_ordinals(statement: &mut ast::Statement) {
+    struct Ordinals;
+    impl VisitorMut for Ordinals {
+        type Break = ();
+        fn pre_visit_query(&mut self, q: &mut ast::Query) -> ControlFlow<()> {
+            let ast::SetExpr::Select(select) = q.body.as_ref() else { return ControlFlow::Continue(()) };
+            let grouped = !matches!(&select.group_by, ast::GroupByExpr::Expressions(g, _) if g.is_empty());
+            let Some(ast::OrderBy { kind: ast::OrderByKind::Expressions(items), .. }) = &mut q.order_by else {
+                return ControlFlow::Continue(());
+            };
+            if !grouped {
+                return ControlFlow::Continue(());
+            }
+            for item in items.iter_mut() {
+                let Expr::Value(v) = &item.expr else { continue };
+                let ast::Value::Number(n, _) = &v.value else { continue };
+                let Some(position) = n.parse::<usize>().ok().and_then(|n| n.checked_sub(1)) else { continue };
+                if let Some(ast::SelectItem::UnnamedExpr(e)) = select.projection.get(position)
+                    && !matches!(e, Expr::Identifier(_) | Expr::CompoundIdentifier(_))
+                {
+                    item.expr = e.clone();
+                }
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    let _ = statement.visit(&mut Ordinals);
+}
+
 /// The function a cast to `regclass` becomes: the OID of the relation a text names (42P01 if
 /// there is none), or the number itself.
 pub const REGCLASS_FUNCTION: &str = "freshet_regclass";
