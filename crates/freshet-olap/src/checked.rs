@@ -10,6 +10,11 @@
 //! plan's schema does not change. Division and remainder already fail on a zero divisor and
 //! on overflow in DataFusion.
 //!
+//! A cast from numeric or a floating-point type to an integer rounds in PostgreSQL (numeric
+//! half away from zero, floating point half to even, as `rint`), where Arrow's cast truncates:
+//! the rule rounds the operand first (`freshet_round_to_integer`), so `2.5::int` is 3 and
+//! `2.7::float8::int` is 3 on both paths.
+//!
 //! `sum` of a bigint wraps around in DataFusion too; the rule gives such a sum (one whose
 //! argument is a bigint of its own, not an integer widened to one for the sum) a checked
 //! accumulator, `freshet_checked_sum`, that fails with `bigint out of range` as the short path
@@ -27,8 +32,8 @@ use datafusion::logical_expr::expr_rewriter::NamePreserver;
 use datafusion::logical_expr::utils::merge_schema;
 use datafusion::arrow::array::{ArrayRef, AsArray};
 use datafusion::arrow::compute::sum_checked;
-use datafusion::arrow::datatypes::Int64Type;
-use datafusion::logical_expr::expr::AggregateFunction;
+use datafusion::arrow::datatypes::{Decimal128Type, Float32Type, Float64Type, Int64Type};
+use datafusion::logical_expr::expr::{AggregateFunction, Cast};
 use datafusion::logical_expr::function::AccumulatorArgs;
 use datafusion::logical_expr::{
     Accumulator, AggregateUDF, AggregateUDFImpl, BinaryExpr, ColumnarValue, Expr, ExprSchemable, LogicalPlan, Operator, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl,
@@ -79,6 +84,51 @@ impl ScalarUDFImpl for CheckedOp {
             ColumnarValue::Scalar(ScalarValue::try_from_array(&result, 0)?)
         } else {
             ColumnarValue::Array(result)
+        })
+    }
+}
+
+/// Rounds a numeric (half away from zero) or a floating-point value (half to even) to an
+/// integral value of the same type, for a cast to an integer type to be exact.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct RoundToInteger {
+    signature: Signature,
+}
+
+impl ScalarUDFImpl for RoundToInteger {
+    fn name(&self) -> &str {
+        "freshet_round_to_integer"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, args: &[ArrowType]) -> DfResult<ArrowType> {
+        Ok(args[0].clone())
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let scalar = matches!(args.args[0], ColumnarValue::Scalar(_));
+        let values = args.args[0].to_array(args.number_rows)?;
+        let rounded: ArrayRef = match values.data_type() {
+            ArrowType::Float64 => Arc::new(values.as_primitive::<Float64Type>().unary::<_, Float64Type>(f64::round_ties_even)),
+            ArrowType::Float32 => Arc::new(values.as_primitive::<Float32Type>().unary::<_, Float32Type>(f32::round_ties_even)),
+            ArrowType::Decimal128(p, s) => {
+                let unit = 10i128.pow(*s as u32);
+                let round = |v: i128| {
+                    let (q, r) = (v / unit, v % unit);
+                    let q = if r.abs() * 2 >= unit { q + r.signum() } else { q };
+                    q * unit
+                };
+                Arc::new(values.as_primitive::<Decimal128Type>().unary::<_, Decimal128Type>(round).with_precision_and_scale(*p, *s)?)
+            }
+            _ => values,
+        };
+        Ok(if scalar {
+            ColumnarValue::Scalar(ScalarValue::try_from_array(&rounded, 0)?)
+        } else {
+            ColumnarValue::Array(rounded)
         })
     }
 }
@@ -154,6 +204,7 @@ pub struct CheckedIntegerArithmetic {
     sub: Arc<ScalarUDF>,
     mul: Arc<ScalarUDF>,
     sum: Arc<AggregateUDF>,
+    round: Arc<ScalarUDF>,
 }
 
 impl Default for CheckedIntegerArithmetic {
@@ -169,6 +220,7 @@ impl Default for CheckedIntegerArithmetic {
             sum: Arc::new(AggregateUDF::new_from_impl(CheckedSum {
                 signature: Signature::exact(vec![ArrowType::Int64], Volatility::Immutable),
             })),
+            round: Arc::new(ScalarUDF::new_from_impl(RoundToInteger { signature: Signature::any(1, Volatility::Immutable) })),
         }
     }
 }
@@ -179,6 +231,14 @@ fn signed_integer(t: &ArrowType) -> bool {
 
 impl CheckedIntegerArithmetic {
     fn rewrite(&self, expr: Expr, schema: &DFSchema) -> DfResult<Transformed<Expr>> {
+        if let Expr::Cast(c) = &expr
+            && signed_integer(c.field.data_type())
+            && matches!(c.expr.get_type(schema), Ok(ArrowType::Float32 | ArrowType::Float64 | ArrowType::Decimal128(_, 1..)))
+        {
+            let Expr::Cast(c) = expr else { unreachable!("matched above") };
+            let rounded = self.round.call(vec![*c.expr]);
+            return Ok(Transformed::yes(Expr::Cast(Cast::new_from_field(Box::new(rounded), c.field))));
+        }
         if let Expr::AggregateFunction(f) = &expr {
             return self.rewrite_sum(f, schema).map(|e| e.map_or_else(|| Transformed::no(expr), Transformed::yes));
         }

@@ -107,6 +107,15 @@ fn from_arrow(e: &ArrowError) -> Error {
         ArrowError::CastError(m) | ArrowError::ParseError(m) => {
             if m.contains("Divide by zero") {
                 Error::division_by_zero()
+            } else if let Some(ty) = m.strip_prefix("Can't cast value ").and_then(|r| r.rsplit(" to type ").next()) {
+                // A number beyond the target integer type: "integer out of range".
+                let name = match ty.trim() {
+                    "Int16" => "smallint",
+                    "Int32" => "integer",
+                    "Int64" => "bigint",
+                    _ => "value",
+                };
+                Error::out_of_range(name)
             } else if m.contains("overflow") || m.contains("too large") || m.contains("out of range") {
                 Error::new(SqlState::NumericValueOutOfRange, m.clone())
             } else {
