@@ -13,7 +13,7 @@ use super::functions;
 use super::names::{fold_ident, is_aggregate};
 use crate::catalog::TableDef;
 use crate::error::{Error, Result, SqlState};
-use crate::types::{value::assignable, DataType, Decimal, TypeFamily, Value};
+use crate::types::{value::assignable, DataType, Decimal, TypeFamily, Value, MAX_DECIMAL_PRECISION};
 
 /// A bound expression, or a value whose type is still open.
 #[derive(Clone, Debug)]
@@ -508,7 +508,20 @@ impl<'a> Binder<'a> {
 
     fn call(&mut self, name: &str, func: Func, args: Vec<Expr>) -> Result<Item> {
         let types: Vec<DataType> = args.iter().map(Expr::ty).collect();
-        let ty = functions::result_type(name, func, &types)?;
+        let mut ty = functions::result_type(name, func, &types)?;
+        // A numeric rounded has the scale asked for, as in PostgreSQL: round(x) and floor(x)
+        // are integral, round(x, k) with a constant k has scale k.
+        if let DataType::Decimal { precision, scale } = ty {
+            let asked = match (func, args.get(1)) {
+                (Func::Round, Some(Expr::Literal { value, .. })) => value.as_i64().map(|k| k.clamp(0, MAX_DECIMAL_PRECISION as i64) as u8),
+                (Func::Round, Some(_)) => None,
+                (Func::Round | Func::Floor | Func::Ceil, None) => Some(0),
+                _ => None,
+            };
+            if let Some(k) = asked {
+                ty = DataType::Decimal { precision: (precision - scale + k + 1).min(MAX_DECIMAL_PRECISION), scale: k };
+            }
+        }
         Ok(Item::Typed(Expr::Func { func, args, ty }))
     }
 }
