@@ -5,7 +5,7 @@
 //! wrong number where PostgreSQL says `integer out of range` (22003). The short path checks
 //! every integer operation (`freshet_core::sql::expr`); this analyzer rule makes the
 //! analytical side do the same: after type coercion, each `+`, `-` and `*` whose operands are
-//! both 16-, 32- or 64-bit signed integers becomes a call of `freshet_checked_add`, `_sub` or
+//! both 16-, 32- or 64-bit signed integers (and each negation of one) becomes a call of `freshet_checked_add`, `_sub` or
 //! `_mul`, which compute with Arrow's checked kernels. An expression keeps its name, so the
 //! plan's schema does not change. Division and remainder already fail on a zero divisor and
 //! on overflow in DataFusion.
@@ -45,6 +45,11 @@ use freshet_core::Error;
 use crate::error::to_datafusion;
 use crate::types::sql_type_of_arrow;
 
+/// A function's result: one value when every argument was one, else the array.
+fn columnar(result: ArrayRef, scalar: bool) -> DfResult<ColumnarValue> {
+    Ok(if scalar { ColumnarValue::Scalar(ScalarValue::try_from_array(&result, 0)?) } else { ColumnarValue::Array(result) })
+}
+
 /// One checked operation as a scalar function of two integers of one type.
 #[derive(Debug, PartialEq, Eq, Hash)]
 struct CheckedOp {
@@ -80,11 +85,7 @@ impl ScalarUDFImpl for CheckedOp {
             ArrowError::ArithmeticOverflow(_) => to_datafusion(Error::out_of_range(sql_type_of_arrow(l.data_type()).pg_name())),
             other => other.into(),
         })?;
-        Ok(if scalars {
-            ColumnarValue::Scalar(ScalarValue::try_from_array(&result, 0)?)
-        } else {
-            ColumnarValue::Array(result)
-        })
+        columnar(result, scalars)
     }
 }
 
@@ -125,11 +126,7 @@ impl ScalarUDFImpl for RoundToInteger {
             }
             _ => values,
         };
-        Ok(if scalar {
-            ColumnarValue::Scalar(ScalarValue::try_from_array(&rounded, 0)?)
-        } else {
-            ColumnarValue::Array(rounded)
-        })
+        columnar(rounded, scalar)
     }
 }
 
@@ -238,6 +235,15 @@ impl CheckedIntegerArithmetic {
             let Expr::Cast(c) = expr else { unreachable!("matched above") };
             let rounded = self.round.call(vec![*c.expr]);
             return Ok(Transformed::yes(Expr::Cast(Cast::new_from_field(Box::new(rounded), c.field))));
+        }
+        if let Expr::Negative(operand) = &expr
+            && let Ok(t) = operand.get_type(schema)
+            && signed_integer(&t)
+        {
+            // -x as 0 - x: the negation of the smallest integer is out of range.
+            let Expr::Negative(operand) = expr else { unreachable!("matched above") };
+            let zero = Expr::Literal(ScalarValue::new_zero(&t)?, None);
+            return Ok(Transformed::yes(self.sub.call(vec![zero, *operand])));
         }
         if let Expr::AggregateFunction(f) = &expr {
             return self.rewrite_sum(f, schema).map(|e| e.map_or_else(|| Transformed::no(expr), Transformed::yes));
