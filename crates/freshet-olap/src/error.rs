@@ -107,8 +107,13 @@ fn from_arrow(e: &ArrowError) -> Error {
         ArrowError::CastError(m) | ArrowError::ParseError(m) => {
             if m.contains("Divide by zero") {
                 Error::division_by_zero()
-            } else if let Some(ty) = m.strip_prefix("Can't cast value ").and_then(|r| r.rsplit(" to type ").next()) {
-                // A number beyond the target integer type: "integer out of range".
+            } else if let Some(ty) = m
+                .strip_prefix("Can't cast value ")
+                .and_then(|r| r.rsplit(" to type ").next())
+                .or_else(|| m.starts_with("value of ").then(|| m.rsplit(" is out of range ").next()).flatten())
+            {
+                // A number beyond the target integer type (a float's or a numeric's message):
+                // "integer out of range".
                 let name = match ty.trim() {
                     "Int16" => "smallint",
                     "Int32" => "integer",
