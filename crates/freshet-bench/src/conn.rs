@@ -229,7 +229,7 @@ impl Embedded {
         let result = self.session.execute(stmt, values).await?;
         match result.output {
             Output::Command { tag } => Ok((Vec::new(), tag_count(&tag))),
-            Output::Rows { columns, mut rows } => {
+            Output::Rows { columns, mut rows, .. } => {
                 let mut out = Vec::new();
                 while let Some(batch) = rows.next().await {
                     let values = match batch {

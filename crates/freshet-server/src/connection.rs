@@ -171,7 +171,7 @@ impl<'a> Connection<'a> {
             if let Started::Rows(mut cursor) = self.start_output(result.output, None).await? {
                 backend::row_description(&mut self.wire.out, cursor.encoder.columns(), cursor.encoder.formats());
                 let (sent, _) = self.send_rows(&mut cursor, 0).await?;
-                backend::command_complete(&mut self.wire.out, &format!("SELECT {sent}"));
+                backend::command_complete(&mut self.wire.out, &format!("{} {sent}", cursor.verb));
             }
             self.wire.flush_if_large().await?;
         }

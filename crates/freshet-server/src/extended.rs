@@ -159,7 +159,7 @@ impl Connection<'_> {
         };
         let (sent, exhausted) = self.send_rows(&mut cursor, limit).await?;
         if exhausted {
-            backend::command_complete(&mut self.wire.out, &format!("SELECT {sent}"));
+            backend::command_complete(&mut self.wire.out, &format!("{} {sent}", cursor.verb));
             portal.state = PortalState::Exhausted;
         } else {
             backend::portal_suspended(&mut self.wire.out);

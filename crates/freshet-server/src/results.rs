@@ -18,14 +18,16 @@ use crate::wire::FLUSH_THRESHOLD;
 /// Rows of a result still to send.
 pub struct RowCursor {
     rows: RowStream,
+    /// The command tag's words before the row count ("SELECT", "UPDATE", …).
+    pub verb: &'static str,
     pub encoder: RowEncoder,
     /// The batch being sent and the first row of it not sent yet.
     current: Option<(RowBatch, usize)>,
 }
 
 impl RowCursor {
-    pub fn new(columns: Arc<Vec<ColumnInfo>>, rows: RowStream, formats: Vec<i16>) -> Self {
-        RowCursor { rows, encoder: RowEncoder::new(columns, formats), current: None }
+    pub fn new(columns: Arc<Vec<ColumnInfo>>, rows: RowStream, verb: &'static str, formats: Vec<i16>) -> Self {
+        RowCursor { rows, verb, encoder: RowEncoder::new(columns, formats), current: None }
     }
 }
 
@@ -46,9 +48,9 @@ impl Connection<'_> {
             Output::Empty => backend::empty_query_response(&mut self.wire.out),
             Output::CopyIn(copy) => self.copy_in(copy).await?,
             Output::CopyOut(copy) => self.copy_out(copy).await?,
-            Output::Rows { columns, rows } => {
+            Output::Rows { columns, rows, verb } => {
                 let formats = formats.unwrap_or_else(|| vec![0; columns.len()]);
-                return Ok(Started::Rows(RowCursor::new(columns, rows, formats)));
+                return Ok(Started::Rows(RowCursor::new(columns, rows, verb, formats)));
             }
         }
         Ok(Started::Done)

@@ -29,6 +29,23 @@ fn create_insert_select_both_paths() {
     assert_eq!(rest[0].rows(), vec![vec![Value::Int32(1), Value::Int64(10)]]);
 }
 
+/// Rows of a RETURNING clause come with the statement's own command tag, as in PostgreSQL
+/// (psql prints "UPDATE 2" after them).
+#[test]
+fn returning_rows_carry_the_dml_tag() {
+    let db = db();
+    let mut s = db.session();
+    s.execute_blocking("CREATE TABLE t (id INT PRIMARY KEY, v INT)").unwrap();
+    let i = s.execute_blocking("INSERT INTO t VALUES (1, 1), (2, 2) RETURNING id").unwrap();
+    assert_eq!((i[0].tag.as_str(), i[0].rows().len()), ("INSERT 0 2", 2));
+    let u = s.execute_blocking("UPDATE t SET v = v + 1 RETURNING v").unwrap();
+    assert_eq!((u[0].tag.as_str(), u[0].rows().len()), ("UPDATE 2", 2));
+    let d = s.execute_blocking("DELETE FROM t WHERE id = 1 RETURNING *").unwrap();
+    assert_eq!((d[0].tag.as_str(), d[0].rows()), ("DELETE 1", vec![vec![Value::Int32(1), Value::Int32(2)]]));
+    let q = s.execute_blocking("SELECT id FROM t").unwrap();
+    assert_eq!(q[0].tag, "SELECT 1");
+}
+
 #[test]
 fn errors_carry_sqlstate() {
     let db = db();

@@ -37,7 +37,13 @@ impl StatementResult {
     }
 
     pub fn rows(columns: Arc<Vec<ColumnInfo>>, rows: RowStream) -> Self {
-        StatementResult { output: Output::Rows { columns, rows }, notices: vec![], parameter_status: vec![] }
+        Self::returning("SELECT", columns, rows)
+    }
+
+    /// Rows of a statement whose command tag is `verb` and the row count: "SELECT", or
+    /// "INSERT 0", "UPDATE", "DELETE" for the rows of a RETURNING clause, as PostgreSQL tags them.
+    pub fn returning(verb: &'static str, columns: Arc<Vec<ColumnInfo>>, rows: RowStream) -> Self {
+        StatementResult { output: Output::Rows { columns, rows, verb }, notices: vec![], parameter_status: vec![] }
     }
 
     pub fn with_notices(mut self, notices: Vec<String>) -> Self {
@@ -49,8 +55,8 @@ impl StatementResult {
 pub enum Output {
     /// A statement without rows; `tag` is PostgreSQL's command tag ("INSERT 0 3", "CREATE TABLE").
     Command { tag: String },
-    /// Rows; the command tag is `SELECT <rows sent>`.
-    Rows { columns: Arc<Vec<ColumnInfo>>, rows: RowStream },
+    /// Rows; the command tag is `<verb> <rows sent>`.
+    Rows { columns: Arc<Vec<ColumnInfo>>, rows: RowStream, verb: &'static str },
     /// COPY … FROM STDIN: the client now sends data.
     CopyIn(CopyIn),
     /// COPY … TO STDOUT: rows to send as COPY data.

@@ -274,7 +274,7 @@ impl Session {
         let rows = match result {
             Err(e) => Err(e),
             Ok(r) => match r.output {
-                crate::result::Output::Rows { columns, rows } => rows.collect_values(&columns).await,
+                crate::result::Output::Rows { columns, rows, .. } => rows.collect_values(&columns).await,
                 _ => Ok(vec![]),
             },
         };
@@ -767,7 +767,7 @@ impl Session {
                 let txn = self.statement_txn();
                 let (n, returned) = self.run_insert(plan, source.as_ref(), &prepared.param_types, params, now, txn).await?;
                 match (returned, prepared.columns.clone()) {
-                    (Some(rows), Some(columns)) => Ok(StatementResult::rows(columns, RowStream::from_values(rows))),
+                    (Some(rows), Some(columns)) => Ok(StatementResult::returning("INSERT 0", columns, RowStream::from_values(rows))),
                     _ => Ok(StatementResult::command(format!("INSERT 0 {n}"))),
                 }
             }
@@ -1034,7 +1034,7 @@ impl Session {
         };
         match self.db.inner.engine.run(plan, params, now, txn, self.settings.synchronous_commit()).await? {
             OltpResult::Count(n) => Ok(StatementResult::command(format!("{verb} {n}"))),
-            OltpResult::Rows(rows) if columns.is_some() => Ok(StatementResult::rows(columns.unwrap_or_default(), RowStream::from_values(rows))),
+            OltpResult::Rows(rows) if columns.is_some() => Ok(StatementResult::returning(verb, columns.unwrap_or_default(), RowStream::from_values(rows))),
             _ => Err(Error::internal("DML returned rows")),
         }
     }
@@ -1324,10 +1324,10 @@ impl Session {
         match result.output {
             Output::Command { tag } => Ok(QueryResult { tag, columns: vec![], batches: vec![], notices }),
             Output::Empty => Ok(QueryResult { tag: String::new(), columns: vec![], batches: vec![], notices }),
-            Output::Rows { columns, rows } => {
+            Output::Rows { columns, rows, verb } => {
                 let batches = rows.collect_arrow(&columns).await?;
                 let n: usize = batches.iter().map(|b| b.num_rows()).sum();
-                Ok(QueryResult { tag: format!("SELECT {n}"), columns: columns.to_vec(), batches, notices })
+                Ok(QueryResult { tag: format!("{verb} {n}"), columns: columns.to_vec(), batches, notices })
             }
             Output::CopyOut(copy) => {
                 let columns = copy.columns.clone();

@@ -139,7 +139,7 @@ fn wait<F: std::future::Future>(f: F) -> F::Output {
 pub(crate) async fn statement_rows(session: &mut Session, prepared: &Arc<Prepared>, params: Vec<Value>) -> Result<(Vec<Vec<Value>>, u64)> {
     let result = session.execute(prepared, params).await?;
     match result.output {
-        Output::Rows { columns, rows } => {
+        Output::Rows { columns, rows, .. } => {
             let rows = rows.collect_values(&columns).await?;
             let n = rows.len() as u64;
             Ok((rows, n))
