@@ -56,15 +56,9 @@ fn no_matching_function(m: &str) -> Option<Error> {
     Some(e)
 }
 
-/// The call of a function that no signature matches, in SQL type names (`sum(text)`), from
-/// DataFusion's message "No function matches the given name and argument types 'sum(Utf8View)'".
-fn unmatched_call(m: &str) -> Option<String> {
-    const NEEDLE: &str = "No function matches the given name and argument types '";
-    let rest = &m[m.find(NEEDLE)? + NEEDLE.len()..];
-    let call = &rest[..rest.find('\'')?];
-    let (name, args) = call.strip_suffix(')')?.split_once('(')?;
-    fn sql_name(t: &str) -> &str {
-        match t.trim() {
+/// The SQL name of an Arrow type as DataFusion's messages print it (`Int32` is `integer`).
+fn sql_name(t: &str) -> &str {
+    match t.trim() {
         "Utf8" | "Utf8View" | "LargeUtf8" => "text",
         "Int16" => "smallint",
         "Int32" => "integer",
@@ -79,8 +73,16 @@ fn unmatched_call(m: &str) -> Option<String> {
         t if t.starts_with("Interval") => "interval",
         t if t.starts_with("List") => "array",
         t => t,
-        }
     }
+}
+
+/// The call of a function that no signature matches, in SQL type names (`sum(text)`), from
+/// DataFusion's message "No function matches the given name and argument types 'sum(Utf8View)'".
+fn unmatched_call(m: &str) -> Option<String> {
+    const NEEDLE: &str = "No function matches the given name and argument types '";
+    let rest = &m[m.find(NEEDLE)? + NEEDLE.len()..];
+    let call = &rest[..rest.find('\'')?];
+    let (name, args) = call.strip_suffix(')')?.split_once('(')?;
     // Decimal128(15, 2) holds a comma: split on top-level commas only.
     let (mut depth, mut start, mut types) = (0, 0, Vec::new());
     for (i, c) in args.char_indices() {
@@ -114,13 +116,7 @@ fn from_arrow(e: &ArrowError) -> Error {
             {
                 // A number beyond the target integer type (a float's or a numeric's message):
                 // "integer out of range".
-                let name = match ty.trim() {
-                    "Int16" => "smallint",
-                    "Int32" => "integer",
-                    "Int64" => "bigint",
-                    _ => "value",
-                };
-                Error::out_of_range(name)
+                Error::out_of_range(sql_name(ty))
             } else if m.contains("overflow") || m.contains("too large") || m.contains("out of range") {
                 Error::new(SqlState::NumericValueOutOfRange, m.clone())
             } else {
