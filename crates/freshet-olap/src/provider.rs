@@ -3,8 +3,10 @@
 //! [`FreshetSchema`] resolves table names against the live catalog at planning time and hands
 //! out a [`SnapshotTable`] per table. A `SnapshotTable` holds no data: when DataFusion scans
 //! it, it reads the query's [`DbSnapshot`] from the session configuration (put there by
-//! [`crate::OlapEngine::execute`]) and wraps that snapshot's chunks as Arrow batches. So one
-//! logical plan can run many times, each time over the snapshot of that execution.
+//! [`crate::OlapEngine::execute`]) and wraps that snapshot's chunks as Arrow batches in a
+//! [`SnapshotScanExec`]. So one logical plan can run many times, each time over the snapshot
+//! of that execution, and so can one physical plan: [`template`] keeps it without data and
+//! [`rebind`] points its scans at a newer snapshot.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -19,7 +21,21 @@ use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::datasource::TableType;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
-use datafusion::physical_plan::ExecutionPlan;
+use datafusion::common::stats::Precision;
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::common::Statistics;
+use datafusion::execution::TaskContext;
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_plan::coop::cooperative;
+use datafusion::physical_plan::empty::EmptyExec;
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType, SchedulingType};
+use datafusion::physical_plan::memory::MemoryStream;
+use datafusion::physical_plan::placeholder_row::PlaceholderRowExec;
+use datafusion::physical_plan::statistics::StatisticsArgs;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties, ReplaceChildrenOptions,
+    SendableRecordBatchStream,
+};
 use freshet_core::catalog::TableDef;
 use freshet_core::engine::Engine;
 use freshet_core::storage::DbSnapshot;
@@ -72,33 +88,206 @@ impl TableProvider for SnapshotTable {
         _limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let tests: Vec<RangeTest> = filters.iter().filter_map(|f| range_test(f, &self.schema)).collect();
-        let snapshot = state
-            .config()
-            .get_extension::<DbSnapshot>()
-            .ok_or_else(|| DataFusionError::Internal("no snapshot for this query".into()))?;
-        let table = snapshot.tables.get(&self.def.id).ok_or_else(|| {
-            DataFusionError::Internal(format!("the snapshot lacks table \"{}\"", self.def.name))
-        })?;
         let projection: Vec<usize> = match projection {
             Some(p) => p.clone(),
             None => (0..self.schema.fields().len()).collect(),
         };
-        let projected = Arc::new(self.schema.project(&projection)?);
-        let types = table.def.types();
+        let schema = Arc::new(self.schema.project(&projection)?);
+        let leaf = ScanLeaf { table: self.def.clone(), projection, tests, schema };
         let partitions = state.config().target_partitions().max(1);
-        let mut parts: Vec<Vec<_>> = vec![Vec::new(); partitions];
-        let mut next = 0;
-        // Chunks whose value ranges rule out a pushed-down filter hold no row that passes it.
-        for chunk in table.chunks.iter().filter(|c| c.live > 0 && tests.iter().all(|t| t.may_match(c))) {
-            parts[next].push(chunk_batch(chunk, &types, &projection, projected.clone())?);
-            next = (next + 1) % partitions;
-        }
-        parts.retain(|p| !p.is_empty());
-        if parts.is_empty() {
-            parts.push(Vec::new());
-        }
-        Ok(MemorySourceConfig::try_new_exec(&parts, projected, None)?)
+        Ok(Arc::new(SnapshotScanExec::try_new(leaf, query_snapshot(state.config())?, Shape::Spread(partitions))?))
     }
+}
+
+/// The snapshot of the query being planned or rebound, which [`crate::OlapEngine::execute`]
+/// puts into the session configuration.
+pub(crate) fn query_snapshot(config: &datafusion::execution::context::SessionConfig) -> Result<Arc<DbSnapshot>> {
+    config.get_extension::<DbSnapshot>().ok_or_else(|| DataFusionError::Internal("no snapshot for this query".into()))
+}
+
+/// What a scan reads, whatever the snapshot: a table, its projected columns and the range
+/// tests of its pushed-down filters.
+#[derive(Debug, Clone)]
+struct ScanLeaf {
+    table: Arc<TableDef>,
+    projection: Vec<usize>,
+    tests: Vec<RangeTest>,
+    schema: SchemaRef,
+}
+
+/// How a scan's chunks are spread over its partitions.
+enum Shape {
+    /// Over at most this many partitions, one per chunk beyond that (at least one).
+    Spread(usize),
+    /// Exactly as an earlier scan of the same plan, so that the plan above it stays valid:
+    /// the same partition count (some perhaps empty) and the same properties.
+    Like(Arc<PlanProperties>),
+}
+
+/// The leaf of a physical plan over a user table: the chunks of one table in the query's
+/// snapshot that the pushed-down range filters may match (zone maps, [`crate::prune`]), as
+/// Arrow batches over the chunks' columns without copying, spread round-robin over the
+/// partitions.
+///
+/// It reports its row count as inexact, so no physical optimizer rule turns an aggregate
+/// into a constant computed from it, and it does not take filters, limits or projections
+/// from the optimizer. The physical plan above it therefore depends on the snapshot only
+/// through this leaf, which lets a cached physical plan run again over a newer snapshot
+/// ([`rebind`]).
+#[derive(Debug)]
+pub struct SnapshotScanExec {
+    leaf: ScanLeaf,
+    parts: Vec<Vec<RecordBatch>>,
+    /// Rows and bytes of all partitions' batches.
+    rows: usize,
+    bytes: usize,
+    properties: Arc<PlanProperties>,
+}
+
+impl SnapshotScanExec {
+    fn try_new(leaf: ScanLeaf, snapshot: Arc<DbSnapshot>, shape: Shape) -> Result<SnapshotScanExec> {
+        let table = snapshot.tables.get(&leaf.table.id).ok_or_else(|| {
+            DataFusionError::Internal(format!("the snapshot lacks table \"{}\"", leaf.table.name))
+        })?;
+        let types = table.def.types();
+        // Chunks whose value ranges rule out a pushed-down filter hold no row that passes it.
+        let chunks: Vec<_> =
+            table.chunks.iter().filter(|c| c.live > 0 && leaf.tests.iter().all(|t| t.may_match(c))).collect();
+        let properties = match shape {
+            Shape::Like(properties) => properties,
+            Shape::Spread(most) => Arc::new(
+                PlanProperties::new(
+                    EquivalenceProperties::new(leaf.schema.clone()),
+                    Partitioning::UnknownPartitioning(chunks.len().clamp(1, most)),
+                    EmissionType::Incremental,
+                    Boundedness::Bounded,
+                )
+                .with_scheduling_type(SchedulingType::Cooperative),
+            ),
+        };
+        let mut parts: Vec<Vec<RecordBatch>> = vec![Vec::new(); properties.partitioning.partition_count()];
+        let (mut rows, mut bytes) = (0, 0);
+        for (i, chunk) in chunks.into_iter().enumerate() {
+            let batch = chunk_batch(chunk, &types, &leaf.projection, leaf.schema.clone())?;
+            rows += batch.num_rows();
+            bytes += batch.get_array_memory_size();
+            let n = parts.len();
+            parts[i % n].push(batch);
+        }
+        Ok(SnapshotScanExec { leaf, parts, rows, bytes, properties })
+    }
+
+    /// The same scan without data: what a cached plan keeps.
+    fn emptied(&self) -> SnapshotScanExec {
+        let parts = vec![Vec::new(); self.parts.len()];
+        SnapshotScanExec { leaf: self.leaf.clone(), parts, rows: 0, bytes: 0, properties: self.properties.clone() }
+    }
+
+    /// The same scan over `snapshot`, with the same partitions and properties.
+    fn rebind(&self, snapshot: Arc<DbSnapshot>) -> Result<SnapshotScanExec> {
+        SnapshotScanExec::try_new(self.leaf.clone(), snapshot, Shape::Like(self.properties.clone()))
+    }
+}
+
+impl DisplayAs for SnapshotScanExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        let sizes: Vec<String> = self.parts.iter().map(|p| p.len().to_string()).collect();
+        write!(f, "SnapshotScanExec: table={}, partition_sizes=[{}], rows={}", self.leaf.table.name, sizes.join(", "), self.rows)
+    }
+}
+
+impl ExecutionPlan for SnapshotScanExec {
+    fn name(&self) -> &'static str {
+        "SnapshotScanExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        Vec::new()
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn replace_children(self: Arc<Self>, _children: Vec<Arc<dyn ExecutionPlan>>, _options: ReplaceChildrenOptions) -> Result<Arc<dyn ExecutionPlan>> {
+        Ok(self)
+    }
+
+    #[allow(deprecated)]
+    fn with_new_children(self: Arc<Self>, _children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
+        Ok(self)
+    }
+
+    fn execute(&self, partition: usize, _context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
+        let batches = self.parts.get(partition).ok_or_else(|| {
+            DataFusionError::Internal(format!("SnapshotScanExec has no partition {partition}"))
+        })?;
+        let stream = MemoryStream::try_new(batches.clone(), self.leaf.schema.clone(), None)?;
+        Ok(Box::pin(cooperative(stream)))
+    }
+
+    fn statistics_from_inputs(&self, _input_stats: &[Arc<Statistics>], args: &StatisticsArgs) -> Result<Arc<Statistics>> {
+        let (rows, bytes) = match args.partition() {
+            None => (self.rows, self.bytes),
+            Some(p) => self.parts.get(p).map_or((0, 0), |b| {
+                (b.iter().map(RecordBatch::num_rows).sum(), b.iter().map(RecordBatch::get_array_memory_size).sum())
+            }),
+        };
+        let statistics = Statistics::new_unknown(&self.leaf.schema)
+            .with_num_rows(Precision::Inexact(rows))
+            .with_total_byte_size(Precision::Inexact(bytes));
+        Ok(Arc::new(statistics))
+    }
+}
+
+/// `plan` as a physical plan to keep and run again ([`rebind`]): its scans without their
+/// data and every other node without run-time state, so that it holds on to no snapshot and
+/// no result of a run. `None` when the plan has a leaf that is not a snapshot scan or a
+/// constant row source (a system table, VALUES, a recursive query's work table): those
+/// leaves hold their data, or state that resetting does not cover.
+pub(crate) fn template(plan: &Arc<dyn ExecutionPlan>) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+    if !rebindable(plan) {
+        return Ok(None);
+    }
+    Ok(Some(renew(plan, &|scan| Ok(scan.emptied()))?))
+}
+
+/// `template` ready to run over `snapshot`: each [`SnapshotScanExec`] reads `snapshot`,
+/// with the partitions and properties it had, and every other node is a fresh copy (run-time
+/// state reset) that keeps its properties, so nothing is planned again.
+pub(crate) fn rebind(template: &Arc<dyn ExecutionPlan>, snapshot: Arc<DbSnapshot>) -> Result<Arc<dyn ExecutionPlan>> {
+    renew(template, &|scan| scan.rebind(snapshot.clone()))
+}
+
+fn renew(plan: &Arc<dyn ExecutionPlan>, scan: &dyn Fn(&SnapshotScanExec) -> Result<SnapshotScanExec>) -> Result<Arc<dyn ExecutionPlan>> {
+    let renewed = plan.clone().transform_up(|node| {
+        if let Some(s) = node.downcast_ref::<SnapshotScanExec>() {
+            return Ok(Transformed::yes(Arc::new(scan(s)?) as Arc<dyn ExecutionPlan>));
+        }
+        Ok(Transformed::yes(node.reset_state()?))
+    })?;
+    Ok(renewed.data)
+}
+
+/// Whether [`rebind`] can run `plan` again: every leaf is a snapshot scan or a constant.
+fn rebindable(plan: &Arc<dyn ExecutionPlan>) -> bool {
+    let mut ok = true;
+    let _ = plan.apply(|node| {
+        let leaf_ok = !node.children().is_empty()
+            || node.is::<SnapshotScanExec>()
+            || node.is::<EmptyExec>()
+            || node.is::<PlaceholderRowExec>();
+        ok &= leaf_ok && !matches!(node.name(), "RecursiveQueryExec" | "WorkTableExec");
+        Ok(if ok { TreeNodeRecursion::Continue } else { TreeNodeRecursion::Stop })
+    });
+    ok
 }
 
 /// A table computed when a query scans it: a system view such as `freshet_snapshots`.

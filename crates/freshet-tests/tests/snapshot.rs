@@ -164,3 +164,40 @@ fn scans_skip_chunks_that_a_range_filter_rules_out() {
     assert_eq!(count(&mut s, "SELECT count(*) FROM acc WHERE id > 1000000"), 11);
     assert_eq!(scanned_chunks(&mut s, "SELECT count(*) FROM acc WHERE id > 1000000"), 1);
 }
+
+/// An analytical query without parameters is planned once; later runs put the snapshot of
+/// their moment under the kept physical plan. Each run must see its own data: counts are not
+/// constants of the first run's statistics, joins and top-k sorts start afresh, and a table
+/// that has grown from one chunk to several (more than the first run's partitions) is read
+/// whole.
+#[test]
+fn a_kept_physical_plan_reads_each_runs_snapshot() {
+    let db = Database::open(Config { olap_threads: 2, ..Config::default() }).unwrap();
+    let mut s = db.session();
+    s.execute_blocking("SET freshet.short_path = off").unwrap();
+    s.execute_blocking("CREATE TABLE item (id INT PRIMARY KEY, grp INT NOT NULL, v BIGINT NOT NULL)").unwrap();
+    s.execute_blocking("CREATE TABLE grp (id INT PRIMARY KEY, name TEXT NOT NULL)").unwrap();
+    s.execute_blocking("INSERT INTO grp VALUES (0, 'even'), (1, 'odd')").unwrap();
+    let queries = [
+        "SELECT count(*), sum(v) FROM item",
+        "SELECT g.name, count(*), sum(i.v) FROM item i JOIN grp g ON i.grp = g.id GROUP BY g.name ORDER BY g.name",
+        "SELECT id FROM item ORDER BY v DESC, id LIMIT 2",
+        "SELECT count(*) FROM item WHERE id >= 20000",
+    ];
+    let mut n: i64 = 0;
+    for round in 0..4 {
+        // 10, then about 8,000, 16,000 and 32,000 rows: one chunk, then several.
+        let upto = if round == 0 { 10 } else { 8_000 << (round - 1) };
+        s.execute_blocking(&format!("INSERT INTO item SELECT value, value % 2, value * 3 FROM generate_series({n}, {}) ", upto - 1)).unwrap();
+        n = upto;
+        let rows: Vec<Vec<Vec<Value>>> = queries.iter().map(|q| s.execute_blocking(q).unwrap()[0].rows()).collect();
+        let sum = |keep: &dyn Fn(i64) -> bool| (0..n).filter(|&i| keep(i)).map(|i| i * 3).sum::<i64>();
+        let count = |keep: &dyn Fn(i64) -> bool| (0..n).filter(|&i| keep(i)).count() as i64;
+        assert_eq!(rows[0], vec![vec![Value::Int64(n), Value::Int64(sum(&|_| true))]], "round {round}");
+        let even = vec![Value::Text("even".into()), Value::Int64(count(&|i| i % 2 == 0)), Value::Int64(sum(&|i| i % 2 == 0))];
+        let odd = vec![Value::Text("odd".into()), Value::Int64(count(&|i| i % 2 == 1)), Value::Int64(sum(&|i| i % 2 == 1))];
+        assert_eq!(rows[1], vec![even, odd], "round {round}");
+        assert_eq!(rows[2], vec![vec![Value::Int32(n as i32 - 1)], vec![Value::Int32(n as i32 - 2)]], "round {round}");
+        assert_eq!(rows[3], vec![vec![Value::Int64(count(&|i| i >= 20_000))]], "round {round}");
+    }
+}
