@@ -5,7 +5,7 @@ use std::cmp::Ordering;
 
 use super::expr::{date_of, extract, EvalContext, Func};
 use crate::error::{Error, Result, SqlState};
-use crate::types::{DataType, Decimal, TypeFamily, Value};
+use crate::types::{DataType, Decimal, TypeFamily, Value, MAX_DECIMAL_PRECISION};
 
 /// The longest text a function builds (PostgreSQL's limit for a field value).
 const MAX_TEXT_BYTES: u64 = (1 << 30) - 1;
@@ -251,8 +251,9 @@ fn substring(s: &str, start: i64, count: Option<i64>) -> Result<Value> {
 fn round(func: Func, v: &Value, places: Option<i64>, ty: DataType) -> Result<Value> {
     match v {
         Value::Decimal(d) => {
+            let places_given = places.unwrap_or(0);
             let places = match func {
-                Func::Round => places.unwrap_or(0).clamp(0, d.scale as i64) as u8,
+                Func::Round => places_given.clamp(0, d.scale as i64) as u8,
                 _ => 0,
             };
             let factor = crate::types::decimal::pow10(d.scale - places);
@@ -260,6 +261,19 @@ fn round(func: Func, v: &Value, places: Option<i64>, ty: DataType) -> Result<Val
             let at_places = match func {
                 Func::Floor => Decimal::new(q, places),
                 Func::Ceil => Decimal::new(if r > 0 { q + 1 } else { q }, places),
+                // Negative places round to tens, hundreds, …: to units of 10^n (n = -places),
+                // half away from zero, at scale 0 (PostgreSQL: round(1250.5, -2) = 1300).
+                Func::Round if places_given < 0 => {
+                    let n = (-places_given).min(MAX_DECIMAL_PRECISION as i64 + 1) as u8;
+                    if d.scale as u32 + n as u32 > MAX_DECIMAL_PRECISION as u32 {
+                        // |d| < 10^38 at scale s is below half a unit of 10^n.
+                        Decimal::new(0, 0)
+                    } else {
+                        let units = Decimal::new(d.value, d.scale + n).rescale(0)?.value;
+                        let value = units.checked_mul(crate::types::decimal::pow10(n));
+                        Decimal::new(value.ok_or_else(|| Error::new(SqlState::NumericValueOutOfRange, "numeric field overflow"))?, 0)
+                    }
+                }
                 _ => d.rescale(places)?,
             };
             let out_scale = if let DataType::Decimal { scale, .. } = ty { scale } else { places };
@@ -302,6 +316,13 @@ mod tests {
         assert_eq!(call(Func::Ceil, vec![d.clone()], DataType::Decimal { precision: 10, scale: 0 }, &cx()).unwrap(), Value::Decimal(Decimal::new(13, 0)));
         assert_eq!(call(Func::Round, vec![d], ty, &cx()).unwrap(), Value::Decimal(Decimal::new(12000, 3)));
         assert_eq!(call(Func::Round, vec![Value::Float64(2.5)], DataType::Float64, &cx()).unwrap(), Value::Float64(3.0));
+        // Negative places: to tens and hundreds, half away from zero, at scale 0.
+        let int = DataType::Decimal { precision: 10, scale: 0 };
+        let round = |value, scale, places| call(Func::Round, vec![Value::Decimal(Decimal::new(value, scale)), Value::Int64(places)], int, &cx()).unwrap();
+        assert_eq!(round(12505, 1, -2), Value::Decimal(Decimal::new(1300, 0)));
+        assert_eq!(round(-12495, 1, -2), Value::Decimal(Decimal::new(-1200, 0)));
+        assert_eq!(round(15, 0, -1), Value::Decimal(Decimal::new(20, 0)));
+        assert_eq!(round(4, 0, -1), Value::Decimal(Decimal::new(0, 0)));
     }
 
     #[test]
