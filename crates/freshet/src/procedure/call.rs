@@ -8,10 +8,11 @@ use std::sync::Arc;
 use freshet_core::engine::{JobStatements, Savepoint};
 use futures::FutureExt;
 use hashbrown::HashMap;
+use smallvec::SmallVec;
 
 use freshet_core::catalog::{Catalog, ProcedureDef};
 use freshet_core::sql::bind::Binder;
-use freshet_core::sql::expr::{EvalContext, NoRow};
+use freshet_core::sql::expr::{EvalContext, Expr, NoRow};
 use freshet_core::sql::names::fold_ident;
 use freshet_core::sql::plpgsql::parser::RaiseLevel;
 use freshet_core::sql::plpgsql::{self, ExprUnit, Instr, ParamSource, PlType, PlValue};
@@ -278,7 +279,12 @@ fn source_value(p: &ParamSource, vars: &[PlValue], now: i64) -> Result<Value> {
 }
 
 fn eval(unit: &ExprUnit, vars: &[PlValue], now: i64) -> Result<Value> {
-    let params = unit.params.iter().map(|p| source_value(p, vars, now)).collect::<Result<Vec<_>>>()?;
+    // A bare variable or array element (`v_x`, `p_items[i]`), as most are: its value, which
+    // is what evaluating the parameter would give.
+    if let (Expr::Param { index: 0, .. }, [source]) = (&unit.expr, unit.params.as_slice()) {
+        return source_value(source, vars, now);
+    }
+    let params = unit.params.iter().map(|p| source_value(p, vars, now)).collect::<Result<SmallVec<[Value; 4]>>>()?;
     unit.expr.eval(&NoRow, &EvalContext { params: &params, now })
 }
 
