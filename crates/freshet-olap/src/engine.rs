@@ -67,8 +67,19 @@ struct PlanReuse {
     /// The optimized logical plan.
     logical: OnceLock<LogicalPlan>,
     /// The physical plan without data or state ([`crate::provider::template`]), when
-    /// [`crate::provider::rebind`] can run it over another snapshot.
-    physical: OnceLock<Option<Arc<dyn ExecutionPlan>>>,
+    /// [`crate::provider::rebind`] can run it over another snapshot. Replaced when a table
+    /// outgrows it.
+    physical: Mutex<KeptPhysical>,
+}
+
+#[derive(Debug, Default)]
+enum KeptPhysical {
+    /// Not planned yet.
+    #[default]
+    None,
+    /// Planned, and not kept: it cannot be rebound.
+    Unkeepable,
+    Kept(Arc<dyn ExecutionPlan>),
 }
 
 impl OlapPlan {
@@ -82,8 +93,14 @@ impl OlapPlan {
             let logical = if params.is_empty() { self.logical.clone() } else { self.logical.clone().with_param_values(params)? };
             return state.create_physical_plan(&logical).await;
         };
-        if let Some(Some(template)) = reuse.physical.get() {
-            return crate::provider::rebind(template, crate::provider::query_snapshot(state.config())?);
+        let kept = match &*reuse.physical.lock() {
+            KeptPhysical::Kept(template) => Some(template.clone()),
+            _ => None,
+        };
+        if let Some(template) = kept
+            && let Some(plan) = crate::provider::rebind(&template, crate::provider::query_snapshot(state.config())?)?
+        {
+            return Ok(plan);
         }
         let optimized = match reuse.logical.get() {
             Some(plan) => plan,
@@ -94,7 +111,10 @@ impl OlapPlan {
         };
         let plan = state.query_planner().create_physical_plan(optimized, state).await?;
         let template = crate::provider::template(&plan)?;
-        reuse.physical.get_or_init(|| template);
+        *reuse.physical.lock() = match template {
+            Some(t) => KeptPhysical::Kept(t),
+            None => KeptPhysical::Unkeepable,
+        };
         Ok(plan)
     }
 }

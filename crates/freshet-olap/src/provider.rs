@@ -119,9 +119,10 @@ struct ScanLeaf {
 enum Shape {
     /// Over at most this many partitions, one per chunk beyond that (at least one).
     Spread(usize),
-    /// Exactly as an earlier scan of the same plan, so that the plan above it stays valid:
-    /// the same partition count (some perhaps empty) and the same properties.
-    Like(Arc<PlanProperties>),
+    /// Exactly as an earlier scan of the same plan (its `most` and properties), so that the
+    /// plan above it stays valid: the same partition count (some perhaps empty) and the same
+    /// properties.
+    Like(usize, Arc<PlanProperties>),
 }
 
 /// The leaf of a physical plan over a user table: the chunks of one table in the query's
@@ -137,6 +138,8 @@ enum Shape {
 #[derive(Debug)]
 pub struct SnapshotScanExec {
     leaf: ScanLeaf,
+    /// The most partitions the scan may have: the analytical threads when it was planned.
+    most: usize,
     parts: Vec<Vec<RecordBatch>>,
     /// Rows and bytes of all partitions' batches.
     rows: usize,
@@ -153,9 +156,9 @@ impl SnapshotScanExec {
         // Chunks whose value ranges rule out a pushed-down filter hold no row that passes it.
         let chunks: Vec<_> =
             table.chunks.iter().filter(|c| c.live > 0 && leaf.tests.iter().all(|t| t.may_match(c))).collect();
-        let properties = match shape {
-            Shape::Like(properties) => properties,
-            Shape::Spread(most) => Arc::new(
+        let (most, properties) = match shape {
+            Shape::Like(most, properties) => (most, properties),
+            Shape::Spread(most) => (most, Arc::new(
                 PlanProperties::new(
                     EquivalenceProperties::new(leaf.schema.clone()),
                     Partitioning::UnknownPartitioning(chunks.len().clamp(1, most)),
@@ -163,7 +166,7 @@ impl SnapshotScanExec {
                     Boundedness::Bounded,
                 )
                 .with_scheduling_type(SchedulingType::Cooperative),
-            ),
+            )),
         };
         let mut parts: Vec<Vec<RecordBatch>> = vec![Vec::new(); properties.partitioning.partition_count()];
         let (mut rows, mut bytes) = (0, 0);
@@ -174,18 +177,22 @@ impl SnapshotScanExec {
             let n = parts.len();
             parts[i % n].push(batch);
         }
-        Ok(SnapshotScanExec { leaf, parts, rows, bytes, properties })
+        Ok(SnapshotScanExec { leaf, most, parts, rows, bytes, properties })
     }
 
     /// The same scan without data: what a cached plan keeps.
     fn emptied(&self) -> SnapshotScanExec {
         let parts = vec![Vec::new(); self.parts.len()];
-        SnapshotScanExec { leaf: self.leaf.clone(), parts, rows: 0, bytes: 0, properties: self.properties.clone() }
+        SnapshotScanExec { leaf: self.leaf.clone(), most: self.most, parts, rows: 0, bytes: 0, properties: self.properties.clone() }
     }
 
-    /// The same scan over `snapshot`, with the same partitions and properties.
-    fn rebind(&self, snapshot: Arc<DbSnapshot>) -> Result<SnapshotScanExec> {
-        SnapshotScanExec::try_new(self.leaf.clone(), snapshot, Shape::Like(self.properties.clone()))
+    /// The same scan over `snapshot`, with the same partitions and properties; `None` when
+    /// the table has outgrown them (more chunks than partitions, where it was planned with
+    /// fewer partitions than it may have), so that planning again would spread it wider.
+    fn rebind(&self, snapshot: Arc<DbSnapshot>) -> Result<Option<SnapshotScanExec>> {
+        let scan = SnapshotScanExec::try_new(self.leaf.clone(), snapshot, Shape::Like(self.most, self.properties.clone()))?;
+        let chunks: usize = scan.parts.iter().map(Vec::len).sum();
+        Ok((scan.parts.len() >= self.most || chunks <= scan.parts.len()).then_some(scan))
     }
 }
 
@@ -256,24 +263,36 @@ pub(crate) fn template(plan: &Arc<dyn ExecutionPlan>) -> Result<Option<Arc<dyn E
     if !rebindable(plan) {
         return Ok(None);
     }
-    Ok(Some(renew(plan, &|scan| Ok(scan.emptied()))?))
+    renew(plan, &|scan| Ok(Some(scan.emptied())))
 }
 
 /// `template` ready to run over `snapshot`: each [`SnapshotScanExec`] reads `snapshot`,
 /// with the partitions and properties it had, and every other node is a fresh copy (run-time
-/// state reset) that keeps its properties, so nothing is planned again.
-pub(crate) fn rebind(template: &Arc<dyn ExecutionPlan>, snapshot: Arc<DbSnapshot>) -> Result<Arc<dyn ExecutionPlan>> {
+/// state reset) that keeps its properties, so nothing is planned again. `None` when a table
+/// has outgrown its scan's partitions ([`SnapshotScanExec::rebind`]): the query is then
+/// better planned again.
+pub(crate) fn rebind(template: &Arc<dyn ExecutionPlan>, snapshot: Arc<DbSnapshot>) -> Result<Option<Arc<dyn ExecutionPlan>>> {
     renew(template, &|scan| scan.rebind(snapshot.clone()))
 }
 
-fn renew(plan: &Arc<dyn ExecutionPlan>, scan: &dyn Fn(&SnapshotScanExec) -> Result<SnapshotScanExec>) -> Result<Arc<dyn ExecutionPlan>> {
+/// `plan` with each scan replaced by what `scan` makes of it and every other node reset;
+/// `None` as soon as `scan` gives `None`.
+fn renew(
+    plan: &Arc<dyn ExecutionPlan>,
+    scan: &dyn Fn(&SnapshotScanExec) -> Result<Option<SnapshotScanExec>>,
+) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+    let mut outgrown = false;
     let renewed = plan.clone().transform_up(|node| {
         if let Some(s) = node.downcast_ref::<SnapshotScanExec>() {
-            return Ok(Transformed::yes(Arc::new(scan(s)?) as Arc<dyn ExecutionPlan>));
+            let Some(new) = scan(s)? else {
+                outgrown = true;
+                return Ok(Transformed::new(node, false, TreeNodeRecursion::Stop));
+            };
+            return Ok(Transformed::yes(Arc::new(new) as Arc<dyn ExecutionPlan>));
         }
         Ok(Transformed::yes(node.reset_state()?))
     })?;
-    Ok(renewed.data)
+    Ok((!outgrown).then_some(renewed.data))
 }
 
 /// Whether [`rebind`] can run `plan` again: every leaf is a snapshot scan or a constant.

@@ -201,3 +201,36 @@ fn a_kept_physical_plan_reads_each_runs_snapshot() {
         assert_eq!(rows[3], vec![vec![Value::Int64(count(&|i| i >= 20_000))]], "round {round}");
     }
 }
+
+/// The partitions of the one scan in `query`'s plan, as EXPLAIN ANALYZE reports them.
+fn scan_partitions(s: &mut freshet::Session, query: &str) -> usize {
+    let r = s.execute_blocking(&format!("EXPLAIN ANALYZE {query}")).unwrap();
+    let rows = r[0].rows();
+    let line = rows
+        .iter()
+        .filter_map(|row| match &row[0] {
+            Value::Text(line) => line.split("partition_sizes=[").nth(1).map(str::to_string),
+            _ => None,
+        })
+        .next()
+        .unwrap_or_else(|| panic!("no scan in {rows:?}"));
+    line.split(']').next().unwrap().split(',').count()
+}
+
+/// A kept plan whose table had one chunk when it was planned scans it in one partition; once
+/// the table has grown past that, the query is planned again and its scan spreads over the
+/// analytical threads.
+#[test]
+fn a_kept_plan_is_planned_again_when_its_table_outgrows_it() {
+    let db = Database::open(Config { olap_threads: 2, ..Config::default() }).unwrap();
+    let mut s = db.session();
+    s.execute_blocking("SET freshet.short_path = off").unwrap();
+    s.execute_blocking("CREATE TABLE t (id INT PRIMARY KEY, v BIGINT NOT NULL)").unwrap();
+    s.execute_blocking("INSERT INTO t SELECT value, value FROM generate_series(1, 100)").unwrap();
+    let q = "SELECT sum(v) FROM t";
+    assert_eq!(scan_partitions(&mut s, q), 1);
+    assert_eq!(scan_partitions(&mut s, q), 1, "one chunk still");
+    s.execute_blocking("INSERT INTO t SELECT value, value FROM generate_series(101, 40000)").unwrap();
+    assert_eq!(scan_partitions(&mut s, q), 2);
+    assert_eq!(s.execute_blocking(q).unwrap()[0].rows(), vec![vec![Value::Int64(40_000 * 40_001 / 2)]]);
+}
