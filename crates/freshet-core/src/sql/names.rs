@@ -59,37 +59,45 @@ pub fn is_aggregate(name: &str) -> bool {
 
 /// The name PostgreSQL gives an unaliased result column (its FigureColname): the column's
 /// name for a column reference, the function's name for a call, the type's name for a cast of
-/// a literal, `case` for CASE, and `?column?` otherwise.
+/// anything without a stronger name, `case` for CASE, and `?column?` otherwise.
 pub fn column_name(e: &ast::Expr) -> String {
+    figure(e).0
+}
+
+/// A name and how strongly the expression holds it, as in PostgreSQL: 2 for column
+/// references, calls and subqueries, 1 for CASE and casts (an outer cast renames those:
+/// `(0.5::float8)::int` is `int4`), 0 for `?column?`.
+fn figure(e: &ast::Expr) -> (String, u8) {
     use ast::Expr as A;
+    let strong = |name: String| (name, 2);
     match e {
-        A::Identifier(i) => fold_ident(i),
-        A::CompoundIdentifier(parts) => parts.last().map(fold_ident).unwrap_or_default(),
-        A::Nested(inner) => column_name(inner),
-        A::Cast { expr, data_type, .. } => match column_name(expr).as_str() {
-            "?column?" => cast_type_name(data_type),
-            name => name.to_string(),
+        A::Identifier(i) => strong(fold_ident(i)),
+        A::CompoundIdentifier(parts) => strong(parts.last().map(fold_ident).unwrap_or_default()),
+        A::Nested(inner) => figure(inner),
+        A::Cast { expr, data_type, .. } => match figure(expr) {
+            (name, 2) => (name, 2),
+            _ => (cast_type_name(data_type), 1),
         },
-        A::Function(f) => f.name.0.last().and_then(|p| p.as_ident()).map(fold_ident).unwrap_or_default(),
-        A::Case { .. } => "case".into(),
-        A::Extract { .. } => "extract".into(),
-        A::Substring { .. } => "substring".into(),
-        A::Trim { .. } => "btrim".into(),
-        A::Position { .. } => "position".into(),
-        A::Ceil { .. } => "ceil".into(),
-        A::Floor { .. } => "floor".into(),
-        A::Exists { .. } => "exists".into(),
+        A::Function(f) => strong(f.name.0.last().and_then(|p| p.as_ident()).map(fold_ident).unwrap_or_default()),
+        A::Case { .. } => ("case".into(), 1),
+        A::Extract { .. } => strong("extract".into()),
+        A::Substring { .. } => strong("substring".into()),
+        A::Trim { .. } => strong("btrim".into()),
+        A::Position { .. } => strong("position".into()),
+        A::Ceil { .. } => strong("ceil".into()),
+        A::Floor { .. } => strong("floor".into()),
+        A::Exists { .. } => strong("exists".into()),
         A::Subquery(q) => match q.body.as_ref() {
             ast::SetExpr::Select(s) if s.projection.len() == 1 => match &s.projection[0] {
-                ast::SelectItem::UnnamedExpr(e) => column_name(e),
-                ast::SelectItem::ExprWithAlias { alias, .. } => fold_ident(alias),
-                _ => "?column?".into(),
+                ast::SelectItem::UnnamedExpr(e) => strong(column_name(e)),
+                ast::SelectItem::ExprWithAlias { alias, .. } => strong(fold_ident(alias)),
+                _ => ("?column?".into(), 0),
             },
-            _ => "?column?".into(),
+            _ => ("?column?".into(), 0),
         },
-        A::TypedString(ts) => cast_type_name(&ts.data_type),
-        A::Value(v) if matches!(v.value, ast::Value::Boolean(_)) => "bool".into(),
-        _ => "?column?".into(),
+        A::TypedString(ts) => (cast_type_name(&ts.data_type), 1),
+        A::Value(v) if matches!(v.value, ast::Value::Boolean(_)) => ("bool".into(), 1),
+        _ => ("?column?".into(), 0),
     }
 }
 
@@ -130,5 +138,15 @@ mod tests {
         assert_eq!(column_name(&expr("1::int")), "int4");
         assert_eq!(column_name(&expr("x::int")), "x");
         assert_eq!(column_name(&expr("CASE WHEN x THEN 1 END")), "case");
+        // A cast renames what holds its name weakly (a cast, CASE, a boolean), not a column or
+        // a call.
+        assert_eq!(column_name(&expr("0.5::float8::int")), "int4");
+        assert_eq!(column_name(&expr("(CASE WHEN x THEN 1 END)::bigint")), "int8");
+        assert_eq!(column_name(&expr("true::int")), "int4");
+        assert_eq!(column_name(&expr("sum(x)::numeric")), "sum");
+        assert_eq!(column_name(&expr("x::text::int")), "x");
+        // A scalar subquery holds its column's name strongly, even `?column?` (PostgreSQL 15).
+        assert_eq!(column_name(&expr("(SELECT 1)::int")), "?column?");
+        assert_eq!(column_name(&expr("(SELECT 1 AS k)::int")), "k");
     }
 }
