@@ -136,6 +136,14 @@ pub fn catalog_spellings(statement: &mut ast::Statement, names: &dyn CatalogName
             {
                 *name = ast::ObjectName(vec![ast::ObjectNamePart::Identifier(plain)]);
             }
+            // `FROM generate_series(1, 3) g`: PostgreSQL names a scalar function's one column
+            // after the alias (`SELECT g FROM …`); DataFusion would call it `value`.
+            if let ast::TableFactor::Table { name, args: Some(_), alias: Some(alias), .. } = factor
+                && alias.columns.is_empty()
+                && name.0.last().and_then(|p| p.as_ident()).is_some_and(|i| fold_ident(i) == "generate_series")
+            {
+                alias.columns = vec![ast::TableAliasColumnDef { name: alias.name.clone(), data_type: None }];
+            }
             ControlFlow::Continue(())
         }
     }
