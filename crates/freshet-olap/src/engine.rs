@@ -69,17 +69,7 @@ struct PlanReuse {
     /// The physical plan without data or state ([`crate::provider::template`]), when
     /// [`crate::provider::rebind`] can run it over another snapshot. Replaced when a table
     /// outgrows it.
-    physical: Mutex<KeptPhysical>,
-}
-
-#[derive(Debug, Default)]
-enum KeptPhysical {
-    /// Not planned yet.
-    #[default]
-    None,
-    /// Planned, and not kept: it cannot be rebound.
-    Unkeepable,
-    Kept(Arc<dyn ExecutionPlan>),
+    physical: Mutex<Option<Arc<dyn ExecutionPlan>>>,
 }
 
 impl OlapPlan {
@@ -93,10 +83,7 @@ impl OlapPlan {
             let logical = if params.is_empty() { self.logical.clone() } else { self.logical.clone().with_param_values(params)? };
             return state.create_physical_plan(&logical).await;
         };
-        let kept = match &*reuse.physical.lock() {
-            KeptPhysical::Kept(template) => Some(template.clone()),
-            _ => None,
-        };
+        let kept = reuse.physical.lock().clone();
         if let Some(template) = kept
             && let Some(plan) = crate::provider::rebind(&template, crate::provider::query_snapshot(state.config())?)?
         {
@@ -110,11 +97,7 @@ impl OlapPlan {
             }
         };
         let plan = state.query_planner().create_physical_plan(optimized, state).await?;
-        let template = crate::provider::template(&plan)?;
-        *reuse.physical.lock() = match template {
-            Some(t) => KeptPhysical::Kept(t),
-            None => KeptPhysical::Unkeepable,
-        };
+        *reuse.physical.lock() = crate::provider::template(&plan)?;
         Ok(plan)
     }
 }

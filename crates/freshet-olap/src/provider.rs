@@ -303,7 +303,7 @@ fn rebindable(plan: &Arc<dyn ExecutionPlan>) -> bool {
             || node.is::<SnapshotScanExec>()
             || node.is::<EmptyExec>()
             || node.is::<PlaceholderRowExec>();
-        ok &= leaf_ok && !matches!(node.name(), "RecursiveQueryExec" | "WorkTableExec");
+        ok &= leaf_ok && node.name() != "RecursiveQueryExec";
         Ok(if ok { TreeNodeRecursion::Continue } else { TreeNodeRecursion::Stop })
     });
     ok

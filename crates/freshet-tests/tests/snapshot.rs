@@ -165,6 +165,15 @@ fn scans_skip_chunks_that_a_range_filter_rules_out() {
     assert_eq!(scanned_chunks(&mut s, "SELECT count(*) FROM acc WHERE id > 1000000"), 1);
 }
 
+/// A database with two analytical threads and a session whose queries all take the analytical
+/// path.
+fn analytical_session() -> (Database, freshet::Session) {
+    let db = Database::open(Config { olap_threads: 2, ..Config::default() }).unwrap();
+    let mut s = db.session();
+    s.execute_blocking("SET freshet.short_path = off").unwrap();
+    (db, s)
+}
+
 /// An analytical query without parameters is planned once; later runs put the snapshot of
 /// their moment under the kept physical plan. Each run must see its own data: counts are not
 /// constants of the first run's statistics, joins and top-k sorts start afresh, and a table
@@ -172,9 +181,7 @@ fn scans_skip_chunks_that_a_range_filter_rules_out() {
 /// whole.
 #[test]
 fn a_kept_physical_plan_reads_each_runs_snapshot() {
-    let db = Database::open(Config { olap_threads: 2, ..Config::default() }).unwrap();
-    let mut s = db.session();
-    s.execute_blocking("SET freshet.short_path = off").unwrap();
+    let (_db, mut s) = analytical_session();
     s.execute_blocking("CREATE TABLE item (id INT PRIMARY KEY, grp INT NOT NULL, v BIGINT NOT NULL)").unwrap();
     s.execute_blocking("CREATE TABLE grp (id INT PRIMARY KEY, name TEXT NOT NULL)").unwrap();
     s.execute_blocking("INSERT INTO grp VALUES (0, 'even'), (1, 'odd')").unwrap();
@@ -222,9 +229,7 @@ fn scan_partitions(s: &mut freshet::Session, query: &str) -> usize {
 /// analytical threads.
 #[test]
 fn a_kept_plan_is_planned_again_when_its_table_outgrows_it() {
-    let db = Database::open(Config { olap_threads: 2, ..Config::default() }).unwrap();
-    let mut s = db.session();
-    s.execute_blocking("SET freshet.short_path = off").unwrap();
+    let (_db, mut s) = analytical_session();
     s.execute_blocking("CREATE TABLE t (id INT PRIMARY KEY, v BIGINT NOT NULL)").unwrap();
     s.execute_blocking("INSERT INTO t SELECT value, value FROM generate_series(1, 100)").unwrap();
     let q = "SELECT sum(v) FROM t";
