@@ -2,8 +2,11 @@
 //! [`ConnJob`] a fresh connection on the calling thread and drives it to completion, so the
 //! same job code runs embedded (on a plain executor) and over the wire (on a single-threaded
 //! tokio runtime of that thread, which also drives the connection's socket).
+//! [`Target::run_all`] runs several jobs that way on one thread, each with its connection.
 
-use crate::conn::{Conn, DbResult, Embedded, Wire};
+use futures::stream::{FuturesUnordered, StreamExt};
+
+use crate::conn::{Conn, DbError, DbResult, Embedded, Wire};
 
 #[derive(Clone)]
 pub enum TargetKind {
@@ -50,21 +53,35 @@ impl Target {
 
     /// Runs `job` on a new connection on this thread.
     pub fn run<J: ConnJob>(&self, job: J) -> DbResult<J::Output> {
+        self.run_all(vec![job]).pop().unwrap_or_else(|| Err(DbError::new("", "no job")))
+    }
+
+    /// Runs each job on a new connection of its own, all on this thread: each job is a task,
+    /// and the tasks take turns at their await points (while one waits for its statement,
+    /// another runs), as an async application serves many sessions from one thread. Results
+    /// are in the order of `jobs`.
+    pub fn run_all<J: ConnJob>(&self, jobs: Vec<J>) -> Vec<DbResult<J::Output>> {
+        let n = jobs.len();
+        let tasks: FuturesUnordered<_> = jobs.into_iter().enumerate().map(|(i, job)| async move { (i, self.run_one(job).await) }).collect();
+        let done: Vec<(usize, DbResult<J::Output>)> = match &self.kind {
+            TargetKind::Embedded(_) => futures::executor::block_on(tasks.collect()),
+            TargetKind::Wire(_) => match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                Ok(rt) => rt.block_on(tasks.collect()),
+                Err(e) => return (0..n).map(|_| Err(DbError::new("", format!("tokio runtime: {e}")))).collect(),
+            },
+        };
+        let mut results: Vec<Option<DbResult<J::Output>>> = (0..n).map(|_| None).collect();
+        for (i, r) in done {
+            results[i] = Some(r);
+        }
+        results.into_iter().map(|r| r.unwrap_or_else(|| Err(DbError::new("", "job did not finish")))).collect()
+    }
+
+    async fn run_one<J: ConnJob>(&self, job: J) -> DbResult<J::Output> {
         match &self.kind {
-            TargetKind::Embedded(db) => futures::executor::block_on(async {
-                let conn = self.setup(Embedded::new(db)).await?;
-                job.run(conn).await
-            }),
-            TargetKind::Wire(conninfo) => {
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .map_err(|e| crate::conn::DbError::new("", format!("tokio runtime: {e}")))?;
-                rt.block_on(async {
-                    let conn = self.setup(Wire::connect(conninfo).await?).await?;
-                    job.run(conn).await
-                })
-            }
+            TargetKind::Embedded(db) => job.run(self.setup(Embedded::new(db)).await?).await,
+            // The connection's task is spawned on the runtime of this thread.
+            TargetKind::Wire(conninfo) => job.run(self.setup(Wire::connect(conninfo).await?).await?).await,
         }
     }
 }

@@ -276,7 +276,8 @@ fn order_status_delivery_and_stock_level_read_and_write_what_they_should_with(dr
     assert_consistent(&Target::embedded(db), 1);
 }
 
-fn short_run(target: &Target, streams: usize, driver: DriverKind) -> freshet_bench::tpcc::run::RunStats {
+/// A three-second run of three terminals on `terminal_threads` threads (0: one each).
+fn short_run(target: &Target, streams: usize, driver: DriverKind, terminal_threads: usize) -> freshet_bench::tpcc::run::RunStats {
     let workload = Workload { warehouses: 2, scale: Scale::TINY, constants: NurandConstants::for_load(SEED) };
     let spec = RunSpec {
         workload,
@@ -287,6 +288,7 @@ fn short_run(target: &Target, streams: usize, driver: DriverKind) -> freshet_ben
         queries: ch::queries::all().into_iter().take(3).collect(),
         progress: false,
         driver,
+        terminal_threads,
     };
     run(target, &spec)
 }
@@ -311,7 +313,7 @@ fn check_run(stats: &freshet_bench::tpcc::run::RunStats) {
 fn a_mixed_run_with_an_analytical_stream_stays_consistent() {
     let db = loaded(2);
     let target = Target::embedded(db).with_isolation(Some("read committed".into()));
-    let stats = short_run(&target, 1, DriverKind::Statements);
+    let stats = short_run(&target, 1, DriverKind::Statements, 1);
     check_run(&stats);
     assert!(stats.queries.iter().all(|(_, q)| q.errors == 0), "{:?}", stats.queries);
     assert!(stats.queries.iter().any(|(_, q)| !q.times_ms.is_empty()));
@@ -323,7 +325,7 @@ fn a_run_of_native_procedures_stays_consistent() {
     let db = loaded(2);
     register_native(&db);
     let target = Target::embedded(db.clone());
-    let stats = short_run(&target, 0, DriverKind::Calls(ProcedureKind::Native));
+    let stats = short_run(&target, 0, DriverKind::Calls(ProcedureKind::Native), 1);
     check_run(&stats);
     assert_consistent(&target, 2);
     let one_job = int(&db, "SELECT calls_in_one_job FROM freshet_procedures WHERE name = 'tpcc_native_new_order'");
@@ -349,7 +351,7 @@ fn a_serializable_run_of_procedures_over_the_wire_stays_consistent() {
     let target = Target::wire(format!("host=127.0.0.1 port={} user=tpcc dbname=tpcc", server.port()));
     // One PL/pgSQL call per transaction, as `freshet bench tpcc --mode procedures` runs.
     target.run(InstallPlPgSql).unwrap();
-    let stats = short_run(&target, 0, DriverKind::Calls(ProcedureKind::PlPgSql));
+    let stats = short_run(&target, 0, DriverKind::Calls(ProcedureKind::PlPgSql), 2);
     check_run(&stats);
     assert_consistent(&target, 2);
     // Most calls ran as one executor job: the first call of each function in a session

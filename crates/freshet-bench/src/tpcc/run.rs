@@ -1,4 +1,5 @@
-//! A timed run: OLTP terminals (each on a thread and a connection of its own, running the
+//! A timed run: OLTP terminals (each on a connection of its own, on a thread of its own or as
+//! tasks sharing driver threads (`RunSpec::terminal_threads`), running the
 //! standard mix through a [`StatementDriver`] or a [`CallDriver`]) and, optionally, analytical streams that run
 //! queries in a loop at the same time; a progress line on stderr every second; per-type
 //! counts and latency histograms at the end.
@@ -139,6 +140,10 @@ pub struct RunSpec {
     pub progress: bool,
     /// How terminals run their transactions.
     pub driver: DriverKind,
+    /// Threads that drive the terminals: terminal n runs on thread n mod this, each terminal
+    /// a task of its thread with a connection of its own (see [`Target::run_all`]). 0 gives
+    /// every terminal a thread of its own.
+    pub terminal_threads: usize,
 }
 
 /// Statement by statement, or one procedure call per transaction.
@@ -312,6 +317,15 @@ fn join<T>(h: std::thread::ScopedJoinHandle<'_, DbResult<T>>, live: &Live) -> Db
     r
 }
 
+/// [`join`] for a thread that ran several jobs.
+fn join_all<T>(h: std::thread::ScopedJoinHandle<'_, Vec<DbResult<T>>>, live: &Live) -> Vec<DbResult<T>> {
+    let results = h.join().unwrap_or_else(|_| vec![Err(DbError::new("", "thread panicked"))]);
+    if results.iter().any(|r| r.is_err()) {
+        live.stop.store(true, Ordering::Relaxed);
+    }
+    results
+}
+
 /// Runs terminals (and streams) against `target` for the spec's duration.
 pub fn run(target: &Target, spec: &RunSpec) -> RunStats {
     let live = Live::default();
@@ -319,10 +333,12 @@ pub fn run(target: &Target, spec: &RunSpec) -> RunStats {
     let start = Instant::now();
     let deadline = start + spec.duration;
     let (terminal_results, stream_results, throughput) = std::thread::scope(|scope| {
-        let terminals: Vec<_> = (0..spec.terminals)
-            .map(|n| {
-                let job = TerminalJob { n, spec, deadline, live: &live, errors: &errors };
-                scope.spawn(move || target.run(job))
+        let threads = if spec.terminal_threads == 0 { spec.terminals } else { spec.terminal_threads.min(spec.terminals) };
+        let terminals: Vec<_> = (0..threads)
+            .map(|t| {
+                let jobs: Vec<_> =
+                    (t..spec.terminals).step_by(threads).map(|n| TerminalJob { n, spec, deadline, live: &live, errors: &errors }).collect();
+                scope.spawn(move || target.run_all(jobs))
             })
             .collect();
         let streams: Vec<_> = (0..spec.streams)
@@ -343,7 +359,7 @@ pub fn run(target: &Target, spec: &RunSpec) -> RunStats {
             }
             samples
         });
-        let t: Vec<DbResult<Vec<TxnStats>>> = terminals.into_iter().map(|h| join(h, &live)).collect();
+        let t: Vec<DbResult<Vec<TxnStats>>> = terminals.into_iter().flat_map(|h| join_all(h, &live)).collect();
         let s: Vec<DbResult<Vec<QueryStats>>> = streams.into_iter().map(|h| join(h, &live)).collect();
         live.stop.store(true, Ordering::Relaxed);
         (t, s, sampler.join().unwrap_or_default())

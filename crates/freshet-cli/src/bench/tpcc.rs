@@ -104,6 +104,12 @@ pub struct TpccArgs {
     /// the CPUs the executor leaves, at least one).
     #[arg(long)]
     olap_threads: Option<usize>,
+    /// Threads that drive the terminals; each terminal is a task of one of them, with its own
+    /// connection. Default: in-process, one thread runs every terminal (as an async
+    /// application serves its sessions); over the wire, a thread per terminal (as BenchBase's
+    /// terminals are).
+    #[arg(long)]
+    terminal_threads: Option<usize>,
     /// Seed of the data generator and the terminals: the same seed gives the same data.
     #[arg(long, default_value_t = 42)]
     seed: u64,
@@ -173,7 +179,15 @@ impl TpccArgs {
         LoadSpec { warehouses: self.warehouses, scale: self.scale(), seed: self.seed, threads: self.load_threads, progress: true }
     }
 
-    fn run_spec(&self, streams: usize, driver: DriverKind) -> RunSpec {
+    /// `RunSpec::terminal_threads` on `target` (see `--terminal-threads`).
+    fn terminal_threads(&self, target: &Target) -> usize {
+        self.terminal_threads.unwrap_or(match target.kind {
+            TargetKind::Embedded(_) => 1,
+            TargetKind::Wire(_) => 0,
+        })
+    }
+
+    fn run_spec(&self, streams: usize, driver: DriverKind, terminal_threads: usize) -> RunSpec {
         let load = NurandConstants::for_load(self.seed);
         let constants = NurandConstants::for_run(load, &mut Rng::stream(self.seed, 0, "run-constants"));
         RunSpec {
@@ -185,6 +199,7 @@ impl TpccArgs {
             queries: if streams > 0 { self.ch_queries() } else { vec![] },
             progress: true,
             driver,
+            terminal_threads,
         }
     }
 }
@@ -223,7 +238,7 @@ fn measure(
     }
     let answers = if with_answers { target.run(ch::RunOnce { queries: args.ch_queries() }).map_err(db_err)? } else { vec![] };
     println!("  running {} terminals{} for {} s …", args.terminals, if streams > 0 { format!(" and {streams} analytical streams") } else { String::new() }, args.duration);
-    let stats = run(target, &args.run_spec(streams, mode.driver()));
+    let stats = run(target, &args.run_spec(streams, mode.driver(), args.terminal_threads(target)));
     for f in &stats.fatal {
         eprintln!("  fatal: {f}");
     }
