@@ -16,6 +16,7 @@ use crate::storage::index::{encode_key, encode_value, KeyBuf};
 use crate::storage::{IndexStore, RowId, RowVersion, TableStore, TxnView};
 use crate::txn::LocalTxn;
 use crate::types::{DataType, Decimal, TypeFamily, Value};
+use smallvec::SmallVec;
 
 /// The version of a row a statement sees, as expression input.
 pub enum StoredRow<'a> {
@@ -150,6 +151,108 @@ fn for_each_candidate(
     cx: &EvalContext,
     f: &mut dyn FnMut(RowId, StoredRow) -> Result<bool>,
 ) -> Result<()> {
+    match access {
+        Access::Scan => {
+            table.count_scan(false);
+            visit_rows(table, columns, view, f, &mut |visit, _| table.for_each_slot(&mut |row| visit(row, None)))
+        }
+        Access::Index { index, eq, lower, upper, any } => {
+            let eval = |e: &Expr| e.eval(&super::expr::NoRow, cx);
+            let bound = |b: &Option<(Expr, bool)>| b.as_ref().map(|(e, inclusive)| Ok((eval(e)?, *inclusive))).transpose();
+            let eq: SmallVec<[Value; 4]> = eq.iter().map(eval).collect::<Result<_>>()?;
+            let keys = IndexKeys { index: *index, eq: &eq, lower: bound(lower)?, upper: bound(upper)?, any: any.iter().map(eval).collect::<Result<_>>()? };
+            for_each_in_index(table, &keys, reverse, columns, view, f)
+        }
+    }
+}
+
+/// An index walk with its key values computed: rows of index `index` whose leading key
+/// columns equal `eq`, and whose next key column lies within the bounds (`true` = inclusive)
+/// or, if `any` is not empty, equals one of `any` (see [`Access::Index`]).
+struct IndexKeys<'a> {
+    index: usize,
+    eq: &'a [Value],
+    lower: Option<(Value, bool)>,
+    upper: Option<(Value, bool)>,
+    any: Vec<Value>,
+}
+
+/// [`for_each_candidate`] over an index walk whose key values are known (a record read's, or
+/// an access path's once evaluated).
+fn for_each_in_index(
+    table: &TableStore,
+    keys: &IndexKeys,
+    reverse: bool,
+    columns: u64,
+    view: &TxnView,
+    f: &mut dyn FnMut(RowId, StoredRow) -> Result<bool>,
+) -> Result<()> {
+    table.count_scan(true);
+    let position = keys.index;
+    let def = &table.def().indexes[position];
+    let mut prefix = KeyBuf::new();
+    for (v, &col) in keys.eq.iter().zip(&def.columns) {
+        let Some(v) = key_value(v.clone(), table.def().columns[col].ty) else { return Ok(()) };
+        encode_value(&v, &mut prefix);
+    }
+    let store = table.index_store(position);
+    let eq_len = keys.eq.len();
+    visit_rows(table, columns, view, f, &mut |visit, stopped| {
+        let mut by_entry = |key: &[u8], row: RowId| visit(row, Some((key, position)));
+        if !keys.any.is_empty() {
+            // One lookup per distinct value, in key order (reversed for a reverse scan);
+            // a value with no exact conversion to the column type matches nothing.
+            let ty = table.def().columns[def.columns[eq_len]].ty;
+            let mut lookups: Vec<KeyBuf> = keys.any.iter().filter_map(|v| key_value(v.clone(), ty)).map(|v| extended(&prefix, &v)).collect();
+            lookups.sort_unstable();
+            lookups.dedup();
+            if reverse {
+                lookups.reverse();
+            }
+            let whole = eq_len + 1 == def.columns.len();
+            for k in &lookups {
+                lookup(store, k, whole, reverse, &mut by_entry);
+                if stopped.get() {
+                    break;
+                }
+            }
+        } else if keys.lower.is_none() && keys.upper.is_none() {
+            lookup(store, &prefix, eq_len == def.columns.len(), reverse, &mut by_entry);
+        } else {
+            let next_ty = table.def().columns[def.columns[eq_len]].ty;
+            // A bound that does not convert exactly is dropped; the filter rechecks it.
+            let bound = |b: &Option<(Value, bool)>| b.as_ref().and_then(|(v, inclusive)| key_value(v.clone(), next_ty).map(|v| (extended(&prefix, &v), *inclusive)));
+            let (lo, hi) = (bound(&keys.lower), bound(&keys.upper));
+            // NULLs sort last; a range never includes them, so cap the open upper end.
+            let mut null_cap = prefix.clone();
+            encode_value(&Value::Null, &mut null_cap);
+            let lower_b = match &lo {
+                Some((k, true)) => Bound::Included(k.as_slice()),
+                Some((k, false)) => Bound::Excluded(k.as_slice()),
+                None => Bound::Included(prefix.as_slice()),
+            };
+            let upper_b = match &hi {
+                Some((k, true)) => Bound::Included(k.as_slice()),
+                Some((k, false)) => Bound::Excluded(k.as_slice()),
+                None => Bound::Excluded(null_cap.as_slice()),
+            };
+            store.scan_range(lower_b, upper_b, reverse, &mut by_entry);
+        }
+    })
+}
+
+/// A row an index or scan yields, and the entry (key, index position) it came through.
+type Visit<'v> = dyn FnMut(RowId, Option<(&[u8], usize)>) -> bool + 'v;
+
+/// Runs `walk`, which yields rows to its visitor (until the visitor returns false, also
+/// flagged in its second argument), and calls `f` with the version `view` sees of each.
+fn visit_rows(
+    table: &TableStore,
+    columns: u64,
+    view: &TxnView,
+    f: &mut dyn FnMut(RowId, StoredRow) -> Result<bool>,
+    walk: &mut dyn FnMut(&mut Visit<'_>, &std::cell::Cell<bool>),
+) -> Result<()> {
     let mut failure = None;
     let stopped = std::cell::Cell::new(false);
     let mut visit = |row: RowId, entry_key: Option<(&[u8], usize)>| -> bool {
@@ -178,70 +281,7 @@ fn for_each_candidate(
             }
         }
     };
-    table.count_scan(!matches!(access, Access::Scan));
-    match access {
-        Access::Scan => table.for_each_slot(&mut |row| visit(row, None)),
-        Access::Index { index, eq, lower, upper, any } => {
-            let position = *index;
-            let def = &table.def().indexes[position];
-            let mut prefix = KeyBuf::new();
-            for (e, &col) in eq.iter().zip(&def.columns) {
-                let ty = table.def().columns[col].ty;
-                let Some(v) = key_value(e.eval(&super::expr::NoRow, cx)?, ty) else { return Ok(()) };
-                encode_value(&v, &mut prefix);
-            }
-            let store = table.index_store(position);
-            let mut by_entry = |key: &[u8], row: RowId| visit(row, Some((key, position)));
-            if !any.is_empty() {
-                // One lookup per distinct value, in key order (reversed for a reverse scan);
-                // a value with no exact conversion to the column type matches nothing.
-                let ty = table.def().columns[def.columns[eq.len()]].ty;
-                let mut keys = Vec::with_capacity(any.len());
-                for e in any {
-                    if let Some(v) = key_value(e.eval(&super::expr::NoRow, cx)?, ty) {
-                        keys.push(extended(&prefix, &v));
-                    }
-                }
-                keys.sort_unstable();
-                keys.dedup();
-                if reverse {
-                    keys.reverse();
-                }
-                let whole = eq.len() + 1 == def.columns.len();
-                for k in &keys {
-                    lookup(store, k, whole, reverse, &mut by_entry);
-                    if stopped.get() {
-                        break;
-                    }
-                }
-            } else if lower.is_none() && upper.is_none() {
-                lookup(store, &prefix, eq.len() == def.columns.len(), reverse, &mut by_entry);
-            } else {
-                let next_ty = table.def().columns[def.columns[eq.len()]].ty;
-                let bound = |b: &Option<(Expr, bool)>| -> Result<Option<(KeyBuf, bool)>> {
-                    let Some((e, inclusive)) = b else { return Ok(None) };
-                    let v = e.eval(&super::expr::NoRow, cx)?;
-                    // A bound that does not convert exactly is dropped; the filter rechecks it.
-                    Ok(key_value(v, next_ty).map(|v| (extended(&prefix, &v), *inclusive)))
-                };
-                let (lo, hi) = (bound(lower)?, bound(upper)?);
-                // NULLs sort last; a range never includes them, so cap the open upper end.
-                let mut null_cap = prefix.clone();
-                encode_value(&Value::Null, &mut null_cap);
-                let lower_b = match &lo {
-                    Some((k, true)) => Bound::Included(k.as_slice()),
-                    Some((k, false)) => Bound::Excluded(k.as_slice()),
-                    None => Bound::Included(prefix.as_slice()),
-                };
-                let upper_b = match &hi {
-                    Some((k, true)) => Bound::Included(k.as_slice()),
-                    Some((k, false)) => Bound::Excluded(k.as_slice()),
-                    None => Bound::Excluded(null_cap.as_slice()),
-                };
-                store.scan_range(lower_b, upper_b, reverse, &mut by_entry);
-            }
-        }
-    }
+    walk(&mut visit, &stopped);
     match failure {
         Some(e) => Err(e),
         None => Ok(()),
@@ -644,12 +684,6 @@ impl RecordRead {
         Ok(())
     }
 
-    fn access(&self) -> Access {
-        let literal = |v: &Value| Expr::Literal { value: v.clone(), ty: v.data_type().unwrap_or(DataType::Text) };
-        let bound = |b: &Option<(Value, bool)>| b.as_ref().map(|(v, inclusive)| (literal(v), *inclusive));
-        Access::Index { index: self.index, eq: self.eq.iter().map(literal).collect(), lower: bound(&self.lower), upper: bound(&self.upper), any: Vec::new() }
-    }
-
     fn reads(&self) -> u64 {
         self.columns.iter().fold(0, |m, &c| if c < 64 { m | 1 << c } else { m })
     }
@@ -671,11 +705,11 @@ fn find_records(table: &TableStore, read: &RecordRead, columns: &[usize], view: 
     if read.limit == Some(0) {
         return Ok(Some(Vec::new()));
     }
-    let cx = EvalContext { params: &[], now: 0 };
     let mut rows = Vec::new();
     let mut examined = 0usize;
     let mut too_large = false;
-    for_each_candidate(table, &read.access(), read.reverse, read.reads(), view, &cx, &mut |row, version| {
+    let keys = IndexKeys { index: read.index, eq: &read.eq, lower: read.lower.clone(), upper: read.upper.clone(), any: Vec::new() };
+    for_each_in_index(table, &keys, read.reverse, read.reads(), view, &mut |row, version| {
         examined += 1;
         if examined > budget {
             too_large = true;

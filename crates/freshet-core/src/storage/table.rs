@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 use super::bitmap::Bitmap;
 use hashbrown::HashMap;
+use smallvec::SmallVec;
 
 use super::index::{encode_key, encode_value, IndexStore, KeyBuf};
 use super::mvcc::{Change, TxnView, Version, TXN_ID_BASE};
@@ -90,8 +91,9 @@ impl Chunk {
 
     /// Appends a live row after the last slot (the chunk has room); returns its slot.
     fn push_row(&mut self, values: &[Value], copies: &mut u64) -> usize {
+        let columns = Arc::make_mut(&mut self.columns);
         for (c, v) in values.iter().enumerate() {
-            segment_mut(&mut self.columns, c, copies).push(v, &mut self.arenas[c]);
+            cow(&mut columns[c], copies).push(v, &mut self.arenas[c]);
         }
         if let Some(deleted) = &mut self.deleted {
             cow(deleted, copies).push(false);
@@ -114,13 +116,17 @@ fn segment_mut<'a>(columns: &'a mut Arc<Vec<Arc<ColumnSegment>>>, c: usize, copi
     cow(&mut Arc::make_mut(columns)[c], copies)
 }
 
-/// Makes `arc` unique, copying its contents if a snapshot shares them.
+/// Makes `arc` unique, copying its contents if a snapshot shares them. One atomic
+/// read-modify-write when it is unique already (it is on every write but the first after a
+/// snapshot): a copy is told by the contents having moved.
 #[inline]
 fn cow<'a, T: Clone>(arc: &'a mut Arc<T>, copies: &mut u64) -> &'a mut T {
-    if Arc::get_mut(arc).is_none() {
+    let shared = Arc::as_ptr(arc);
+    let unique = Arc::make_mut(arc);
+    if !std::ptr::eq(shared, unique) {
         *copies += 1;
     }
-    Arc::make_mut(arc)
+    unique
 }
 
 #[derive(Debug)]
@@ -316,7 +322,7 @@ impl TableStore {
         for (c, v) in row.iter().enumerate() {
             self.check_not_null(c, v)?;
         }
-        let keys: Vec<(KeyBuf, bool)> = self
+        let keys: SmallVec<[(KeyBuf, bool); 4]> = self
             .def
             .indexes
             .iter()
@@ -346,8 +352,9 @@ impl TableStore {
         if let Some(id) = self.free.pop() {
             let chunk = &mut self.chunks[id.chunk()];
             let slot = id.slot();
+            let columns = Arc::make_mut(&mut chunk.columns);
             for (c, v) in row.iter().enumerate() {
-                segment_mut(&mut chunk.columns, c, copies).set(slot, v, &mut chunk.arenas[c]);
+                cow(&mut columns[c], copies).set(slot, v, &mut chunk.arenas[c]);
             }
             if let Some(deleted) = &mut chunk.deleted {
                 cow(deleted, copies).set(slot, false);
@@ -454,8 +461,9 @@ impl TableStore {
     pub(crate) fn write_values(&mut self, row: RowId, changes: &[(usize, Value)]) {
         let copies = &mut self.stats.segments_copied;
         let chunk = &mut self.chunks[row.chunk()];
+        let columns = Arc::make_mut(&mut chunk.columns);
         for (c, v) in changes {
-            segment_mut(&mut chunk.columns, *c, copies).set(row.slot(), v, &mut chunk.arenas[*c]);
+            cow(&mut columns[*c], copies).set(row.slot(), v, &mut chunk.arenas[*c]);
         }
     }
 
