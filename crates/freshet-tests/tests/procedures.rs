@@ -136,6 +136,22 @@ fn register_ledger_step(db: &Database) {
         let fresh = RecordRead { eq: vec![k.clone()], lower: Some((Value::Int64(seq + 1), true)), columns: vec![qty_column], ..RecordRead::default() };
         let seen = cx.modify(&t, &fresh, &mut |r| Ok(vec![(qty_column, Value::Int64(2 * r[0].as_i64().unwrap_or(0)))]))?;
         assert_eq!(seen, vec![vec![Value::Int32((qty + n) as i32)]], "modify returns the values it was given");
+        // Entries by a list of sequence numbers: each distinct one once, in key order (or
+        // reversed); NULL and a missing one find nothing.
+        for reverse in [false, true] {
+            let listed = RecordRead {
+                eq: vec![k.clone()],
+                any: vec![Value::Int64(seq + 1), Value::Int32(1), Value::Null, Value::Int32(1), Value::Int32(999)],
+                reverse,
+                columns: t.columns(&["seq"])?,
+                ..RecordRead::default()
+            };
+            let mut expected = vec![vec![Value::Int32(1)], vec![Value::Int32(seq as i32 + 1)]];
+            if reverse {
+                expected.reverse();
+            }
+            assert_eq!(cx.read(&t, &listed)?, expected, "a read of listed keys");
+        }
         let first = t.key(vec![k.clone(), Value::Int32(1)], t.columns(&["qty"])?)?;
         let locked = cx.read_for_update(&t, &first)?;
         let bumped = locked[0][0].as_i64().unwrap_or(0) + 1;
@@ -213,12 +229,13 @@ fn native_record_access_errors() {
             5 => cx.insert(&t, vec![Value::Int32(3)]),
             6 => cx.insert(&t, vec![Value::Int32(1), Value::Int32(5)]),
             7 => cx.update(&t, &t.key(vec![Value::Int32(1)], vec![])?, &[(1, Value::Null)]).map(|_| ()),
+            9 => cx.read(&t, &RecordRead { any: vec![Value::Int32(1)], lower: Some((Value::Int32(1), true)), ..RecordRead::default() }).map(|_| ()),
             _ => t.index(&["balance"]).map(|_| ()),
         }?;
         Ok(vec![])
     });
     let mut s = db.session();
-    for (case, code) in [(1, "42P01"), (2, "42703"), (3, "0A000"), (4, "0A000"), (5, "42601"), (6, "23505"), (7, "23502"), (8, "42704")] {
+    for (case, code) in [(1, "42P01"), (2, "42703"), (3, "0A000"), (4, "0A000"), (5, "42601"), (6, "23505"), (7, "23502"), (8, "42704"), (9, "22023")] {
         for in_block in [false, true] {
             if in_block {
                 s.execute_blocking("BEGIN").unwrap();

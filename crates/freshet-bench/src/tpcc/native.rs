@@ -273,13 +273,13 @@ pub(crate) fn stock_level(cx: &mut ProcedureContext, i: &StockLevelInput) -> Res
     let mut items = cx.read(&order_line, &recent)?.iter().map(|r| as_int(&r[0])).collect::<Result<Vec<_>>>()?;
     items.sort_unstable();
     items.dedup();
+    // The stock rows of those items, read as one list of keys (as the statement driver's
+    // IN list reads them).
     let stock = cx.table("stock")?;
-    let quantity = vec![stock.column("s_quantity")?];
+    let listed = RecordRead { eq: vec![int(i.w_id)], any: items.into_iter().map(int).collect(), columns: vec![stock.column("s_quantity")?], ..RecordRead::default() };
     let mut low = 0;
-    for item in items {
-        if let Some(s) = cx.read(&stock, &stock.key(vec![int(i.w_id), int(item)], quantity.clone())?)?.into_iter().next()
-            && as_int(&s[0])? < i.threshold
-        {
+    for s in cx.read(&stock, &listed)? {
+        if as_int(&s[0])? < i.threshold {
             low += 1;
         }
     }

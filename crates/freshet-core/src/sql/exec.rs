@@ -645,10 +645,11 @@ fn sort_hits(hits: &mut [(RowId, Vec<Value>, Vec<Value>)], order_by: &[(Expr, bo
 
 /// A record-level read of one table (native procedures' row access, `JobStatements`): the
 /// rows of index `index` whose leading key columns equal `eq`, and whose next key column (if
-/// bounds are given) lies between `lower` and `upper` (`true` = inclusive), in key order or
-/// reversed, at most `limit` of them. `columns` are the columns each row gives.
+/// bounds are given) lies between `lower` and `upper` (`true` = inclusive) or (if `any` is not
+/// empty) equals one of `any`, in key order or reversed, at most `limit` of them. `columns`
+/// are the columns each row gives.
 ///
-/// It means what the SELECT with those conditions, `ORDER BY` the index's columns and `LIMIT`
+/// It means what the SELECT with those conditions (`any` as `IN (…)`), `ORDER BY` the index's columns and `LIMIT`
 /// means (see `freshet::ProcedureContext::read`), and runs on the same candidate walk as
 /// short statements, without an expression per column.
 #[derive(Clone, Debug, Default)]
@@ -660,6 +661,9 @@ pub struct RecordRead {
     pub reverse: bool,
     pub limit: Option<usize>,
     pub columns: Vec<usize>,
+    /// Values for the next key column (an IN list, one lookup per distinct value); not with
+    /// bounds.
+    pub any: Vec<Value>,
 }
 
 impl RecordRead {
@@ -672,10 +676,14 @@ impl RecordRead {
             return Err(Error::new(SqlState::UndefinedObject, format!("table \"{}\" has no index {}", def.name, self.index)));
         };
         let bounded = self.lower.is_some() || self.upper.is_some();
-        if self.eq.len() + bounded as usize > index.columns.len() {
+        if bounded && !self.any.is_empty() {
+            return Err(Error::new(SqlState::InvalidParameterValue, "a record read gives its next key column bounds or values, not both"));
+        }
+        let next = bounded || !self.any.is_empty();
+        if self.eq.len() + next as usize > index.columns.len() {
             return Err(Error::new(SqlState::InvalidParameterValue, format!("index \"{}\" has {} columns", index.name, index.columns.len())));
         }
-        if !index.is_ordered() && (bounded || self.eq.len() < index.columns.len()) {
+        if !index.is_ordered() && (bounded || self.eq.len() + (next as usize) < index.columns.len()) {
             return Err(Error::unsupported(format!("index \"{}\" answers whole keys only", index.name)));
         }
         if let Some(c) = self.columns.iter().find(|&&c| c >= def.columns.len()) {
@@ -708,7 +716,7 @@ fn find_records(table: &TableStore, read: &RecordRead, columns: &[usize], view: 
     let mut rows = Vec::new();
     let mut examined = 0usize;
     let mut too_large = false;
-    let keys = IndexKeys { index: read.index, eq: &read.eq, lower: read.lower.clone(), upper: read.upper.clone(), any: Vec::new() };
+    let keys = IndexKeys { index: read.index, eq: &read.eq, lower: read.lower.clone(), upper: read.upper.clone(), any: read.any.clone() };
     for_each_in_index(table, &keys, read.reverse, read.reads(), view, &mut |row, version| {
         examined += 1;
         if examined > budget {

@@ -168,6 +168,22 @@ impl Value {
     /// Converts for storing into a column of type `ty` (PostgreSQL's assignment cast): numbers
     /// convert with range checks, strings that are too long are an error, text parses.
     pub fn assign_to(self, ty: DataType) -> Result<Value> {
+        // The usual case, a value already of the column's type, needs no conversion (strings
+        // of a declared length and numerics are checked below).
+        if matches!(
+            (&self, ty),
+            (Value::Null, _)
+                | (Value::Int32(_), DataType::Int32)
+                | (Value::Int64(_), DataType::Int64)
+                | (Value::Int16(_), DataType::Int16)
+                | (Value::Timestamp(_), DataType::Timestamp)
+                | (Value::Date(_), DataType::Date)
+                | (Value::Float64(_), DataType::Float64)
+                | (Value::Bool(_), DataType::Bool)
+                | (Value::Text(_), DataType::Text | DataType::Varchar(None))
+        ) {
+            return Ok(self);
+        }
         match (self, ty) {
             (Value::Text(s), DataType::Char(n)) => {
                 let len = s.trim_end_matches(' ').len();

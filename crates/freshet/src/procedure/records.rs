@@ -94,7 +94,7 @@ impl ProcedureContext<'_> {
     }
 
     /// The rows `read` finds, each as the values of its columns: `SELECT columns FROM table
-    /// WHERE <index columns> = eq [AND next BETWEEN bounds] ORDER BY <index columns> [DESC]
+    /// WHERE <index columns> = eq [AND next BETWEEN bounds | AND next IN (any)] ORDER BY <index columns> [DESC]
     /// [LIMIT n]`.
     pub fn read(&mut self, table: &TableRef, read: &RecordRead) -> Result<Vec<Vec<Value>>> {
         self.record(table, read, Op::Read { lock: false })
@@ -110,7 +110,7 @@ impl ProcedureContext<'_> {
     /// each changed row: `UPDATE table SET … WHERE … RETURNING columns`. A read with a limit
     /// or in reverse order is refused (0A000): UPDATE has neither.
     pub fn update(&mut self, table: &TableRef, read: &RecordRead, changes: &[(usize, Value)]) -> Result<Vec<Vec<Value>>> {
-        let changes = assigned(&table.def, changes)?;
+        let changes = assigned(&table.def, changes.to_vec())?;
         self.record(table, read, Op::Update(&changes))
     }
 
@@ -124,14 +124,14 @@ impl ProcedureContext<'_> {
         read.check(def)?;
         let key = primary_key(def)?;
         match &mut self.inner {
-            ContextInner::Job(cx) => cx.job.modify_records(def, read, &mut |values| assigned(def, &f(values)?)),
+            ContextInner::Job(cx) => cx.job.modify_records(def, read, &mut |values| assigned(def, f(values)?)),
             ContextInner::Session(_) => {
                 let n = read.columns.len();
                 let with_key = RecordRead { columns: read.columns.iter().chain(&key.columns).copied().collect(), ..read.clone() };
                 let rows = self.record(table, &with_key, Op::Read { lock: true })?;
                 let mut seen = Vec::with_capacity(rows.len());
                 for mut row in rows {
-                    let changes = assigned(def, &f(&row[..n])?)?;
+                    let changes = assigned(def, f(&row[..n])?)?;
                     let by_key = RecordRead { index: 0, eq: row.split_off(n), ..RecordRead::default() };
                     self.record(table, &by_key, Op::Update(&changes))?;
                     seen.push(row);
@@ -156,8 +156,11 @@ impl ProcedureContext<'_> {
         }
         match &mut self.inner {
             ContextInner::Job(cx) => {
-                let row = row.into_iter().zip(&def.columns).map(|(v, c)| v.assign_to(c.ty)).collect::<Result<Vec<_>>>()?;
-                cx.job.insert(def, &[row])?;
+                let mut row = row;
+                for (v, c) in row.iter_mut().zip(&def.columns) {
+                    *v = std::mem::replace(v, Value::Null).assign_to(c.ty)?;
+                }
+                cx.job.insert(def, std::slice::from_ref(&row))?;
                 Ok(())
             }
             ContextInner::Session(_) => {
@@ -196,14 +199,12 @@ impl ProcedureContext<'_> {
 }
 
 /// Changes with their values assigned to the column types (as UPDATE assigns them).
-fn assigned(def: &TableDef, changes: &[(usize, Value)]) -> Result<Vec<(usize, Value)>> {
-    changes
-        .iter()
-        .map(|(c, v)| {
-            let column = def.columns.get(*c).ok_or_else(|| Error::new(SqlState::UndefinedColumn, format!("relation \"{}\" has no column {c}", def.name)))?;
-            Ok((*c, v.clone().assign_to(column.ty)?))
-        })
-        .collect()
+fn assigned(def: &TableDef, mut changes: Vec<(usize, Value)>) -> Result<Vec<(usize, Value)>> {
+    for (c, v) in changes.iter_mut() {
+        let column = def.columns.get(*c).ok_or_else(|| Error::new(SqlState::UndefinedColumn, format!("relation \"{}\" has no column {c}", def.name)))?;
+        *v = std::mem::replace(v, Value::Null).assign_to(column.ty)?;
+    }
+    Ok(changes)
 }
 
 fn quoted(name: &str) -> String {
@@ -226,6 +227,10 @@ fn record_sql(def: &TableDef, read: &RecordRead, op: &Op) -> (String, Vec<Value>
     let key = &def.indexes[read.index].columns;
     let mut conditions: Vec<String> = read.eq.iter().zip(key).map(|(v, &c)| format!("{} = {}", column(c), param(v))).collect();
     if let Some(&next) = key.get(read.eq.len()) {
+        if !read.any.is_empty() {
+            let values: Vec<String> = read.any.iter().map(&mut param).collect();
+            conditions.push(format!("{} IN ({})", column(next), values.join(", ")));
+        }
         for (bound, lower) in [(&read.lower, true), (&read.upper, false)] {
             if let Some((v, inclusive)) = bound {
                 let op = match (lower, inclusive) {
