@@ -168,20 +168,7 @@ impl Value {
     /// Converts for storing into a column of type `ty` (PostgreSQL's assignment cast): numbers
     /// convert with range checks, strings that are too long are an error, text parses.
     pub fn assign_to(self, ty: DataType) -> Result<Value> {
-        // The usual case, a value already of the column's type, needs no conversion (strings
-        // of a declared length and numerics are checked below).
-        if matches!(
-            (&self, ty),
-            (Value::Null, _)
-                | (Value::Int32(_), DataType::Int32)
-                | (Value::Int64(_), DataType::Int64)
-                | (Value::Int16(_), DataType::Int16)
-                | (Value::Timestamp(_), DataType::Timestamp)
-                | (Value::Date(_), DataType::Date)
-                | (Value::Float64(_), DataType::Float64)
-                | (Value::Bool(_), DataType::Bool)
-                | (Value::Text(_), DataType::Text | DataType::Varchar(None))
-        ) {
+        if self.is_already(ty) {
             return Ok(self);
         }
         match (self, ty) {
@@ -219,11 +206,30 @@ impl Value {
         })
     }
 
+    /// Whether the value needs no conversion to be of type `ty`: NULL, or a value of exactly
+    /// that type whose type has no length or precision to check (the usual case of an
+    /// assignment or cast, which then costs a comparison).
+    #[inline]
+    fn is_already(&self, ty: DataType) -> bool {
+        matches!(
+            (self, ty),
+            (Value::Null, _)
+                | (Value::Int32(_), DataType::Int32)
+                | (Value::Int64(_), DataType::Int64)
+                | (Value::Int16(_), DataType::Int16)
+                | (Value::Timestamp(_), DataType::Timestamp)
+                | (Value::Date(_), DataType::Date)
+                | (Value::Float64(_), DataType::Float64)
+                | (Value::Bool(_), DataType::Bool)
+                | (Value::Text(_), DataType::Text | DataType::Varchar(None))
+        )
+    }
+
     /// Explicit CAST. Strings are truncated to a declared length, as PostgreSQL does.
     pub fn cast(self, ty: DataType) -> Result<Value> {
         use Value::*;
-        if self.is_null() {
-            return Ok(Null);
+        if self.is_already(ty) {
+            return Ok(self);
         }
         Ok(match (self, ty) {
             (Text(s), DataType::Char(n)) => {
