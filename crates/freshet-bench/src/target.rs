@@ -63,18 +63,16 @@ impl Target {
     pub fn run_all<J: ConnJob>(&self, jobs: Vec<J>) -> Vec<DbResult<J::Output>> {
         let n = jobs.len();
         let tasks: FuturesUnordered<_> = jobs.into_iter().enumerate().map(|(i, job)| async move { (i, self.run_one(job).await) }).collect();
-        let done: Vec<(usize, DbResult<J::Output>)> = match &self.kind {
+        let mut done: Vec<(usize, DbResult<J::Output>)> = match &self.kind {
             TargetKind::Embedded(_) => futures::executor::block_on(tasks.collect()),
             TargetKind::Wire(_) => match tokio::runtime::Builder::new_current_thread().enable_all().build() {
                 Ok(rt) => rt.block_on(tasks.collect()),
                 Err(e) => return (0..n).map(|_| Err(DbError::new("", format!("tokio runtime: {e}")))).collect(),
             },
         };
-        let mut results: Vec<Option<DbResult<J::Output>>> = (0..n).map(|_| None).collect();
-        for (i, r) in done {
-            results[i] = Some(r);
-        }
-        results.into_iter().map(|r| r.unwrap_or_else(|| Err(DbError::new("", "job did not finish")))).collect()
+        // The stream ends when every task has; they finish in any order.
+        done.sort_unstable_by_key(|(i, _)| *i);
+        done.into_iter().map(|(_, r)| r).collect()
     }
 
     async fn run_one<J: ConnJob>(&self, job: J) -> DbResult<J::Output> {

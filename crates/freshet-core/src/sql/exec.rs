@@ -160,7 +160,9 @@ fn for_each_candidate(
             let eval = |e: &Expr| e.eval(&super::expr::NoRow, cx);
             let bound = |b: &Option<(Expr, bool)>| b.as_ref().map(|(e, inclusive)| Ok((eval(e)?, *inclusive))).transpose();
             let eq: SmallVec<[Value; 4]> = eq.iter().map(eval).collect::<Result<_>>()?;
-            let keys = IndexKeys { index: *index, eq: &eq, lower: bound(lower)?, upper: bound(upper)?, any: any.iter().map(eval).collect::<Result<_>>()? };
+            let (lower, upper) = (bound(lower)?, bound(upper)?);
+            let any: Vec<Value> = any.iter().map(eval).collect::<Result<_>>()?;
+            let keys = IndexKeys { index: *index, eq: &eq, lower: &lower, upper: &upper, any: &any };
             for_each_in_index(table, &keys, reverse, columns, view, f)
         }
     }
@@ -172,9 +174,9 @@ fn for_each_candidate(
 struct IndexKeys<'a> {
     index: usize,
     eq: &'a [Value],
-    lower: Option<(Value, bool)>,
-    upper: Option<(Value, bool)>,
-    any: Vec<Value>,
+    lower: &'a Option<(Value, bool)>,
+    upper: &'a Option<(Value, bool)>,
+    any: &'a [Value],
 }
 
 /// [`for_each_candidate`] over an index walk whose key values are known (a record read's, or
@@ -222,7 +224,7 @@ fn for_each_in_index(
             let next_ty = table.def().columns[def.columns[eq_len]].ty;
             // A bound that does not convert exactly is dropped; the filter rechecks it.
             let bound = |b: &Option<(Value, bool)>| b.as_ref().and_then(|(v, inclusive)| key_value(v.clone(), next_ty).map(|v| (extended(&prefix, &v), *inclusive)));
-            let (lo, hi) = (bound(&keys.lower), bound(&keys.upper));
+            let (lo, hi) = (bound(keys.lower), bound(keys.upper));
             // NULLs sort last; a range never includes them, so cap the open upper end.
             let mut null_cap = prefix.clone();
             encode_value(&Value::Null, &mut null_cap);
@@ -716,7 +718,7 @@ fn find_records(table: &TableStore, read: &RecordRead, columns: &[usize], view: 
     let mut rows = Vec::new();
     let mut examined = 0usize;
     let mut too_large = false;
-    let keys = IndexKeys { index: read.index, eq: &read.eq, lower: read.lower.clone(), upper: read.upper.clone(), any: read.any.clone() };
+    let keys = IndexKeys { index: read.index, eq: &read.eq, lower: &read.lower, upper: &read.upper, any: &read.any };
     for_each_in_index(table, &keys, read.reverse, read.reads(), view, &mut |row, version| {
         examined += 1;
         if examined > budget {

@@ -112,7 +112,7 @@ fn with_row_id(key: &[u8], row: RowId) -> Entry {
 /// search: entries are short (TPC-C's take about 18 bytes), and an insert compares its entry
 /// with dozens of others.
 #[derive(Clone, Debug, PartialEq, Eq)]
-struct Entry(KeyBuf);
+pub struct Entry(KeyBuf);
 
 impl std::ops::Deref for Entry {
     type Target = [u8];
