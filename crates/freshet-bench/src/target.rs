@@ -60,7 +60,12 @@ impl Target {
     /// and the tasks take turns at their await points (while one waits for its statement,
     /// another runs), as an async application serves many sessions from one thread. Results
     /// are in the order of `jobs`.
+    /// In-process, the thread first keeps off the executors' CPUs
+    /// ([`freshet::Database::keep_off_executors`]).
     pub fn run_all<J: ConnJob>(&self, jobs: Vec<J>) -> Vec<DbResult<J::Output>> {
+        if let TargetKind::Embedded(db) = &self.kind {
+            db.keep_off_executors();
+        }
         let n = jobs.len();
         let tasks: FuturesUnordered<_> = jobs.into_iter().enumerate().map(|(i, job)| async move { (i, self.run_one(job).await) }).collect();
         let mut done: Vec<(usize, DbResult<J::Output>)> = match &self.kind {

@@ -56,6 +56,11 @@ struct ServeArgs {
     /// Seconds after which a checkpoint is written if anything was logged since the last.
     #[arg(long, default_value_t = 300)]
     checkpoint_seconds: u64,
+    /// Give each partition's executor a CPU of its own (the last CPUs the server may use) and
+    /// keep every other thread of the server on the CPUs left; nothing is pinned when there
+    /// are no more CPUs than partitions. `--pin-cpus false` leaves placement to the kernel.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pin_cpus: bool,
     /// Worker threads of the analytical engine (default: the number of CPUs minus the
     /// partition executors, at least one; 0 also means that).
     #[arg(long)]
@@ -115,6 +120,7 @@ fn main() -> anyhow::Result<()> {
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let mut config = Config {
         partitions: args.partitions,
+        pin_cpus: args.pin_cpus,
         synchronous_commit: args.synchronous_commit == "on",
         checkpoint_bytes: args.checkpoint_mb.max(1) << 20,
         checkpoint_interval: std::time::Duration::from_secs(args.checkpoint_seconds.max(1)),
@@ -145,6 +151,8 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             std::process::exit(1);
         }
     };
+    // The network threads (started from this thread) stay off the executors' CPUs.
+    db.keep_off_executors();
     // Every partition has an executor thread that is busy whenever its clients are; network
     // threads beyond the remaining cores only add context switches.
     let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);

@@ -184,6 +184,7 @@ impl OlapEngine {
     /// spill where they can and otherwise fail with 53200.
     pub fn new(engine: Arc<Engine>, threads: usize, nice: i32, memory_limit: usize) -> Result<OlapEngine> {
         let threads = threads.max(1);
+        let cpus = engine.cpus().clone();
         let mut config = SessionConfig::new()
             .with_default_catalog_and_schema(CATALOG, SCHEMA)
             .with_create_default_catalog_and_schema(false)
@@ -221,7 +222,10 @@ impl OlapEngine {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(threads)
             .thread_name("freshet-olap")
-            .on_thread_start(move || set_thread_nice(nice))
+            .on_thread_start(move || {
+                set_thread_nice(nice);
+                cpus.keep_off_executors();
+            })
             .enable_all()
             .build()
             .map_err(|e| Error::internal(format!("cannot start the analytical worker pool: {e}")))?;

@@ -45,6 +45,12 @@ pub struct Config {
     pub checkpoint_interval: std::time::Duration,
     /// The default of `synchronous_commit` for new sessions (default on).
     pub synchronous_commit: bool,
+    /// Give each partition's executor a CPU of its own and keep Freshet's other threads (the
+    /// analytical workers) on the CPUs left (default off; the server turns it on). Nothing
+    /// is pinned when there are no more CPUs than partitions. An application that drives the
+    /// database from its own threads keeps them off the executors' CPUs with
+    /// [`Database::keep_off_executors`].
+    pub pin_cpus: bool,
     /// Partitions, each owned by one executor thread (default 1). Tables declared with
     /// `PARTITION BY HASH (column)` spread over them; other tables are replicated on each.
     pub partitions: usize,
@@ -99,6 +105,7 @@ impl Default for Config {
             checkpoint_bytes: 256 << 20,
             checkpoint_interval: std::time::Duration::from_secs(300),
             synchronous_commit: true,
+            pin_cpus: false,
             partitions: 1,
             max_staleness: std::time::Duration::ZERO,
             snapshot_mode: SnapshotMode::Cow,
@@ -151,7 +158,7 @@ impl Database {
 
     /// [`open`](Self::open) over a given file layer (tests inject faults through it).
     pub fn open_with(config: Config, fs: Arc<dyn Fs>) -> Result<Database> {
-        let engine = Engine::start(EngineConfig { short_select_budget: config.short_select_budget, partitions: config.partitions })?;
+        let engine = Engine::start(EngineConfig { short_select_budget: config.short_select_budget, partitions: config.partitions, pin_cpus: config.pin_cpus })?;
         let (data, recovery) = match &config.data_dir {
             Some(dir) => {
                 let durability = DurabilityConfig {
@@ -231,6 +238,14 @@ impl Database {
     pub fn session(&self) -> Session {
         let id = self.inner.next_session.fetch_add(1, Ordering::Relaxed);
         Session::new(self.clone(), id)
+    }
+
+    /// Restricts the calling thread, and the threads it starts from now on, to the CPUs the
+    /// executors leave, when [`Config::pin_cpus`] pinned them; otherwise does nothing. For an
+    /// application's threads that call into the database: on an executor's CPU they would
+    /// take turns with it.
+    pub fn keep_off_executors(&self) {
+        self.inner.engine.cpus().keep_off_executors();
     }
 
     pub fn engine(&self) -> &Arc<Engine> {

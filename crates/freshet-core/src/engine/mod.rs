@@ -31,6 +31,7 @@ pub use statements::{JobOutcome, JobStatements, JobTxn, Savepoint};
 
 use crate::catalog::{Catalog, CatalogStore, IndexDef, TableDef, TableId};
 use crate::error::{Error, Result, SqlState};
+use crate::executor::cpus::CpuPlan;
 use crate::executor::{Executor, Partition};
 use crate::sql::ddl::{check_includes_partition_key, resolve_columns, DdlPlan};
 use crate::storage::{TableStats, Ts, TxnView};
@@ -49,11 +50,13 @@ pub struct EngineConfig {
     pub short_select_budget: usize,
     /// Partitions, each with its executor thread (at most 64).
     pub partitions: usize,
+    /// Give each executor a CPU of its own ([`CpuPlan::for_partitions`]); off by default.
+    pub pin_cpus: bool,
 }
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        EngineConfig { short_select_budget: 10_000, partitions: 1 }
+        EngineConfig { short_select_budget: 10_000, partitions: 1, pin_cpus: false }
     }
 }
 
@@ -109,6 +112,7 @@ pub struct Engine {
     /// A schema change is in memory but not in the log: the log must not resume.
     ddl_unlogged: AtomicBool,
     config: EngineConfig,
+    cpus: CpuPlan,
 }
 
 impl std::fmt::Debug for Engine {
@@ -122,8 +126,9 @@ impl Engine {
         if config.partitions == 0 || config.partitions > 64 {
             return Err(Error::new(SqlState::InvalidParameterValue, "the number of partitions must be between 1 and 64"));
         }
+        let cpus = if config.pin_cpus { CpuPlan::for_partitions(config.partitions) } else { CpuPlan::unpinned() };
         let executors = (0..config.partitions)
-            .map(|i| Executor::spawn(i).map_err(|e| Error::internal(format!("cannot start executor {i}: {e}"))))
+            .map(|i| Executor::spawn(i, cpus.executor_cpu(i)).map_err(|e| Error::internal(format!("cannot start executor {i}: {e}"))))
             .collect::<Result<Vec<_>>>()?;
         Ok(Arc::new(Engine {
             catalog: CatalogStore::new(),
@@ -138,7 +143,13 @@ impl Engine {
             rewind_lock: futures::lock::Mutex::new(()),
             ddl_unlogged: AtomicBool::new(false),
             config,
+            cpus,
         }))
+    }
+
+    /// Where the executors run, and where every other thread should.
+    pub fn cpus(&self) -> &CpuPlan {
+        &self.cpus
     }
 
     pub fn catalog(&self) -> Arc<Catalog> {

@@ -38,6 +38,8 @@ pub(super) struct Quiesce {
 
 impl Quiesce {
     pub fn meet(&self) {
+        // Nobody waits behind this executor's held-back wakes while it waits here.
+        crate::executor::flush_wakes();
         self.barrier.wait();
     }
 

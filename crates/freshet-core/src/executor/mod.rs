@@ -10,7 +10,13 @@
 //! The executor never waits on I/O or on an analytical query: it hands out snapshots and
 //! answers through [`Reply`]. A job that panics (a bug) is caught, reported to its submitter as
 //! an internal error, and the executor goes on with the next job.
+//!
+//! Waking the task that awaits a reply costs a system call when its thread sleeps, so while
+//! more jobs are queued an executor holds wakes back and sends them together: when at most one
+//! job is left, after [`MAX_DEFERRED_WAKES`] replies or [`MAX_WAKE_DELAY`], before it waits
+//! for work, and before a quiesced step's barrier. A lone client is therefore woken at once.
 
+pub mod cpus;
 mod reply;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -21,6 +27,7 @@ use crossbeam_channel::{Receiver, Sender};
 use hashbrown::HashMap;
 
 pub use reply::{reply_channel, Reply, ReplySender};
+pub(crate) use reply::flush_wakes;
 
 use crate::catalog::{TableDef, TableId};
 use crate::error::{Error, Result, SqlState};
@@ -96,11 +103,17 @@ pub struct Executor {
 }
 
 impl Executor {
-    pub fn spawn(id: usize) -> std::io::Result<Executor> {
+    /// Starts executor `id` on its own thread, restricted to `cpu` when given.
+    pub fn spawn(id: usize, cpu: Option<usize>) -> std::io::Result<Executor> {
         let (sender, receiver) = crossbeam_channel::unbounded::<Job>();
-        let thread = std::thread::Builder::new()
-            .name(format!("freshet-exec-{id}"))
-            .spawn(move || run(Partition::new(id), receiver))?;
+        let thread = std::thread::Builder::new().name(format!("freshet-exec-{id}")).spawn(move || {
+            if let Some(cpu) = cpu
+                && let Err(e) = cpus::pin_current_thread(&[cpu])
+            {
+                tracing::warn!(partition = id, cpu, "cannot pin the executor to its CPU: {e}");
+            }
+            run(Partition::new(id), receiver)
+        })?;
         Ok(Executor { id, sender: Some(sender), thread: Some(thread) })
     }
 
@@ -138,8 +151,25 @@ impl Drop for Executor {
     }
 }
 
+/// Replies whose wakes an executor holds back while more jobs are queued: at most this many…
+const MAX_DEFERRED_WAKES: usize = 16;
+/// …for at most this long.
+const MAX_WAKE_DELAY: std::time::Duration = std::time::Duration::from_micros(200);
+
 fn run(mut partition: Partition, jobs: Receiver<Job>) {
-    while let Ok(job) = jobs.recv() {
+    reply::defer_wakes();
+    loop {
+        let job = match jobs.try_recv() {
+            Ok(job) => job,
+            Err(_) => {
+                // Nothing queued: every waiter learns of its answer before the executor waits.
+                reply::flush_wakes();
+                match jobs.recv() {
+                    Ok(job) => job,
+                    Err(_) => break,
+                }
+            }
+        };
         if let Err(panic) = catch_unwind(AssertUnwindSafe(|| job(&mut partition))) {
             let what = panic
                 .downcast_ref::<&str>()
@@ -148,7 +178,12 @@ fn run(mut partition: Partition, jobs: Receiver<Job>) {
                 .unwrap_or_default();
             tracing::error!(partition = partition.id, "executor job panicked: {what}");
         }
+        let (deferred, since) = reply::deferred_wakes();
+        if deferred > 0 && (jobs.len() <= 1 || deferred >= MAX_DEFERRED_WAKES || since.is_some_and(|t| t.elapsed() >= MAX_WAKE_DELAY)) {
+            reply::flush_wakes();
+        }
     }
+    reply::flush_wakes();
 }
 
 #[cfg(test)]
@@ -157,7 +192,7 @@ mod tests {
 
     #[test]
     fn jobs_run_in_order_and_answer() {
-        let exec = Executor::spawn(0).unwrap();
+        let exec = Executor::spawn(0, None).unwrap();
         let replies: Vec<_> = (0..100).map(|i| exec.call(move |p| (p.id, i))).collect();
         for (i, r) in replies.into_iter().enumerate() {
             assert_eq!(r.wait().unwrap(), (0, i));
@@ -166,7 +201,7 @@ mod tests {
 
     #[test]
     fn a_panicking_job_does_not_stop_the_executor() {
-        let exec = Executor::spawn(1).unwrap();
+        let exec = Executor::spawn(1, None).unwrap();
         let bad = exec.call(|_| -> u32 { panic!("boom") });
         assert!(bad.wait().is_err());
         assert_eq!(exec.call(|p| p.id).wait().unwrap(), 1);

@@ -1,10 +1,12 @@
 //! A one-shot reply from an executor job to whoever submitted it: awaitable from async code
 //! (the server) and waitable from plain threads (the embedded API, tests).
 
+use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
+use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex};
 
@@ -56,8 +58,66 @@ fn finish<T>(shared: &Shared<T>, value: Option<T>) {
     };
     shared.ready.notify_one();
     if let Some(w) = waker {
+        wake(w);
+    }
+}
+
+/// Wakes deferred on this thread (an executor's): `Some` while the executor runs jobs.
+struct Deferred {
+    wakers: Vec<Waker>,
+    since: Option<Instant>,
+}
+
+thread_local! {
+    static DEFERRED: RefCell<Option<Deferred>> = const { RefCell::new(None) };
+}
+
+/// Wakes `w` now, or, on an executor thread, when the executor next flushes ([`flush_wakes`]).
+fn wake(w: Waker) {
+    let w = DEFERRED.with(|d| match d.borrow_mut().as_mut() {
+        Some(d) => {
+            d.since.get_or_insert_with(Instant::now);
+            d.wakers.push(w);
+            None
+        }
+        None => Some(w),
+    });
+    if let Some(w) = w {
         w.wake();
     }
+}
+
+/// Makes this thread defer the wakes of replies sent on it until [`flush_wakes`].
+pub(super) fn defer_wakes() {
+    DEFERRED.with(|d| *d.borrow_mut() = Some(Deferred { wakers: Vec::new(), since: None }));
+}
+
+/// Deferred wakes on this thread: how many, and since when.
+pub(super) fn deferred_wakes() -> (usize, Option<Instant>) {
+    DEFERRED.with(|d| d.borrow().as_ref().map_or((0, None), |d| (d.wakers.len(), d.since)))
+}
+
+/// Wakes every waiter whose wake this thread deferred.
+pub(crate) fn flush_wakes() {
+    // Taken out, so that a waker that sends a reply itself defers into an empty list.
+    let mut wakers = DEFERRED.with(|d| match d.borrow_mut().as_mut() {
+        Some(d) => {
+            d.since = None;
+            std::mem::take(&mut d.wakers)
+        }
+        None => Vec::new(),
+    });
+    for w in wakers.drain(..) {
+        w.wake();
+    }
+    // Give the allocation back for the next round.
+    DEFERRED.with(|d| {
+        if let Some(d) = d.borrow_mut().as_mut()
+            && d.wakers.is_empty()
+        {
+            d.wakers = wakers;
+        }
+    });
 }
 
 impl<T> Drop for ReplySender<T> {
