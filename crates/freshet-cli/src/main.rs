@@ -74,8 +74,10 @@ struct ServeArgs {
     checkpoint_seconds: u64,
     /// Give each partition's executor a CPU of its own (the last CPUs the server may use) and
     /// keep every other thread of the server on the CPUs left; nothing is pinned when there
-    /// are no more CPUs than partitions. `--pin-cpus false` leaves placement to the kernel.
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    /// are no more CPUs than partitions. Worth it when the executors are busy beside
+    /// analytical queries; off by default, since with statement-by-statement clients the
+    /// network threads need the CPUs more than a pinned, half-idle executor does.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
     pin_cpus: bool,
     /// Worker threads of the analytical engine (default: the number of CPUs minus the
     /// partition executors, at least one; 0 also means that).

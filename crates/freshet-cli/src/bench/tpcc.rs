@@ -101,9 +101,10 @@ pub struct TpccArgs {
     #[arg(long, default_value_t = 0)]
     olap_nice: i32,
     /// Give Freshet's executor a CPU of its own (the server's `--pin-cpus`); in-process, the
-    /// terminal and stream threads then keep off it as an application's would.
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
-    pin_cpus: bool,
+    /// terminal and stream threads then keep off it as an application's would. Default: on
+    /// in-process (the executor is the busy thread), off over the wire (the server's default).
+    #[arg(long, action = clap::ArgAction::Set)]
+    pin_cpus: Option<bool>,
     /// Worker threads of Freshet's analytical engine (the server's `--olap-threads`; default:
     /// the CPUs the executor leaves, at least one).
     #[arg(long)]
@@ -275,11 +276,11 @@ fn run_freshet(args: &TpccArgs, streams: usize, with_answers: bool) -> anyhow::R
     let isolation = Some(args.isolation.clone());
     let (load, answers, stats, consistency) = match args.mode {
         Mode::Embedded | Mode::EmbeddedPlpgsql | Mode::EmbeddedStatements => {
-            let db = Database::open(Config { olap_nice: args.olap_nice, olap_threads: args.olap_threads(), pin_cpus: args.pin_cpus, ..Config::default() }).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let db = Database::open(Config { olap_nice: args.olap_nice, olap_threads: args.olap_threads(), pin_cpus: args.pin_cpus.unwrap_or(true), ..Config::default() }).map_err(|e| anyhow::anyhow!("{e}"))?;
             measure(&Target::embedded(db).with_isolation(isolation), Flavor::Freshet, args.mode, args, streams, with_answers)?
         }
         Mode::Interactive | Mode::Procedures => {
-            let (nice, threads, pin) = (args.olap_nice.to_string(), args.olap_threads().to_string(), args.pin_cpus.to_string());
+            let (nice, threads, pin) = (args.olap_nice.to_string(), args.olap_threads().to_string(), args.pin_cpus.unwrap_or(false).to_string());
             let server = FreshetServer::in_memory(&["--olap-nice", &nice, "--olap-threads", &threads, "--pin-cpus", &pin])?;
             let target = Target::wire(format!("host=127.0.0.1 port={} user=bench dbname=freshet", server.port)).with_isolation(isolation);
             measure(&target, Flavor::Freshet, args.mode, args, streams, with_answers)?
