@@ -260,6 +260,58 @@ fn analytical_workers_run_at_the_configured_niceness() {
     assert!(at_seven >= 3, "{at_seven} analytical workers at niceness 7, expected 3");
 }
 
+/// With `pin_cpus`, the executor runs on the last CPU alone, the analytical workers and an
+/// application thread that asks keep off it; without, nothing is restricted. (Other tests'
+/// databases are not pinned.)
+#[test]
+fn pinned_executors_have_their_cpus_to_themselves() {
+    let allowed = freshet_core::executor::cpus::allowed_cpus().unwrap();
+    let db = Database::open(Config { olap_threads: 2, olap_nice: 3, pin_cpus: true, ..Config::default() }).unwrap();
+    let mut s = db.session();
+    s.execute_blocking("CREATE TABLE p (id INT PRIMARY KEY)").unwrap();
+    s.execute_blocking("SELECT count(*) FROM p").unwrap();
+    let cpus_of = |task: &std::path::Path| -> Vec<usize> {
+        let status = std::fs::read_to_string(task.join("status")).unwrap_or_default();
+        let list = status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).unwrap_or("").trim().to_string();
+        list.split(',')
+            .filter(|r| !r.is_empty())
+            .flat_map(|r| match r.split_once('-') {
+                Some((a, b)) => (a.parse::<usize>().unwrap()..=b.parse::<usize>().unwrap()).collect::<Vec<_>>(),
+                None => vec![r.parse::<usize>().unwrap()],
+            })
+            .collect()
+    };
+    let last = *allowed.last().unwrap();
+    let (mut executors_alone, mut workers_off) = (0, 0);
+    for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+        let nice = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(16)).and_then(|n| n.parse::<i32>().ok());
+        let cpus = cpus_of(&task.path());
+        if comm.trim() == "freshet-exec-0" && cpus == vec![last] {
+            executors_alone += 1;
+        }
+        // This database's workers are the ones at niceness 3.
+        if comm.trim() == "freshet-olap" && nice == Some(3) && !cpus.is_empty() && !cpus.contains(&last) {
+            workers_off += 1;
+        }
+    }
+    let me = std::thread::spawn(move || {
+        db.keep_off_executors();
+        freshet_core::executor::cpus::allowed_cpus().unwrap()
+    })
+    .join()
+    .unwrap();
+    if allowed.len() >= 2 {
+        assert!(executors_alone >= 1, "no executor pinned to CPU {last} alone");
+        assert!(workers_off >= 2, "{workers_off} analytical workers off the executor's CPU, expected 2");
+        assert_eq!(me, allowed[..allowed.len() - 1].to_vec());
+    } else {
+        // One CPU: nothing to divide, nothing pinned.
+        assert_eq!(me, allowed);
+    }
+}
+
 #[test]
 fn an_analytical_query_past_the_memory_limit_fails_alone() {
     // A hash join whose build side (100,000 rows) needs more than the 2 MiB allowed: the query
