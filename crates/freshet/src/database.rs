@@ -46,7 +46,7 @@ pub struct Config {
     /// The default of `synchronous_commit` for new sessions (default on).
     pub synchronous_commit: bool,
     /// Give each partition's executor a CPU of its own and keep Freshet's other threads (the
-    /// analytical workers) on the CPUs left (default off; the server turns it on). Nothing
+    /// analytical workers) on the CPUs left (default off, as for the server: `--pin-cpus`). Nothing
     /// is pinned when there are no more CPUs than partitions. An application that drives the
     /// database from its own threads keeps them off the executors' CPUs with
     /// [`Database::keep_off_executors`].

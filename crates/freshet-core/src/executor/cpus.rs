@@ -5,8 +5,8 @@
 //! runs on its CPU. Left to the kernel, a client thread that an executor wakes is often placed
 //! on the executor's own CPU (the waker's), where it preempts the executor; with an analytical
 //! query busy on the other CPU this happened on most wakes. Measured with TPC-C and one CH
-//! stream on 2 cores (ARCHITECTURE.md): unpinned, TPC-C kept 82–84% of its throughput alone;
-//! with the executor on a CPU of its own, 98–101%.
+//! stream on 2 cores, three alternating pairs (ARCHITECTURE.md): unpinned, TPC-C kept 83.6% of
+//! its throughput alone on average; with the executor on a CPU of its own, 90.9%.
 
 /// The CPUs of the executors and of everything else. Unpinned (the default) leaves placement
 /// to the kernel.
