@@ -239,6 +239,36 @@ fn the_statement_future_stays_small() {
     assert!(size <= 2048, "Session::execute's future is {size} bytes");
 }
 
+/// A thread of this process as /proc shows it.
+struct ProcThread {
+    name: String,
+    nice: Option<i32>,
+    /// The CPUs it may run on (`Cpus_allowed_list`).
+    cpus: Vec<usize>,
+}
+
+fn process_threads() -> Vec<ProcThread> {
+    let mut threads = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let read = |f: &str| std::fs::read_to_string(task.path().join(f)).unwrap_or_default();
+        let stat = read("stat");
+        // Fields after the parenthesised name: state is field 3, nice is field 19.
+        let nice = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(16)).and_then(|n| n.parse::<i32>().ok());
+        let status = read("status");
+        let list = status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).unwrap_or("").trim().to_string();
+        let cpus = list
+            .split(',')
+            .filter(|r| !r.is_empty())
+            .flat_map(|r| match r.split_once('-') {
+                Some((a, b)) => (a.parse::<usize>().unwrap()..=b.parse::<usize>().unwrap()).collect::<Vec<_>>(),
+                None => vec![r.parse::<usize>().unwrap()],
+            })
+            .collect();
+        threads.push(ProcThread { name: read("comm").trim().to_string(), nice, cpus });
+    }
+    threads
+}
+
 /// The analytical workers run at the configured niceness, so that transactions win the CPU
 /// when both sides want it. (Other tests' databases run workers at the default, 0.)
 #[test]
@@ -247,16 +277,7 @@ fn analytical_workers_run_at_the_configured_niceness() {
     let mut s = db.session();
     s.execute_blocking("CREATE TABLE n (id INT PRIMARY KEY)").unwrap();
     s.execute_blocking("SELECT count(*) FROM n").unwrap();
-    let mut at_seven = 0;
-    for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
-        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
-        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
-        // Fields after the parenthesised name: state is field 3, nice is field 19.
-        let nice = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(16)).and_then(|n| n.parse::<i32>().ok());
-        if comm.trim() == "freshet-olap" && nice == Some(7) {
-            at_seven += 1;
-        }
-    }
+    let at_seven = process_threads().iter().filter(|t| t.name == "freshet-olap" && t.nice == Some(7)).count();
     assert!(at_seven >= 3, "{at_seven} analytical workers at niceness 7, expected 3");
 }
 
@@ -270,32 +291,12 @@ fn pinned_executors_have_their_cpus_to_themselves() {
     let mut s = db.session();
     s.execute_blocking("CREATE TABLE p (id INT PRIMARY KEY)").unwrap();
     s.execute_blocking("SELECT count(*) FROM p").unwrap();
-    let cpus_of = |task: &std::path::Path| -> Vec<usize> {
-        let status = std::fs::read_to_string(task.join("status")).unwrap_or_default();
-        let list = status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).unwrap_or("").trim().to_string();
-        list.split(',')
-            .filter(|r| !r.is_empty())
-            .flat_map(|r| match r.split_once('-') {
-                Some((a, b)) => (a.parse::<usize>().unwrap()..=b.parse::<usize>().unwrap()).collect::<Vec<_>>(),
-                None => vec![r.parse::<usize>().unwrap()],
-            })
-            .collect()
-    };
     let last = *allowed.last().unwrap();
-    let (mut executors_alone, mut workers_off) = (0, 0);
-    for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
-        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
-        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
-        let nice = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(16)).and_then(|n| n.parse::<i32>().ok());
-        let cpus = cpus_of(&task.path());
-        if comm.trim() == "freshet-exec-0" && cpus == vec![last] {
-            executors_alone += 1;
-        }
-        // This database's workers are the ones at niceness 3.
-        if comm.trim() == "freshet-olap" && nice == Some(3) && !cpus.is_empty() && !cpus.contains(&last) {
-            workers_off += 1;
-        }
-    }
+    let threads = process_threads();
+    let executors_alone = threads.iter().filter(|t| t.name == "freshet-exec-0" && t.cpus == vec![last]).count();
+    // This database's workers are the ones at niceness 3.
+    let workers_off =
+        threads.iter().filter(|t| t.name == "freshet-olap" && t.nice == Some(3) && !t.cpus.is_empty() && !t.cpus.contains(&last)).count();
     let me = std::thread::spawn(move || {
         db.keep_off_executors();
         freshet_core::executor::cpus::allowed_cpus().unwrap()

@@ -49,11 +49,6 @@ impl CpuPlan {
         self.executors.get(id).copied()
     }
 
-    /// The CPUs the executors leave (empty when unpinned).
-    pub fn other_cpus(&self) -> &[usize] {
-        &self.others
-    }
-
     /// Restricts the calling thread, and the threads it starts from now on, to the CPUs the
     /// executors leave; does nothing when unpinned. A failure (a CPU taken away since) is
     /// logged and leaves the thread where it was.
@@ -101,7 +96,7 @@ mod tests {
     fn executors_take_the_last_cpus_and_leave_at_least_one() {
         let plan = CpuPlan::split(vec![0, 1, 2, 3], 2);
         assert_eq!((plan.executor_cpu(0), plan.executor_cpu(1), plan.executor_cpu(2)), (Some(2), Some(3), None));
-        assert_eq!(plan.other_cpus(), &[0, 1]);
+        assert_eq!(plan.others, vec![0, 1]);
         assert!(!CpuPlan::split(vec![0, 1], 2).is_pinned());
         assert!(!CpuPlan::split(vec![5], 1).is_pinned());
         assert_eq!(CpuPlan::split(vec![4, 7], 1), CpuPlan { executors: vec![7], others: vec![4] });

@@ -13,7 +13,7 @@
 //!
 //! Waking the task that awaits a reply costs a system call when its thread sleeps, so while
 //! more jobs are queued an executor holds wakes back and sends them together: when at most one
-//! job is left, after [`MAX_DEFERRED_WAKES`] replies or [`MAX_WAKE_DELAY`], before it waits
+//! job is left, after `reply::MAX_DEFERRED_WAKES` replies or `reply::MAX_WAKE_DELAY`, before it waits
 //! for work, and before a quiesced step's barrier. A lone client is therefore woken at once.
 
 pub mod cpus;
@@ -151,11 +151,6 @@ impl Drop for Executor {
     }
 }
 
-/// Replies whose wakes an executor holds back while more jobs are queued: at most this many…
-const MAX_DEFERRED_WAKES: usize = 16;
-/// …for at most this long.
-const MAX_WAKE_DELAY: std::time::Duration = std::time::Duration::from_micros(200);
-
 fn run(mut partition: Partition, jobs: Receiver<Job>) {
     reply::defer_wakes();
     loop {
@@ -178,10 +173,7 @@ fn run(mut partition: Partition, jobs: Receiver<Job>) {
                 .unwrap_or_default();
             tracing::error!(partition = partition.id, "executor job panicked: {what}");
         }
-        let (deferred, since) = reply::deferred_wakes();
-        if deferred > 0 && (jobs.len() <= 1 || deferred >= MAX_DEFERRED_WAKES || since.is_some_and(|t| t.elapsed() >= MAX_WAKE_DELAY)) {
-            reply::flush_wakes();
-        }
+        reply::flush_wakes_if_due(jobs.len());
     }
     reply::flush_wakes();
 }

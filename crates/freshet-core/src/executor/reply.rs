@@ -92,9 +92,23 @@ pub(super) fn defer_wakes() {
     DEFERRED.with(|d| *d.borrow_mut() = Some(Deferred { wakers: Vec::new(), since: None }));
 }
 
-/// Deferred wakes on this thread: how many, and since when.
-pub(super) fn deferred_wakes() -> (usize, Option<Instant>) {
-    DEFERRED.with(|d| d.borrow().as_ref().map_or((0, None), |d| (d.wakers.len(), d.since)))
+/// Replies whose wakes an executor holds back while more jobs are queued: at most this many…
+pub(super) const MAX_DEFERRED_WAKES: usize = 16;
+/// …for at most this long.
+pub(super) const MAX_WAKE_DELAY: std::time::Duration = std::time::Duration::from_micros(200);
+
+/// After a job, with `queued` jobs waiting: sends this thread's deferred wakes when at most one
+/// job is left, or when [`MAX_DEFERRED_WAKES`] or [`MAX_WAKE_DELAY`] is reached.
+pub(super) fn flush_wakes_if_due(queued: usize) {
+    let due = DEFERRED.with(|d| {
+        d.borrow().as_ref().is_some_and(|d| {
+            !d.wakers.is_empty()
+                && (queued <= 1 || d.wakers.len() >= MAX_DEFERRED_WAKES || d.since.is_some_and(|t| t.elapsed() >= MAX_WAKE_DELAY))
+        })
+    });
+    if due {
+        flush_wakes();
+    }
 }
 
 /// Wakes every waiter whose wake this thread deferred.
