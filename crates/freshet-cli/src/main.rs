@@ -3,26 +3,7 @@
 
 mod bench;
 
-/// The server allocates and frees small objects on many threads for every statement; mimalloc
-/// does that with thread-local free lists (measured with `freshet bench pgbench`).
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-/// mimalloc's `purge_delay` option (its position in `mi_option_t`, the same in mimalloc 2 and 3).
-const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
-
-/// Keeps freed memory in the process instead of handing it back to the kernel a second after
-/// it was freed (mimalloc's default), unless `MIMALLOC_PURGE_DELAY` says otherwise. The executor
-/// allocates and frees row buffers, index nodes and segments all the time; with purging, the
-/// pages came back as fresh page faults, each zeroing up to a 2 MiB huge page: about 1,000 a
-/// second on the executor under TPC-C, against 16 without. Memory freed stays reusable by every
-/// thread; resident memory therefore shows the peak rather than the current use.
-fn keep_freed_memory() {
-    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
-        // SAFETY: sets a process-wide option of the linked allocator; any thread may call it.
-        unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
-    }
-}
+mod alloc;
 
 use std::path::PathBuf;
 
@@ -122,7 +103,7 @@ fn parse_staleness(s: &str) -> Result<std::time::Duration, String> {
 }
 
 fn main() -> anyhow::Result<()> {
-    keep_freed_memory();
+    alloc::keep_freed_memory();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
@@ -211,24 +192,5 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received, shutting down"),
         _ = term.recv() => tracing::info!("SIGTERM received, shutting down"),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn freed_memory_is_kept_unless_the_environment_says_otherwise() {
-        if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
-            return;
-        }
-        // SAFETY: reads and sets a process-wide allocator option.
-        let before = unsafe { libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY) };
-        // The bundled mimalloc's default purge delay (1,000 ms) identifies the option's position.
-        assert_eq!(before, 1000);
-        keep_freed_memory();
-        // SAFETY: as above.
-        assert_eq!(unsafe { libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY) }, -1);
     }
 }

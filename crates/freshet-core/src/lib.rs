@@ -15,4 +15,4 @@ pub mod txn;
 pub mod types;
 pub mod wal;
 
-pub use error::{Error, Result, SqlState};
+pub use error::{try_vec, Error, Result, SqlState};

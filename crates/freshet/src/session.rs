@@ -1013,7 +1013,7 @@ impl Session {
                 Box::pin(stream.collect_values(columns))
                     .await?
                     .into_iter()
-                    .map(|row| row.into_iter().zip(&types).map(|(v, ty)| v.assign_to(*ty)).collect::<Result<Vec<_>>>())
+                    .map(|row| freshet_core::try_vec(row.into_iter().zip(&types).map(|(v, ty)| v.assign_to(*ty))))
                     .collect::<Result<_>>()?
             }
             (InsertSource::Query(_), None) => return Err(Error::internal("INSERT … SELECT without a source plan")),
@@ -1503,9 +1503,9 @@ fn values_rows(plan: &InsertPlan, params: &[Value], now: i64) -> Result<Vec<Vec<
     let InsertSource::Values(rows) = &plan.source else { return Err(Error::internal("INSERT … SELECT has no VALUES")) };
     let cx = EvalContext { params, now };
     let columns = &plan.table.columns;
-    rows.iter()
-        .map(|row| row.iter().zip(&plan.columns).map(|(e, &c)| e.eval(&NoRow, &cx).and_then(|v| v.assign_to(columns[c].ty))).collect::<Result<Vec<_>>>())
-        .collect()
+    freshet_core::try_vec(
+        rows.iter().map(|row| freshet_core::try_vec(row.iter().zip(&plan.columns).map(|(e, &c)| e.eval(&NoRow, &cx).and_then(|v| v.assign_to(columns[c].ty))))),
+    )
 }
 
 /// Rows of values.
@@ -1513,20 +1513,17 @@ type Rows = Vec<Vec<Value>>;
 
 /// Whole rows from the supplied columns (defaults for the others), and what RETURNING gives.
 fn complete_rows(plan: &InsertPlan, supplied: Rows, params: &[Value], now: i64) -> Result<(Rows, Option<Rows>)> {
-    let full_rows = supplied
-        .into_iter()
-        .map(|values| {
-            let mut row = plan.table.columns.iter().map(|c| default_value(c, now)).collect::<Result<Vec<_>>>()?;
-            for (v, &c) in values.into_iter().zip(&plan.columns) {
-                row[c] = v;
-            }
-            Ok(row)
-        })
-        .collect::<Result<Vec<_>>>()?;
+    let full_rows = freshet_core::try_vec(supplied.into_iter().map(|values| {
+        let mut row = freshet_core::try_vec(plan.table.columns.iter().map(|c| default_value(c, now)))?;
+        for (v, &c) in values.into_iter().zip(&plan.columns) {
+            row[c] = v;
+        }
+        Ok(row)
+    }))?;
     let returned = match &plan.returning {
         Some(r) => {
             let cx = EvalContext { params, now };
-            Some(full_rows.iter().map(|row| r.row(row, &cx)).collect::<Result<Vec<_>>>()?)
+            Some(freshet_core::try_vec(full_rows.iter().map(|row| r.row(row, &cx)))?)
         }
         None => None,
     };

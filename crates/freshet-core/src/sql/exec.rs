@@ -470,9 +470,9 @@ pub fn run_select(table: &TableStore, plan: &SelectPlan, view: &TxnView, cx: &Ev
             return Ok(false);
         }
         if matches(&version, plan.residual.as_ref(), cx)? {
-            let out = plan.projection.iter().map(|e| e.eval(&version, cx)).collect::<Result<Vec<_>>>()?;
+            let out = crate::try_vec(plan.projection.iter().map(|e| e.eval(&version, cx)))?;
             let key = if sorting {
-                plan.order_by.iter().map(|(e, _, _)| e.eval(&version, cx)).collect::<Result<Vec<_>>>()?
+                crate::try_vec(plan.order_by.iter().map(|(e, _, _)| e.eval(&version, cx)))?
             } else {
                 Vec::new()
             };
@@ -614,7 +614,7 @@ fn run_aggregates(
     if limit == Some(0) || offset > 0 {
         return Ok(SelectOutcome::Rows(Vec::new(), Vec::new(), None));
     }
-    let row = state.into_iter().zip(&plan.aggregates).map(|(acc, a)| acc.finish(a.ty)).collect::<Result<Vec<_>>>()?;
+    let row = crate::try_vec(state.into_iter().zip(&plan.aggregates).map(|(acc, a)| acc.finish(a.ty)))?;
     Ok(SelectOutcome::Rows(vec![row], Vec::new(), None))
 }
 

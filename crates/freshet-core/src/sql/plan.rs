@@ -124,7 +124,7 @@ impl Returning {
 
     /// The RETURNING row of a row read through `row` (only the columns it names are read).
     pub fn row_of(&self, row: &dyn super::expr::RowAccess, cx: &super::expr::EvalContext) -> Result<Vec<Value>> {
-        self.exprs.iter().map(|e| e.eval(row, cx)).collect()
+        crate::try_vec(self.exprs.iter().map(|e| e.eval(row, cx)))
     }
 }
 

@@ -718,7 +718,7 @@ async fn run_instructions<S: RoutineStatements>(
             Instr::Sql(i) => {
                 let unit = &r.sql[*i];
                 let prepared = &compiled.prepared[*i];
-                let params = unit.params.iter().map(|p| source_value(p, vars, now)).collect::<Result<Vec<_>>>()?;
+                let params = freshet_core::try_vec(unit.params.iter().map(|p| source_value(p, vars, now)))?;
                 let (rows, count) = statements.run(prepared, params).await?;
                 vars[r.found] = PlValue::Scalar(Value::Bool(count > 0));
                 if !unit.into.is_empty() {
@@ -794,7 +794,7 @@ async fn run_instructions<S: RoutineStatements>(
             }
             Instr::QueryOpen { sql, cursor } => {
                 let unit = &r.sql[*sql];
-                let params = unit.params.iter().map(|p| source_value(p, vars, now)).collect::<Result<Vec<_>>>()?;
+                let params = freshet_core::try_vec(unit.params.iter().map(|p| source_value(p, vars, now)))?;
                 let (rows, _) = statements.run(&compiled.prepared[*sql], params).await?;
                 cursors[*cursor] = (rows.into_iter(), 0);
             }
@@ -840,7 +840,7 @@ async fn run_instructions<S: RoutineStatements>(
             }
             Instr::ReturnQuery(sql) => {
                 let unit = &r.sql[*sql];
-                let params = unit.params.iter().map(|p| source_value(p, vars, now)).collect::<Result<Vec<_>>>()?;
+                let params = freshet_core::try_vec(unit.params.iter().map(|p| source_value(p, vars, now)))?;
                 let (rows, count) = statements.run(&compiled.prepared[*sql], params).await?;
                 let columns = r.set_columns();
                 for row in rows {
@@ -851,7 +851,7 @@ async fn run_instructions<S: RoutineStatements>(
                             columns.len()
                         )));
                     }
-                    out.push(row.into_iter().zip(columns).map(|(v, (_, ty))| v.cast(*ty)).collect::<Result<Vec<_>>>()?);
+                    out.push(freshet_core::try_vec(row.into_iter().zip(columns).map(|(v, (_, ty))| v.cast(*ty)))?);
                 }
                 vars[r.found] = PlValue::Scalar(Value::Bool(count > 0));
             }
