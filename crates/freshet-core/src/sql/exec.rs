@@ -159,9 +159,13 @@ fn for_each_candidate(
         Access::Index { index, eq, lower, upper, any } => {
             let eval = |e: &Expr| e.eval(&super::expr::NoRow, cx);
             let bound = |b: &Option<(Expr, bool)>| b.as_ref().map(|(e, inclusive)| Ok((eval(e)?, *inclusive))).transpose();
-            let eq: SmallVec<[Value; 4]> = eq.iter().map(eval).collect::<Result<_>>()?;
+            let mut eq_values: SmallVec<[Value; 4]> = SmallVec::with_capacity(eq.len());
+            for e in eq {
+                eq_values.push(eval(e)?);
+            }
+            let eq = eq_values;
             let (lower, upper) = (bound(lower)?, bound(upper)?);
-            let any: Vec<Value> = any.iter().map(eval).collect::<Result<_>>()?;
+            let any: Vec<Value> = crate::try_vec(any.iter().map(eval))?;
             let keys = IndexKeys { index: *index, eq: &eq, lower: &lower, upper: &upper, any: &any };
             for_each_in_index(table, &keys, reverse, columns, view, f)
         }

@@ -284,7 +284,11 @@ fn eval(unit: &ExprUnit, vars: &[PlValue], now: i64) -> Result<Value> {
     if let (Expr::Param { index: 0, .. }, [source]) = (&unit.expr, unit.params.as_slice()) {
         return source_value(source, vars, now);
     }
-    let params = unit.params.iter().map(|p| source_value(p, vars, now)).collect::<Result<SmallVec<[Value; 4]>>>()?;
+    // Filled one by one: collecting fallible items into a SmallVec costs several times more.
+    let mut params: SmallVec<[Value; 4]> = SmallVec::with_capacity(unit.params.len());
+    for p in &unit.params {
+        params.push(source_value(p, vars, now)?);
+    }
     unit.expr.eval(&NoRow, &EvalContext { params: &params, now })
 }
 
@@ -729,9 +733,10 @@ async fn run_instructions<S: RoutineStatements>(
                             Error::new(SqlState::custom("P0003").unwrap_or(SqlState::RaiseException), "query returned more than one row")
                         });
                     }
-                    let first = rows.into_iter().next();
+                    let mut first = rows.into_iter().next();
                     for (k, slot) in unit.into.iter().enumerate() {
-                        let v = first.as_ref().and_then(|row| row.get(k).cloned()).unwrap_or(Value::Null);
+                        // Moved out of the row, which is dropped after (each target is a column of its own).
+                        let v = first.as_mut().and_then(|row| row.get_mut(k)).map_or(Value::Null, |v| std::mem::replace(v, Value::Null));
                         vars[*slot] = PlValue::Scalar(v.cast(slot_type(r.slots[*slot].ty))?);
                     }
                 }
