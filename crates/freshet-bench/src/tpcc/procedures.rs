@@ -449,13 +449,18 @@ fn arg_timestamp(args: &[freshet::Value], i: usize) -> freshet::Result<i64> {
 
 /// An integer array argument in its text form (`{1,2,3}`).
 fn arg_ints(args: &[freshet::Value], i: usize) -> freshet::Result<Vec<i64>> {
-    let text = arg_text(args, i)?;
+    let text = match args.get(i) {
+        Some(freshet::Value::Text(s)) => s,
+        other => return Err(freshet::Error::mismatch(format!("argument {} is not text: {other:?}", i + 1))),
+    };
     let inner = text.trim().trim_start_matches('{').trim_end_matches('}');
-    inner
-        .split(',')
-        .filter(|s| !s.trim().is_empty())
-        .map(|s| s.trim().parse().map_err(|_| freshet::Error::mismatch(format!("argument {} is not an integer array: {text:?}", i + 1))))
-        .collect()
+    // Pushed one by one into room for a whole order's lines: a collect of fallible items
+    // would start at four and grow.
+    let mut out = Vec::with_capacity(16);
+    for s in inner.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        out.push(s.parse().map_err(|_| freshet::Error::mismatch(format!("argument {} is not an integer array: {text:?}", i + 1)))?);
+    }
+    Ok(out)
 }
 
 fn customer_arg(args: &[freshet::Value], id: usize) -> freshet::Result<CustomerKey> {

@@ -290,10 +290,11 @@ impl Expr {
             Expr::Case { operand, whens, otherwise, .. } => {
                 let subject = operand.as_ref().map(|o| o.eval(row, cx)).transpose()?;
                 for (when, then) in whens {
-                    let w = when.eval(row, cx)?;
-                    let hit = match &subject {
-                        Some(s) => s.sql_cmp(&w)? == Some(Ordering::Equal),
-                        None => w == Value::Bool(true),
+                    let hit = match (&subject, when) {
+                        // `CASE x WHEN <constant> …`, the common form: compared in place.
+                        (Some(s), Expr::Literal { value, .. }) => s.sql_cmp(value)? == Some(Ordering::Equal),
+                        (Some(s), when) => s.sql_cmp(&when.eval(row, cx)?)? == Some(Ordering::Equal),
+                        (None, when) => when.eval(row, cx)? == Value::Bool(true),
                     };
                     if hit {
                         return then.eval(row, cx);
