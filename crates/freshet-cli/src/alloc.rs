@@ -44,38 +44,44 @@ fn is_aligned(p: *mut u8, align: usize) -> bool {
     (p as usize) & (align - 1) == 0
 }
 
+/// A block for `layout` from `plain` (mimalloc's `mi_malloc` or `mi_zalloc`) when its size class
+/// gives the alignment, else from `aligned` (their aligned forms).
+///
+/// # Safety
+/// `plain` and `aligned` must be mimalloc's allocation functions.
+#[inline(always)]
+unsafe fn allocate(
+    layout: Layout,
+    plain: unsafe extern "C" fn(usize) -> *mut std::ffi::c_void,
+    aligned: unsafe extern "C" fn(usize, usize) -> *mut std::ffi::c_void,
+) -> *mut u8 {
+    // SAFETY: mimalloc's functions accept any size and a power-of-two alignment.
+    unsafe {
+        if let Some(size) = natural_size(layout) {
+            let p = plain(size).cast::<u8>();
+            if is_aligned(p, layout.align()) {
+                return p;
+            }
+            mi::mi_free(p.cast());
+        }
+        aligned(layout.size(), layout.align()).cast()
+    }
+}
+
 // SAFETY: every block comes from mimalloc with at least the layout's size and alignment (checked
 // where the size class alone should give it, with the aligned functions as the fallback), and
 // every block is given back to mimalloc's `mi_free`, which takes blocks of all its functions.
 unsafe impl GlobalAlloc for Allocator {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: mimalloc's functions accept any size and a power-of-two alignment.
-        unsafe {
-            if let Some(size) = natural_size(layout) {
-                let p = mi::mi_malloc(size).cast::<u8>();
-                if is_aligned(p, layout.align()) {
-                    return p;
-                }
-                mi::mi_free(p.cast());
-            }
-            mi::mi_malloc_aligned(layout.size(), layout.align()).cast()
-        }
+        // SAFETY: mimalloc's allocation functions.
+        unsafe { allocate(layout, mi::mi_malloc, mi::mi_malloc_aligned) }
     }
 
     #[inline]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: as in `alloc`.
-        unsafe {
-            if let Some(size) = natural_size(layout) {
-                let p = mi::mi_zalloc(size).cast::<u8>();
-                if is_aligned(p, layout.align()) {
-                    return p;
-                }
-                mi::mi_free(p.cast());
-            }
-            mi::mi_zalloc_aligned(layout.size(), layout.align()).cast()
-        }
+        // SAFETY: mimalloc's allocation functions.
+        unsafe { allocate(layout, mi::mi_zalloc, mi::mi_zalloc_aligned) }
     }
 
     #[inline]
