@@ -51,6 +51,14 @@ pub struct Config {
     /// database from its own threads keeps them off the executors' CPUs with
     /// [`Database::keep_off_executors`].
     pub pin_cpus: bool,
+    /// While more jobs are queued, an executor holds back the wake of each reply and sends
+    /// them together (when at most one job is left, after 16 replies or 200 µs, and before it
+    /// waits). Default on: in-process, where the threads that wait for replies share CPUs
+    /// with analytical queries, it spares them a preemption per reply (TPC-C beside a CH
+    /// stream went from 18.5k to 26.6k tps with it, and alone it changed nothing). The server
+    /// turns it off (`--batch-reply-wakes`): over the wire a held reply delays a client's next
+    /// request, and procedure calls ran 25% slower with it.
+    pub batch_reply_wakes: bool,
     /// Partitions, each owned by one executor thread (default 1). Tables declared with
     /// `PARTITION BY HASH (column)` spread over them; other tables are replicated on each.
     pub partitions: usize,
@@ -106,6 +114,7 @@ impl Default for Config {
             checkpoint_interval: std::time::Duration::from_secs(300),
             synchronous_commit: true,
             pin_cpus: false,
+            batch_reply_wakes: true,
             partitions: 1,
             max_staleness: std::time::Duration::ZERO,
             snapshot_mode: SnapshotMode::Cow,
@@ -158,7 +167,12 @@ impl Database {
 
     /// [`open`](Self::open) over a given file layer (tests inject faults through it).
     pub fn open_with(config: Config, fs: Arc<dyn Fs>) -> Result<Database> {
-        let engine = Engine::start(EngineConfig { short_select_budget: config.short_select_budget, partitions: config.partitions, pin_cpus: config.pin_cpus })?;
+        let engine = Engine::start(EngineConfig {
+            short_select_budget: config.short_select_budget,
+            partitions: config.partitions,
+            pin_cpus: config.pin_cpus,
+            batch_reply_wakes: config.batch_reply_wakes,
+        })?;
         let (data, recovery) = match &config.data_dir {
             Some(dir) => {
                 let durability = DurabilityConfig {

@@ -52,11 +52,14 @@ pub struct EngineConfig {
     pub partitions: usize,
     /// Give each executor a CPU of its own ([`CpuPlan::for_partitions`]); off by default.
     pub pin_cpus: bool,
+    /// Executors hold back the wakes of replies while more jobs are queued and send them
+    /// together (on by default; see `freshet::Config::batch_reply_wakes`).
+    pub batch_reply_wakes: bool,
 }
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        EngineConfig { short_select_budget: 10_000, partitions: 1, pin_cpus: false }
+        EngineConfig { short_select_budget: 10_000, partitions: 1, pin_cpus: false, batch_reply_wakes: true }
     }
 }
 
@@ -128,7 +131,7 @@ impl Engine {
         }
         let cpus = if config.pin_cpus { CpuPlan::for_partitions(config.partitions) } else { CpuPlan::unpinned() };
         let executors = (0..config.partitions)
-            .map(|i| Executor::spawn(i, cpus.executor_cpu(i)).map_err(|e| Error::internal(format!("cannot start executor {i}: {e}"))))
+            .map(|i| Executor::spawn(i, cpus.executor_cpu(i), config.batch_reply_wakes).map_err(|e| Error::internal(format!("cannot start executor {i}: {e}"))))
             .collect::<Result<Vec<_>>>()?;
         Ok(Arc::new(Engine {
             catalog: CatalogStore::new(),

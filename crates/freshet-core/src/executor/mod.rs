@@ -103,8 +103,10 @@ pub struct Executor {
 }
 
 impl Executor {
-    /// Starts executor `id` on its own thread, restricted to `cpu` when given.
-    pub fn spawn(id: usize, cpu: Option<usize>) -> std::io::Result<Executor> {
+    /// Starts executor `id` on its own thread, restricted to `cpu` when given; with
+    /// `batch_wakes`, it holds back the wakes of replies while more jobs are queued (see
+    /// [`reply::flush_wakes_if_due`]).
+    pub fn spawn(id: usize, cpu: Option<usize>, batch_wakes: bool) -> std::io::Result<Executor> {
         let (sender, receiver) = crossbeam_channel::unbounded::<Job>();
         let thread = std::thread::Builder::new().name(format!("freshet-exec-{id}")).spawn(move || {
             if let Some(cpu) = cpu
@@ -112,7 +114,7 @@ impl Executor {
             {
                 tracing::warn!(partition = id, cpu, "cannot pin the executor to its CPU: {e}");
             }
-            run(Partition::new(id), receiver)
+            run(Partition::new(id), receiver, batch_wakes)
         })?;
         Ok(Executor { id, sender: Some(sender), thread: Some(thread) })
     }
@@ -151,8 +153,10 @@ impl Drop for Executor {
     }
 }
 
-fn run(mut partition: Partition, jobs: Receiver<Job>) {
-    reply::defer_wakes();
+fn run(mut partition: Partition, jobs: Receiver<Job>, batch_wakes: bool) {
+    if batch_wakes {
+        reply::defer_wakes();
+    }
     loop {
         let job = match jobs.try_recv() {
             Ok(job) => job,
@@ -183,17 +187,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn jobs_run_in_order_and_answer() {
-        let exec = Executor::spawn(0, None).unwrap();
-        let replies: Vec<_> = (0..100).map(|i| exec.call(move |p| (p.id, i))).collect();
-        for (i, r) in replies.into_iter().enumerate() {
-            assert_eq!(r.wait().unwrap(), (0, i));
+    fn jobs_run_in_order_and_answer_with_wakes_batched_or_not() {
+        for batch in [true, false] {
+            let exec = Executor::spawn(0, None, batch).unwrap();
+            let replies: Vec<_> = (0..100).map(|i| exec.call(move |p| (p.id, i))).collect();
+            for (i, r) in replies.into_iter().enumerate() {
+                assert_eq!(r.wait().unwrap(), (0, i));
+            }
+            // Awaited replies too (their wakes are the ones held back).
+            let replies: Vec<_> = (0..100).map(|i| exec.call(move |_| i)).collect();
+            let got = futures::executor::block_on(futures::future::join_all(replies));
+            assert_eq!(got.into_iter().map(|r| r.unwrap()).collect::<Vec<_>>(), (0..100).collect::<Vec<_>>());
         }
     }
 
     #[test]
     fn a_panicking_job_does_not_stop_the_executor() {
-        let exec = Executor::spawn(1, None).unwrap();
+        let exec = Executor::spawn(1, None, false).unwrap();
         let bad = exec.call(|_| -> u32 { panic!("boom") });
         assert!(bad.wait().is_err());
         assert_eq!(exec.call(|p| p.id).wait().unwrap(), 1);
