@@ -1513,7 +1513,12 @@ type Rows = Vec<Vec<Value>>;
 
 /// Whole rows from the supplied columns (defaults for the others), and what RETURNING gives.
 fn complete_rows(plan: &InsertPlan, supplied: Rows, params: &[Value], now: i64) -> Result<(Rows, Option<Rows>)> {
+    // Every column supplied, in the table's order (as TPC-C's inserts are): the rows are whole.
+    let whole = plan.columns.len() == plan.table.columns.len() && plan.columns.iter().enumerate().all(|(i, &c)| i == c);
     let full_rows = freshet_core::try_vec(supplied.into_iter().map(|values| {
+        if whole && values.len() == plan.columns.len() {
+            return Ok(values);
+        }
         let mut row = freshet_core::try_vec(plan.table.columns.iter().map(|c| default_value(c, now)))?;
         for (v, &c) in values.into_iter().zip(&plan.columns) {
             row[c] = v;
