@@ -547,7 +547,7 @@ impl Compiler<'_> {
 
     /// Replaces variable references in `node` by `$n` parameters; returns their sources.
     fn rewrite<T: VisitMut>(&self, node: &mut T) -> Result<Vec<ParamSource>> {
-        let mut rewriter = Rewriter { c: self, params: Vec::new(), by_slot: HashMap::new(), error: None };
+        let mut rewriter = Rewriter { c: self, params: Vec::new(), by_slot: HashMap::new(), by_element: HashMap::new(), error: None };
         let _ = node.visit(&mut rewriter);
         match rewriter.error {
             Some(err) => Err(err),
@@ -592,6 +592,14 @@ impl Compiler<'_> {
     }
 }
 
+/// The variable an expression is, if it is a bare variable.
+fn bare_var(unit: &ExprUnit) -> Option<usize> {
+    match (&unit.expr, unit.params.as_slice()) {
+        (Expr::Param { index: 0, .. }, [ParamSource::Var(slot)]) => Some(*slot),
+        _ => None,
+    }
+}
+
 fn hint(ty: PlType) -> Option<DataType> {
     match ty {
         PlType::Scalar(t) => Some(t),
@@ -604,6 +612,9 @@ struct Rewriter<'a, 'b> {
     c: &'a Compiler<'b>,
     params: Vec<ParamSource>,
     by_slot: HashMap<usize, usize>,
+    /// Elements `array[var]` already given a parameter, by (array slot, index slot): the same
+    /// element at two places of a statement is one parameter, evaluated once, as a variable is.
+    by_element: HashMap<(usize, usize), usize>,
     error: Option<Error>,
 }
 
@@ -615,6 +626,20 @@ impl Rewriter<'_, '_> {
                 None => {
                     self.params.push(source);
                     self.by_slot.insert(slot, self.params.len());
+                    self.params.len()
+                }
+            },
+            ParamSource::Element { array, ref index } => match bare_var(index) {
+                Some(i) => match self.by_element.get(&(array, i)) {
+                    Some(n) => *n,
+                    None => {
+                        self.params.push(source);
+                        self.by_element.insert((array, i), self.params.len());
+                        self.params.len()
+                    }
+                },
+                None => {
+                    self.params.push(source);
                     self.params.len()
                 }
             },
@@ -886,6 +911,25 @@ mod tests {
                 assert!(*t <= r.code.len(), "unpatched jump");
             }
         }
+    }
+
+    #[test]
+    fn an_element_used_twice_in_a_statement_is_one_parameter() {
+        let r = compile(
+            "CREATE PROCEDURE p(xs INT[], ys INT[]) LANGUAGE plpgsql AS $$
+             DECLARE s INT; j INT := 1;
+             BEGIN
+               FOR i IN 1..2 LOOP
+                 SELECT count(*) INTO s FROM t WHERE a = xs[i] AND b = xs[i] + ys[i] AND c = xs[j] AND d = xs[i + 1] AND e = xs[i + 1];
+               END LOOP;
+             END $$",
+        )
+        .unwrap();
+        let unit = &r.sql[0];
+        // xs[i] once, ys[i], xs[j]; an element at a computed index is evaluated where it is used.
+        let elements = unit.params.iter().filter(|p| matches!(p, ParamSource::Element { .. })).count();
+        assert_eq!(elements, 5, "{:?}", unit.params);
+        assert_eq!(unit.statement.to_string().matches("$1").count(), 2, "{}", unit.statement);
     }
 
     #[test]
