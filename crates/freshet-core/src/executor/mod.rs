@@ -11,10 +11,11 @@
 //! answers through [`Reply`]. A job that panics (a bug) is caught, reported to its submitter as
 //! an internal error, and the executor goes on with the next job.
 //!
-//! Waking the task that awaits a reply costs a system call when its thread sleeps, so while
-//! more jobs are queued an executor holds wakes back and sends them together: when at most one
-//! job is left, after `reply::MAX_DEFERRED_WAKES` replies or `reply::MAX_WAKE_DELAY`, before it waits
-//! for work, and before a quiesced step's barrier. A lone client is therefore woken at once.
+//! Waking the task that awaits a reply costs a system call when its thread sleeps, so an
+//! executor started with `batch_wakes` (an embedded database's default; not the server's) holds
+//! wakes back while more jobs are queued and sends them together: when at most one job is left,
+//! after `reply::MAX_DEFERRED_WAKES` replies or `reply::MAX_WAKE_DELAY`, before it waits for work,
+//! and before a quiesced step's barrier. A lone client is therefore woken at once.
 
 pub mod cpus;
 mod reply;

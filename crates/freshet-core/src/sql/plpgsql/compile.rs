@@ -547,7 +547,7 @@ impl Compiler<'_> {
 
     /// Replaces variable references in `node` by `$n` parameters; returns their sources.
     fn rewrite<T: VisitMut>(&self, node: &mut T) -> Result<Vec<ParamSource>> {
-        let mut rewriter = Rewriter { c: self, params: Vec::new(), by_slot: HashMap::new(), by_element: HashMap::new(), error: None };
+        let mut rewriter = Rewriter { c: self, params: Vec::new(), shared: HashMap::new(), error: None };
         let _ = node.visit(&mut rewriter);
         match rewriter.error {
             Some(err) => Err(err),
@@ -611,40 +611,34 @@ fn hint(ty: PlType) -> Option<DataType> {
 struct Rewriter<'a, 'b> {
     c: &'a Compiler<'b>,
     params: Vec<ParamSource>,
-    by_slot: HashMap<usize, usize>,
-    /// Elements `array[var]` already given a parameter, by (array slot, index slot): the same
-    /// element at two places of a statement is one parameter, evaluated once, as a variable is.
-    by_element: HashMap<(usize, usize), usize>,
+    /// Sources already given a parameter: a variable, or an element `array[var]`, at two places
+    /// of a statement is one parameter, evaluated once.
+    shared: HashMap<SharedSource, usize>,
     error: Option<Error>,
+}
+
+/// A parameter source that always gives the same value within one statement's evaluation.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum SharedSource {
+    Var(usize),
+    /// (array slot, index variable slot).
+    Element(usize, usize),
 }
 
 impl Rewriter<'_, '_> {
     fn placeholder(&mut self, source: ParamSource) -> ast::Expr {
-        let n = match source {
-            ParamSource::Var(slot) => match self.by_slot.get(&slot) {
-                Some(n) => *n,
-                None => {
-                    self.params.push(source);
-                    self.by_slot.insert(slot, self.params.len());
-                    self.params.len()
+        let key = match &source {
+            ParamSource::Var(slot) => Some(SharedSource::Var(*slot)),
+            ParamSource::Element { array, index } => bare_var(index).map(|i| SharedSource::Element(*array, i)),
+            ParamSource::Length { .. } => None,
+        };
+        let n = match key.and_then(|k| self.shared.get(&k)) {
+            Some(n) => *n,
+            None => {
+                self.params.push(source);
+                if let Some(k) = key {
+                    self.shared.insert(k, self.params.len());
                 }
-            },
-            ParamSource::Element { array, ref index } => match bare_var(index) {
-                Some(i) => match self.by_element.get(&(array, i)) {
-                    Some(n) => *n,
-                    None => {
-                        self.params.push(source);
-                        self.by_element.insert((array, i), self.params.len());
-                        self.params.len()
-                    }
-                },
-                None => {
-                    self.params.push(source);
-                    self.params.len()
-                }
-            },
-            other => {
-                self.params.push(other);
                 self.params.len()
             }
         };
