@@ -421,18 +421,18 @@ impl JobStatements for JobTxn<'_> {
     fn read_records(&mut self, table: &Arc<TableDef>, read: &RecordRead, lock: bool) -> Result<Vec<Vec<Value>>> {
         self.record_table(table)?;
         let found = exec::read_records(self.part.table(table.id)?, read, &self.local.view, self.budget);
-        let Some(rows) = self.or_give_up(found)? else { return Err(self.give_up()) };
+        let Some(found) = self.or_give_up(found)? else { return Err(self.give_up()) };
         if lock {
             let store = self.part.table_mut(table.id)?;
-            for (row, _) in &rows {
-                match store.lock(*row, &self.local.view) {
+            for &row in &found.rows {
+                match store.lock(row, &self.local.view) {
                     Ok(Some(v)) => self.local.versions.push((table.id, v)),
                     Ok(None) => {}
                     Err(e) => return self.or_give_up(Err(e)),
                 }
             }
         }
-        Ok(rows.into_iter().map(|(_, values)| values).collect())
+        Ok(found.values)
     }
 
     fn update_records(&mut self, table: &Arc<TableDef>, read: &RecordRead, changes: &[(usize, Value)]) -> Result<Vec<Vec<Value>>> {
@@ -444,8 +444,7 @@ impl JobStatements for JobTxn<'_> {
     fn modify_records(&mut self, table: &Arc<TableDef>, read: &RecordRead, f: &mut RecordChanges) -> Result<Vec<Vec<Value>>> {
         self.record_table(table)?;
         let modified = exec::modify_records(self.part.table_mut(table.id)?, read, self.local, self.budget, f);
-        let rows = self.or_give_up(modified)?.ok_or_else(|| self.give_up())?;
-        Ok(rows.into_iter().map(|(_, values)| values).collect())
+        Ok(self.or_give_up(modified)?.ok_or_else(|| self.give_up())?.values)
     }
 
     fn delete_records(&mut self, table: &Arc<TableDef>, read: &RecordRead) -> Result<u64> {

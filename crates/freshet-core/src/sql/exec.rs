@@ -39,6 +39,14 @@ impl StoredRow<'_> {
     fn values(&self, n: usize) -> Vec<Value> {
         (0..n).map(|c| self.column(c)).collect()
     }
+
+    /// The values of `columns`, in that order.
+    fn columns(&self, columns: &[usize]) -> Vec<Value> {
+        match self {
+            StoredRow::InPlace { table, row } => table.get_columns(*row, columns),
+            StoredRow::Values(v) => columns.iter().map(|&c| v.get(c).cloned().unwrap_or(Value::Null)).collect(),
+        }
+    }
 }
 
 /// `prefix` followed by the encoding of `v`.
@@ -62,27 +70,38 @@ fn lookup(store: &IndexStore, key: &[u8], whole: bool, reverse: bool, f: &mut dy
 
 /// The version of `row` that `view` sees, as expression input.
 pub fn stored<'a>(table: &'a TableStore, row: RowId, view: &TxnView) -> Option<StoredRow<'a>> {
-    table.visible(row, view).map(|v| match v {
+    table.visible(row, view).map(|v| stored_row(table, row, v))
+}
+
+fn stored_row(table: &TableStore, row: RowId, version: RowVersion) -> StoredRow<'_> {
+    match version {
         RowVersion::Current => StoredRow::InPlace { table, row },
         RowVersion::Old(values) => StoredRow::Values(values),
-    })
+    }
 }
 
 /// The value `v` as a key of a column of type `ty` for an equality lookup, or `None` if no
 /// stored value of that type can equal it (then the lookup finds nothing).
+/// Whether `v` is a key of a column of type `ty` as it is (its encoding is the column's).
+fn of_key_type(v: &Value, ty: DataType) -> bool {
+    matches!(
+        (v, ty),
+        (Value::Int32(_), DataType::Int32)
+            | (Value::Int64(_), DataType::Int64)
+            | (Value::Int16(_), DataType::Int16)
+            | (Value::Date(_), DataType::Date)
+            | (Value::Timestamp(_), DataType::Timestamp)
+            | (Value::Text(_), DataType::Text | DataType::Varchar(_))
+    )
+}
+
 pub fn key_value(v: Value, ty: DataType) -> Option<Value> {
     if v.is_null() {
         return None;
     }
     // The usual case: a parameter or literal already of the column's type.
-    match (&v, ty) {
-        (Value::Int32(_), DataType::Int32)
-        | (Value::Int64(_), DataType::Int64)
-        | (Value::Int16(_), DataType::Int16)
-        | (Value::Date(_), DataType::Date)
-        | (Value::Timestamp(_), DataType::Timestamp)
-        | (Value::Text(_), DataType::Text | DataType::Varchar(_)) => return Some(v),
-        _ => {}
+    if of_key_type(&v, ty) {
+        return Some(v);
     }
     match ty.family() {
         TypeFamily::Integer => {
@@ -267,9 +286,10 @@ fn visit_rows(
             // columns the statement reads at once rather than miss the cache once per read.
             table.prefetch(row, columns);
         }
-        let Some(version) = stored(table, row, view) else { return true };
+        let (version, versioned) = table.visible_versioned(row, view);
+        let Some(version) = version.map(|v| stored_row(table, row, v)) else { return true };
         if let Some((key, position)) = entry_key
-            && table.head(row).is_some()
+            && versioned
             && version_key(table, position, &version).as_slice() != key
         {
             return true;
@@ -624,6 +644,24 @@ fn run_aggregates(
 
 /// Sorts rows by their ORDER BY key values (PostgreSQL's NULL placement per key).
 fn sort_hits(hits: &mut [(RowId, Vec<Value>, Vec<Value>)], order_by: &[(Expr, bool, bool)]) -> Result<()> {
+    // One integer key without NULLs (an id, as short statements mostly sort by): compared as
+    // machine integers. `!k` orders as `k` reversed. Stable, as the general sort is.
+    let int = |v: &Value| match v {
+        Value::Int16(i) => Some(*i as i64),
+        Value::Int32(i) => Some(*i as i64),
+        Value::Int64(i) => Some(*i),
+        _ => None,
+    };
+    if let [(_, descending, _)] = order_by
+        && hits.iter().all(|(_, _, k)| int(&k[0]).is_some())
+    {
+        let descending = *descending;
+        hits.sort_by_key(|(_, _, k)| {
+            let i = int(&k[0]).unwrap_or_default();
+            if descending { !i } else { i }
+        });
+        return Ok(());
+    }
     let mut failure = None;
     hits.sort_by(|(_, _, a), (_, _, b)| {
         for ((x, y), (_, desc, nulls_first)) in a.iter().zip(b).zip(order_by) {
@@ -703,9 +741,16 @@ impl RecordRead {
     }
 }
 
-/// What a record read found: each row's id and its values of the read's columns; `None` if
-/// it examined more than `budget` rows.
-pub type RecordRows = Option<Vec<(RowId, Vec<Value>)>>;
+/// What a record read found: the rows, and in the same order each one's values of the read's
+/// columns (kept apart so the values go back to a caller as they are).
+#[derive(Debug, Default)]
+pub struct Found {
+    pub rows: SmallVec<[RowId; 2]>,
+    pub values: Vec<Vec<Value>>,
+}
+
+/// What a record read found; `None` if it examined more than `budget` rows.
+pub type RecordRows = Option<Found>;
 
 /// The rows a record read finds, as `view` sees them (see [`RecordRead`]).
 pub fn read_records(table: &TableStore, read: &RecordRead, view: &TxnView, budget: usize) -> Result<RecordRows> {
@@ -717,11 +762,12 @@ pub fn read_records(table: &TableStore, read: &RecordRead, view: &TxnView, budge
 fn find_records(table: &TableStore, read: &RecordRead, columns: &[usize], view: &TxnView, budget: usize) -> Result<RecordRows> {
     read.check(table.def())?;
     if read.limit == Some(0) {
-        return Ok(Some(Vec::new()));
+        return Ok(Some(Found::default()));
     }
-    let mut rows = Vec::new();
+    let mut found = Found::default();
     let mut examined = 0usize;
     let mut too_large = false;
+    let recheck = bounds_recheck(table, read);
     let keys = IndexKeys { index: read.index, eq: &read.eq, lower: &read.lower, upper: &read.upper, any: &read.any };
     for_each_in_index(table, &keys, read.reverse, read.reads(), view, &mut |row, version| {
         examined += 1;
@@ -731,13 +777,25 @@ fn find_records(table: &TableStore, read: &RecordRead, columns: &[usize], view: 
         }
         // Candidates of a bounded walk may lie outside a bound that did not convert exactly
         // to the column's type; the key comparison below keeps the read exact.
-        if !within_bounds(table, read, &version)? {
+        if recheck && !within_bounds(table, read, &version)? {
             return Ok(true);
         }
-        rows.push((row, columns.iter().map(|&c| version.column(c)).collect()));
-        Ok(read.limit.is_none_or(|n| rows.len() < n))
+        found.rows.push(row);
+        found.values.push(version.columns(columns));
+        Ok(read.limit.is_none_or(|n| found.rows.len() < n))
     })?;
-    Ok((!too_large).then_some(rows))
+    Ok((!too_large).then_some(found))
+}
+
+/// Whether the read's candidates need [`within_bounds`]: a bound of the key column's own
+/// type bounds the index walk exactly; any other may have been converted or dropped.
+fn bounds_recheck(table: &TableStore, read: &RecordRead) -> bool {
+    if read.lower.is_none() && read.upper.is_none() {
+        return false;
+    }
+    let def = table.def();
+    let ty = def.columns[def.indexes[read.index].columns[read.eq.len()]].ty;
+    [&read.lower, &read.upper].into_iter().flatten().any(|(v, _)| !of_key_type(v, ty))
 }
 
 /// Whether a candidate's next key column lies within the read's bounds (SQL comparison).
@@ -774,7 +832,7 @@ pub fn modify_records(table: &mut TableStore, read: &RecordRead, txn: &mut Local
 fn modify_found(table: &mut TableStore, read: &RecordRead, columns: &[usize], txn: &mut LocalTxn, budget: usize, f: &mut RecordChanges) -> Result<RecordRows> {
     let Some(targets) = find_records(table, read, columns, &txn.view, budget)? else { return Ok(None) };
     let id = table.def().id;
-    for (row, values) in &targets {
+    for (row, values) in targets.rows.iter().zip(&targets.values) {
         let changes = f(values)?;
         keeps_partition_key(table.def(), changes.iter().map(|(c, _)| *c))?;
         let version = table.update(*row, &changes, &txn.view)?;
@@ -789,18 +847,18 @@ pub fn update_records(table: &mut TableStore, read: &RecordRead, changes: &[(usi
     // Refused even when no row matches, as the UPDATE is.
     keeps_partition_key(table.def(), changes.iter().map(|(c, _)| *c))?;
     let Some(rows) = modify_found(table, read, &[], txn, budget, &mut |_| Ok(changes.to_vec()))? else { return Ok(None) };
-    Ok(Some(rows.iter().map(|(row, _)| read.columns.iter().map(|&c| table.get(*row, c)).collect()).collect()))
+    Ok(Some(rows.rows.iter().map(|&row| table.get_columns(row, &read.columns)).collect()))
 }
 
 /// Deletes every row a record read finds, as one DELETE would; returns how many.
 pub fn delete_records(table: &mut TableStore, read: &RecordRead, txn: &mut LocalTxn, budget: usize) -> Result<Option<u64>> {
     let Some(targets) = find_records(table, read, &[], &txn.view, budget)? else { return Ok(None) };
     let id = table.def().id;
-    for (row, _) in &targets {
-        let version = table.delete(*row, &txn.view)?;
+    for &row in &targets.rows {
+        let version = table.delete(row, &txn.view)?;
         txn.versions.push((id, version));
     }
-    Ok(Some(targets.len() as u64))
+    Ok(Some(targets.rows.len() as u64))
 }
 
 /// Refuses a change of a partitioned table's partition key column (a row would have to move

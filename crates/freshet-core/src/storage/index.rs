@@ -159,6 +159,12 @@ fn compare_bytes(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
     a.len().cmp(&b.len())
 }
 
+/// `a == b` for short byte strings, inline (a slice comparison calls `memcmp`).
+#[inline]
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && compare_bytes(a, b) == std::cmp::Ordering::Equal
+}
+
 fn row_of(entry: &[u8]) -> RowId {
     let mut id = [0u8; 8];
     id.copy_from_slice(&entry[entry.len() - 8..]);
@@ -217,12 +223,12 @@ impl HashIndex {
     }
 
     fn rows<'a>(&'a self, key: &'a [u8]) -> impl Iterator<Item = RowId> + 'a {
-        self.table.iter_hash(self.hasher.hash_one(key)).filter(move |e| e.key.as_slice() == key).map(|e| e.row)
+        self.table.iter_hash(self.hasher.hash_one(key)).filter(move |e| same_bytes(&e.key, key)).map(|e| e.row)
     }
 
     fn insert(&mut self, key: &[u8], row: RowId) -> bool {
         let hash = self.hasher.hash_one(key);
-        if self.table.find(hash, |e| e.row == row && e.key.as_slice() == key).is_some() {
+        if self.table.find(hash, |e| e.row == row && same_bytes(&e.key, key)).is_some() {
             return false;
         }
         let hasher = &self.hasher;
@@ -231,7 +237,7 @@ impl HashIndex {
     }
 
     fn remove(&mut self, key: &[u8], row: RowId) {
-        if let Ok(entry) = self.table.find_entry(self.hasher.hash_one(key), |e| e.row == row && e.key.as_slice() == key) {
+        if let Ok(entry) = self.table.find_entry(self.hasher.hash_one(key), |e| e.row == row && same_bytes(&e.key, key)) {
             entry.remove();
         }
     }

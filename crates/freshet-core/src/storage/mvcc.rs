@@ -131,10 +131,21 @@ impl TableStore {
 
     /// The version of `row` that `view` sees, or `None` if the row does not exist for it.
     pub fn visible(&self, row: RowId, view: &TxnView) -> Option<RowVersion> {
+        self.visible_versioned(row, view).0
+    }
+
+    /// [`visible`](Self::visible), and whether the row has versions at all (an index entry
+    /// that reached it may then be one an older version keeps): one lookup of the row's
+    /// newest version for both.
+    pub fn visible_versioned(&self, row: RowId, view: &TxnView) -> (Option<RowVersion>, bool) {
         let deleted = !self.slot_in_use(row) || self.slot_deleted(row);
         let Some(&head) = self.heads.get(&row) else {
-            return (!deleted).then_some(RowVersion::Current);
+            return ((!deleted).then_some(RowVersion::Current), false);
         };
+        (self.visible_from(row, head, deleted, view), true)
+    }
+
+    fn visible_from(&self, row: RowId, head: u32, deleted: bool, view: &TxnView) -> Option<RowVersion> {
         let mut exists = !deleted;
         let mut values: Option<Vec<Value>> = None;
         let mut idx = head;
@@ -242,7 +253,8 @@ impl TableStore {
         if cur != idx {
             return;
         }
-        let change = self.version(idx).change.clone();
+        // The version goes: its before-image is moved out, not copied.
+        let Some(Version { change, .. }) = self.versions[idx as usize].take() else { return };
         match change {
             Change::Inserted | Change::Locked => {}
             Change::Deleted => {
@@ -254,7 +266,6 @@ impl TableStore {
             }
             Change::Updated { before, .. } => self.drop_stale_keys(row, &chain, &before),
         }
-        self.versions[idx as usize] = None;
         self.free_versions.push(idx);
         match chain.last() {
             Some(&newer) => {

@@ -220,6 +220,14 @@ impl TableStore {
         }
     }
 
+    /// The values of `columns` of `row` (live or not), in that order: the row is located once.
+    pub fn get_columns(&self, row: RowId, columns: &[usize]) -> Vec<Value> {
+        match self.locate(row) {
+            Some((chunk, slot)) => columns.iter().map(|&c| chunk.columns[c].get(slot, self.types[c])).collect(),
+            None => vec![Value::Null; columns.len()],
+        }
+    }
+
     pub fn row_values(&self, row: RowId) -> Vec<Value> {
         (0..self.types.len()).map(|c| self.get(row, c)).collect()
     }
