@@ -251,6 +251,58 @@ fn native_record_access_errors() {
     assert_eq!(rows, vec![vec![Value::Int32(1), Value::Int32(100)], vec![Value::Int32(2), Value::Int32(0)]]);
 }
 
+/// `Resolved` resolves once per catalog version: calls in a job and in a block reuse what the
+/// first call resolved, and after DDL that moves the column the next call resolves again and
+/// writes the column of that name in the new definition.
+#[test]
+fn resolved_positions_are_kept_until_ddl() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let db = Database::open(Config { olap_threads: 2, ..Config::default() }).unwrap();
+    accounts(&db);
+    let resolutions = Arc::new(AtomicUsize::new(0));
+    let resolved = Arc::new(freshet::Resolved::new());
+    let counted = resolutions.clone();
+    db.register_procedure("deposit", move |cx, args| {
+        let r = resolved.get(cx, |cx| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            let t = cx.table("account")?;
+            Ok((t.column("balance")?, t))
+        })?;
+        let (balance, t) = (r.0, &r.1);
+        let read = t.key(vec![args[0].clone()], vec![balance])?;
+        cx.modify(t, &read, &mut |row| Ok(vec![(balance, Value::Int64(row[0].as_i64().unwrap_or(0) + 1))]))?;
+        Ok(vec![])
+    });
+    let mut s = db.session();
+    for in_block in [false, true, false] {
+        if in_block {
+            s.execute_blocking("BEGIN").unwrap();
+        }
+        s.call_blocking("deposit", vec![Value::Int32(1)]).unwrap();
+        if in_block {
+            s.execute_blocking("COMMIT").unwrap();
+        }
+    }
+    assert_eq!(resolutions.load(Ordering::SeqCst), 1);
+    // Re-created with `balance` second to last: a kept position would now name `note`.
+    s.execute_blocking("CREATE TABLE account_new (id INT PRIMARY KEY, balance INT NOT NULL, note TEXT)").unwrap();
+    s.execute_blocking("INSERT INTO account_new SELECT id, balance, 'moved' FROM account").unwrap();
+    s.execute_blocking("DROP TABLE account").unwrap();
+    s.execute_blocking("CREATE TABLE account (id INT PRIMARY KEY, note TEXT, balance INT NOT NULL)").unwrap();
+    s.execute_blocking("INSERT INTO account SELECT id, note, balance FROM account_new").unwrap();
+    s.call_blocking("deposit", vec![Value::Int32(1)]).unwrap();
+    assert_eq!(resolutions.load(Ordering::SeqCst), 2);
+    let rows = s.execute_blocking("SELECT * FROM account ORDER BY id").unwrap().remove(0).rows();
+    assert_eq!(
+        rows,
+        vec![
+            vec![Value::Int32(1), Value::Text("moved".into()), Value::Int32(104)],
+            vec![Value::Int32(2), Value::Text("moved".into()), Value::Int32(0)],
+        ]
+    );
+}
+
 /// A body may keep a `TableRef` across calls. After DDL changes or replaces the table, the
 /// one-job run gives up rather than write rows of the old shape, and the statement run works
 /// on the table of that name: a new last column gets NULL, as in `INSERT … VALUES` with fewer

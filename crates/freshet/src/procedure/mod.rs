@@ -34,7 +34,7 @@ mod records;
 mod view;
 
 pub(crate) use call::{plan_call, select_function_call, stored_function_in_from, CallPlan, FunctionCall};
-pub use records::TableRef;
+pub use records::{Resolved, TableRef};
 pub(crate) use view::{argument_list, result_type, CallCounts, Natives, ProceduresView};
 
 use hashbrown::HashMap;

@@ -40,6 +40,11 @@ impl TableRef {
             .ok_or_else(|| Error::new(SqlState::UndefinedColumn, format!("column \"{name}\" of relation \"{}\" does not exist", self.def.name)))
     }
 
+    /// How many columns the table has: the length of a row for [`ProcedureContext::insert`].
+    pub fn width(&self) -> usize {
+        self.def.columns.len()
+    }
+
     /// A row for [`ProcedureContext::insert`] from named values, NULL in the other columns.
     pub fn row(&self, values: Vec<(&str, Value)>) -> Result<Vec<Value>> {
         let mut row = vec![Value::Null; self.def.columns.len()];
@@ -71,6 +76,61 @@ impl TableRef {
     }
 }
 
+/// What a native procedure resolves from the catalog — its [`TableRef`]s, column and index
+/// positions — kept from one call to the next while the catalog does not change, so a body
+/// looks up its tables and columns by name once, not on every call:
+///
+/// ```ignore
+/// struct Tables { stock: TableRef, quantity: usize }
+/// let tables = Arc::new(Resolved::new());
+/// db.register_procedure("p", move |cx, args| {
+///     let t = tables.get(cx, |cx| {
+///         let stock = cx.table("stock")?;
+///         Ok(Tables { quantity: stock.column("s_quantity")?, stock })
+///     })?;
+///     …
+/// });
+/// ```
+///
+/// Any DDL makes a new catalog version, and the next call resolves again (under a changed
+/// definition a kept position could name another column). Shared by the executors and
+/// sessions that call the procedure: the kept value is behind a lock held only to clone it.
+pub struct Resolved<T> {
+    kept: std::sync::Mutex<Option<(Arc<freshet_core::catalog::Catalog>, Arc<T>)>>,
+}
+
+impl<T> Default for Resolved<T> {
+    fn default() -> Self {
+        Resolved { kept: std::sync::Mutex::new(None) }
+    }
+}
+
+impl<T> Resolved<T> {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The value `resolve` gives under the catalog this call sees: the kept one if it was
+    /// resolved under the same catalog version, otherwise resolved now and kept.
+    pub fn get(&self, cx: &mut ProcedureContext, resolve: impl FnOnce(&mut ProcedureContext) -> Result<T>) -> Result<Arc<T>> {
+        let catalog = cx.catalog();
+        if let Some((at, value)) = self.kept().as_ref()
+            && Arc::ptr_eq(at, &catalog)
+        {
+            return Ok(value.clone());
+        }
+        let value = Arc::new(resolve(cx)?);
+        *self.kept() = Some((catalog, value.clone()));
+        Ok(value)
+    }
+
+    /// The kept value (a panic while it was held left nothing half-written: it is one
+    /// assignment).
+    fn kept(&self) -> std::sync::MutexGuard<'_, Option<(Arc<freshet_core::catalog::Catalog>, Arc<T>)>> {
+        self.kept.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
 /// The table's primary key (42P10 if it has none).
 fn primary_key(def: &TableDef) -> Result<&freshet_core::catalog::IndexDef> {
     def.primary_key().ok_or_else(|| Error::new(SqlState::InvalidColumnReference, format!("relation \"{}\" has no primary key", def.name)))
@@ -86,11 +146,15 @@ enum Op<'a> {
 impl ProcedureContext<'_> {
     /// The table called `name` (42P01 if there is none).
     pub fn table(&mut self, name: &str) -> Result<TableRef> {
-        let catalog = match &self.inner {
+        Ok(TableRef { def: self.catalog().require_table(name)?.clone() })
+    }
+
+    /// The catalog version the call sees: the job's, or the session's current one.
+    fn catalog(&self) -> Arc<freshet_core::catalog::Catalog> {
+        match &self.inner {
             ContextInner::Session(s) => s.database().inner.engine.catalog(),
             ContextInner::Job(cx) => cx.catalog.clone(),
-        };
-        Ok(TableRef { def: catalog.require_table(name)?.clone() })
+        }
     }
 
     /// The rows `read` finds, each as the values of its columns: `SELECT columns FROM table
@@ -121,11 +185,12 @@ impl ProcedureContext<'_> {
     /// an `UPDATE … WHERE <primary key> = …` per row. The table needs a primary key (42P10).
     pub fn modify(&mut self, table: &TableRef, read: &RecordRead, f: &mut RecordChanges) -> Result<Vec<Vec<Value>>> {
         let def = &table.def;
-        read.check(def)?;
         let key = primary_key(def)?;
         match &mut self.inner {
+            // The read is checked where it runs (as in `record`).
             ContextInner::Job(cx) => cx.job.modify_records(def, read, &mut |values| assigned(def, f(values)?)),
             ContextInner::Session(_) => {
+                read.check(def)?;
                 let n = read.columns.len();
                 let with_key = RecordRead { columns: read.columns.iter().chain(&key.columns).copied().collect(), ..read.clone() };
                 let rows = self.record(table, &with_key, Op::Read { lock: true })?;
@@ -177,17 +242,19 @@ impl ProcedureContext<'_> {
 
     fn record(&mut self, table: &TableRef, read: &RecordRead, op: Op) -> Result<Vec<Vec<Value>>> {
         let def = &table.def;
-        read.check(def)?;
         if matches!(op, Op::Update(_) | Op::Delete) && (read.limit.is_some() || read.reverse) {
             return Err(Error::unsupported("a record update or delete with a limit or an order"));
         }
         match &mut self.inner {
+            // In a job the storage-level read checks the read against the table as it finds
+            // the rows (`RecordRead::check`); as SQL it is checked before the text is made.
             ContextInner::Job(cx) => match op {
                 Op::Read { lock } => cx.job.read_records(def, read, lock),
                 Op::Update(changes) => cx.job.update_records(def, read, changes),
                 Op::Delete => Ok(vec![Vec::new(); cx.job.delete_records(def, read)? as usize]),
             },
             ContextInner::Session(_) => {
+                read.check(def)?;
                 let (sql, params) = record_sql(def, read, &op);
                 let (rows, count) = self.run(&sql, &params)?;
                 // A read of no columns selects a constant, and an UPDATE without RETURNING
