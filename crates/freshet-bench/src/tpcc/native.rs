@@ -48,19 +48,124 @@ fn one(rows: Vec<Vec<Value>>, what: &str) -> Result<Vec<Value>> {
     rows.into_iter().next().ok_or_else(|| missing(what))
 }
 
+/// The tables, columns and indexes the transactions use, resolved by name once per catalog
+/// version ([`freshet::Resolved`]) rather than on every call. Column lists are in the order
+/// the bodies read them.
+pub(crate) struct Schema {
+    warehouse: TableRef,
+    /// w_tax
+    w_tax: Vec<usize>,
+    /// w_ytd, w_name, w_street_1, w_street_2, w_city, w_state, w_zip
+    w_payment: Vec<usize>,
+    district: TableRef,
+    /// d_next_o_id, d_tax
+    d_next_tax: Vec<usize>,
+    /// d_ytd, d_name, d_street_1, d_street_2, d_city, d_state, d_zip
+    d_payment: Vec<usize>,
+    d_next_o_id: usize,
+    customer: TableRef,
+    c_by_name: usize,
+    c_id: usize,
+    c_data: usize,
+    /// c_discount, c_last, c_credit
+    c_new_order: Vec<usize>,
+    /// c_balance, c_ytd_payment, c_payment_cnt, c_credit, then the customer's details
+    c_payment: Vec<usize>,
+    /// c_balance, c_first, c_middle, c_last
+    c_status: Vec<usize>,
+    /// c_balance, c_delivery_cnt
+    c_delivery: Vec<usize>,
+    history: TableRef,
+    oorder: TableRef,
+    /// o_w_id, o_d_id, o_id, o_c_id, o_ol_cnt, o_all_local, o_entry_d
+    o_insert: [usize; 7],
+    o_by_customer: usize,
+    /// o_id, o_carrier_id, o_entry_d
+    o_status: Vec<usize>,
+    o_carrier_id: usize,
+    o_c_id: usize,
+    new_order: TableRef,
+    no_o_id: usize,
+    item: TableRef,
+    /// i_price, i_name, i_data
+    i_new_order: Vec<usize>,
+    stock: TableRef,
+    /// Per district (index d - 1): s_quantity, s_ytd, s_order_cnt, s_remote_cnt, s_data,
+    /// s_dist_<d>
+    s_new_order: Vec<Vec<usize>>,
+    s_quantity: usize,
+    order_line: TableRef,
+    /// ol_i_id, ol_supply_w_id, ol_quantity, ol_amount, ol_delivery_d
+    ol_status: Vec<usize>,
+    ol_amount: usize,
+    ol_delivery_d: usize,
+    ol_i_id: usize,
+}
+
+impl Schema {
+    pub(crate) fn resolve(cx: &mut ProcedureContext) -> Result<Schema> {
+        let warehouse = cx.table("warehouse")?;
+        let district = cx.table("district")?;
+        let customer = cx.table("customer")?;
+        let oorder = cx.table("oorder")?;
+        let new_order = cx.table("new_order")?;
+        let item = cx.table("item")?;
+        let stock = cx.table("stock")?;
+        let order_line = cx.table("order_line")?;
+        let o_insert = oorder.columns(&["o_w_id", "o_d_id", "o_id", "o_c_id", "o_ol_cnt", "o_all_local", "o_entry_d"])?;
+        let s_new_order = (1..=DISTRICTS_PER_WAREHOUSE)
+            .map(|d| stock.columns(&["s_quantity", "s_ytd", "s_order_cnt", "s_remote_cnt", "s_data", &format!("s_dist_{d:02}")]))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Schema {
+            w_tax: warehouse.columns(&["w_tax"])?,
+            w_payment: warehouse.columns(&["w_ytd", "w_name", "w_street_1", "w_street_2", "w_city", "w_state", "w_zip"])?,
+            d_next_tax: district.columns(&["d_next_o_id", "d_tax"])?,
+            d_payment: district.columns(&["d_ytd", "d_name", "d_street_1", "d_street_2", "d_city", "d_state", "d_zip"])?,
+            d_next_o_id: district.column("d_next_o_id")?,
+            c_by_name: customer.index(&["c_w_id", "c_d_id", "c_last", "c_first"])?,
+            c_id: customer.column("c_id")?,
+            c_data: customer.column("c_data")?,
+            c_new_order: customer.columns(&["c_discount", "c_last", "c_credit"])?,
+            c_payment: customer.columns(&[
+                "c_balance", "c_ytd_payment", "c_payment_cnt", "c_credit", "c_first", "c_middle", "c_last", "c_street_1", "c_street_2", "c_city",
+                "c_state", "c_zip", "c_phone", "c_since", "c_credit_lim", "c_discount",
+            ])?,
+            c_status: customer.columns(&["c_balance", "c_first", "c_middle", "c_last"])?,
+            c_delivery: customer.columns(&["c_balance", "c_delivery_cnt"])?,
+            history: cx.table("history")?,
+            o_insert: o_insert.try_into().map_err(|_| Error::internal("seven oorder columns"))?,
+            o_by_customer: oorder.index(&["o_w_id", "o_d_id", "o_c_id", "o_id"])?,
+            o_status: oorder.columns(&["o_id", "o_carrier_id", "o_entry_d"])?,
+            o_carrier_id: oorder.column("o_carrier_id")?,
+            o_c_id: oorder.column("o_c_id")?,
+            no_o_id: new_order.column("no_o_id")?,
+            i_new_order: item.columns(&["i_price", "i_name", "i_data"])?,
+            s_new_order,
+            s_quantity: stock.column("s_quantity")?,
+            ol_status: order_line.columns(&["ol_i_id", "ol_supply_w_id", "ol_quantity", "ol_amount", "ol_delivery_d"])?,
+            ol_amount: order_line.column("ol_amount")?,
+            ol_delivery_d: order_line.column("ol_delivery_d")?,
+            ol_i_id: order_line.column("ol_i_id")?,
+            warehouse,
+            district,
+            customer,
+            oorder,
+            new_order,
+            item,
+            stock,
+            order_line,
+        })
+    }
+}
+
 /// The customer id for a key: by id, or the middle one (n/2 rounded up) of the customers with
 /// that last name in first-name order (clause 2.5.2.2), read from the by-name index.
-fn customer_id(cx: &mut ProcedureContext, customer: &TableRef, w: i64, d: i64, key: &CustomerKey) -> Result<i64> {
+fn customer_id(cx: &mut ProcedureContext, s: &Schema, w: i64, d: i64, key: &CustomerKey) -> Result<i64> {
     match key {
         CustomerKey::Id(id) => Ok(*id),
         CustomerKey::LastName(name) => {
-            let by_name = RecordRead {
-                index: customer.index(&["c_w_id", "c_d_id", "c_last", "c_first"])?,
-                eq: vec![int(w), int(d), Value::Text(name.clone())],
-                columns: vec![customer.column("c_id")?],
-                ..RecordRead::default()
-            };
-            let rows = cx.read(customer, &by_name)?;
+            let by_name = RecordRead { index: s.c_by_name, eq: vec![int(w), int(d), Value::Text(name.clone())], columns: vec![s.c_id], ..RecordRead::default() };
+            let rows = cx.read(&s.customer, &by_name)?;
             if rows.is_empty() {
                 return Err(missing("customer by last name"));
             }
@@ -69,58 +174,42 @@ fn customer_id(cx: &mut ProcedureContext, customer: &TableRef, w: i64, d: i64, k
     }
 }
 
-pub(crate) fn new_order(cx: &mut ProcedureContext, i: &NewOrderInput) -> Result<NewOrderOutcome> {
+pub(crate) fn new_order(cx: &mut ProcedureContext, s: &Schema, i: &NewOrderInput) -> Result<NewOrderOutcome> {
     let (w, d) = (i.w_id, i.d_id);
-    let customer = cx.table("customer")?;
-    let read = customer.key(vec![int(w), int(d), int(i.c_id)], customer.columns(&["c_discount", "c_last", "c_credit"])?)?;
-    one(cx.read(&customer, &read)?, "customer")?;
-    let warehouse = cx.table("warehouse")?;
-    one(cx.read(&warehouse, &warehouse.key(vec![int(w)], warehouse.columns(&["w_tax"])?)?)?, "warehouse")?;
-    let district = cx.table("district")?;
-    let columns = district.columns(&["d_next_o_id", "d_tax"])?;
-    let read = district.key(vec![int(w), int(d)], columns.clone())?;
-    let seen = cx.modify(&district, &read, &mut |r| Ok(vec![(columns[0], int(as_int(&r[0])? + 1))]))?;
+    one(cx.read(&s.customer, &s.customer.key(vec![int(w), int(d), int(i.c_id)], s.c_new_order.clone())?)?, "customer")?;
+    one(cx.read(&s.warehouse, &s.warehouse.key(vec![int(w)], s.w_tax.clone())?)?, "warehouse")?;
+    let read = s.district.key(vec![int(w), int(d)], s.d_next_tax.clone())?;
+    let seen = cx.modify(&s.district, &read, &mut |r| Ok(vec![(s.d_next_o_id, int(as_int(&r[0])? + 1))]))?;
     let o_id = as_int(&one(seen, "district")?[0])?;
     let all_local = i.lines.iter().all(|l| l.supply_w_id == w) as i64;
-    let oorder = cx.table("oorder")?;
-    let row = oorder.row(vec![
-        ("o_w_id", int(w)),
-        ("o_d_id", int(d)),
-        ("o_id", int(o_id)),
-        ("o_c_id", int(i.c_id)),
-        ("o_ol_cnt", int(i.lines.len() as i64)),
-        ("o_all_local", int(all_local)),
-        ("o_entry_d", Value::Timestamp(i.entry_d)),
-    ])?;
-    cx.insert(&oorder, row)?;
-    let new_order = cx.table("new_order")?;
-    cx.insert(&new_order, vec![int(w), int(d), int(o_id)])?;
+    let mut row = vec![Value::Null; s.oorder.width()];
+    let values = [int(w), int(d), int(o_id), int(i.c_id), int(i.lines.len() as i64), int(all_local), Value::Timestamp(i.entry_d)];
+    for (&c, v) in s.o_insert.iter().zip(values) {
+        row[c] = v;
+    }
+    cx.insert(&s.oorder, row)?;
+    cx.insert(&s.new_order, vec![int(w), int(d), int(o_id)])?;
 
-    let item = cx.table("item")?;
-    let item_columns = item.columns(&["i_price", "i_name", "i_data"])?;
-    let stock = cx.table("stock")?;
-    let dist = format!("s_dist_{d:02}");
-    let stock_columns = stock.columns(&["s_quantity", "s_ytd", "s_order_cnt", "s_remote_cnt", "s_data", &dist])?;
-    let order_line = cx.table("order_line")?;
+    let stock_columns = s.s_new_order.get(d as usize - 1).ok_or_else(|| missing("district"))?;
     let mut total = 0;
     for (n, line) in i.lines.iter().enumerate() {
-        let Some(found) = cx.read(&item, &item.key(vec![int(line.item)], item_columns.clone())?)?.into_iter().next() else {
+        let Some(found) = cx.read(&s.item, &s.item.key(vec![int(line.item)], s.i_new_order.clone())?)?.into_iter().next() else {
             return Ok(NewOrderOutcome::UnusedItem);
         };
         let price = as_cents(&found[0])?;
-        let read = stock.key(vec![int(line.supply_w_id), int(line.item)], stock_columns.clone())?;
+        let read = s.stock.key(vec![int(line.supply_w_id), int(line.item)], stock_columns.clone())?;
         let remote = (line.supply_w_id != w) as i64;
-        let s = cx.modify(&stock, &read, &mut |s| {
-            let quantity = as_int(&s[0])?;
+        let stocked = cx.modify(&s.stock, &read, &mut |r| {
+            let quantity = as_int(&r[0])?;
             let left = if quantity >= line.quantity + 10 { quantity - line.quantity } else { quantity - line.quantity + 91 };
             Ok(vec![
                 (stock_columns[0], int(left)),
-                (stock_columns[1], int(as_int(&s[1])? + line.quantity)),
-                (stock_columns[2], int(as_int(&s[2])? + 1)),
-                (stock_columns[3], int(as_int(&s[3])? + remote)),
+                (stock_columns[1], int(as_int(&r[1])? + line.quantity)),
+                (stock_columns[2], int(as_int(&r[2])? + 1)),
+                (stock_columns[3], int(as_int(&r[3])? + remote)),
             ])
         })?;
-        let s = one(s, "stock")?;
+        let mut stocked = one(stocked, "stock")?;
         let amount = line.quantity * price;
         total += amount;
         let row = vec![
@@ -133,50 +222,40 @@ pub(crate) fn new_order(cx: &mut ProcedureContext, i: &NewOrderInput) -> Result<
             Value::Decimal(Decimal::new(amount as i128, 2)),
             int(line.supply_w_id),
             int(line.quantity),
-            s[5].clone(),
+            std::mem::replace(&mut stocked[5], Value::Null),
         ];
-        cx.insert(&order_line, row)?;
+        cx.insert(&s.order_line, row)?;
     }
     Ok(NewOrderOutcome::Committed { o_id, total })
 }
 
-pub(crate) fn payment(cx: &mut ProcedureContext, i: &PaymentInput) -> Result<PaymentOutcome> {
-    let warehouse = cx.table("warehouse")?;
-    let columns = warehouse.columns(&["w_ytd", "w_name", "w_street_1", "w_street_2", "w_city", "w_state", "w_zip"])?;
-    let read = warehouse.key(vec![int(i.w_id)], columns.clone())?;
-    let w = one(cx.modify(&warehouse, &read, &mut |w| Ok(vec![(columns[0], plus_cents(&w[0], i.amount)?)]))?, "warehouse")?;
+pub(crate) fn payment(cx: &mut ProcedureContext, s: &Schema, i: &PaymentInput) -> Result<PaymentOutcome> {
+    let read = s.warehouse.key(vec![int(i.w_id)], s.w_payment.clone())?;
+    let w = one(cx.modify(&s.warehouse, &read, &mut |w| Ok(vec![(s.w_payment[0], plus_cents(&w[0], i.amount)?)]))?, "warehouse")?;
 
-    let district = cx.table("district")?;
-    let columns = district.columns(&["d_ytd", "d_name", "d_street_1", "d_street_2", "d_city", "d_state", "d_zip"])?;
-    let read = district.key(vec![int(i.w_id), int(i.d_id)], columns.clone())?;
-    let d = one(cx.modify(&district, &read, &mut |d| Ok(vec![(columns[0], plus_cents(&d[0], i.amount)?)]))?, "district")?;
+    let read = s.district.key(vec![int(i.w_id), int(i.d_id)], s.d_payment.clone())?;
+    let d = one(cx.modify(&s.district, &read, &mut |d| Ok(vec![(s.d_payment[0], plus_cents(&d[0], i.amount)?)]))?, "district")?;
 
-    let customer = cx.table("customer")?;
-    let c_id = customer_id(cx, &customer, i.c_w_id, i.c_d_id, &i.customer)?;
-    let columns = customer.columns(&[
-        "c_balance", "c_ytd_payment", "c_payment_cnt", "c_credit", "c_first", "c_middle", "c_last", "c_street_1", "c_street_2", "c_city",
-        "c_state", "c_zip", "c_phone", "c_since", "c_credit_lim", "c_discount",
-    ])?;
-    let read = customer.key(vec![int(i.c_w_id), int(i.c_d_id), int(c_id)], columns.clone())?;
+    let c_id = customer_id(cx, s, i.c_w_id, i.c_d_id, &i.customer)?;
+    let columns = &s.c_payment;
+    let read = s.customer.key(vec![int(i.c_w_id), int(i.c_d_id), int(c_id)], columns.clone())?;
     let paid = |c: &[Value]| -> Result<Vec<(usize, Value)>> {
         Ok(vec![(columns[0], plus_cents(&c[0], -i.amount)?), (columns[1], plus_cents(&c[1], i.amount)?), (columns[2], int(as_int(&c[2])? + 1))])
     };
-    let c = one(cx.modify(&customer, &read, &mut |c| paid(c))?, "customer")?;
+    let c = one(cx.modify(&s.customer, &read, &mut |c| paid(c))?, "customer")?;
     let balance = as_cents(&c[0])? - i.amount;
     if text(&c[3]).starts_with("BC") {
         // Bad credit: the payment's details go in front of C_DATA (clause 2.5.2.2). The row
         // is this transaction's already; C_DATA is read only here, not for every customer.
-        let data_column = customer.column("c_data")?;
-        let by_data = RecordRead { columns: vec![data_column], ..read.clone() };
-        cx.modify(&customer, &by_data, &mut |old| {
+        let by_data = RecordRead { columns: vec![s.c_data], ..read.clone() };
+        cx.modify(&s.customer, &by_data, &mut |old| {
             let mut data = format!("{c_id} {} {} {} {} {}.{:02} | ", i.c_d_id, i.c_w_id, i.d_id, i.w_id, i.amount / 100, i.amount % 100);
             data.push_str(text(&old[0]));
             data.truncate(500);
-            Ok(vec![(data_column, Value::Text(data))])
+            Ok(vec![(s.c_data, Value::Text(data))])
         })?;
     }
 
-    let history = cx.table("history")?;
     let row = vec![
         int(c_id),
         int(i.c_d_id),
@@ -187,54 +266,42 @@ pub(crate) fn payment(cx: &mut ProcedureContext, i: &PaymentInput) -> Result<Pay
         Value::Decimal(Decimal::new(i.amount as i128, 2)),
         Value::Text(format!("{}    {}", text(&w[1]), text(&d[1]))),
     ];
-    cx.insert(&history, row)?;
+    cx.insert(&s.history, row)?;
     Ok(PaymentOutcome { c_id, balance })
 }
 
-pub(crate) fn order_status(cx: &mut ProcedureContext, i: &OrderStatusInput) -> Result<OrderStatusOutcome> {
-    let customer = cx.table("customer")?;
-    let c_id = customer_id(cx, &customer, i.w_id, i.d_id, &i.customer)?;
-    let columns = customer.columns(&["c_balance", "c_first", "c_middle", "c_last"])?;
-    one(cx.read(&customer, &customer.key(vec![int(i.w_id), int(i.d_id), int(c_id)], columns)?)?, "customer")?;
-    let oorder = cx.table("oorder")?;
+pub(crate) fn order_status(cx: &mut ProcedureContext, s: &Schema, i: &OrderStatusInput) -> Result<OrderStatusOutcome> {
+    let c_id = customer_id(cx, s, i.w_id, i.d_id, &i.customer)?;
+    one(cx.read(&s.customer, &s.customer.key(vec![int(i.w_id), int(i.d_id), int(c_id)], s.c_status.clone())?)?, "customer")?;
     let newest = RecordRead {
-        index: oorder.index(&["o_w_id", "o_d_id", "o_c_id", "o_id"])?,
+        index: s.o_by_customer,
         eq: vec![int(i.w_id), int(i.d_id), int(c_id)],
         reverse: true,
         limit: Some(1),
-        columns: oorder.columns(&["o_id", "o_carrier_id", "o_entry_d"])?,
+        columns: s.o_status.clone(),
         ..RecordRead::default()
     };
-    let Some(order) = cx.read(&oorder, &newest)?.into_iter().next() else {
+    let Some(order) = cx.read(&s.oorder, &newest)?.into_iter().next() else {
         return Ok(OrderStatusOutcome { c_id, o_id: None, lines: 0 });
     };
     let o_id = as_int(&order[0])?;
-    let order_line = cx.table("order_line")?;
-    let lines = RecordRead {
-        eq: vec![int(i.w_id), int(i.d_id), int(o_id)],
-        columns: order_line.columns(&["ol_i_id", "ol_supply_w_id", "ol_quantity", "ol_amount", "ol_delivery_d"])?,
-        ..RecordRead::default()
-    };
-    let lines = cx.read(&order_line, &lines)?.len();
+    let lines = RecordRead { eq: vec![int(i.w_id), int(i.d_id), int(o_id)], columns: s.ol_status.clone(), ..RecordRead::default() };
+    let lines = cx.read(&s.order_line, &lines)?.len();
     Ok(OrderStatusOutcome { c_id, o_id: Some(o_id), lines })
 }
 
-pub(crate) fn delivery(cx: &mut ProcedureContext, i: &DeliveryInput) -> Result<DeliveryOutcome> {
+pub(crate) fn delivery(cx: &mut ProcedureContext, s: &Schema, i: &DeliveryInput) -> Result<DeliveryOutcome> {
     let w = i.w_id;
-    let (new_order, oorder, order_line, customer) = (cx.table("new_order")?, cx.table("oorder")?, cx.table("order_line")?, cx.table("customer")?);
-    let carrier = oorder.column("o_carrier_id")?;
-    let delivery_d = order_line.column("ol_delivery_d")?;
-    let balance_columns = customer.columns(&["c_balance", "c_delivery_cnt"])?;
     let mut delivered = Vec::with_capacity(DISTRICTS_PER_WAREHOUSE as usize);
     for d in 1..=DISTRICTS_PER_WAREHOUSE {
         // Under READ COMMITTED a concurrent Delivery may take the oldest new order between
         // our read and our delete (the delete then finds nothing): take the next one.
-        let oldest = RecordRead { eq: vec![int(w), int(d)], limit: Some(1), columns: vec![new_order.column("no_o_id")?], ..RecordRead::default() };
+        let oldest = RecordRead { eq: vec![int(w), int(d)], limit: Some(1), columns: vec![s.no_o_id], ..RecordRead::default() };
         let mut o_id = None;
         for _ in 0..10 {
-            let Some(row) = cx.read(&new_order, &oldest)?.into_iter().next() else { break };
+            let Some(row) = cx.read(&s.new_order, &oldest)?.into_iter().next() else { break };
             let candidate = as_int(&row[0])?;
-            if cx.delete(&new_order, &new_order.key(vec![int(w), int(d), int(candidate)], Vec::new())?)? == 1 {
+            if cx.delete(&s.new_order, &s.new_order.key(vec![int(w), int(d), int(candidate)], Vec::new())?)? == 1 {
                 o_id = Some(candidate);
                 break;
             }
@@ -243,43 +310,40 @@ pub(crate) fn delivery(cx: &mut ProcedureContext, i: &DeliveryInput) -> Result<D
             delivered.push(None);
             continue;
         };
-        let read = oorder.key(vec![int(w), int(d), int(o_id)], vec![oorder.column("o_c_id")?])?;
-        let c_id = as_int(&one(cx.modify(&oorder, &read, &mut |_| Ok(vec![(carrier, int(i.carrier_id))]))?, "order")?[0])?;
-        let lines = RecordRead { eq: vec![int(w), int(d), int(o_id)], columns: vec![order_line.column("ol_amount")?], ..RecordRead::default() };
-        let amounts = cx.update(&order_line, &lines, &[(delivery_d, Value::Timestamp(i.date))])?;
+        let read = s.oorder.key(vec![int(w), int(d), int(o_id)], vec![s.o_c_id])?;
+        let c_id = as_int(&one(cx.modify(&s.oorder, &read, &mut |_| Ok(vec![(s.o_carrier_id, int(i.carrier_id))]))?, "order")?[0])?;
+        let lines = RecordRead { eq: vec![int(w), int(d), int(o_id)], columns: vec![s.ol_amount], ..RecordRead::default() };
+        let amounts = cx.update(&s.order_line, &lines, &[(s.ol_delivery_d, Value::Timestamp(i.date))])?;
         let total = amounts.iter().map(|r| as_cents(&r[0])).sum::<Result<i64>>()?;
-        let read = customer.key(vec![int(w), int(d), int(c_id)], balance_columns.clone())?;
+        let read = s.customer.key(vec![int(w), int(d), int(c_id)], s.c_delivery.clone())?;
         let delivered_to = |c: &[Value]| -> Result<Vec<(usize, Value)>> {
-            Ok(vec![(balance_columns[0], plus_cents(&c[0], total)?), (balance_columns[1], int(as_int(&c[1])? + 1))])
+            Ok(vec![(s.c_delivery[0], plus_cents(&c[0], total)?), (s.c_delivery[1], int(as_int(&c[1])? + 1))])
         };
-        one(cx.modify(&customer, &read, &mut |c| delivered_to(c))?, "customer")?;
+        one(cx.modify(&s.customer, &read, &mut |c| delivered_to(c))?, "customer")?;
         delivered.push(Some(o_id));
     }
     Ok(DeliveryOutcome { delivered })
 }
 
-pub(crate) fn stock_level(cx: &mut ProcedureContext, i: &StockLevelInput) -> Result<i64> {
-    let district = cx.table("district")?;
-    let read = district.key(vec![int(i.w_id), int(i.d_id)], vec![district.column("d_next_o_id")?])?;
-    let next = as_int(&one(cx.read(&district, &read)?, "district")?[0])?;
-    let order_line = cx.table("order_line")?;
+pub(crate) fn stock_level(cx: &mut ProcedureContext, s: &Schema, i: &StockLevelInput) -> Result<i64> {
+    let read = s.district.key(vec![int(i.w_id), int(i.d_id)], vec![s.d_next_o_id])?;
+    let next = as_int(&one(cx.read(&s.district, &read)?, "district")?[0])?;
     let recent = RecordRead {
         eq: vec![int(i.w_id), int(i.d_id)],
         lower: Some((int(next - 20), true)),
         upper: Some((int(next), false)),
-        columns: vec![order_line.column("ol_i_id")?],
+        columns: vec![s.ol_i_id],
         ..RecordRead::default()
     };
-    let mut items = cx.read(&order_line, &recent)?.iter().map(|r| as_int(&r[0])).collect::<Result<Vec<_>>>()?;
+    let mut items = cx.read(&s.order_line, &recent)?.iter().map(|r| as_int(&r[0])).collect::<Result<Vec<_>>>()?;
     items.sort_unstable();
     items.dedup();
     // The stock rows of those items, read as one list of keys (as the statement driver's
     // IN list reads them).
-    let stock = cx.table("stock")?;
-    let listed = RecordRead { eq: vec![int(i.w_id)], any: items.into_iter().map(int).collect(), columns: vec![stock.column("s_quantity")?], ..RecordRead::default() };
+    let listed = RecordRead { eq: vec![int(i.w_id)], any: items.into_iter().map(int).collect(), columns: vec![s.s_quantity], ..RecordRead::default() };
     let mut low = 0;
-    for s in cx.read(&stock, &listed)? {
-        if as_int(&s[0])? < i.threshold {
+    for row in cx.read(&s.stock, &listed)? {
+        if as_int(&row[0])? < i.threshold {
             low += 1;
         }
     }

@@ -24,6 +24,8 @@
 //! [`UNUSED_ITEM`], which rolls the call back in both systems; [`CallDriver`] reports it as
 //! [`NewOrderOutcome::UnusedItem`].
 
+use std::sync::Arc;
+
 use super::txn::*;
 use crate::conn::{value_cell, Cell, Conn, DbError, DbResult, Param, Rows};
 
@@ -447,18 +449,41 @@ fn arg_timestamp(args: &[freshet::Value], i: usize) -> freshet::Result<i64> {
     }
 }
 
-/// An integer array argument in its text form (`{1,2,3}`).
+/// An integer array argument in its text form (`{1,2,3}`), read byte by byte: a New-Order
+/// call reads three of them, and splitting and parsing each item as a string cost more than
+/// the rest of the call's argument handling together.
 fn arg_ints(args: &[freshet::Value], i: usize) -> freshet::Result<Vec<i64>> {
     let text = match args.get(i) {
         Some(freshet::Value::Text(s)) => s,
         other => return Err(freshet::Error::mismatch(format!("argument {} is not text: {other:?}", i + 1))),
     };
-    let inner = text.trim().trim_start_matches('{').trim_end_matches('}');
-    // Pushed one by one into room for a whole order's lines: a collect of fallible items
-    // would start at four and grow.
+    let bad = || freshet::Error::mismatch(format!("argument {} is not an integer array: {text:?}", i + 1));
+    let inner = text.trim().strip_prefix('{').and_then(|t| t.strip_suffix('}')).ok_or_else(bad)?;
+    // Room for a whole order's lines.
     let mut out = Vec::with_capacity(16);
-    for s in inner.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        out.push(s.parse().map_err(|_| freshet::Error::mismatch(format!("argument {} is not an integer array: {text:?}", i + 1)))?);
+    // The item being read: its sign and value so far, and whether it has digits.
+    let (mut negative, mut value, mut digits) = (false, 0i64, false);
+    for (at, &b) in inner.as_bytes().iter().enumerate() {
+        match b {
+            b'0'..=b'9' => {
+                let d = (b - b'0') as i64;
+                value = value.checked_mul(10).and_then(|v| if negative { v.checked_sub(d) } else { v.checked_add(d) }).ok_or_else(bad)?;
+                digits = true;
+            }
+            b'-' if !digits && !negative => negative = true,
+            b',' if digits => {
+                out.push(value);
+                (negative, value, digits) = (false, 0, false);
+            }
+            // Blanks around an item, not inside it.
+            b' ' if !digits || inner.as_bytes()[at + 1..].iter().find(|&&c| c != b' ').is_none_or(|&c| c == b',') => {}
+            _ => return Err(bad()),
+        }
+    }
+    if digits {
+        out.push(value);
+    } else if negative || !out.is_empty() {
+        return Err(bad());
     }
     Ok(out)
 }
@@ -482,7 +507,11 @@ fn cents_text(v: i64) -> String {
 /// PL/pgSQL functions' parameters, each returning the same text line.
 pub fn register_native(db: &freshet::Database) {
     let column = vec![freshet::ColumnInfo { name: "result".into(), ty: freshet::DataType::Text }];
-    db.register_procedure_returning("tpcc_native_new_order", column.clone(), |cx, args| {
+    // The tables and columns, resolved once per catalog version for all five.
+    let resolved = Arc::new(freshet::Resolved::new());
+    let schema = move |cx: &mut freshet::ProcedureContext| resolved.get(cx, super::native::Schema::resolve);
+    let tables = schema.clone();
+    db.register_procedure_returning("tpcc_native_new_order", column.clone(), move |cx, args| {
         let (items, supply, quantities) = (arg_ints(args, 3)?, arg_ints(args, 4)?, arg_ints(args, 5)?);
         let lines = items
             .iter()
@@ -491,7 +520,8 @@ pub fn register_native(db: &freshet::Database) {
             .map(|((&item, &supply_w_id), &quantity)| OrderLineInput { item, supply_w_id, quantity })
             .collect();
         let input = NewOrderInput { w_id: arg_int(args, 0)?, d_id: arg_int(args, 1)?, c_id: arg_int(args, 2)?, lines, entry_d: arg_timestamp(args, 6)? };
-        match super::native::new_order(cx, &input)? {
+        let schema = tables(cx)?;
+        match super::native::new_order(cx, &schema, &input)? {
             NewOrderOutcome::Committed { o_id, total } => Ok(text_row(format!("{o_id} {}", cents_text(total)))),
             // The call's error rolls back what the body did before the unused item.
             NewOrderOutcome::UnusedItem => Err(freshet::Error::new(
@@ -500,7 +530,8 @@ pub fn register_native(db: &freshet::Database) {
             )),
         }
     });
-    db.register_procedure_returning("tpcc_native_payment", column.clone(), |cx, args| {
+    let tables = schema.clone();
+    db.register_procedure_returning("tpcc_native_payment", column.clone(), move |cx, args| {
         let input = PaymentInput {
             w_id: arg_int(args, 0)?,
             d_id: arg_int(args, 1)?,
@@ -510,23 +541,30 @@ pub fn register_native(db: &freshet::Database) {
             amount: arg_cents(args, 6)?,
             date: arg_timestamp(args, 7)?,
         };
-        let out = super::native::payment(cx, &input)?;
+        let schema = tables(cx)?;
+        let out = super::native::payment(cx, &schema, &input)?;
         Ok(text_row(format!("{} {}", out.c_id, cents_text(out.balance))))
     });
-    db.register_procedure_returning("tpcc_native_order_status", column.clone(), |cx, args| {
+    let tables = schema.clone();
+    db.register_procedure_returning("tpcc_native_order_status", column.clone(), move |cx, args| {
         let input = OrderStatusInput { w_id: arg_int(args, 0)?, d_id: arg_int(args, 1)?, customer: customer_arg(args, 2)? };
-        let out = super::native::order_status(cx, &input)?;
+        let schema = tables(cx)?;
+        let out = super::native::order_status(cx, &schema, &input)?;
         let o_id = out.o_id.map_or("-".to_string(), |o| o.to_string());
         Ok(text_row(format!("{} {o_id} {}", out.c_id, out.lines)))
     });
-    db.register_procedure_returning("tpcc_native_delivery", column.clone(), |cx, args| {
+    let tables = schema.clone();
+    db.register_procedure_returning("tpcc_native_delivery", column.clone(), move |cx, args| {
         let input = DeliveryInput { w_id: arg_int(args, 0)?, carrier_id: arg_int(args, 1)?, date: arg_timestamp(args, 2)? };
-        let out = super::native::delivery(cx, &input)?;
+        let schema = tables(cx)?;
+        let out = super::native::delivery(cx, &schema, &input)?;
         Ok(text_row(out.delivered.iter().map(|o| o.map_or("-".to_string(), |o| o.to_string())).collect::<Vec<_>>().join(" ")))
     });
-    db.register_procedure_returning("tpcc_native_stock_level", column, |cx, args| {
+    let tables = schema.clone();
+    db.register_procedure_returning("tpcc_native_stock_level", column, move |cx, args| {
         let input = StockLevelInput { w_id: arg_int(args, 0)?, d_id: arg_int(args, 1)?, threshold: arg_int(args, 2)? };
-        let count = super::native::stock_level(cx, &input)?;
+        let schema = tables(cx)?;
+        let count = super::native::stock_level(cx, &schema, &input)?;
         Ok(text_row(count.to_string()))
     });
 }
@@ -542,5 +580,27 @@ impl crate::target::ConnJob for InstallPlPgSql {
             conn.execute(&stmt, &[]).await?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::arg_ints;
+    use freshet::Value;
+
+    fn ints(s: &str) -> freshet::Result<Vec<i64>> {
+        arg_ints(&[Value::Text(s.into())], 0)
+    }
+
+    #[test]
+    fn integer_arrays_parse_from_their_text_form() {
+        assert_eq!(ints("{1,2,3}").unwrap(), vec![1, 2, 3]);
+        assert_eq!(ints(" { 10 , -20,30 } ").unwrap(), vec![10, -20, 30]);
+        assert_eq!(ints("{}").unwrap(), Vec::<i64>::new());
+        assert_eq!(ints("{9223372036854775807,-9223372036854775808}").unwrap(), vec![i64::MAX, i64::MIN]);
+        for bad in ["1,2", "{1,,2}", "{1,}", "{,}", "{1 2}", "{x}", "{-}", "{--1}", "{1-}", "{9223372036854775808}"] {
+            assert!(ints(bad).is_err(), "{bad:?} parsed");
+        }
+        assert!(arg_ints(&[Value::Int32(1)], 0).is_err());
     }
 }
