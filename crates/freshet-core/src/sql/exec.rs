@@ -44,7 +44,7 @@ impl StoredRow<'_> {
     fn columns(&self, columns: &[usize]) -> Vec<Value> {
         match self {
             StoredRow::InPlace { table, row } => table.get_columns(*row, columns),
-            StoredRow::Values(v) => columns.iter().map(|&c| v.get(c).cloned().unwrap_or(Value::Null)).collect(),
+            StoredRow::Values(_) => columns.iter().map(|&c| self.column(c)).collect(),
         }
     }
 }
@@ -80,8 +80,6 @@ fn stored_row(table: &TableStore, row: RowId, version: RowVersion) -> StoredRow<
     }
 }
 
-/// The value `v` as a key of a column of type `ty` for an equality lookup, or `None` if no
-/// stored value of that type can equal it (then the lookup finds nothing).
 /// Whether `v` is a key of a column of type `ty` as it is (its encoding is the column's).
 fn of_key_type(v: &Value, ty: DataType) -> bool {
     matches!(
@@ -95,6 +93,8 @@ fn of_key_type(v: &Value, ty: DataType) -> bool {
     )
 }
 
+/// The value `v` as a key of a column of type `ty` for an equality lookup, or `None` if no
+/// stored value of that type can equal it (then the lookup finds nothing).
 pub fn key_value(v: Value, ty: DataType) -> Option<Value> {
     if v.is_null() {
         return None;
@@ -798,11 +798,9 @@ fn bounds_recheck(table: &TableStore, read: &RecordRead) -> bool {
     [&read.lower, &read.upper].into_iter().flatten().any(|(v, _)| !of_key_type(v, ty))
 }
 
-/// Whether a candidate's next key column lies within the read's bounds (SQL comparison).
+/// Whether a candidate's next key column lies within the read's bounds (SQL comparison); only
+/// for a read with a bound (see [`bounds_recheck`]).
 fn within_bounds(table: &TableStore, read: &RecordRead, version: &StoredRow) -> Result<bool> {
-    if read.lower.is_none() && read.upper.is_none() {
-        return Ok(true);
-    }
     let column = table.def().indexes[read.index].columns[read.eq.len()];
     let v = version.column(column);
     let ok = |b: &Option<(Value, bool)>, want: Ordering| -> Result<bool> {

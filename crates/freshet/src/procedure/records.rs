@@ -190,7 +190,7 @@ impl ProcedureContext<'_> {
             // The read is checked where it runs (as in `record`).
             ContextInner::Job(cx) => cx.job.modify_records(def, read, &mut |values| assigned(def, f(values)?)),
             ContextInner::Session(_) => {
-                read.check(def)?;
+                // Checked as the read with the key columns added (`record`).
                 let n = read.columns.len();
                 let with_key = RecordRead { columns: read.columns.iter().chain(&key.columns).copied().collect(), ..read.clone() };
                 let rows = self.record(table, &with_key, Op::Read { lock: true })?;
