@@ -210,6 +210,9 @@ impl OlapEngine {
             .map_err(from_datafusion)?;
         let ctx = SessionContext::new_with_config_rt(config, runtime_env);
         ctx.add_analyzer_rule(Arc::new(crate::checked::CheckedIntegerArithmetic::default()));
+        // PostgreSQL's template patterns in place of DataFusion's chrono formats.
+        ctx.register_udf(datafusion::logical_expr::ScalarUDF::new_from_impl(crate::to_char::ToChar::new()));
+        ctx.register_udf(datafusion::logical_expr::ScalarUDF::new_from_impl(crate::similar::SimilarRegex::new()));
         let catalog = MemoryCatalogProvider::new();
         let schema = Arc::new(FreshetSchema::new(engine));
         catalog

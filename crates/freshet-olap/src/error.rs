@@ -146,6 +146,13 @@ fn from_plan_message(m: &str) -> Error {
         let position = rest.split(',').next().unwrap_or(rest);
         return Error::new(SqlState::InvalidColumnReference, format!("ORDER BY position {position} is not in select list"));
     }
+    if let Some(name) = m.split("Invalid function '").nth(1).and_then(|rest| rest.split('\'').next()) {
+        // DataFusion's "Did you mean …?" names one of its own functions, which may not be
+        // PostgreSQL's; PostgreSQL's words, without the argument types DataFusion does not give.
+        let mut e = Error::new(SqlState::UndefinedFunction, format!("function {name} does not exist"));
+        e.hint = Some("No function matches the given name and argument types. You might need to add explicit type casts.".into());
+        return e;
+    }
     if m.contains("Invalid function") || m.contains("function") && m.contains("not found") {
         return Error::new(SqlState::UndefinedFunction, m.to_string());
     }

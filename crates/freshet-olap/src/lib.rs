@@ -18,6 +18,8 @@ pub mod provider;
 pub mod prune;
 pub mod rewrite;
 pub mod scan;
+pub mod similar;
+mod to_char;
 pub mod types;
 pub mod values;
 

@@ -557,14 +557,64 @@ fn contains_aggregate(e: &Expr) -> bool {
     .is_break()
 }
 
-/// Rewrites every PostgreSQL-only function call in `statement`.
+/// Rewrites every PostgreSQL-only function call in `statement`: `mod(a, b)`, the functions
+/// DataFusion knows by another name ([`other_name`]), `SIMILAR TO` (see [`crate::similar`])
+/// and `generate_series(…)` as a whole select-list item, which PostgreSQL expands into rows
+/// (DataFusion's gives one array): it becomes `unnest(generate_series(…))`. The select list
+/// keeps PostgreSQL's result names (the session takes them from the statement as written).
 pub fn postgres_functions(statement: &mut ast::Statement) {
     let _ = ast::visit_expressions_mut(statement, |e| {
         if let Some((a, b)) = mod_call(e) {
             *e = Expr::Nested(Box::new(Expr::BinaryOp { left: Box::new(a), op: ast::BinaryOperator::Modulo, right: Box::new(b) }));
+        } else if let Expr::Function(f) = e
+            && let [ast::ObjectNamePart::Identifier(name)] = f.name.0.as_mut_slice()
+            && name.quote_style.is_none()
+            && let Some(other) = other_name(&name.value.to_ascii_lowercase())
+        {
+            *name = ast::Ident::new(other);
+        } else if let Expr::SimilarTo { negated, expr, pattern, escape_char } = e {
+            let escape = match escape_char.take() {
+                Some(v) => Expr::Value(v),
+                None => Expr::Value(ast::Value::SingleQuotedString("\\".into()).into()),
+            };
+            let mut regex = call(crate::similar::SIMILAR_REGEX_FUNCTION, std::mem::replace(pattern.as_mut(), null()));
+            if let Expr::Function(ast::Function { args: ast::FunctionArguments::List(list), .. }) = &mut regex {
+                list.args.push(ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(escape)));
+            }
+            let op = if *negated { ast::BinaryOperator::PGRegexNotMatch } else { ast::BinaryOperator::PGRegexMatch };
+            let left = Box::new(std::mem::replace(expr.as_mut(), null()));
+            *e = Expr::Nested(Box::new(Expr::BinaryOp { left, op, right: Box::new(regex) }));
         }
         ControlFlow::<()>::Continue(())
     });
+    struct SeriesRows;
+    impl VisitorMut for SeriesRows {
+        type Break = ();
+        fn pre_visit_select(&mut self, select: &mut ast::Select) -> ControlFlow<()> {
+            for item in &mut select.projection {
+                if let ast::SelectItem::UnnamedExpr(e) | ast::SelectItem::ExprWithAlias { expr: e, .. } = item
+                    && let Expr::Function(f) = e
+                    && f.over.is_none()
+                    && f.name.0.last().and_then(|p| p.as_ident()).is_some_and(|n| fold_ident(n) == "generate_series")
+                {
+                    *e = call("unnest", std::mem::replace(e, null()));
+                }
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    let _ = statement.visit(&mut SeriesRows);
+}
+
+/// DataFusion's name for a PostgreSQL function it knows by another.
+fn other_name(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "variance" => "var_samp",
+        "every" => "bool_and",
+        "sign" => "signum",
+        "gen_random_uuid" => "uuid",
+        _ => return None,
+    })
 }
 
 /// The arguments of a plain two-argument `mod(…)` call.

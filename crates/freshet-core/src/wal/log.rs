@@ -544,11 +544,27 @@ mod tests {
     use super::super::fs::{Fault, FaultyFs, FaultyHandle, RealFs};
     use super::*;
 
-    fn temp_dir(name: &str) -> PathBuf {
+    /// A scratch directory for one test, removed when the test ends (passing or not).
+    struct TempDir(PathBuf);
+
+    impl std::ops::Deref for TempDir {
+        type Target = Path;
+        fn deref(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn temp_dir(name: &str) -> TempDir {
         let d = std::env::temp_dir().join(format!("freshet-wal-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
-        d
+        TempDir(d)
     }
 
     /// Appends a record as a synchronous commit and waits for the writer's answer.
