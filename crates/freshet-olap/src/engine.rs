@@ -284,6 +284,7 @@ impl OlapEngine {
     async fn plan_statement(&self, mut statement: ast::Statement) -> Result<OlapPlan> {
         crate::rewrite::catalog_spellings(&mut statement, self.schema.as_ref());
         crate::rewrite::postgres_functions(&mut statement);
+        crate::rewrite::integer_literals(&mut statement);
         crate::rewrite::grouped_order_ordinals(&mut statement);
         crate::rewrite::unique_output_names(&mut statement);
         let names = crate::join_order::from_list_tables(&statement);

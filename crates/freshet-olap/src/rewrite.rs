@@ -606,6 +606,113 @@ pub fn postgres_functions(statement: &mut ast::Statement) {
     let _ = statement.visit(&mut SeriesRows);
 }
 
+/// Integer literals that fit in 32 bits are `integer`, as PostgreSQL types them (DataFusion
+/// makes every one `bigint`): each becomes `CAST(n AS INTEGER)`, so `SELECT 1` is an int4
+/// column, `int_col + 1` is integer arithmetic (failing past int4's range, as PostgreSQL's
+/// does) and `sum(1)` is bigint. Numbers that are positions, not values, stay as they are:
+/// `ORDER BY n`, `GROUP BY n`, LIMIT, OFFSET, FETCH and window frame offsets; so do the
+/// arguments of a table function in FROM (DataFusion's `generate_series` takes bigints there)
+/// and the places of `round` and `trunc` (DataFusion sets a numeric result's scale from them).
+pub fn integer_literals(statement: &mut ast::Statement) {
+    /// Marks a bare number as a position (the `long` flag, which PostgreSQL's syntax never
+    /// sets; cleared again before planning).
+    fn keep(e: &mut Expr) {
+        if let Expr::Value(v) = e
+            && let ast::Value::Number(_, long) = &mut v.value
+        {
+            *long = true;
+        }
+    }
+    struct Literals;
+    impl VisitorMut for Literals {
+        type Break = ();
+        fn pre_visit_query(&mut self, q: &mut ast::Query) -> ControlFlow<()> {
+            if let Some(ast::OrderBy { kind: ast::OrderByKind::Expressions(items), .. }) = &mut q.order_by {
+                items.iter_mut().for_each(|o| keep(&mut o.expr));
+            }
+            match &mut q.limit_clause {
+                Some(ast::LimitClause::LimitOffset { limit, offset, .. }) => {
+                    limit.iter_mut().for_each(keep);
+                    offset.iter_mut().for_each(|o| keep(&mut o.value));
+                }
+                Some(ast::LimitClause::OffsetCommaLimit { offset, limit }) => {
+                    keep(offset);
+                    keep(limit);
+                }
+                None => {}
+            }
+            if let Some(fetch) = &mut q.fetch {
+                fetch.quantity.iter_mut().for_each(keep);
+            }
+            ControlFlow::Continue(())
+        }
+        fn pre_visit_select(&mut self, select: &mut ast::Select) -> ControlFlow<()> {
+            if let ast::GroupByExpr::Expressions(items, _) = &mut select.group_by {
+                items.iter_mut().for_each(keep);
+            }
+            ControlFlow::Continue(())
+        }
+        fn pre_visit_table_factor(&mut self, factor: &mut ast::TableFactor) -> ControlFlow<()> {
+            // Table functions' arguments (`generate_series(1, 3)` in FROM takes bigints).
+            if let ast::TableFactor::Table { args: Some(args), .. } = factor {
+                for arg in &mut args.args {
+                    if let ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) = arg {
+                        keep(e);
+                    }
+                }
+            }
+            ControlFlow::Continue(())
+        }
+        fn pre_visit_expr(&mut self, e: &mut Expr) -> ControlFlow<()> {
+            // DataFusion takes a numeric's result scale from round's and trunc's places only
+            // when they are a literal of its own.
+            if let Expr::Function(f) = e
+                && f.name.0.last().and_then(|p| p.as_ident()).is_some_and(|n| matches!(fold_ident(n).as_str(), "round" | "trunc"))
+                && let ast::FunctionArguments::List(list) = &mut f.args
+                && let Some(ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(places))) = list.args.get_mut(1)
+            {
+                keep(places);
+            }
+            if let Expr::Function(ast::Function { over: Some(ast::WindowType::WindowSpec(spec)), .. }) = e
+                && let Some(frame) = &mut spec.window_frame
+            {
+                for bound in std::iter::once(&mut frame.start_bound).chain(frame.end_bound.as_mut()) {
+                    if let ast::WindowFrameBound::Preceding(Some(n)) | ast::WindowFrameBound::Following(Some(n)) = bound {
+                        keep(n);
+                    }
+                }
+            }
+            ControlFlow::Continue(())
+        }
+        fn post_visit_expr(&mut self, e: &mut Expr) -> ControlFlow<()> {
+            if let Expr::Value(v) = e
+                && let ast::Value::Number(n, false) = &v.value
+                && n.parse::<i32>().is_ok()
+            {
+                let mut literal = std::mem::replace(e, null());
+                keep(&mut literal);
+                *e = Expr::Cast {
+                    kind: ast::CastKind::Cast,
+                    expr: Box::new(literal),
+                    data_type: ast::DataType::Integer(None),
+                    array: false,
+                    format: None,
+                };
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    let _ = statement.visit(&mut Literals);
+    let _ = ast::visit_expressions_mut(statement, |e| {
+        if let Expr::Value(v) = e
+            && let ast::Value::Number(_, long) = &mut v.value
+        {
+            *long = false;
+        }
+        ControlFlow::<()>::Continue(())
+    });
+}
+
 /// DataFusion's name for a PostgreSQL function it knows by another.
 fn other_name(name: &str) -> Option<&'static str> {
     Some(match name {

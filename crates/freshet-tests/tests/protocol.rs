@@ -610,7 +610,7 @@ async fn cancel_stops_a_long_analytical_query() {
     assert!(took < Duration::from_secs(10), "took {took:?}");
     // The same connection goes on, through both protocols.
     let row = client.query_one("SELECT 1 + 1", &[]).await.unwrap();
-    assert_eq!(row.get::<_, i64>(0), 2);
+    assert_eq!(row.get::<_, i32>(0), 2);
     assert_eq!(text_rows(&client, "SELECT 'still here'").await, vec![vec![Some("still here".to_string())]]);
     // The extended protocol: cancelled while streaming from the analytical side.
     let (err, took) = cancel_until_done(&token, client.query(long, &[])).await;
@@ -927,7 +927,7 @@ async fn malformed_messages_close_only_their_connection() {
     assert_eq!(row.get::<_, i32>(0), 1);
     // A fresh connection works too.
     let other = server.client().await;
-    assert_eq!(other.query_one("SELECT 2", &[]).await.unwrap().get::<_, i64>(0), 2);
+    assert_eq!(other.query_one("SELECT 2", &[]).await.unwrap().get::<_, i32>(0), 2);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -512,9 +512,17 @@ impl<'a> Binder<'a> {
         // A numeric rounded has the scale asked for, as in PostgreSQL: round(x) and floor(x)
         // are integral, round(x, k) with a constant k has scale k.
         if let DataType::Decimal { precision, scale } = ty {
+            // A constant k, possibly widened to the argument's type (a literal is int4).
+            let constant = |e: &Expr| match e {
+                Expr::Literal { value, .. } => value.as_i64(),
+                Expr::Cast { expr, .. } => match expr.as_ref() {
+                    Expr::Literal { value, .. } => value.as_i64(),
+                    _ => None,
+                },
+                _ => None,
+            };
             let asked = match (func, args.get(1)) {
-                (Func::Round, Some(Expr::Literal { value, .. })) => value.as_i64().map(|k| k.clamp(0, MAX_DECIMAL_PRECISION as i64) as u8),
-                (Func::Round, Some(_)) => None,
+                (Func::Round, Some(k)) => constant(k).map(|k| k.clamp(0, MAX_DECIMAL_PRECISION as i64) as u8),
                 (Func::Round | Func::Floor | Func::Ceil, None) => Some(0),
                 _ => None,
             };
@@ -539,6 +547,11 @@ impl Item {
 /// A numeric literal: BIGINT if it is an integer that fits, NUMERIC otherwise (the analytical
 /// side reads literals with a fraction as decimals too).
 pub fn number_literal(text: &str) -> Result<Expr> {
+    // As PostgreSQL: integer if it fits, else bigint (the analytical side's rewrite agrees,
+    // `freshet_olap::rewrite::integer_literals`).
+    if let Ok(i) = text.parse::<i32>() {
+        return Ok(Expr::literal(Value::Int32(i), DataType::Int32));
+    }
     if let Ok(i) = text.parse::<i64>() {
         return Ok(Expr::literal(Value::Int64(i), DataType::Int64));
     }
