@@ -213,6 +213,9 @@ impl OlapEngine {
         // PostgreSQL's template patterns in place of DataFusion's chrono formats.
         ctx.register_udf(datafusion::logical_expr::ScalarUDF::new_from_impl(crate::to_char::ToChar::new()));
         ctx.register_udf(datafusion::logical_expr::ScalarUDF::new_from_impl(crate::similar::SimilarRegex::new()));
+        for f in crate::functions::all() {
+            ctx.register_udf(f);
+        }
         let catalog = MemoryCatalogProvider::new();
         let schema = Arc::new(FreshetSchema::new(engine));
         catalog

@@ -172,7 +172,7 @@ async fn receive(mut socket: tokio::net::UnixStream, tx: &mpsc::Sender<Result<Re
                 }
             }
             b'E' if payload.len() >= 5 => {
-                let state = std::str::from_utf8(&payload[..5]).ok().and_then(SqlState::from_code).unwrap_or(SqlState::Internal);
+                let state = std::str::from_utf8(&payload[..5]).ok().and_then(SqlState::custom).unwrap_or(SqlState::Internal);
                 return Err(Error::new(state, String::from_utf8_lossy(&payload[5..]).into_owned()));
             }
             b'Z' => return Ok(()),

@@ -13,6 +13,7 @@ mod checked;
 pub mod engine;
 pub mod error;
 pub mod fork;
+mod functions;
 pub mod join_order;
 pub mod provider;
 pub mod prune;

@@ -273,11 +273,7 @@ fn array_of_unnest(f: &ast::Function) -> Option<Expr> {
         body: Box::new(element.clone()),
         syntax: ast::LambdaSyntax::Arrow,
     });
-    let mut call = call("array_transform", array);
-    if let Expr::Function(ast::Function { args: ast::FunctionArguments::List(list), .. }) = &mut call {
-        list.args.push(ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(lambda)));
-    }
-    Some(call)
+    Some(call_with("array_transform", vec![array, lambda]))
 }
 
 fn null() -> Expr {
@@ -523,13 +519,18 @@ fn is_expandarray(name: &ast::ObjectName) -> bool {
 
 /// A call of the one-argument function `name`.
 fn call(name: &str, arg: Expr) -> Expr {
+    call_with(name, vec![arg])
+}
+
+/// A call of function `name`.
+fn call_with(name: &str, args: Vec<Expr>) -> Expr {
     Expr::Function(ast::Function {
         name: ast::ObjectName(vec![ast::ObjectNamePart::Identifier(ast::Ident::new(name))]),
         uses_odbc_syntax: false,
         parameters: ast::FunctionArguments::None,
         args: ast::FunctionArguments::List(ast::FunctionArgumentList {
             duplicate_treatment: None,
-            args: vec![ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(arg))],
+            args: args.into_iter().map(|a| ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(a))).collect(),
             clauses: vec![],
         }),
         filter: None,
@@ -558,7 +559,8 @@ fn contains_aggregate(e: &Expr) -> bool {
 }
 
 /// Rewrites every PostgreSQL-only function call in `statement`: `mod(a, b)`, the functions
-/// DataFusion knows by another name ([`other_name`]), `SIMILAR TO` (see [`crate::similar`])
+/// DataFusion knows by another name ([`other_name`]), timestamp constants
+/// ([`timestamp_literal`]), `LOCALTIMESTAMP`, `SIMILAR TO` (see [`crate::similar`])
 /// and `generate_series(…)` as a whole select-list item, which PostgreSQL expands into rows
 /// (DataFusion's gives one array): it becomes `unnest(generate_series(…))`. The select list
 /// keeps PostgreSQL's result names (the session takes them from the statement as written).
@@ -572,15 +574,25 @@ pub fn postgres_functions(statement: &mut ast::Statement) {
             && let Some(other) = other_name(&name.value.to_ascii_lowercase())
         {
             *name = ast::Ident::new(other);
+        } else if let Some(micros) = timestamp_literal(e) {
+            // PostgreSQL's timestamp input (`'2024-03-05 10:00'` has no seconds, which Arrow's
+            // parser requires), and any year (Arrow's literal counts nanoseconds, which end
+            // in 1677 and 2262): the value parsed by Freshet, as microseconds.
+            *e = call("to_timestamp_micros", Expr::Value(ast::Value::Number(micros.to_string(), false).into()));
+        } else if let Expr::Function(f) = e
+            && matches!(f.args, ast::FunctionArguments::None)
+            && let [ast::ObjectNamePart::Identifier(i)] = f.name.0.as_slice()
+            && i.quote_style.is_none()
+            && i.value.eq_ignore_ascii_case("localtimestamp")
+        {
+            // A keyword without parentheses, which DataFusion would look up as a column.
+            *e = call_with("now", vec![]);
         } else if let Expr::SimilarTo { negated, expr, pattern, escape_char } = e {
             let escape = match escape_char.take() {
                 Some(v) => Expr::Value(v),
                 None => Expr::Value(ast::Value::SingleQuotedString("\\".into()).into()),
             };
-            let mut regex = call(crate::similar::SIMILAR_REGEX_FUNCTION, std::mem::replace(pattern.as_mut(), null()));
-            if let Expr::Function(ast::Function { args: ast::FunctionArguments::List(list), .. }) = &mut regex {
-                list.args.push(ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(escape)));
-            }
+            let regex = call_with(crate::similar::SIMILAR_REGEX_FUNCTION, vec![std::mem::replace(pattern.as_mut(), null()), escape]);
             let op = if *negated { ast::BinaryOperator::PGRegexNotMatch } else { ast::BinaryOperator::PGRegexMatch };
             let left = Box::new(std::mem::replace(expr.as_mut(), null()));
             *e = Expr::Nested(Box::new(Expr::BinaryOp { left, op, right: Box::new(regex) }));
@@ -711,6 +723,25 @@ pub fn integer_literals(statement: &mut ast::Statement) {
         }
         ControlFlow::<()>::Continue(())
     });
+}
+
+/// The microseconds of a constant `TIMESTAMP 'text'` or `'text'::timestamp` (without time
+/// zone) whose text Freshet's input function accepts.
+fn timestamp_literal(e: &Expr) -> Option<i64> {
+    let (ty, text) = match e {
+        Expr::TypedString(t) => (&t.data_type, &t.value.value),
+        Expr::Cast { expr, data_type, format: None, .. } => match expr.as_ref() {
+            Expr::Value(v) => (data_type, &v.value),
+            _ => return None,
+        },
+        _ => return None,
+    };
+    let ast::DataType::Timestamp(_, ast::TimezoneInfo::None | ast::TimezoneInfo::WithoutTimeZone) = ty else { return None };
+    let ast::Value::SingleQuotedString(text) = text else { return None };
+    match freshet_core::types::Value::parse(text, freshet_core::types::DataType::Timestamp).ok()? {
+        freshet_core::types::Value::Timestamp(micros) => Some(micros),
+        _ => None,
+    }
 }
 
 /// DataFusion's name for a PostgreSQL function it knows by another.
