@@ -21,7 +21,8 @@ use freshet_core::sql::names::{column_name, fold_ident};
 use sqlparser::ast::{self, Expr, VisitMut, VisitorMut};
 
 /// Gives every select-list item whose PostgreSQL result name repeats an earlier one's in the
-/// same SELECT (at any depth of `statement`) an alias of its own.
+/// same SELECT (at any depth of `statement`) an alias of its own, and every computed item of
+/// the statement's own select list.
 pub fn unique_output_names(statement: &mut ast::Statement) {
     struct Renamer;
     impl VisitorMut for Renamer {
@@ -49,6 +50,34 @@ pub fn unique_output_names(statement: &mut ast::Statement) {
         }
     }
     let _ = statement.visit(&mut Renamer);
+    // DataFusion names an unnamed expression by its own rendering, which leaves out casts and
+    // renames some functions (`position` is `strpos`), so two items PostgreSQL names apart
+    // can clash (`3.7::int, 3.7::bigint`). The statement's own result columns are named by
+    // the session from the statement as written, so there every computed item gets an
+    // alias of its own; inside, names stay (an outer query may refer to them).
+    fn alias_computed(body: &mut ast::SetExpr) {
+        match body {
+            ast::SetExpr::Select(select) => {
+                for (i, item) in select.projection.iter_mut().enumerate() {
+                    if let ast::SelectItem::UnnamedExpr(e) = item
+                        && !matches!(e, Expr::Identifier(_) | Expr::CompoundIdentifier(_))
+                    {
+                        let expr = std::mem::replace(e, null());
+                        *item = ast::SelectItem::ExprWithAlias { expr, alias: ast::Ident::with_quote('"', format!("__freshet_column_{}", i + 1)) };
+                    }
+                }
+            }
+            ast::SetExpr::SetOperation { left, right, .. } => {
+                alias_computed(left);
+                alias_computed(right);
+            }
+            ast::SetExpr::Query(q) => alias_computed(&mut q.body),
+            _ => {}
+        }
+    }
+    if let ast::Statement::Query(q) = statement {
+        alias_computed(&mut q.body);
+    }
 }
 
 /// `ORDER BY n` of a grouped query, where output column `n` is an unnamed expression (not a
@@ -587,6 +616,12 @@ pub fn postgres_functions(statement: &mut ast::Statement) {
         {
             // A keyword without parentheses, which DataFusion would look up as a column.
             *e = call_with("now", vec![]);
+        } else if let Some(exists) = match e {
+            Expr::AnyOp { left, compare_op, right, .. } => quantified_subquery(left, compare_op, right, false),
+            Expr::AllOp { left, compare_op, right } => quantified_subquery(left, compare_op, right, true),
+            _ => None,
+        } {
+            *e = exists;
         } else if let Expr::SimilarTo { negated, expr, pattern, escape_char } = e {
             let escape = match escape_char.take() {
                 Some(v) => Expr::Value(v),
@@ -725,6 +760,86 @@ pub fn integer_literals(statement: &mut ast::Statement) {
     });
 }
 
+/// `x op ANY (subquery)` as an EXISTS and `x op ALL (subquery)` as a NOT EXISTS: DataFusion
+/// answered both wrongly (no rows where PostgreSQL finds some). A plain subquery
+/// `SELECT v FROM … WHERE c` becomes `EXISTS (SELECT 1 FROM … WHERE c AND x op v)` (for ALL:
+/// `NOT EXISTS (… WHERE c AND (x op v) IS NOT TRUE)`), so a correlated one stays correlated
+/// at the same depth, when `x` names only columns qualified by names the subquery's FROM
+/// does not use (moved inside, `qty` would mean the inner table's column); any other is
+/// read as a derived table, `EXISTS (SELECT 1 FROM (subquery) s(v) WHERE x op s.v)`, which
+/// cannot be correlated (DataFusion then reports the outer column missing). The forms are true exactly
+/// when PostgreSQL's are; where PostgreSQL's would be NULL (no comparison true, one NULL)
+/// they are false, which a WHERE clause treats alike.
+fn quantified_subquery(left: &mut Box<Expr>, op: &ast::BinaryOperator, right: &mut Expr, all: bool) -> Option<Expr> {
+    let Expr::Subquery(subquery) = right else { return None };
+    let condition = |value: Expr, left: Box<Expr>| {
+        let comparison = Expr::BinaryOp { left, op: op.clone(), right: Box::new(Expr::Nested(Box::new(value))) };
+        if all { Expr::IsNotTrue(Box::new(Expr::Nested(Box::new(comparison)))) } else { comparison }
+    };
+    let plain = subquery.with.is_none() && subquery.limit_clause.is_none() && subquery.fetch.is_none();
+    if plain
+        && let ast::SetExpr::Select(select) = subquery.body.as_mut()
+        && let [ast::SelectItem::UnnamedExpr(value) | ast::SelectItem::ExprWithAlias { expr: value, .. }] = select.projection.as_slice()
+        && select.having.is_none()
+        && matches!(&select.group_by, ast::GroupByExpr::Expressions(g, _) if g.is_empty())
+        && !contains_aggregate(value)
+        && !matches!(value, Expr::Function(f) if f.over.is_some())
+        && cannot_be_captured(left, &select.from)
+    {
+        let placeholder = empty_query()?;
+        let value = value.clone();
+        let condition = condition(value, std::mem::replace(left, Box::new(null())));
+        select.selection = Some(match select.selection.take() {
+            Some(c) => Expr::BinaryOp { left: Box::new(Expr::Nested(Box::new(c))), op: ast::BinaryOperator::And, right: Box::new(condition) },
+            None => condition,
+        });
+        select.projection = vec![ast::SelectItem::UnnamedExpr(Expr::Value(ast::Value::Number("1".into(), false).into()))];
+        return Some(Expr::Exists { subquery: std::mem::replace(subquery, Box::new(placeholder)), negated: all });
+    }
+    let template = "EXISTS (SELECT 1 FROM (SELECT 1) AS __freshet_set (__freshet_value))";
+    let mut exists = sqlparser::parser::Parser::new(&sqlparser::dialect::PostgreSqlDialect {}).try_with_sql(template).ok()?.parse_expr().ok()?;
+    let Expr::Exists { subquery: inner, negated } = &mut exists else { return None };
+    let ast::SetExpr::Select(select) = inner.body.as_mut() else { return None };
+    let ast::TableFactor::Derived { subquery: set, .. } = &mut select.from.first_mut()?.relation else { return None };
+    std::mem::swap(set, subquery);
+    let value = Expr::CompoundIdentifier(vec![ast::Ident::new("__freshet_set"), ast::Ident::new("__freshet_value")]);
+    select.selection = Some(condition(value, std::mem::replace(left, Box::new(null()))));
+    *negated = all;
+    Some(exists)
+}
+
+/// Whether every column `e` names is qualified by a name no relation of `from` has, so that
+/// moved into a query over `from` it still means the outer column.
+fn cannot_be_captured(e: &Expr, from: &[ast::TableWithJoins]) -> bool {
+    let mut inner = HashSet::new();
+    for factor in from.iter().flat_map(|t| std::iter::once(&t.relation).chain(t.joins.iter().map(|j| &j.relation))) {
+        let name = match factor {
+            ast::TableFactor::Table { alias: Some(a), .. } | ast::TableFactor::Derived { alias: Some(a), .. } => fold_ident(&a.name),
+            ast::TableFactor::Table { name, alias: None, .. } => match name.0.last().and_then(|p| p.as_ident()) {
+                Some(n) => fold_ident(n),
+                None => return false,
+            },
+            _ => return false,
+        };
+        inner.insert(name);
+    }
+    ast::visit_expressions(e, |x| match x {
+        Expr::Identifier(_) | Expr::Subquery(_) | Expr::Exists { .. } | Expr::InSubquery { .. } => ControlFlow::Break(()),
+        Expr::CompoundIdentifier(parts) if parts.len() < 2 || inner.contains(&fold_ident(&parts[parts.len() - 2])) => ControlFlow::Break(()),
+        _ => ControlFlow::Continue(()),
+    })
+    .is_continue()
+}
+
+/// `SELECT 1`, to leave where a query was taken.
+fn empty_query() -> Option<ast::Query> {
+    let statement = sqlparser::parser::Parser::parse_sql(&sqlparser::dialect::PostgreSqlDialect {}, "SELECT 1").ok()?.pop()?;
+    match statement {
+        ast::Statement::Query(q) => Some(*q),
+        _ => None,
+    }
+}
+
 /// The microseconds of a constant `TIMESTAMP 'text'` or `'text'::timestamp` (without time
 /// zone) whose text Freshet's input function accepts.
 fn timestamp_literal(e: &Expr) -> Option<i64> {
@@ -780,13 +895,14 @@ mod tests {
 
     #[test]
     fn repeated_result_names_get_aliases_of_their_own() {
+        // Repeats at any depth; the statement's own computed items (`a + 1`) too.
         let dialect = sqlparser::dialect::PostgreSqlDialect {};
         let sql = "SELECT a, t.a, a + 1, 2 AS x, 3 AS x FROM t WHERE b IN (SELECT c, c FROM u)";
         let mut s = sqlparser::parser::Parser::parse_sql(&dialect, sql).unwrap().remove(0);
         unique_output_names(&mut s);
         assert_eq!(
             s.to_string(),
-            "SELECT a, t.a AS \"__freshet_column_2\", a + 1, 2 AS x, 3 AS \"__freshet_column_5\" FROM t \
+            "SELECT a, t.a AS \"__freshet_column_2\", a + 1 AS \"__freshet_column_3\", 2 AS x, 3 AS \"__freshet_column_5\" FROM t \
              WHERE b IN (SELECT c, c AS \"__freshet_column_2\" FROM u)"
         );
     }

@@ -4,7 +4,7 @@ use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, BooleanBuilder, Date32Builder, Decimal128Builder, Float32Builder, Float64Builder,
     Int16Builder, Int32Builder, Int64Builder, StringViewBuilder, TimestampMicrosecondBuilder,
 };
-use datafusion::arrow::datatypes::{self as adt, DataType as ArrowType, TimeUnit};
+use datafusion::arrow::datatypes::{self as adt, DataType as ArrowType, IntervalUnit, TimeUnit};
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::common::ScalarValue;
 use freshet_core::types::{DataType, Decimal, Value};
@@ -70,6 +70,28 @@ pub fn value_at(array: &ArrayRef, i: usize, ty: DataType) -> Value {
             Value::Timestamp(raw)
         }
         ArrowType::List(_) | ArrowType::LargeList(_) | ArrowType::FixedSizeList(..) => Value::Text(array_literal(array, i)),
+        // A difference of timestamps: days and a time under a day, as PostgreSQL's
+        // timestamp subtraction gives.
+        ArrowType::Duration(unit) => {
+            let micros = match unit {
+                TimeUnit::Second => array.as_primitive::<adt::DurationSecondType>().value(i).saturating_mul(1_000_000),
+                TimeUnit::Millisecond => array.as_primitive::<adt::DurationMillisecondType>().value(i).saturating_mul(1_000),
+                TimeUnit::Microsecond => array.as_primitive::<adt::DurationMicrosecondType>().value(i),
+                TimeUnit::Nanosecond => array.as_primitive::<adt::DurationNanosecondType>().value(i) / 1_000,
+            };
+            Value::Text(interval_text(0, micros / MICROS_PER_DAY, micros % MICROS_PER_DAY))
+        }
+        ArrowType::Interval(IntervalUnit::MonthDayNano) => {
+            let v = array.as_primitive::<adt::IntervalMonthDayNanoType>().value(i);
+            Value::Text(interval_text(v.months as i64, v.days as i64, v.nanoseconds / 1_000))
+        }
+        ArrowType::Interval(IntervalUnit::DayTime) => {
+            let v = array.as_primitive::<adt::IntervalDayTimeType>().value(i);
+            Value::Text(interval_text(0, v.days as i64, v.milliseconds as i64 * 1_000))
+        }
+        ArrowType::Interval(IntervalUnit::YearMonth) => {
+            Value::Text(interval_text(array.as_primitive::<adt::IntervalYearMonthType>().value(i) as i64, 0, 0))
+        }
         _ => {
             let _ = ty;
             let options = FormatOptions::default();
@@ -79,6 +101,36 @@ pub fn value_at(array: &ArrayRef, i: usize, ty: DataType) -> Value {
             }
         }
     }
+}
+
+const MICROS_PER_DAY: i64 = 86_400_000_000;
+
+/// An interval in PostgreSQL's output form (`IntervalStyle = postgres`): `1 year 2 mons`,
+/// `3 days 01:30:00`, `-1 days -00:00:01.5`, `00:00:00` for zero.
+fn interval_text(months: i64, days: i64, micros: i64) -> String {
+    let plural = |n: i64, unit: &str| format!("{n} {unit}{}", if n == 1 { "" } else { "s" });
+    let mut parts = Vec::new();
+    let (years, months) = (months / 12, months % 12);
+    if years != 0 {
+        parts.push(plural(years, "year"));
+    }
+    if months != 0 {
+        parts.push(plural(months, "mon"));
+    }
+    if days != 0 {
+        parts.push(plural(days, "day"));
+    }
+    if micros != 0 || parts.is_empty() {
+        let sign = if micros < 0 { "-" } else { "" };
+        let m = micros.unsigned_abs();
+        let (hours, minutes, seconds, fraction) = (m / 3_600_000_000, m / 60_000_000 % 60, m / 1_000_000 % 60, m % 1_000_000);
+        let mut time = format!("{sign}{hours:02}:{minutes:02}:{seconds:02}");
+        if fraction != 0 {
+            time.push_str(format!(".{fraction:06}").trim_end_matches('0'));
+        }
+        parts.push(time);
+    }
+    parts.join(" ")
 }
 
 /// A list cell in PostgreSQL's array text form: `{1,2,NULL}`, `{"a b","x\"y"}`, nested
@@ -168,5 +220,19 @@ pub fn build_array(rows: &[Vec<Value>], column: usize, ty: DataType) -> ArrayRef
         }
         DataType::Date => build!(Date32Builder::new(), Value::Date(x) => x),
         DataType::Timestamp => build!(TimestampMicrosecondBuilder::new(), Value::Timestamp(x) => x),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn intervals_print_as_postgresql_prints_them() {
+        assert_eq!(interval_text(0, 32, 5_400_000_000), "32 days 01:30:00");
+        assert_eq!(interval_text(0, 0, 0), "00:00:00");
+        assert_eq!(interval_text(0, 1, 0), "1 day");
+        assert_eq!(interval_text(14, -1, -1_500_000), "1 year 2 mons -1 days -00:00:01.5");
+        assert_eq!(interval_text(-1, 0, 90_000_000_000), "-1 mons 25:00:00");
     }
 }

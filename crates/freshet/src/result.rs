@@ -181,9 +181,11 @@ pub fn batch_rows(batch: &RecordBatch, columns: &[ColumnInfo]) -> Vec<Vec<Value>
         .collect()
 }
 
-fn is_list(t: &freshet_olap::datafusion::arrow::datatypes::DataType) -> bool {
+/// Whether a column of type `t` is sent as text in PostgreSQL's own form
+/// ([`freshet_olap::values::value_at`]): arrays and intervals.
+fn in_postgres_text(t: &freshet_olap::datafusion::arrow::datatypes::DataType) -> bool {
     use freshet_olap::datafusion::arrow::datatypes::DataType as A;
-    matches!(t, A::List(_) | A::LargeList(_) | A::FixedSizeList(..))
+    matches!(t, A::List(_) | A::LargeList(_) | A::FixedSizeList(..) | A::Duration(_) | A::Interval(_))
 }
 
 /// An Arrow schema with the statement's column names and types.
@@ -210,9 +212,9 @@ fn conform(batch: RecordBatch, target: Option<&SchemaRef>) -> Result<RecordBatch
     for (array, field) in batch.columns().iter().zip(target.fields()) {
         if array.data_type() == field.data_type() || is_text_like(field.data_type()) && is_text_like(array.data_type()) {
             columns.push(array.clone());
-        } else if is_text_like(field.data_type()) && is_list(array.data_type()) {
-            // Arrays are described as text and sent in PostgreSQL's form (`{1,2}`), which
-            // Arrow's cast to text does not produce.
+        } else if is_text_like(field.data_type()) && in_postgres_text(array.data_type()) {
+            // Arrays and intervals are described as text and sent in PostgreSQL's form
+            // (`{1,2}`, `1 day 01:30:00`), which Arrow's cast to text does not produce.
             let text = (0..array.len()).map(|i| match freshet_olap::values::value_at(array, i, DataType::Text) {
                 Value::Text(s) => Some(s),
                 _ => None,
