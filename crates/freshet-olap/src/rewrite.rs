@@ -589,7 +589,8 @@ fn contains_aggregate(e: &Expr) -> bool {
 
 /// Rewrites every PostgreSQL-only function call in `statement`: `mod(a, b)`, the functions
 /// DataFusion knows by another name ([`other_name`]), timestamp constants
-/// ([`timestamp_literal`]), `LOCALTIMESTAMP`, `SIMILAR TO` (see [`crate::similar`])
+/// ([`timestamp_literal`]), `LOCALTIMESTAMP`, row comparisons ([`row_comparison`]),
+/// `op ANY/ALL (subquery)` ([`quantified_subquery`]), `SIMILAR TO` (see [`crate::similar`])
 /// and `generate_series(…)` as a whole select-list item, which PostgreSQL expands into rows
 /// (DataFusion's gives one array): it becomes `unnest(generate_series(…))`. The select list
 /// keeps PostgreSQL's result names (the session takes them from the statement as written).
@@ -616,6 +617,8 @@ pub fn postgres_functions(statement: &mut ast::Statement) {
         {
             // A keyword without parentheses, which DataFusion would look up as a column.
             *e = call_with("now", vec![]);
+        } else if let Some(rows) = row_comparison(e) {
+            *e = rows;
         } else if let Some(exists) = match e {
             Expr::AnyOp { left, compare_op, right, .. } => quantified_subquery(left, compare_op, right, false),
             Expr::AllOp { left, compare_op, right } => quantified_subquery(left, compare_op, right, true),
@@ -758,6 +761,63 @@ pub fn integer_literals(statement: &mut ast::Statement) {
         }
         ControlFlow::<()>::Continue(())
     });
+}
+
+/// A comparison of row constructors, `(a, b) op (x, y)` or `(a, b) [NOT] IN ((x, y), …)`,
+/// as comparisons of their elements, which DataFusion plans (it refuses the rows): `=` is
+/// every pair equal, `<>` some pair different, `<`, `<=`, `>`, `>=` compare the rows
+/// lexicographically, as PostgreSQL does.
+fn row_comparison(e: &Expr) -> Option<Expr> {
+    use ast::BinaryOperator as Op;
+    fn nested(e: Expr) -> Expr {
+        Expr::Nested(Box::new(e))
+    }
+    fn binary(left: Expr, op: Op, right: Expr) -> Expr {
+        Expr::BinaryOp { left: Box::new(left), op, right: Box::new(right) }
+    }
+    fn compare(left: &[Expr], op: &Op, right: &[Expr]) -> Option<Expr> {
+        if left.len() != right.len() || left.is_empty() {
+            return None;
+        }
+        let pairs = left.iter().cloned().zip(right.iter().cloned());
+        match op {
+            Op::Eq => pairs.map(|(l, r)| nested(binary(l, Op::Eq, r))).reduce(|a, b| binary(a, Op::And, b)),
+            Op::NotEq => pairs.map(|(l, r)| nested(binary(l, Op::NotEq, r))).reduce(|a, b| binary(a, Op::Or, b)),
+            Op::Lt | Op::LtEq | Op::Gt | Op::GtEq => {
+                // From the last pair back: last `op` itself, each earlier `l strict r OR (l = r AND rest)`.
+                let strict = if matches!(op, Op::Lt | Op::LtEq) { Op::Lt } else { Op::Gt };
+                let mut pairs: Vec<(Expr, Expr)> = pairs.collect();
+                let (l, r) = pairs.pop()?;
+                let mut rest = nested(binary(l, op.clone(), r));
+                while let Some((l, r)) = pairs.pop() {
+                    let tie = binary(nested(binary(l.clone(), Op::Eq, r.clone())), Op::And, rest);
+                    rest = nested(binary(nested(binary(l, strict.clone(), r)), Op::Or, nested(tie)));
+                }
+                Some(rest)
+            }
+            _ => None,
+        }
+    }
+    match e {
+        Expr::BinaryOp { left, op, right } => match (left.as_ref(), right.as_ref()) {
+            (Expr::Tuple(l), Expr::Tuple(r)) => compare(l, op, r).map(nested),
+            _ => None,
+        },
+        Expr::InList { expr, list, negated } => {
+            let Expr::Tuple(l) = expr.as_ref() else { return None };
+            let any = list
+                .iter()
+                .map(|item| match item {
+                    Expr::Tuple(r) => compare(l, &Op::Eq, r).map(nested),
+                    _ => None,
+                })
+                .collect::<Option<Vec<_>>>()?
+                .into_iter()
+                .reduce(|a, b| binary(a, Op::Or, b))?;
+            Some(nested(if *negated { Expr::UnaryOp { op: ast::UnaryOperator::Not, expr: Box::new(nested(any)) } } else { any }))
+        }
+        _ => None,
+    }
 }
 
 /// `x op ANY (subquery)` as an EXISTS and `x op ALL (subquery)` as a NOT EXISTS: DataFusion
