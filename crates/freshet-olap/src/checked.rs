@@ -46,7 +46,7 @@ use crate::error::to_datafusion;
 use crate::types::sql_type_of_arrow;
 
 /// A function's result: one value when every argument was one, else the array.
-fn columnar(result: ArrayRef, scalar: bool) -> DfResult<ColumnarValue> {
+pub(crate) fn columnar(result: ArrayRef, scalar: bool) -> DfResult<ColumnarValue> {
     Ok(if scalar { ColumnarValue::Scalar(ScalarValue::try_from_array(&result, 0)?) } else { ColumnarValue::Array(result) })
 }
 

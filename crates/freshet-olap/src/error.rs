@@ -48,12 +48,23 @@ pub fn from_datafusion(e: DataFusionError) -> Error {
     }
 }
 
-/// PostgreSQL's error for a call no function signature accepts, from DataFusion's message.
-fn no_matching_function(m: &str) -> Option<Error> {
-    let call = unmatched_call(m)?;
+/// PostgreSQL's error for a call no function accepts: `call` is `name(types)` (or the name
+/// alone where the types are not known).
+pub(crate) fn undefined_function(call: &str) -> Error {
     let mut e = Error::new(SqlState::UndefinedFunction, format!("function {call} does not exist"));
     e.hint = Some("No function matches the given name and argument types. You might need to add explicit type casts.".into());
-    Some(e)
+    e
+}
+
+/// [`undefined_function`] for a call with arguments of Arrow types `args`.
+pub(crate) fn no_function_for(name: &str, args: &[datafusion::arrow::datatypes::DataType]) -> DataFusionError {
+    let names: Vec<&str> = args.iter().map(|t| crate::types::sql_type_of_arrow(t).pg_name()).collect();
+    to_datafusion(undefined_function(&format!("{name}({})", names.join(", "))))
+}
+
+/// PostgreSQL's error for a call no function signature accepts, from DataFusion's message.
+fn no_matching_function(m: &str) -> Option<Error> {
+    Some(undefined_function(&unmatched_call(m)?))
 }
 
 /// The SQL name of an Arrow type as DataFusion's messages print it (`Int32` is `integer`).
@@ -149,9 +160,7 @@ fn from_plan_message(m: &str) -> Error {
     if let Some(name) = m.split("Invalid function '").nth(1).and_then(|rest| rest.split('\'').next()) {
         // DataFusion's "Did you mean …?" names one of its own functions, which may not be
         // PostgreSQL's; PostgreSQL's words, without the argument types DataFusion does not give.
-        let mut e = Error::new(SqlState::UndefinedFunction, format!("function {name} does not exist"));
-        e.hint = Some("No function matches the given name and argument types. You might need to add explicit type casts.".into());
-        return e;
+        return undefined_function(name);
     }
     if m.contains("Invalid function") || m.contains("function") && m.contains("not found") {
         return Error::new(SqlState::UndefinedFunction, m.to_string());

@@ -590,7 +590,8 @@ fn contains_aggregate(e: &Expr) -> bool {
 /// Rewrites every PostgreSQL-only function call in `statement`: `mod(a, b)`, the functions
 /// DataFusion knows by another name ([`other_name`]), timestamp constants
 /// ([`timestamp_literal`]), `LOCALTIMESTAMP`, row comparisons ([`row_comparison`]),
-/// `op ANY/ALL (subquery)` ([`quantified_subquery`]), `SIMILAR TO` (see [`crate::similar`])
+/// `op ANY/ALL (subquery)` ([`quantified_subquery`]), `FETCH FIRST n ROWS ONLY` (LIMIT),
+/// `SIMILAR TO` (see [`crate::similar`])
 /// and `generate_series(…)` as a whole select-list item, which PostgreSQL expands into rows
 /// (DataFusion's gives one array): it becomes `unnest(generate_series(…))`. The select list
 /// keeps PostgreSQL's result names (the session takes them from the statement as written).
@@ -604,6 +605,15 @@ pub fn postgres_functions(statement: &mut ast::Statement) {
             && let Some(other) = other_name(&name.value.to_ascii_lowercase())
         {
             *name = ast::Ident::new(other);
+        } else if let Expr::Function(f) = e
+            && f.name.0.len() == 1
+            && f.name.0[0].as_ident().is_some_and(|n| n.quote_style.is_none() && n.value.eq_ignore_ascii_case("age"))
+            && let ast::FunctionArguments::List(list) = &mut f.args
+            && list.args.len() == 1
+        {
+            // age(t) is the age at midnight today: age(current_date, t).
+            let today = Expr::Cast { kind: ast::CastKind::Cast, expr: Box::new(call_with("current_date", vec![])), data_type: ast::DataType::Timestamp(None, ast::TimezoneInfo::None), array: false, format: None };
+            list.args.insert(0, ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(today)));
         } else if let Some(micros) = timestamp_literal(e) {
             // PostgreSQL's timestamp input (`'2024-03-05 10:00'` has no seconds, which Arrow's
             // parser requires), and any year (Arrow's literal counts nanoseconds, which end
@@ -654,6 +664,24 @@ pub fn postgres_functions(statement: &mut ast::Statement) {
         }
     }
     let _ = statement.visit(&mut SeriesRows);
+    // `FETCH FIRST n ROWS ONLY` (without WITH TIES or PERCENT) is `LIMIT n`, which
+    // DataFusion plans (it refuses FETCH).
+    struct FetchFirst;
+    impl VisitorMut for FetchFirst {
+        type Break = ();
+        fn pre_visit_query(&mut self, q: &mut ast::Query) -> ControlFlow<()> {
+            let Some(ast::Fetch { with_ties: false, percent: false, .. }) = &q.fetch else { return ControlFlow::Continue(()) };
+            let count = q.fetch.take().and_then(|f| f.quantity).unwrap_or_else(|| Expr::Value(ast::Value::Number("1".into(), false).into()));
+            match &mut q.limit_clause {
+                Some(ast::LimitClause::LimitOffset { limit: limit @ None, .. }) => *limit = Some(count),
+                None => q.limit_clause = Some(ast::LimitClause::LimitOffset { limit: Some(count), offset: None, limit_by: vec![] }),
+                // Both LIMIT and FETCH: PostgreSQL refuses it too; DataFusion will.
+                Some(_) => q.fetch = Some(ast::Fetch { with_ties: false, percent: false, quantity: Some(count) }),
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    let _ = statement.visit(&mut FetchFirst);
 }
 
 /// Integer literals that fit in 32 bits are `integer`, as PostgreSQL types them (DataFusion

@@ -8,10 +8,10 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringBuilder};
+use datafusion::arrow::array::{Array, AsArray, StringBuilder};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::DataType as ArrowType;
-use datafusion::common::{Result as DfResult, ScalarValue};
+use datafusion::common::Result as DfResult;
 use datafusion::logical_expr::{ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility};
 use freshet_core::{Error, Result, SqlState};
 
@@ -126,8 +126,7 @@ impl ScalarUDFImpl for SimilarRegex {
                 out.append_value(similar_to_regex(patterns.value(i), escapes.value(i)).map_err(to_datafusion)?);
             }
         }
-        let result: ArrayRef = Arc::new(out.finish());
-        Ok(if scalar { ColumnarValue::Scalar(ScalarValue::try_from_array(&result, 0)?) } else { ColumnarValue::Array(result) })
+        crate::checked::columnar(Arc::new(out.finish()), scalar)
     }
 }
 

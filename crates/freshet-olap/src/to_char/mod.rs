@@ -17,11 +17,12 @@ use chrono::DateTime;
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringArray, StringBuilder};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType as ArrowType, Decimal128Type, Float64Type, Int64Type, TimeUnit, TimestampMicrosecondType};
-use datafusion::common::{Result as DfResult, ScalarValue};
+use datafusion::common::Result as DfResult;
 use datafusion::logical_expr::{ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility};
 use freshet_core::{Error, SqlState};
 
-use crate::error::to_datafusion;
+use crate::checked::columnar;
+use crate::error::{no_function_for, to_datafusion};
 
 /// Quoted text at the start of `s` (which starts with `"`): the text up to the closing quote,
 /// a backslash escaping the character after it, and what follows the closing quote.
@@ -107,13 +108,6 @@ fn is_time(t: &ArrowType) -> bool {
     matches!(t, ArrowType::Timestamp(..) | ArrowType::Date32 | ArrowType::Date64 | ArrowType::Null)
 }
 
-fn unsupported(args: &[ArrowType]) -> datafusion::error::DataFusionError {
-    let names: Vec<&str> = args.iter().map(|t| crate::types::sql_type_of_arrow(t).pg_name()).collect();
-    let mut e = Error::new(SqlState::UndefinedFunction, format!("function to_char({}) does not exist", names.join(", ")));
-    e.hint = Some("No function matches the given name and argument types. You might need to add explicit type casts.".into());
-    to_datafusion(e)
-}
-
 /// Rows of text from each row's value and template, compiling each distinct template once.
 fn each_row<T>(
     n: usize,
@@ -154,7 +148,7 @@ impl ScalarUDFImpl for ToChar {
     fn return_type(&self, args: &[ArrowType]) -> DfResult<ArrowType> {
         match args {
             [v, f] if is_text(f) && (is_time(v) || v.is_numeric()) => Ok(ArrowType::Utf8),
-            _ => Err(unsupported(args)),
+            _ => Err(no_function_for("to_char", args)),
         }
     }
 
@@ -208,8 +202,8 @@ impl ScalarUDFImpl for ToChar {
                     Ok(())
                 })?
             }
-            _ => return Err(unsupported(&[values.data_type().clone(), ArrowType::Utf8])),
+            _ => return Err(no_function_for("to_char", &[values.data_type().clone(), ArrowType::Utf8])),
         };
-        Ok(if scalar { ColumnarValue::Scalar(ScalarValue::try_from_array(&result, 0)?) } else { ColumnarValue::Array(result) })
+        columnar(result, scalar)
     }
 }
