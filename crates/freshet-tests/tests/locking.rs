@@ -119,3 +119,25 @@ fn an_abandoned_session_releases_its_rows() {
     assert_eq!(t2.recv().unwrap().unwrap(), "UPDATE 1");
     assert_eq!(value(&mut db.session(), 1), Value::Int32(13));
 }
+
+#[test]
+fn an_upsert_waits_for_an_uncommitted_key_then_updates_or_inserts() {
+    let db = db();
+    // The other transaction commits its row: the upsert, having waited, updates it.
+    let mut t1 = db.session();
+    t1.execute_blocking("BEGIN").unwrap();
+    t1.execute_blocking("INSERT INTO t VALUES (3, 30)").unwrap();
+    let t2 = spawn(&db, &["INSERT INTO t VALUES (3, 5) ON CONFLICT (id) DO UPDATE SET v = t.v + excluded.v"]);
+    assert!(blocked(&t2), "the upsert waits for the uncommitted key");
+    t1.execute_blocking("COMMIT").unwrap();
+    assert_eq!(t2.recv().unwrap().unwrap(), "INSERT 0 1");
+    assert_eq!(value(&mut t1, 3), Value::Int32(35));
+    // The other transaction rolls back: the upsert inserts its own row.
+    t1.execute_blocking("BEGIN").unwrap();
+    t1.execute_blocking("INSERT INTO t VALUES (4, 40)").unwrap();
+    let t2 = spawn(&db, &["INSERT INTO t VALUES (4, 5) ON CONFLICT (id) DO NOTHING"]);
+    assert!(blocked(&t2), "DO NOTHING waits too: the key may yet be free");
+    t1.execute_blocking("ROLLBACK").unwrap();
+    assert_eq!(t2.recv().unwrap().unwrap(), "INSERT 0 1");
+    assert_eq!(value(&mut t1, 4), Value::Int32(5));
+}

@@ -1018,6 +1018,15 @@ impl Session {
             }
             (InsertSource::Query(_), None) => return Err(Error::internal("INSERT … SELECT without a source plan")),
         };
+        if let Some(on) = &plan.on_conflict {
+            // RETURNING gives the rows inserted or updated, known once they are.
+            let (full_rows, _) = complete_rows(&InsertPlan { returning: None, ..plan.clone() }, supplied, &params, now)?;
+            let engine = &self.db.inner.engine;
+            let (n, written) = engine.upsert_rows(table, full_rows, on.clone(), params.clone(), now, txn, self.settings.synchronous_commit()).await?;
+            let cx = EvalContext { params: &params, now };
+            let returned = plan.returning.as_ref().map(|r| freshet_core::try_vec(written.iter().map(|row| r.row(row, &cx)))).transpose()?;
+            return Ok((n, returned));
+        }
         let (full_rows, returned) = complete_rows(plan, supplied, &params, now)?;
         if full_rows.is_empty() {
             return Ok((0, returned));
@@ -1553,7 +1562,8 @@ pub(crate) fn run_in_job(prepared: &Prepared, params: Vec<Value>, now: i64, cata
     let short = match &prepared.kind {
         Kind::Query(q) => q.short.as_ref(),
         Kind::Dml(plan) => Some(plan),
-        Kind::Insert { plan, source: None } if matches!(plan.source, InsertSource::Values(_)) => {
+        // ON CONFLICT runs the ordinary way.
+        Kind::Insert { plan, source: None } if matches!(plan.source, InsertSource::Values(_)) && plan.on_conflict.is_none() => {
             let supplied = values_rows(plan, &params, now)?;
             let (full_rows, returned) = complete_rows(plan, supplied, &params, now)?;
             let n = if full_rows.is_empty() { 0 } else { job.insert(&plan.table, &full_rows)? };

@@ -124,6 +124,54 @@ impl Engine {
     /// or as a statement of `txn`.
     pub async fn insert_rows(&self, table: &Arc<TableDef>, rows: Vec<Vec<Value>>, txn: Option<TxnCtx>, sync: bool) -> Result<u64> {
         let id = table.id;
+        let (parts, by_id) = self.rows_by_partition(table, rows);
+        if parts.is_empty() {
+            return Ok(0);
+        }
+        let f: StatementFn<u64> = Arc::new(move |p, local| {
+            let rows = by_id.iter().find(|(part, _)| *part == p.id).map(|(_, r)| r.clone()).unwrap_or_default();
+            exec::insert_rows(p.table_mut(id)?, &rows, local)
+        });
+        let counts = self.run_on(parts, txn, sync, f).await?;
+        Ok(if table.partition_key.is_none() { counts.first().copied().unwrap_or(0) } else { counts.iter().sum() })
+    }
+
+    /// Inserts rows with `ON CONFLICT` (see [`exec::upsert_rows`]), as [`Self::insert_rows`]
+    /// does; DO UPDATE's expressions take `params` and `now`. Returns how many rows were
+    /// inserted or updated and their new values.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn upsert_rows(
+        &self,
+        table: &Arc<TableDef>,
+        rows: Vec<Vec<Value>>,
+        on: Arc<crate::sql::plan::OnConflict>,
+        params: Vec<Value>,
+        now: i64,
+        txn: Option<TxnCtx>,
+        sync: bool,
+    ) -> Result<(u64, Vec<Vec<Value>>)> {
+        let id = table.id;
+        let (parts, by_id) = self.rows_by_partition(table, rows);
+        if parts.is_empty() {
+            return Ok((0, Vec::new()));
+        }
+        let params: Arc<[Value]> = params.into();
+        let f: StatementFn<(u64, Vec<Vec<Value>>)> = Arc::new(move |p, local| {
+            let rows = by_id.iter().find(|(part, _)| *part == p.id).map(|(_, r)| r.clone()).unwrap_or_default();
+            exec::upsert_rows(p.table_mut(id)?, &rows, &on, &EvalContext { params: &params, now }, local)
+        });
+        let mut results = self.run_on(parts, txn, sync, f).await?;
+        if table.partition_key.is_none() {
+            // Every replica did the same.
+            return Ok(results.into_iter().next().unwrap_or_default());
+        }
+        let count = results.iter().map(|(n, _)| n).sum();
+        Ok((count, results.iter_mut().flat_map(|(_, rows)| std::mem::take(rows)).collect()))
+    }
+
+    /// Which partitions take which of `rows`: each row the partition of its key, or (a
+    /// replicated table) all of them every row.
+    fn rows_by_partition(&self, table: &TableDef, rows: Vec<Vec<Value>>) -> (Vec<usize>, Arc<Vec<(usize, Rows)>>) {
         let n = self.executors.len();
         let (parts, groups): (Vec<usize>, Vec<Rows>) = if table.partition_key.is_none() || n == 1 {
             let all = Arc::new(rows);
@@ -137,16 +185,8 @@ impl Engine {
             }
             by_part.into_iter().enumerate().filter(|(_, r)| !r.is_empty()).map(|(p, r)| (p, Arc::new(r))).unzip()
         };
-        if parts.is_empty() {
-            return Ok(0);
-        }
-        let by_id: Arc<Vec<(usize, Rows)>> = Arc::new(parts.iter().copied().zip(groups).collect());
-        let f: StatementFn<u64> = Arc::new(move |p, local| {
-            let rows = by_id.iter().find(|(part, _)| *part == p.id).map(|(_, r)| r.clone()).unwrap_or_default();
-            exec::insert_rows(p.table_mut(id)?, &rows, local)
-        });
-        let counts = self.run_on(parts, txn, sync, f).await?;
-        Ok(if table.partition_key.is_none() { counts.first().copied().unwrap_or(0) } else { counts.iter().sum() })
+        let by_id = Arc::new(parts.iter().copied().zip(groups).collect());
+        (parts, by_id)
     }
 
     /// Runs a short statement with its parameters, in `txn` or as an autocommit statement.

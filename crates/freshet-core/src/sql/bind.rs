@@ -30,6 +30,9 @@ pub enum Item {
 pub struct Scope<'a> {
     pub table: &'a TableDef,
     pub qualifiers: Vec<String>,
+    /// Whether `excluded.c` names column `c` of a proposed row (ON CONFLICT DO UPDATE), bound
+    /// as column `width + c` of a row that follows the table's own columns with it.
+    pub excluded: bool,
 }
 
 /// Binds expressions against at most one table, collecting parameter types.
@@ -222,6 +225,13 @@ impl<'a> Binder<'a> {
         };
         if let Some(q) = qualifier {
             let q = fold_ident(q);
+            if scope.excluded && q == "excluded" && !scope.qualifiers.contains(&q) {
+                let width = scope.table.columns.len();
+                return match scope.table.column_index(&name) {
+                    Some(index) => Ok(Item::Typed(Expr::Column { index: width + index, ty: scope.table.columns[index].ty })),
+                    None => Err(Error::new(SqlState::UndefinedColumn, format!("column excluded.{name} does not exist"))),
+                };
+            }
             if !scope.qualifiers.contains(&q) {
                 return Err(Error::new(
                     SqlState::UndefinedTable,

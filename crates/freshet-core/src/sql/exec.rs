@@ -10,8 +10,8 @@ use std::cmp::Ordering;
 use std::ops::Bound;
 
 use super::expr::{EvalContext, Expr, RowAccess};
-use super::plan::{Access, Aggregate, AggregateFunc, DeletePlan, SelectPlan, UpdatePlan};
-use crate::error::{Error, Result};
+use super::plan::{Access, Aggregate, AggregateFunc, ConflictAction, DeletePlan, OnConflict, SelectPlan, UpdatePlan};
+use crate::error::{Error, Result, SqlState};
 use crate::storage::index::{encode_key, encode_value, KeyBuf};
 use crate::storage::{IndexStore, RowId, RowVersion, TableStore, TxnView};
 use crate::txn::LocalTxn;
@@ -363,6 +363,74 @@ pub fn insert_rows(table: &mut TableStore, rows: &[Vec<Value>], txn: &mut LocalT
         txn.versions.push((id, version));
     }
     Ok(rows.len() as u64)
+}
+
+/// Inserts rows (already of the column types) for transaction `txn` with `ON CONFLICT`: a row
+/// whose key a row of the table already holds is skipped (DO NOTHING) or changes that row
+/// (DO UPDATE, where its condition holds). Returns how many rows were inserted or updated,
+/// and each one's new values, in order (for RETURNING). A row this statement inserted or
+/// updated cannot be updated again by it (21000, as in PostgreSQL).
+pub fn upsert_rows(table: &mut TableStore, rows: &[Vec<Value>], on: &OnConflict, cx: &EvalContext, txn: &mut LocalTxn) -> Result<(u64, Vec<Vec<Value>>)> {
+    let id = table.def().id;
+    let width = table.def().columns.len();
+    let mut written = Vec::with_capacity(rows.len());
+    let mut touched = std::collections::HashSet::new();
+    for row in rows {
+        let Some(existing) = table.conflicting_row(row, on.index, &txn.view)? else {
+            let (new, version) = table.insert(row, &txn.view)?;
+            txn.versions.push((id, version));
+            touched.insert(new);
+            written.push(row.clone());
+            continue;
+        };
+        let ConflictAction::Update { assignments, filter } = &on.action else { continue };
+        if !touched.insert(existing) {
+            return Err(Error::new(
+                SqlState::custom("21000").unwrap_or(SqlState::Internal),
+                "ON CONFLICT DO UPDATE command cannot affect row a second time",
+            )
+            .with_hint("Ensure that no rows proposed for insertion within the same command have duplicate constrained values."));
+        }
+        table.check_writable(existing, &txn.view)?;
+        let changes = {
+            let both = WithExcluded { existing: StoredRow::InPlace { table, row: existing }, excluded: row, width };
+            if let Some(f) = filter
+                && f.eval(&both, cx)? != Value::Bool(true)
+            {
+                continue;
+            }
+            let mut changes = Vec::with_capacity(assignments.len());
+            for (col, e) in assignments {
+                changes.push((*col, e.eval(&both, cx)?.assign_to(table.def().columns[*col].ty)?));
+            }
+            changes
+        };
+        let mut new: Vec<Value> = (0..width).map(|c| table.get(existing, c)).collect();
+        for (c, v) in &changes {
+            new[*c] = v.clone();
+        }
+        let version = table.update(existing, &changes, &txn.view)?;
+        txn.versions.push((id, version));
+        written.push(new);
+    }
+    Ok((written.len() as u64, written))
+}
+
+/// A stored row followed by a proposed one: ON CONFLICT DO UPDATE's input, where column
+/// `width + c` is `excluded.c`.
+struct WithExcluded<'a> {
+    existing: StoredRow<'a>,
+    excluded: &'a [Value],
+    width: usize,
+}
+
+impl RowAccess for WithExcluded<'_> {
+    fn column(&self, index: usize) -> Value {
+        match index.checked_sub(self.width) {
+            Some(c) => self.excluded.get(c).cloned().unwrap_or(Value::Null),
+            None => self.existing.column(index),
+        }
+    }
 }
 
 /// Runs an UPDATE; the RETURNING rows, if it has that clause, go to `returned`.

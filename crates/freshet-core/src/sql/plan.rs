@@ -77,6 +77,25 @@ pub struct InsertPlan {
     pub columns: Vec<usize>,
     pub source: InsertSource,
     pub returning: Option<Returning>,
+    /// `ON CONFLICT …`, if given.
+    pub on_conflict: Option<Arc<OnConflict>>,
+}
+
+/// `INSERT … ON CONFLICT [target] DO NOTHING | DO UPDATE SET … [WHERE …]`.
+#[derive(Clone, Debug)]
+pub struct OnConflict {
+    /// The unique index the conflict target names; `None` (no target, DO NOTHING only): any
+    /// unique index.
+    pub index: Option<usize>,
+    pub action: ConflictAction,
+}
+
+#[derive(Clone, Debug)]
+pub enum ConflictAction {
+    Nothing,
+    /// Assignments and condition over a row of twice the table's width: the existing row's
+    /// columns, then the proposed row's (`excluded.c` is column `width + c`).
+    Update { assignments: Vec<(usize, Expr)>, filter: Option<Expr> },
 }
 
 #[derive(Clone, Debug)]
@@ -287,19 +306,18 @@ fn scope_for<'a>(table: &'a TableDef, alias: Option<&ast::Ident>) -> Scope<'a> {
     if let Some(a) = alias {
         qualifiers = vec![fold_ident(a)];
     }
-    Scope { table, qualifiers }
+    Scope { table, qualifiers, excluded: false }
 }
 
 /// Plans INSERT. `params` holds the declared parameter types and receives inferred ones.
 pub fn plan_insert(catalog: &Catalog, insert: &ast::Insert, params: &mut Vec<Option<DataType>>) -> Result<InsertPlan> {
-    if insert.on.is_some() {
-        return Err(Error::unsupported("INSERT … ON CONFLICT"));
-    }
     let ast::TableObject::TableName(name) = &insert.table else {
         return Err(Error::unsupported("INSERT into a table function"));
     };
     let table = catalog.require_table(&user_relation(name)?)?.clone();
-    let returning = bind_returning(&table, insert.table_alias.as_ref().map(|a| &a.alias), &insert.returning, params)?;
+    let alias = insert.table_alias.as_ref().map(|a| &a.alias);
+    let on_conflict = insert.on.as_ref().map(|on| plan_on_conflict(&table, alias, on, params).map(Arc::new)).transpose()?;
+    let returning = bind_returning(&table, alias, &insert.returning, params)?;
     let columns: Vec<usize> = if insert.columns.is_empty() {
         (0..table.columns.len()).collect()
     } else {
@@ -327,11 +345,11 @@ pub fn plan_insert(catalog: &Catalog, insert: &ast::Insert, params: &mut Vec<Opt
     }
     let Some(source) = &insert.source else {
         // INSERT … DEFAULT VALUES
-        return Ok(InsertPlan { table, columns: vec![], source: InsertSource::Values(vec![vec![]]), returning });
+        return Ok(InsertPlan { table, columns: vec![], source: InsertSource::Values(vec![vec![]]), returning, on_conflict });
     };
     let values = match source.body.as_ref() {
         ast::SetExpr::Values(v) if source.order_by.is_none() && source.limit_clause.is_none() && source.with.is_none() => v,
-        _ => return Ok(InsertPlan { table, columns, source: InsertSource::Query(source.clone()), returning }),
+        _ => return Ok(InsertPlan { table, columns, source: InsertSource::Query(source.clone()), returning, on_conflict }),
     };
     // Without a column list, VALUES rows fill the table's first columns, the rest take their
     // defaults (as in PostgreSQL); the rows must all be as long.
@@ -365,7 +383,7 @@ pub fn plan_insert(catalog: &Catalog, insert: &ast::Insert, params: &mut Vec<Opt
         }
         rows.push(bound);
     }
-    Ok(InsertPlan { table, columns, source: InsertSource::Values(rows), returning })
+    Ok(InsertPlan { table, columns, source: InsertSource::Values(rows), returning, on_conflict })
 }
 
 fn is_default_keyword(e: &ast::Expr) -> bool {
@@ -406,8 +424,22 @@ pub fn plan_update(catalog: &Catalog, update: &ast::Update, params: &mut Vec<Opt
     let (name, alias) = single_table(&update.table).ok_or_else(|| Error::unsupported("UPDATE of a join"))?;
     let table = catalog.require_table(&user_relation(name)?)?.clone();
     let mut binder = Binder::new(Some(scope_for(&table, alias)), params);
-    let mut assignments = Vec::with_capacity(update.assignments.len());
-    for a in &update.assignments {
+    let assignments = bind_assignments(&table, &update.assignments, &mut binder)?;
+    let filter = update.selection.as_ref().map(|w| binder.bind_predicate(w)).transpose()?;
+    let access = choose_access(&table, filter.as_ref(), &[]).0;
+    let residual = residual_filter(&table, filter.as_ref(), &access);
+    drop(binder);
+    let returning = bind_returning(&table, alias, &update.returning, params)?;
+    // The filter, the new values, and the old values of the changed columns (for the undo).
+    let assigned = assignments.iter().fold(0u64, |m, (c, _)| m | column_bit(*c));
+    let reads = assigned | columns_read(residual.iter().chain(assignments.iter().map(|(_, e)| e)).chain(returned(&returning)));
+    Ok(UpdatePlan { table, assignments, filter, residual, access, returning, reads })
+}
+
+/// `SET column = value, …` of an UPDATE (or of ON CONFLICT DO UPDATE), bound with `binder`.
+fn bind_assignments(table: &TableDef, set: &[ast::Assignment], binder: &mut Binder) -> Result<Vec<(usize, Expr)>> {
+    let mut assignments = Vec::with_capacity(set.len());
+    for a in set {
         let ast::AssignmentTarget::ColumnName(target) = &a.target else {
             return Err(Error::unsupported("multiple-column assignment in UPDATE"));
         };
@@ -426,15 +458,56 @@ pub fn plan_update(catalog: &Catalog, update: &ast::Update, params: &mut Vec<Opt
         };
         assignments.push((c, e));
     }
-    let filter = update.selection.as_ref().map(|w| binder.bind_predicate(w)).transpose()?;
-    let access = choose_access(&table, filter.as_ref(), &[]).0;
-    let residual = residual_filter(&table, filter.as_ref(), &access);
-    drop(binder);
-    let returning = bind_returning(&table, alias, &update.returning, params)?;
-    // The filter, the new values, and the old values of the changed columns (for the undo).
-    let assigned = assignments.iter().fold(0u64, |m, (c, _)| m | column_bit(*c));
-    let reads = assigned | columns_read(residual.iter().chain(assignments.iter().map(|(_, e)| e)).chain(returned(&returning)));
-    Ok(UpdatePlan { table, assignments, filter, residual, access, returning, reads })
+    Ok(assignments)
+}
+
+/// Plans `ON CONFLICT`: the unique index its target names (by columns, in any order, or by
+/// constraint name), and DO UPDATE's assignments and condition, in which `excluded.c` is
+/// the proposed row's column.
+fn plan_on_conflict(table: &TableDef, alias: Option<&ast::Ident>, on: &ast::OnInsert, params: &mut Vec<Option<DataType>>) -> Result<OnConflict> {
+    let ast::OnInsert::OnConflict(on) = on else { return Err(Error::unsupported("ON DUPLICATE KEY UPDATE")) };
+    let no_match = || {
+        Error::new(SqlState::InvalidColumnReference, "there is no unique or exclusion constraint matching the ON CONFLICT specification")
+    };
+    let index = match &on.conflict_target {
+        None => None,
+        Some(ast::ConflictTarget::Columns(names)) => {
+            let mut wanted = names
+                .iter()
+                .map(|n| table.column_index(&fold_ident(n)).ok_or_else(|| Error::undefined_column(&fold_ident(n))))
+                .collect::<Result<Vec<_>>>()?;
+            wanted.sort_unstable();
+            let position = table.indexes.iter().position(|i| {
+                let mut columns = i.columns.clone();
+                columns.sort_unstable();
+                i.unique && columns == wanted
+            });
+            Some(position.ok_or_else(no_match)?)
+        }
+        Some(ast::ConflictTarget::OnConstraint(name)) => {
+            let name = name.0.last().and_then(|p| p.as_ident()).map(fold_ident).unwrap_or_default();
+            let position = table.indexes.iter().position(|i| i.unique && i.name == name);
+            Some(position.ok_or_else(|| {
+                Error::new(SqlState::UndefinedObject, format!("constraint \"{name}\" for table \"{}\" does not exist", table.name))
+            })?)
+        }
+    };
+    let action = match &on.action {
+        ast::OnConflictAction::DoNothing => ConflictAction::Nothing,
+        ast::OnConflictAction::DoUpdate(update) => {
+            if index.is_none() {
+                return Err(Error::new(
+                    SqlState::SyntaxError,
+                    "ON CONFLICT DO UPDATE requires inference specification or constraint name",
+                ));
+            }
+            let mut binder = Binder::new(Some(Scope { excluded: true, ..scope_for(table, alias) }), params);
+            let assignments = bind_assignments(table, &update.assignments, &mut binder)?;
+            let filter = update.selection.as_ref().map(|w| binder.bind_predicate(w)).transpose()?;
+            ConflictAction::Update { assignments, filter }
+        }
+    };
+    Ok(OnConflict { index, action })
 }
 
 pub fn plan_delete(catalog: &Catalog, delete: &ast::Delete, params: &mut Vec<Option<DataType>>) -> Result<DeletePlan> {

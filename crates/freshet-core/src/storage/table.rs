@@ -302,24 +302,51 @@ impl TableStore {
     /// A row whose newest version is not committed yet (by another transaction) is a conflict
     /// (40001): it could still commit or roll back.
     fn check_unique(&self, position: usize, key: &[u8], except: Option<RowId>, view: &TxnView, values: &dyn Fn(usize) -> Value) -> Result<()> {
-        let mut failure = None;
+        match self.key_holder(position, key, except, view)? {
+            Some(_) => Err(self.unique_violation(position, values)),
+            None => Ok(()),
+        }
+    }
+
+    /// The row (other than `except`) that holds `key` in unique index `position`, or none; a
+    /// row another transaction is changing is a conflict (the caller waits for it), whether
+    /// or not it will hold the key.
+    fn key_holder(&self, position: usize, key: &[u8], except: Option<RowId>, view: &TxnView) -> Result<Option<RowId>> {
+        let mut found = Ok(None);
         self.indexes[position].scan_key(key, &mut |_, other| {
             if Some(other) == except {
                 return true;
             }
-            let pending = self.head(other).filter(|v| v.ts >= TXN_ID_BASE && v.ts != view.id);
-            let holds_key = !self.slot_deleted(other) && self.key_of(position, other).0.as_slice() == key;
-            if let Some(v) = pending {
-                failure = Some(super::mvcc::conflict(v));
+            if let Some(v) = self.head(other).filter(|v| v.ts >= TXN_ID_BASE && v.ts != view.id) {
+                found = Err(super::mvcc::conflict(v));
                 return false;
             }
-            if holds_key {
-                failure = Some(self.unique_violation(position, values));
+            if !self.slot_deleted(other) && self.key_of(position, other).0.as_slice() == key {
+                found = Ok(Some(other));
                 return false;
             }
             true
         });
-        failure.map_or(Ok(()), Err)
+        found
+    }
+
+    /// The row whose key in unique index `index` (or, with `None`, in any unique index) is
+    /// `row`'s: what `INSERT … ON CONFLICT` meets instead of a unique violation. A key with a
+    /// NULL conflicts with nothing.
+    pub fn conflicting_row(&self, row: &[Value], index: Option<usize>, view: &TxnView) -> Result<Option<RowId>> {
+        for (position, def) in self.def.indexes.iter().enumerate() {
+            if !def.unique || index.is_some_and(|i| i != position) {
+                continue;
+            }
+            let mut key = KeyBuf::new();
+            if encode_key(def.columns.iter().map(|&c| &row[c]), &mut key) {
+                continue;
+            }
+            if let Some(holder) = self.key_holder(position, &key, None, view)? {
+                return Ok(Some(holder));
+            }
+        }
+        Ok(None)
     }
 
     /// Inserts a row whose values already have the column types, as a change of transaction
