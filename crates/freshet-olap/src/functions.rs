@@ -1,6 +1,7 @@
 //! Scalar functions PostgreSQL has and DataFusion lacks: `md5(text)`,
-//! `width_bucket(operand, low, high, count)` and `age(timestamp, timestamp)` (the one-argument
-//! `age(t)`, from midnight today, is rewritten into it: `rewrite::postgres_functions`).
+//! `width_bucket(operand, low, high, count)`, `age(timestamp, timestamp)` (the one-argument
+//! `age(t)`, from midnight today, is rewritten into it: `rewrite::postgres_functions`) and
+//! `format(text, …)`.
 
 use std::sync::Arc;
 
@@ -11,6 +12,7 @@ use datafusion::arrow::datatypes::{
 };
 use datafusion::common::Result as DfResult;
 use datafusion::logical_expr::{ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility};
+use freshet_core::types::Value;
 use freshet_core::{Error, SqlState};
 use md5::{Digest, Md5};
 
@@ -23,6 +25,7 @@ pub(crate) fn all() -> Vec<ScalarUDF> {
         ScalarUDF::new_from_impl(Md5Text { signature: Signature::any(1, Volatility::Immutable) }),
         ScalarUDF::new_from_impl(WidthBucket { signature: Signature::any(4, Volatility::Immutable) }),
         ScalarUDF::new_from_impl(Age { signature: Signature::any(2, Volatility::Immutable) }),
+        ScalarUDF::new_from_impl(Format { signature: Signature::variadic_any(Volatility::Immutable) }),
     ]
 }
 
@@ -214,6 +217,139 @@ impl ScalarUDFImpl for Age {
     }
 }
 
+/// `format(formatstr, args…) → text`: `%s` (the argument as text, NULL as nothing), `%I` (as a
+/// quoted identifier where it needs quotes), `%L` (as a quoted literal, NULL as `NULL`) and
+/// `%%`; an argument position (`%2$s`) and a width (`%5s`, `%-5s`) as PostgreSQL reads them.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct Format {
+    signature: Signature,
+}
+
+fn format_error(message: &str) -> Error {
+    Error::new(SqlState::InvalidParameterValue, message.to_string())
+}
+
+/// An identifier as SQL text: as it is when it is a plain lower-case word, else in double
+/// quotes (PostgreSQL also quotes its reserved words, which stay bare here).
+fn quote_ident(s: &str) -> String {
+    let plain = s.chars().next().is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+        && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '$');
+    if plain { s.to_string() } else { format!("\"{}\"", s.replace('"', "\"\"")) }
+}
+
+/// One formatted string from the template and the arguments' texts (None: NULL).
+fn format_text(template: &str, args: &[Option<String>]) -> Result<String, Error> {
+    let mut out = String::new();
+    let mut chars = template.chars().peekable();
+    let mut next = 0;
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        if chars.peek() == Some(&'%') {
+            chars.next();
+            out.push('%');
+            continue;
+        }
+        // [position$][-][width]type
+        let mut digits = String::new();
+        while let Some(d) = chars.peek().filter(|d| d.is_ascii_digit()) {
+            digits.push(*d);
+            chars.next();
+        }
+        let mut position = None;
+        if !digits.is_empty() && chars.peek() == Some(&'$') {
+            chars.next();
+            position = Some(digits.parse::<usize>().map_err(|_| format_error("argument number is out of range"))?);
+            digits.clear();
+        }
+        let left = digits.is_empty() && chars.peek() == Some(&'-');
+        if left {
+            chars.next();
+        }
+        while let Some(d) = chars.peek().filter(|d| d.is_ascii_digit()) {
+            digits.push(*d);
+            chars.next();
+        }
+        let width: usize = if digits.is_empty() { 0 } else { digits.parse().map_err(|_| format_error("number is out of range"))? };
+        let kind = chars.next().ok_or_else(|| format_error("unterminated format() type specifier"))?;
+        let index = match position {
+            Some(0) => return Err(format_error("format specifies argument 0, but arguments are numbered from 1")),
+            Some(p) => p - 1,
+            None => next,
+        };
+        next = index + 1;
+        let arg = args.get(index).ok_or_else(|| format_error("too few arguments for format()"))?;
+        let text = match (kind, arg) {
+            ('s', Some(s)) => s.clone(),
+            ('s', None) => String::new(),
+            ('I', Some(s)) => quote_ident(s),
+            ('I', None) => {
+                return Err(Error::new(
+                    SqlState::custom("22004").unwrap_or(SqlState::InvalidParameterValue),
+                    "null values cannot be formatted as an SQL identifier",
+                ))
+            }
+            ('L', Some(s)) => format!("'{}'", s.replace('\'', "''")),
+            ('L', None) => "NULL".to_string(),
+            (other, _) => return Err(format_error(&format!("unrecognized format() type specifier \"{other}\""))),
+        };
+        let pad = width.saturating_sub(text.chars().count());
+        if left {
+            out.push_str(&text);
+            out.extend(std::iter::repeat_n(' ', pad));
+        } else {
+            out.extend(std::iter::repeat_n(' ', pad));
+            out.push_str(&text);
+        }
+    }
+    Ok(out)
+}
+
+impl ScalarUDFImpl for Format {
+    fn name(&self) -> &str {
+        "format"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, args: &[ArrowType]) -> DfResult<ArrowType> {
+        match args.first() {
+            Some(ArrowType::Utf8 | ArrowType::Utf8View | ArrowType::LargeUtf8 | ArrowType::Null) => Ok(ArrowType::Utf8),
+            _ => Err(no_function_for("format", args)),
+        }
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let scalar = args.args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        let n = args.number_rows;
+        let arrays = args.args.iter().map(|a| a.to_array(n)).collect::<DfResult<Vec<_>>>()?;
+        let mut out = StringBuilder::with_capacity(n, n * 16);
+        for i in 0..n {
+            // Each value in PostgreSQL's text form (a timestamp as `2024-03-05 10:00:00`).
+            let texts: Vec<Option<String>> = arrays
+                .iter()
+                .map(|a| match crate::values::value_at(a, i, crate::types::sql_type_of_arrow(a.data_type())) {
+                    Value::Null => None,
+                    v => {
+                        let mut s = String::new();
+                        v.write_as_text(&mut s);
+                        Some(s)
+                    }
+                })
+                .collect();
+            match &texts[0] {
+                None => out.append_null(),
+                Some(template) => out.append_value(format_text(template, &texts[1..]).map_err(to_datafusion)?),
+            }
+        }
+        columnar(Arc::new(out.finish()), scalar)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -227,6 +363,18 @@ mod tests {
         assert_eq!(bucket(7.0, 10.0, 0.0, 5).unwrap(), 2);
         assert_eq!(bucket(1.0, 0.0, 10.0, 0).unwrap_err().state.code(), "2201G");
         assert_eq!(bucket(1.0, 2.0, 2.0, 3).unwrap_err().state.code(), "2201G");
+    }
+
+    #[test]
+    fn format_follows_postgresql() {
+        let args = |a: &[Option<&str>]| a.iter().map(|s| s.map(str::to_string)).collect::<Vec<_>>();
+        assert_eq!(format_text("%s has %s orders", &args(&[Some("ann"), Some("2")])).unwrap(), "ann has 2 orders");
+        assert_eq!(format_text("%I.%I", &args(&[Some("my table"), Some("col")])).unwrap(), "\"my table\".col");
+        assert_eq!(format_text("%L, %L", &args(&[Some("it's"), None])).unwrap(), "'it''s', NULL");
+        assert_eq!(format_text("[%5s|%-5s]", &args(&[Some("ab"), Some("cd")])).unwrap(), "[   ab|cd   ]");
+        assert_eq!(format_text("%2$s %1$s", &args(&[Some("a"), Some("b")])).unwrap(), "b a");
+        assert_eq!(format_text("100%%", &[]).unwrap(), "100%");
+        assert_eq!(format_text("%s %s", &args(&[Some("a")])).unwrap_err().message, "too few arguments for format()");
     }
 
     #[test]

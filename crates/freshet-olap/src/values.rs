@@ -37,7 +37,8 @@ pub fn scalar(v: &Value, ty: DataType) -> ScalarValue {
 
 /// Row `i` of `array` as a value of type `ty` (for INSERT … SELECT and result conversion).
 pub fn value_at(array: &ArrayRef, i: usize, ty: DataType) -> Value {
-    if array.is_null(i) {
+    // A NullArray has no validity buffer: `is_null` is false for its rows.
+    if array.is_null(i) || array.data_type() == &ArrowType::Null {
         return Value::Null;
     }
     match array.data_type() {
