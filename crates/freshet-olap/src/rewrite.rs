@@ -83,7 +83,9 @@ pub fn unique_output_names(statement: &mut ast::Statement) {
 /// `ORDER BY n` of a grouped query, where output column `n` is an unnamed expression (not a
 /// column): DataFusion resolves the ordinal to the expression's generated name and then
 /// refuses it as "not in GROUP BY", where PostgreSQL sorts by that output column. Sorting by
-/// the expression itself means the same, and DataFusion matches it to the select list.
+/// the expression itself means the same, and DataFusion matches it to the select list. The
+/// other way round for `SELECT DISTINCT`: an ORDER BY expression that is a select-list item
+/// becomes that item's position, which DataFusion accepts where it refuses the expression.
 pub fn grouped_order_ordinals(statement: &mut ast::Statement) {
     struct Ordinals;
     impl VisitorMut for Ordinals {
@@ -95,6 +97,19 @@ pub fn grouped_order_ordinals(statement: &mut ast::Statement) {
                 return ControlFlow::Continue(());
             };
             if !grouped {
+                // SELECT DISTINCT … ORDER BY <an item's expression>: DataFusion does not match
+                // the expression to the item; its position means the same.
+                if matches!(select.distinct, Some(ast::Distinct::Distinct)) {
+                    for item in items.iter_mut().filter(|i| !matches!(i.expr, Expr::Value(_) | Expr::Identifier(_) | Expr::CompoundIdentifier(_))) {
+                        let position = select.projection.iter().position(|p| match p {
+                            ast::SelectItem::UnnamedExpr(e) | ast::SelectItem::ExprWithAlias { expr: e, .. } => *e == item.expr,
+                            _ => false,
+                        });
+                        if let Some(p) = position {
+                            item.expr = Expr::Value(ast::Value::Number((p + 1).to_string(), false).into());
+                        }
+                    }
+                }
                 return ControlFlow::Continue(());
             }
             for item in items.iter_mut() {
