@@ -13,6 +13,12 @@ pub fn to_datafusion(e: Error) -> DataFusionError {
 /// Maps an error of the analytical side to the SQLSTATE a PostgreSQL client expects.
 pub fn from_datafusion(e: DataFusionError) -> Error {
     let root = e.find_root();
+    let text = root.to_string();
+    if let Some(at) = text.find("regex parse error") {
+        // A pattern of `~`, SIMILAR TO or regexp_* that does not compile.
+        let detail = text[at..].lines().last().unwrap_or_default().trim().trim_start_matches("error: ");
+        return Error::new(SqlState::custom("2201B").unwrap_or(SqlState::InvalidParameterValue), format!("invalid regular expression: {detail}"));
+    }
     match root {
         DataFusionError::External(inner) => {
             if let Some(core) = inner.downcast_ref::<Error>() {

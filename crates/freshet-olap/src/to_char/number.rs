@@ -275,7 +275,9 @@ struct Writer<'a> {
     /// With FM and a decimal point: the last character of `number` to write (the last
     /// non-zero decimal digit, or the decimal point, kept at least to the last `0`).
     last: Option<usize>,
-    digit_count: usize,
+    /// Digit positions less one (-1 for a template without any), plus one when the sign is
+    /// still to be written and no position is blank.
+    digit_count: isize,
     brackets: bool,
     anchored: Anchored,
 }
@@ -294,7 +296,7 @@ impl<'a> Writer<'a> {
             sign_written: false,
             in_number: false,
             last: None,
-            digit_count: post + t.pre - 1,
+            digit_count: post as isize + t.pre as isize - 1,
             brackets: t.brackets,
             anchored: t.anchored,
         };
@@ -409,11 +411,11 @@ impl<'a> Writer<'a> {
                 self.at += 1;
             }
         }
-        let mut end = self.digit_count + usize::from(self.blanks > 0) + usize::from(self.t.decimal);
+        let mut end = self.digit_count + isize::from(self.blanks > 0) + isize::from(self.t.decimal);
         if self.last == Some(self.at) {
-            end = self.position;
+            end = self.position as isize;
         }
-        if self.position + 1 == end {
+        if self.position as isize + 1 == end {
             if self.sign_written && self.brackets {
                 out.push(if self.sign == '+' { ' ' } else { '>' });
             } else if self.anchored == Anchored::After {
