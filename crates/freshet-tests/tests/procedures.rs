@@ -505,3 +505,26 @@ fn a_long_running_routine_leaves_its_job() {
     assert_eq!(int(&s.execute_blocking("SELECT spin(3000000)").unwrap()[0].rows()), 3_000_000);
     assert_eq!(counts(&db), (2, 1));
 }
+
+#[test]
+fn an_upsert_in_a_plpgsql_function_runs_inside_the_one_job_call() {
+    let db = Database::open(Config { olap_threads: 2, ..Config::default() }).unwrap();
+    let mut s = db.session();
+    s.execute_blocking("CREATE TABLE kv (k INT PRIMARY KEY, v INT)").unwrap();
+    s.execute_blocking(
+        "CREATE FUNCTION bump(p_k INT) RETURNS INT LANGUAGE plpgsql AS $$ DECLARE r INT; BEGIN \
+         INSERT INTO kv VALUES (p_k, 1) ON CONFLICT (k) DO UPDATE SET v = kv.v + 1 RETURNING v INTO r; RETURN r; END $$",
+    )
+    .unwrap();
+    let bump = |s: &mut freshet::Session, k: i32| s.execute_blocking(&format!("SELECT bump({k})")).unwrap().remove(0).rows()[0][0].clone();
+    assert_eq!(bump(&mut s, 1), Value::Int32(1));
+    assert_eq!(bump(&mut s, 1), Value::Int32(2));
+    assert_eq!(bump(&mut s, 2), Value::Int32(1));
+    assert_eq!(bump(&mut s, 1), Value::Int32(3));
+    let rows = s.execute_blocking("SELECT k, v FROM kv ORDER BY k").unwrap().remove(0).rows();
+    assert_eq!(rows, vec![vec![Value::Int32(1), Value::Int32(3)], vec![Value::Int32(2), Value::Int32(1)]]);
+    let (calls, in_one_job) = native_counts(&db, "bump");
+    assert_eq!(calls, 4);
+    // The first call prepares the statement the ordinary way; the others run as one job.
+    assert!(in_one_job >= 3, "{in_one_job} of {calls} calls ran as one job");
+}

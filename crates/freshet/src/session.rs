@@ -1019,13 +1019,10 @@ impl Session {
             (InsertSource::Query(_), None) => return Err(Error::internal("INSERT … SELECT without a source plan")),
         };
         if let Some(on) = &plan.on_conflict {
-            // RETURNING gives the rows inserted or updated, known once they are.
-            let (full_rows, _) = complete_rows(&InsertPlan { returning: None, ..plan.clone() }, supplied, &params, now)?;
+            let full_rows = proposed_rows(plan, supplied, &params, now)?;
             let engine = &self.db.inner.engine;
             let (n, written) = engine.upsert_rows(table, full_rows, on.clone(), params.clone(), now, txn, self.settings.synchronous_commit()).await?;
-            let cx = EvalContext { params: &params, now };
-            let returned = plan.returning.as_ref().map(|r| freshet_core::try_vec(written.iter().map(|row| r.row(row, &cx)))).transpose()?;
-            return Ok((n, returned));
+            return Ok((n, returned_rows(plan, &written, &params, now)?));
         }
         let (full_rows, returned) = complete_rows(plan, supplied, &params, now)?;
         if full_rows.is_empty() {
@@ -1544,6 +1541,17 @@ fn complete_rows(plan: &InsertPlan, supplied: Rows, params: &[Value], now: i64) 
     Ok((full_rows, returned))
 }
 
+/// The whole rows an INSERT … ON CONFLICT proposes (its RETURNING waits for the rows written).
+fn proposed_rows(plan: &InsertPlan, supplied: Rows, params: &[Value], now: i64) -> Result<Rows> {
+    Ok(complete_rows(&InsertPlan { returning: None, ..plan.clone() }, supplied, params, now)?.0)
+}
+
+/// RETURNING of an INSERT … ON CONFLICT over the rows it wrote (inserted or updated).
+fn returned_rows(plan: &InsertPlan, written: &[Vec<Value>], params: &[Value], now: i64) -> Result<Option<Rows>> {
+    let cx = EvalContext { params, now };
+    plan.returning.as_ref().map(|r| freshet_core::try_vec(written.iter().map(|row| r.row(row, &cx)))).transpose()
+}
+
 /// The call a prepared statement makes, if it is a CALL or `SELECT f(…)`.
 pub(crate) fn call_plan(prepared: &Prepared) -> Option<&crate::procedure::CallPlan> {
     match &prepared.kind {
@@ -1562,9 +1570,13 @@ pub(crate) fn run_in_job(prepared: &Prepared, params: Vec<Value>, now: i64, cata
     let short = match &prepared.kind {
         Kind::Query(q) => q.short.as_ref(),
         Kind::Dml(plan) => Some(plan),
-        // ON CONFLICT runs the ordinary way.
-        Kind::Insert { plan, source: None } if matches!(plan.source, InsertSource::Values(_)) && plan.on_conflict.is_none() => {
+        Kind::Insert { plan, source: None } if matches!(plan.source, InsertSource::Values(_)) => {
             let supplied = values_rows(plan, &params, now)?;
+            if let Some(on) = &plan.on_conflict {
+                let full_rows = proposed_rows(plan, supplied, &params, now)?;
+                let (n, written) = if full_rows.is_empty() { (0, Vec::new()) } else { job.upsert(&plan.table, &full_rows, on, &params, now)? };
+                return Ok((returned_rows(plan, &written, &params, now)?.unwrap_or_default(), n));
+            }
             let (full_rows, returned) = complete_rows(plan, supplied, &params, now)?;
             let n = if full_rows.is_empty() { 0 } else { job.insert(&plan.table, &full_rows)? };
             return Ok((returned.unwrap_or_default(), n));

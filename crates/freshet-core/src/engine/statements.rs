@@ -17,7 +17,7 @@ use crate::error::{Error, Result, SqlState};
 use crate::executor::Partition;
 use crate::sql::exec::{self, RecordChanges, RecordRead, SelectOutcome};
 use crate::sql::expr::EvalContext;
-use crate::sql::plan::OltpPlan;
+use crate::sql::plan::{OltpPlan, OnConflict};
 use crate::storage::{TableSnapshot, Ts, TxnView};
 use crate::txn::{self, Isolation, LocalTxn, ReadPredicate, TxnRegistry};
 use crate::types::Value;
@@ -419,6 +419,9 @@ pub trait JobStatements {
     fn run(&mut self, plan: &Arc<OltpPlan>, params: Vec<Value>, now: i64) -> Result<OltpResult>;
     /// Inserts rows that already have the table's column types.
     fn insert(&mut self, table: &TableDef, rows: &[Vec<Value>]) -> Result<u64>;
+    /// Inserts rows with `ON CONFLICT` (see [`exec::upsert_rows`]): how many were written, and
+    /// their new values.
+    fn upsert(&mut self, table: &TableDef, rows: &[Vec<Value>], on: &OnConflict, params: &[Value], now: i64) -> Result<(u64, Vec<Vec<Value>>)>;
     /// Gives the job up (see [`JobTxn`]); the error returned is for the body to pass on.
     fn give_up(&mut self) -> Error;
     /// Record-level access of a native procedure (see [`RecordRead`]): the rows a read finds,
@@ -451,6 +454,14 @@ impl JobStatements for JobTxn<'_> {
         }
         let inserted = exec::insert_rows(self.part.table_mut(table.id)?, rows, self.local);
         self.or_give_up(inserted)
+    }
+
+    fn upsert(&mut self, table: &TableDef, rows: &[Vec<Value>], on: &OnConflict, params: &[Value], now: i64) -> Result<(u64, Vec<Vec<Value>>)> {
+        if !self.stores(table) {
+            return Err(self.give_up());
+        }
+        let written = exec::upsert_rows(self.part.table_mut(table.id)?, rows, on, &EvalContext { params, now }, self.local);
+        self.or_give_up(written)
     }
 
     fn give_up(&mut self) -> Error {
