@@ -706,6 +706,7 @@ pub fn postgres_functions(statement: &mut ast::Statement) {
 /// `ORDER BY n`, `GROUP BY n`, LIMIT, OFFSET, FETCH and window frame offsets; so do the
 /// arguments of a table function in FROM (DataFusion's `generate_series` takes bigints there)
 /// and the places of `round` and `trunc` (DataFusion sets a numeric result's scale from them).
+/// A number too large for NUMERIC(38) becomes double precision, as on the short path.
 pub fn integer_literals(statement: &mut ast::Statement) {
     /// Marks a bare number as a position (the `long` flag, which PostgreSQL's syntax never
     /// sets; cleared again before planning).
@@ -778,6 +779,17 @@ pub fn integer_literals(statement: &mut ast::Statement) {
             ControlFlow::Continue(())
         }
         fn post_visit_expr(&mut self, e: &mut Expr) -> ControlFlow<()> {
+            // A number beyond NUMERIC(38) (`1e300`) is double precision, as the short path's
+            // binder types it (`number_literal`); DataFusion would fail to make it a decimal.
+            if let Expr::Value(v) = e
+                && let ast::Value::Number(n, false) = &v.value
+                && n.parse::<i64>().is_err()
+                && freshet_core::sql::bind::number_literal(n).is_ok_and(|l| l.ty() == freshet_core::types::DataType::Float64)
+            {
+                let text = Expr::Value(ast::Value::SingleQuotedString(n.clone()).into());
+                *e = Expr::Cast { kind: ast::CastKind::Cast, expr: Box::new(text), data_type: ast::DataType::DoublePrecision, array: false, format: None };
+                return ControlFlow::Continue(());
+            }
             if let Expr::Value(v) = e
                 && let ast::Value::Number(n, false) = &v.value
                 && n.parse::<i32>().is_ok()
