@@ -1019,9 +1019,10 @@ impl Session {
             (InsertSource::Query(_), None) => return Err(Error::internal("INSERT … SELECT without a source plan")),
         };
         if let Some(on) = &plan.on_conflict {
-            let full_rows = proposed_rows(plan, supplied, &params, now)?;
+            let full_rows = whole_rows(plan, supplied, now)?;
             let engine = &self.db.inner.engine;
-            let (n, written) = engine.upsert_rows(table, full_rows, on.clone(), params.clone(), now, txn, self.settings.synchronous_commit()).await?;
+            let returning = plan.returning.is_some();
+            let (n, written) = engine.upsert_rows(table, full_rows, on.clone(), returning, params.clone(), now, txn, self.settings.synchronous_commit()).await?;
             return Ok((n, returned_rows(plan, &written, &params, now)?));
         }
         let (full_rows, returned) = complete_rows(plan, supplied, &params, now)?;
@@ -1519,9 +1520,16 @@ type Rows = Vec<Vec<Value>>;
 
 /// Whole rows from the supplied columns (defaults for the others), and what RETURNING gives.
 fn complete_rows(plan: &InsertPlan, supplied: Rows, params: &[Value], now: i64) -> Result<(Rows, Option<Rows>)> {
+    let full_rows = whole_rows(plan, supplied, now)?;
+    let returned = returned_rows(plan, &full_rows, params, now)?;
+    Ok((full_rows, returned))
+}
+
+/// The rows with every column: the supplied ones, defaults for the others.
+fn whole_rows(plan: &InsertPlan, supplied: Rows, now: i64) -> Result<Rows> {
     // Every column supplied, in the table's order (as TPC-C's inserts are): the rows are whole.
     let whole = plan.columns.len() == plan.table.columns.len() && plan.columns.iter().enumerate().all(|(i, &c)| i == c);
-    let full_rows = freshet_core::try_vec(supplied.into_iter().map(|values| {
+    freshet_core::try_vec(supplied.into_iter().map(|values| {
         if whole && values.len() == plan.columns.len() {
             return Ok(values);
         }
@@ -1530,23 +1538,11 @@ fn complete_rows(plan: &InsertPlan, supplied: Rows, params: &[Value], now: i64) 
             row[c] = v;
         }
         Ok(row)
-    }))?;
-    let returned = match &plan.returning {
-        Some(r) => {
-            let cx = EvalContext { params, now };
-            Some(freshet_core::try_vec(full_rows.iter().map(|row| r.row(row, &cx)))?)
-        }
-        None => None,
-    };
-    Ok((full_rows, returned))
+    }))
 }
 
-/// The whole rows an INSERT … ON CONFLICT proposes (its RETURNING waits for the rows written).
-fn proposed_rows(plan: &InsertPlan, supplied: Rows, params: &[Value], now: i64) -> Result<Rows> {
-    Ok(complete_rows(&InsertPlan { returning: None, ..plan.clone() }, supplied, params, now)?.0)
-}
-
-/// RETURNING of an INSERT … ON CONFLICT over the rows it wrote (inserted or updated).
+/// RETURNING of an INSERT over its rows (with ON CONFLICT: the rows it wrote, inserted or
+/// updated).
 fn returned_rows(plan: &InsertPlan, written: &[Vec<Value>], params: &[Value], now: i64) -> Result<Option<Rows>> {
     let cx = EvalContext { params, now };
     plan.returning.as_ref().map(|r| freshet_core::try_vec(written.iter().map(|row| r.row(row, &cx)))).transpose()
@@ -1573,8 +1569,9 @@ pub(crate) fn run_in_job(prepared: &Prepared, params: Vec<Value>, now: i64, cata
         Kind::Insert { plan, source: None } if matches!(plan.source, InsertSource::Values(_)) => {
             let supplied = values_rows(plan, &params, now)?;
             if let Some(on) = &plan.on_conflict {
-                let full_rows = proposed_rows(plan, supplied, &params, now)?;
-                let (n, written) = if full_rows.is_empty() { (0, Vec::new()) } else { job.upsert(&plan.table, &full_rows, on, &params, now)? };
+                let full_rows = whole_rows(plan, supplied, now)?;
+                let returning = plan.returning.is_some();
+                let (n, written) = if full_rows.is_empty() { (0, Vec::new()) } else { job.upsert(&plan.table, &full_rows, on, returning, &params, now)? };
                 return Ok((returned_rows(plan, &written, &params, now)?.unwrap_or_default(), n));
             }
             let (full_rows, returned) = complete_rows(plan, supplied, &params, now)?;

@@ -138,13 +138,14 @@ impl Engine {
 
     /// Inserts rows with `ON CONFLICT` (see [`exec::upsert_rows`]), as [`Self::insert_rows`]
     /// does; DO UPDATE's expressions take `params` and `now`. Returns how many rows were
-    /// inserted or updated and their new values.
+    /// inserted or updated and (with `returning`) their new values.
     #[allow(clippy::too_many_arguments)]
     pub async fn upsert_rows(
         &self,
         table: &Arc<TableDef>,
         rows: Vec<Vec<Value>>,
         on: Arc<crate::sql::plan::OnConflict>,
+        returning: bool,
         params: Vec<Value>,
         now: i64,
         txn: Option<TxnCtx>,
@@ -158,7 +159,7 @@ impl Engine {
         let params: Arc<[Value]> = params.into();
         let f: StatementFn<(u64, Vec<Vec<Value>>)> = Arc::new(move |p, local| {
             let rows = by_id.iter().find(|(part, _)| *part == p.id).map(|(_, r)| r.clone()).unwrap_or_default();
-            exec::upsert_rows(p.table_mut(id)?, &rows, &on, &EvalContext { params: &params, now }, local)
+            exec::upsert_rows(p.table_mut(id)?, &rows, &on, returning, &EvalContext { params: &params, now }, local)
         });
         let mut results = self.run_on(parts, txn, sync, f).await?;
         if table.partition_key.is_none() {
@@ -420,8 +421,8 @@ pub trait JobStatements {
     /// Inserts rows that already have the table's column types.
     fn insert(&mut self, table: &TableDef, rows: &[Vec<Value>]) -> Result<u64>;
     /// Inserts rows with `ON CONFLICT` (see [`exec::upsert_rows`]): how many were written, and
-    /// their new values.
-    fn upsert(&mut self, table: &TableDef, rows: &[Vec<Value>], on: &OnConflict, params: &[Value], now: i64) -> Result<(u64, Vec<Vec<Value>>)>;
+    /// (with `returning`) their new values.
+    fn upsert(&mut self, table: &TableDef, rows: &[Vec<Value>], on: &OnConflict, returning: bool, params: &[Value], now: i64) -> Result<(u64, Vec<Vec<Value>>)>;
     /// Gives the job up (see [`JobTxn`]); the error returned is for the body to pass on.
     fn give_up(&mut self) -> Error;
     /// Record-level access of a native procedure (see [`RecordRead`]): the rows a read finds,
@@ -456,11 +457,11 @@ impl JobStatements for JobTxn<'_> {
         self.or_give_up(inserted)
     }
 
-    fn upsert(&mut self, table: &TableDef, rows: &[Vec<Value>], on: &OnConflict, params: &[Value], now: i64) -> Result<(u64, Vec<Vec<Value>>)> {
+    fn upsert(&mut self, table: &TableDef, rows: &[Vec<Value>], on: &OnConflict, returning: bool, params: &[Value], now: i64) -> Result<(u64, Vec<Vec<Value>>)> {
         if !self.stores(table) {
             return Err(self.give_up());
         }
-        let written = exec::upsert_rows(self.part.table_mut(table.id)?, rows, on, &EvalContext { params, now }, self.local);
+        let written = exec::upsert_rows(self.part.table_mut(table.id)?, rows, on, returning, &EvalContext { params, now }, self.local);
         self.or_give_up(written)
     }
 

@@ -368,19 +368,23 @@ pub fn insert_rows(table: &mut TableStore, rows: &[Vec<Value>], txn: &mut LocalT
 /// Inserts rows (already of the column types) for transaction `txn` with `ON CONFLICT`: a row
 /// whose key a row of the table already holds is skipped (DO NOTHING) or changes that row
 /// (DO UPDATE, where its condition holds). Returns how many rows were inserted or updated,
-/// and each one's new values, in order (for RETURNING). A row this statement inserted or
+/// and (with `returning`) each one's new values, in order: read only for RETURNING. A row this statement inserted or
 /// updated cannot be updated again by it (21000, as in PostgreSQL).
-pub fn upsert_rows(table: &mut TableStore, rows: &[Vec<Value>], on: &OnConflict, cx: &EvalContext, txn: &mut LocalTxn) -> Result<(u64, Vec<Vec<Value>>)> {
+pub fn upsert_rows(table: &mut TableStore, rows: &[Vec<Value>], on: &OnConflict, returning: bool, cx: &EvalContext, txn: &mut LocalTxn) -> Result<(u64, Vec<Vec<Value>>)> {
     let id = table.def().id;
     let width = table.def().columns.len();
-    let mut written = Vec::with_capacity(rows.len());
+    let mut count = 0;
+    let mut written = Vec::new();
     let mut touched = std::collections::HashSet::new();
     for row in rows {
         let Some(existing) = table.conflicting_row(row, on.index, &txn.view)? else {
             let (new, version) = table.insert(row, &txn.view)?;
             txn.versions.push((id, version));
             touched.insert(new);
-            written.push(row.clone());
+            count += 1;
+            if returning {
+                written.push(row.clone());
+            }
             continue;
         };
         let ConflictAction::Update { assignments, filter } = &on.action else { continue };
@@ -405,15 +409,18 @@ pub fn upsert_rows(table: &mut TableStore, rows: &[Vec<Value>], on: &OnConflict,
             }
             changes
         };
-        let mut new: Vec<Value> = (0..width).map(|c| table.get(existing, c)).collect();
-        for (c, v) in &changes {
-            new[*c] = v.clone();
+        if returning {
+            let mut new: Vec<Value> = (0..width).map(|c| table.get(existing, c)).collect();
+            for (c, v) in &changes {
+                new[*c] = v.clone();
+            }
+            written.push(new);
         }
         let version = table.update(existing, &changes, &txn.view)?;
         txn.versions.push((id, version));
-        written.push(new);
+        count += 1;
     }
-    Ok((written.len() as u64, written))
+    Ok((count, written))
 }
 
 /// A stored row followed by a proposed one: ON CONFLICT DO UPDATE's input, where column
