@@ -15,6 +15,7 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 
 use crate::error::{Error, Result, SqlState};
+use crate::sequence::SequenceDef;
 use crate::types::{DataType, Value};
 
 pub type TableId = u32;
@@ -25,6 +26,21 @@ pub enum ColumnDefault {
     Value(Value),
     /// CURRENT_TIMESTAMP / now(): the statement's start time.
     CurrentTimestamp,
+    /// `nextval('name')` (a SERIAL column's default, or one written out).
+    Nextval(String),
+    /// An identity column (`GENERATED {ALWAYS | BY DEFAULT} AS IDENTITY`): the next value of
+    /// its sequence; with `always`, an INSERT may not give a value of its own.
+    Identity { sequence: String, always: bool },
+}
+
+impl ColumnDefault {
+    /// The sequence whose next value the default is.
+    pub fn sequence(&self) -> Option<&str> {
+        match self {
+            ColumnDefault::Nextval(s) | ColumnDefault::Identity { sequence: s, .. } => Some(s),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -58,6 +74,9 @@ pub struct TableDef {
     /// without one is replicated: every partition holds all of it, reads go to any one
     /// partition, writes to all of them.
     pub partition_key: Option<usize>,
+    /// The sequences the table owns (its SERIAL and identity columns'): created, logged and
+    /// dropped with it.
+    pub sequences: Vec<Arc<SequenceDef>>,
 }
 
 impl IndexDef {
@@ -119,6 +138,8 @@ pub struct Catalog {
     tables: BTreeMap<String, Arc<TableDef>>,
     procedures: BTreeMap<String, Arc<ProcedureDef>>,
     views: BTreeMap<String, Arc<ViewDef>>,
+    /// Sequences of their own (CREATE SEQUENCE); a table's are in its definition.
+    sequences: BTreeMap<String, Arc<SequenceDef>>,
 }
 
 impl Catalog {
@@ -155,9 +176,25 @@ impl Catalog {
         self.procedures.values()
     }
 
-    /// Whether `name` is taken by a table, an index or a view (they share one namespace).
+    /// Whether `name` is taken by a table, an index, a view or a sequence (they share one
+    /// namespace).
     pub fn relation_exists(&self, name: &str) -> bool {
-        self.tables.contains_key(name) || self.views.contains_key(name) || self.index_owner(name).is_some()
+        self.tables.contains_key(name) || self.views.contains_key(name) || self.index_owner(name).is_some() || self.sequence(name).is_some()
+    }
+
+    /// The sequence called `name`: one of its own, or one a table owns.
+    pub fn sequence(&self, name: &str) -> Option<&Arc<SequenceDef>> {
+        self.sequences.get(name).or_else(|| self.tables.values().flat_map(|t| &t.sequences).find(|s| s.name == name))
+    }
+
+    /// Every sequence, its own ones first.
+    pub fn all_sequences(&self) -> impl Iterator<Item = &Arc<SequenceDef>> {
+        self.sequences.values().chain(self.tables.values().flat_map(|t| &t.sequences))
+    }
+
+    /// The sequences of their own (not owned by a table).
+    pub fn free_sequences(&self) -> impl Iterator<Item = &Arc<SequenceDef>> {
+        self.sequences.values()
     }
 
     pub fn view(&self, name: &str) -> Option<&Arc<ViewDef>> {
@@ -363,6 +400,30 @@ impl CatalogStore {
         }
         let mut next = (**cur).clone();
         next.procedures.remove(name);
+        next.version += 1;
+        *cur = Arc::new(next);
+        true
+    }
+}
+
+impl CatalogStore {
+    /// Publishes a catalog with sequence `def` added.
+    pub fn put_sequence(&self, def: Arc<SequenceDef>) {
+        let mut cur = self.current.write();
+        let mut next = (**cur).clone();
+        next.version += 1;
+        next.sequences.insert(def.name.clone(), def);
+        *cur = Arc::new(next);
+    }
+
+    /// Publishes a catalog without sequence `name`; whether it was there.
+    pub fn remove_sequence(&self, name: &str) -> bool {
+        let mut cur = self.current.write();
+        if !cur.sequences.contains_key(name) {
+            return false;
+        }
+        let mut next = (**cur).clone();
+        next.sequences.remove(name);
         next.version += 1;
         *cur = Arc::new(next);
         true

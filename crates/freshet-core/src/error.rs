@@ -67,6 +67,12 @@ pub enum SqlState {
     RaiseException,
     /// 42723: a procedure or function of that name exists already.
     DuplicateFunction,
+    /// 2200H: nextval past the end of a sequence without CYCLE.
+    SequenceGeneratorLimitExceeded,
+    /// 55000: e.g. currval before nextval in the session.
+    ObjectNotInPrerequisiteState,
+    /// 428C9: a value given for a GENERATED ALWAYS identity column.
+    GeneratedAlways,
     /// Another five-character code, as `RAISE … USING ERRCODE = '…'` gives it (interned by
     /// [`SqlState::custom`]).
     Custom(&'static str),
@@ -133,6 +139,9 @@ impl SqlState {
             AdminShutdown => "57P01",
             RaiseException => "P0001",
             DuplicateFunction => "42723",
+            SequenceGeneratorLimitExceeded => "2200H",
+            ObjectNotInPrerequisiteState => "55000",
+            GeneratedAlways => "428C9",
             Custom(code) => code,
             Internal => "XX000",
         }
@@ -197,6 +206,9 @@ impl SqlState {
             "57P01" => AdminShutdown,
             "P0001" => RaiseException,
             "42723" => DuplicateFunction,
+            "2200H" => SequenceGeneratorLimitExceeded,
+            "55000" => ObjectNotInPrerequisiteState,
+            "428C9" => GeneratedAlways,
             "XX000" => Internal,
             _ => return None,
         })

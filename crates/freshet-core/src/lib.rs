@@ -9,6 +9,7 @@ pub mod catalog;
 pub mod engine;
 pub mod error;
 pub mod executor;
+pub mod sequence;
 pub mod sql;
 pub mod storage;
 pub mod txn;

@@ -162,6 +162,11 @@ fn slt_durable_with_restarts() {
             // Several connections would each hold the database open across a restart.
             continue;
         }
+        if text.lines().any(|l| l.starts_with("# restarts: no")) {
+            // Results that a restart changes by design (a sequence skips its logged-ahead
+            // values; currval is per session); `durability.rs` tests those across restarts.
+            continue;
+        }
         ran += 1;
         let dir = crate::durability::TempDir::new("slt");
         let path = dir.0.clone();

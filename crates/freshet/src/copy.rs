@@ -86,6 +86,13 @@ impl CopyFormat {
     }
 }
 
+/// What the columns COPY does not fill take their defaults from: the statement's start time and
+/// the session's sequences.
+pub(crate) struct CopyDefaults {
+    pub now: i64,
+    pub sequences: Arc<crate::sequences::SessionSequences>,
+}
+
 /// The receiving end of COPY … FROM STDIN.
 pub struct CopyIn {
     engine: Arc<Engine>,
@@ -106,12 +113,15 @@ pub struct CopyIn {
     sync: bool,
     /// The statement's time: CURRENT_TIMESTAMP defaults of every row.
     now: i64,
+    /// Sequence defaults (SERIAL, identity) take their values through the session.
+    sequences: Arc<crate::sequences::SessionSequences>,
 }
 
 impl CopyIn {
     /// A COPY into `table`, as part of the transaction block `txn`, or in a transaction of
     /// its own.
-    pub(crate) fn new(engine: Arc<Engine>, table: Arc<TableDef>, columns: Vec<usize>, format: CopyFormat, txn: Option<TxnCtx>, sync: bool, now: i64) -> Self {
+    pub(crate) fn new(engine: Arc<Engine>, table: Arc<TableDef>, columns: Vec<usize>, format: CopyFormat, txn: Option<TxnCtx>, sync: bool, defaults: CopyDefaults) -> Self {
+        let CopyDefaults { now, sequences } = defaults;
         let header_pending = format.header;
         let own_txn = txn.is_none();
         let txn = txn.unwrap_or_else(|| {
@@ -135,6 +145,7 @@ impl CopyIn {
             own_txn,
             sync,
             now,
+            sequences,
         }
     }
 
@@ -210,11 +221,14 @@ impl CopyIn {
     }
 
     fn default_row(&self) -> Result<Vec<Value>> {
-        let now = self.now;
+        let cx = freshet_core::sql::expr::EvalContext { params: &[], now: self.now, sequences: Some(&*self.sequences) };
+        // Only the columns COPY does not fill take their defaults (a sequence is not advanced
+        // for a column whose value the data gives).
         self.table
             .columns
             .iter()
-            .map(|c| crate::session::default_value(c, now))
+            .enumerate()
+            .map(|(i, c)| if self.columns.contains(&i) { Ok(Value::Null) } else { crate::session::default_value(c, &cx) })
             .collect()
     }
 

@@ -23,6 +23,7 @@ pub mod durability;
 pub mod procedure;
 mod result;
 mod rewrite;
+mod sequences;
 mod session;
 mod settings;
 pub mod snapshots;

@@ -495,6 +495,9 @@ fn rows(name: &str, catalog: &Catalog) -> Vec<Vec<V>> {
             for view in catalog.views() {
                 out.push(class_row(view_oid(view), &view.name, PUBLIC_OID, 0, "v", view.columns.len(), false));
             }
+            for seq in catalog.all_sequences() {
+                out.push(class_row(16384 + 256 * seq.id as i64, &seq.name, PUBLIC_OID, 0, "S", 3, false));
+            }
             out
         }
         "pg_attribute" => {
@@ -507,7 +510,15 @@ fn rows(name: &str, catalog: &Catalog) -> Vec<Vec<V>> {
             }
             for table in tables() {
                 for (c, column) in table.columns.iter().enumerate() {
-                    out.push(attribute_row(table_oid(table), &column.name, AttType::of(column.ty), c + 1, !column.nullable, column.default.is_some()));
+                    let identity = match column.default {
+                        Some(ColumnDefault::Identity { always, .. }) => Some(if always { "a" } else { "d" }),
+                        _ => None,
+                    };
+                    let mut row = attribute_row(table_oid(table), &column.name, AttType::of(column.ty), c + 1, !column.nullable, column.default.is_some() && identity.is_none());
+                    if let Some(kind) = identity {
+                        row[16] = t(kind);
+                    }
+                    out.push(row);
                 }
                 for (p, index) in table.indexes.iter().enumerate() {
                     for (k, &c) in index.columns.iter().enumerate() {
@@ -529,6 +540,9 @@ fn rows(name: &str, catalog: &Catalog) -> Vec<Vec<V>> {
                     let text = match column.default.as_ref()? {
                         ColumnDefault::CurrentTimestamp => "CURRENT_TIMESTAMP".to_string(),
                         ColumnDefault::Value(v) => literal(v, column.ty),
+                        ColumnDefault::Nextval(s) => format!("nextval('{s}'::regclass)"),
+                        // An identity column has no default expression in PostgreSQL's catalog.
+                        ColumnDefault::Identity { .. } => return None,
                     };
                     Some(vec![i(table_oid(table) * 1000 + c as i64 + 1), i(table_oid(table)), i(c as i64 + 1), t(text)])
                 })
@@ -983,7 +997,7 @@ mod tests {
         let default = Some(ColumnDefault::Value(freshet_core::types::Value::Int32(7)));
         let column = |name: &str, ty| freshet_core::catalog::ColumnDef { name: name.into(), ty, nullable: false, default: default.clone() };
         let index = freshet_core::catalog::IndexDef { name: "t_pkey".into(), columns: vec![0], unique: true, primary: true };
-        let table = TableDef { id: 3, name: "t".into(), columns: vec![column("a", DataType::Int32)], indexes: vec![index], partition_key: None };
+        let table = TableDef { id: 3, name: "t".into(), columns: vec![column("a", DataType::Int32)], indexes: vec![index], partition_key: None, sequences: Vec::new() };
         store.put_table(Arc::new(table));
         let view = ViewDef { id: 4, name: "v".into(), columns: vec![("a".into(), DataType::Int32)], query: "SELECT a FROM t".into(), depends_on: vec!["t".into()] };
         store.put_view(Arc::new(view));

@@ -37,6 +37,7 @@ use crate::result::{ColumnInfo, Output, RowStream, StatementResult};
 use crate::rewrite::{self, FoundSubquery, SubqueryValue};
 use crate::settings::Settings;
 use crate::transaction::{self as txn_block, SessionTxn};
+use crate::sequences::SessionSequences;
 use crate::views;
 
 /// Microseconds since 1970-01-01 now.
@@ -45,11 +46,14 @@ pub fn now_micros() -> i64 {
 }
 
 /// The value a column gets when an INSERT or COPY does not give one.
-pub fn default_value(col: &ColumnDef, now: i64) -> Result<Value> {
+pub fn default_value(col: &ColumnDef, cx: &EvalContext) -> Result<Value> {
     match &col.default {
         None => Ok(Value::Null),
         Some(ColumnDefault::Value(v)) => Ok(v.clone()),
-        Some(ColumnDefault::CurrentTimestamp) => Value::Timestamp(now).cast(col.ty),
+        Some(ColumnDefault::CurrentTimestamp) => Value::Timestamp(cx.now).cast(col.ty),
+        Some(d @ (ColumnDefault::Nextval(_) | ColumnDefault::Identity { .. })) => {
+            plan::nextval_expr(d.sequence().unwrap_or_default()).eval(&NoRow, cx)?.assign_to(col.ty)
+        }
     }
 }
 
@@ -88,6 +92,9 @@ enum Kind {
     Transaction(TxnStatement),
     /// CALL p(…), or `SELECT f(…)` of a stored function.
     Call(crate::procedure::CallPlan),
+    /// A SELECT without FROM that calls sequence functions (`SELECT nextval('s')`): its
+    /// items, evaluated in the session.
+    SessionSelect(Vec<freshet_core::sql::expr::Expr>),
 }
 
 /// A statement that starts or ends a transaction block or works with savepoints.
@@ -156,6 +163,8 @@ pub struct Session {
     txn: Option<SessionTxn>,
     /// Procedures' statements prepared for this session.
     pub(crate) procedures: crate::procedure::SessionProcedures,
+    /// currval/lastval, and sequence records to wait for.
+    pub(crate) sequences: Arc<SessionSequences>,
 }
 
 impl Drop for Session {
@@ -190,7 +199,8 @@ impl Session {
         }
         let settings = Settings::with_defaults(defaults);
         db.inner.activity.sessions.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Session { db, id, settings, txn: None, procedures: Default::default() }
+        let sequences = Arc::new(SessionSequences::new(db.inner.engine.clone()));
+        Session { db, id, settings, txn: None, procedures: Default::default(), sequences }
     }
 
     pub fn id(&self) -> u32 {
@@ -433,6 +443,7 @@ impl Session {
                 };
                 (Kind::Ddl(plan), None)
             }
+            Statement::Query(q) if let Some((items, columns)) = crate::sequences::session_select(q, params)? => (Kind::SessionSelect(items), Some(columns)),
             Statement::Query(q) => {
                 let (query, columns) = self.plan_query(q, statement, catalog, params).await?;
                 (Kind::Query(query), Some(columns))
@@ -440,6 +451,9 @@ impl Session {
             Statement::Insert(insert) => {
                 let plan = plan::plan_insert(catalog, insert, params)?;
                 let source = match &plan.source {
+                    InsertSource::Query(q) if crate::sequences::calls_sequence_functions(q) => {
+                        return Err(crate::sequences::not_in_queries());
+                    }
                     InsertSource::Query(q) => {
                         let stmt = Statement::Query(q.clone());
                         let (query, columns) = self.plan_query(q, &stmt, catalog, params).await?;
@@ -471,6 +485,10 @@ impl Session {
                 }
             }
             Statement::CreateTable(ct) => (Kind::Ddl(ddl::plan_create_table(ct, self.settings.foreign_keys())?), None),
+            Statement::CreateSequence { temporary, if_not_exists, name, data_type, sequence_options, owned_by } => (
+                Kind::Ddl(ddl::plan_create_sequence(name, *if_not_exists, *temporary, data_type.as_ref(), sequence_options, owned_by.as_ref())?),
+                None,
+            ),
             Statement::CreateIndex(ci) => (Kind::Ddl(ddl::plan_create_index(ci)?), None),
             Statement::Drop { object_type, if_exists, names, cascade, .. } => (Kind::Ddl(ddl::plan_drop(object_type, names, *if_exists, *cascade)?), None),
             Statement::AlterTable(at) => (Kind::Ddl(ddl::plan_alter_table(at)?), None),
@@ -713,6 +731,12 @@ impl Session {
                 ok => break ok,
             }
         };
+        if let Some(lsn) = self.sequences.take_pending()
+            && result.is_ok()
+            && let Err(e) = self.db.inner.engine.wait_logged(lsn).await
+        {
+            result = Err(e);
+        }
         if let Err(e) = &result
             && e.state == SqlState::DeadlockDetected
         {
@@ -733,6 +757,12 @@ impl Session {
             }
         }
         result
+    }
+
+    /// The context of expressions the session evaluates itself (INSERT … VALUES, defaults):
+    /// sequence functions run there.
+    fn eval_context<'a>(&'a self, params: &'a [Value], now: i64) -> EvalContext<'a> {
+        EvalContext { params, now, sequences: Some(&*self.sequences) }
     }
 
     async fn replan(&mut self, prepared: &Arc<Prepared>) -> Result<Arc<Prepared>> {
@@ -803,12 +833,17 @@ impl Session {
             Kind::CopyFrom { table, columns, format } => {
                 let txn = self.statement_txn();
                 Ok(StatementResult {
-                    output: Output::CopyIn(CopyIn::new(self.db.inner.engine.clone(), table.clone(), columns.clone(), format.clone(), txn, self.settings.synchronous_commit(), now)),
+                    output: Output::CopyIn(CopyIn::new(self.db.inner.engine.clone(), table.clone(), columns.clone(), format.clone(), txn, self.settings.synchronous_commit(), crate::copy::CopyDefaults { now, sequences: self.sequences.clone() })),
                     notices: vec![],
                     parameter_status: vec![],
                 })
             }
             Kind::Transaction(t) => self.run_transaction_statement(t.clone()).await,
+            Kind::SessionSelect(items) => {
+                let cx = self.eval_context(&params, now);
+                let row = freshet_core::try_vec(items.iter().map(|e| e.eval(&NoRow, &cx)))?;
+                Ok(StatementResult::rows(prepared.columns.clone().unwrap_or_default(), RowStream::from_values(vec![row])))
+            }
             Kind::Call(call) => self.run_call(call, &prepared.param_types, params, prepared.columns.clone()).await,
             Kind::CopyTo { query, format } => {
                 let columns = prepared.columns.clone().unwrap_or_default();
@@ -1007,7 +1042,7 @@ impl Session {
         let table = &plan.table;
         let types: Vec<DataType> = plan.columns.iter().map(|&c| table.columns[c].ty).collect();
         let supplied: Vec<Vec<Value>> = match (&plan.source, source) {
-            (InsertSource::Values(_), _) => values_rows(plan, &params, now)?,
+            (InsertSource::Values(_), _) => values_rows(plan, &self.eval_context(&params, now))?,
             (InsertSource::Query(_), Some((query, columns))) => {
                 let stream = Box::pin(self.run_query(query, columns, param_types, params.clone(), now, txn)).await?;
                 Box::pin(stream.collect_values(columns))
@@ -1019,13 +1054,13 @@ impl Session {
             (InsertSource::Query(_), None) => return Err(Error::internal("INSERT … SELECT without a source plan")),
         };
         if let Some(on) = &plan.on_conflict {
-            let full_rows = whole_rows(plan, supplied, now)?;
+            let full_rows = whole_rows(plan, supplied, &self.eval_context(&params, now))?;
             let engine = &self.db.inner.engine;
             let returning = plan.returning.is_some();
             let (n, written) = engine.upsert_rows(table, full_rows, on.clone(), returning, params.clone(), now, txn, self.settings.synchronous_commit()).await?;
-            return Ok((n, returned_rows(plan, &written, &params, now)?));
+            return Ok((n, returned_rows(plan, &written, &self.eval_context(&params, now))?));
         }
-        let (full_rows, returned) = complete_rows(plan, supplied, &params, now)?;
+        let (full_rows, returned) = complete_rows(plan, supplied, &self.eval_context(&params, now))?;
         if full_rows.is_empty() {
             return Ok((0, returned));
         }
@@ -1506,34 +1541,52 @@ fn statement_name(s: &Statement) -> String {
 
 /// The rows of `INSERT … VALUES` with their parameters evaluated, in the plan's column order
 /// and types.
-fn values_rows(plan: &InsertPlan, params: &[Value], now: i64) -> Result<Vec<Vec<Value>>> {
+fn values_rows(plan: &InsertPlan, cx: &EvalContext) -> Result<Vec<Vec<Value>>> {
     let InsertSource::Values(rows) = &plan.source else { return Err(Error::internal("INSERT … SELECT has no VALUES")) };
-    let cx = EvalContext { params, now };
     let columns = &plan.table.columns;
     freshet_core::try_vec(
-        rows.iter().map(|row| freshet_core::try_vec(row.iter().zip(&plan.columns).map(|(e, &c)| e.eval(&NoRow, &cx).and_then(|v| v.assign_to(columns[c].ty))))),
+        rows.iter().map(|row| freshet_core::try_vec(row.iter().zip(&plan.columns).map(|(e, &c)| e.eval(&NoRow, cx).and_then(|v| v.assign_to(columns[c].ty))))),
     )
+}
+
+/// Whether an INSERT takes values from a sequence (a column default or a function in its
+/// VALUES): a one-job run gives it up, since a job has no session to remember them in.
+fn insert_uses_sequences(plan: &InsertPlan) -> bool {
+    if plan.table.columns.iter().any(|c| c.default.as_ref().is_some_and(|d| d.sequence().is_some())) {
+        return true;
+    }
+    let InsertSource::Values(rows) = &plan.source else { return false };
+    let mut found = false;
+    for e in rows.iter().flatten() {
+        e.visit(&mut |n| found |= matches!(n, freshet_core::sql::expr::Expr::Func { func, .. } if func.is_sequence()));
+    }
+    found
 }
 
 /// Rows of values.
 type Rows = Vec<Vec<Value>>;
 
 /// Whole rows from the supplied columns (defaults for the others), and what RETURNING gives.
-fn complete_rows(plan: &InsertPlan, supplied: Rows, params: &[Value], now: i64) -> Result<(Rows, Option<Rows>)> {
-    let full_rows = whole_rows(plan, supplied, now)?;
-    let returned = returned_rows(plan, &full_rows, params, now)?;
+fn complete_rows(plan: &InsertPlan, supplied: Rows, cx: &EvalContext) -> Result<(Rows, Option<Rows>)> {
+    let full_rows = whole_rows(plan, supplied, cx)?;
+    let returned = returned_rows(plan, &full_rows, cx)?;
     Ok((full_rows, returned))
 }
 
 /// The rows with every column: the supplied ones, defaults for the others.
-fn whole_rows(plan: &InsertPlan, supplied: Rows, now: i64) -> Result<Rows> {
+fn whole_rows(plan: &InsertPlan, supplied: Rows, cx: &EvalContext) -> Result<Rows> {
     // Every column supplied, in the table's order (as TPC-C's inserts are): the rows are whole.
     let whole = plan.columns.len() == plan.table.columns.len() && plan.columns.iter().enumerate().all(|(i, &c)| i == c);
     freshet_core::try_vec(supplied.into_iter().map(|values| {
         if whole && values.len() == plan.columns.len() {
             return Ok(values);
         }
-        let mut row = freshet_core::try_vec(plan.table.columns.iter().map(|c| default_value(c, now)))?;
+        let mut row = vec![Value::Null; plan.table.columns.len()];
+        for (c, col) in plan.table.columns.iter().enumerate() {
+            if !plan.columns.contains(&c) {
+                row[c] = default_value(col, cx)?;
+            }
+        }
         for (v, &c) in values.into_iter().zip(&plan.columns) {
             row[c] = v;
         }
@@ -1543,9 +1596,8 @@ fn whole_rows(plan: &InsertPlan, supplied: Rows, now: i64) -> Result<Rows> {
 
 /// RETURNING of an INSERT over its rows (with ON CONFLICT: the rows it wrote, inserted or
 /// updated).
-fn returned_rows(plan: &InsertPlan, written: &[Vec<Value>], params: &[Value], now: i64) -> Result<Option<Rows>> {
-    let cx = EvalContext { params, now };
-    plan.returning.as_ref().map(|r| freshet_core::try_vec(written.iter().map(|row| r.row(row, &cx)))).transpose()
+fn returned_rows(plan: &InsertPlan, written: &[Vec<Value>], cx: &EvalContext) -> Result<Option<Rows>> {
+    plan.returning.as_ref().map(|r| freshet_core::try_vec(written.iter().map(|row| r.row(row, cx)))).transpose()
 }
 
 /// The call a prepared statement makes, if it is a CALL or `SELECT f(…)`.
@@ -1567,14 +1619,18 @@ pub(crate) fn run_in_job(prepared: &Prepared, params: Vec<Value>, now: i64, cata
         Kind::Query(q) => q.short.as_ref(),
         Kind::Dml(plan) => Some(plan),
         Kind::Insert { plan, source: None } if matches!(plan.source, InsertSource::Values(_)) => {
-            let supplied = values_rows(plan, &params, now)?;
+            if insert_uses_sequences(plan) {
+                return Err(job.give_up());
+            }
+            let cx = EvalContext { params: &params, now, sequences: None };
+            let supplied = values_rows(plan, &cx)?;
             if let Some(on) = &plan.on_conflict {
-                let full_rows = whole_rows(plan, supplied, now)?;
+                let full_rows = whole_rows(plan, supplied, &cx)?;
                 let returning = plan.returning.is_some();
                 let (n, written) = if full_rows.is_empty() { (0, Vec::new()) } else { job.upsert(&plan.table, &full_rows, on, returning, &params, now)? };
-                return Ok((returned_rows(plan, &written, &params, now)?.unwrap_or_default(), n));
+                return Ok((returned_rows(plan, &written, &cx)?.unwrap_or_default(), n));
             }
-            let (full_rows, returned) = complete_rows(plan, supplied, &params, now)?;
+            let (full_rows, returned) = complete_rows(plan, supplied, &cx)?;
             let n = if full_rows.is_empty() { 0 } else { job.insert(&plan.table, &full_rows)? };
             return Ok((returned.unwrap_or_default(), n));
         }

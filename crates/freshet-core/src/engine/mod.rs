@@ -315,6 +315,8 @@ impl Engine {
             DdlPlan::AddPrimaryKey { table, columns } => self.add_primary_key(&catalog, &table, &columns).await,
             DdlPlan::CreateProcedure { routine } => self.create_procedure(&catalog, routine).await,
             DdlPlan::DropProcedures { function, names, if_exists } => self.drop_procedures(&catalog, function, names, if_exists).await,
+            DdlPlan::CreateSequence { def, if_not_exists } => self.create_sequence(&catalog, def, if_not_exists).await,
+            DdlPlan::DropSequences { names, if_exists } => self.drop_sequences(&catalog, names, if_exists).await,
             DdlPlan::Truncate { tables } => {
                 let defs = tables.iter().map(|t| catalog.require_table(t).cloned()).collect::<Result<Vec<_>>>()?;
                 let ids: Vec<_> = defs.iter().map(|d| d.id).collect();
@@ -347,6 +349,7 @@ impl Engine {
             }
         }
         def.id = self.catalog.allocate_table_id();
+        self.name_owned_sequences(catalog, &mut def);
         let def = Arc::new(def);
         let d = def.clone();
         self.ddl_step(Some(RedoRecord::PutTable((*def).clone())), move |p| {
@@ -387,6 +390,90 @@ impl Engine {
             .await?;
         }
         Ok(DdlOutcome { tag: "DROP TABLE", notices })
+    }
+
+    /// Gives a new table's sequences their ids, and names that are free: `<table>_<column>_seq`,
+    /// or with a number added if that is taken (as PostgreSQL does), the column default
+    /// following the name.
+    fn name_owned_sequences(&self, catalog: &Catalog, def: &mut TableDef) {
+        let mut taken: Vec<String> = Vec::new();
+        for i in 0..def.sequences.len() {
+            let mut seq = (*def.sequences[i]).clone();
+            let base = seq.name.clone();
+            let mut n = 0;
+            while catalog.relation_exists(&seq.name) || taken.contains(&seq.name) || seq.name == def.name || def.indexes.iter().any(|x| x.name == seq.name) {
+                n += 1;
+                seq.name = format!("{base}{n}");
+            }
+            seq.id = self.catalog.allocate_table_id();
+            for c in &mut def.columns {
+                match &mut c.default {
+                    Some(crate::catalog::ColumnDefault::Nextval(s) | crate::catalog::ColumnDefault::Identity { sequence: s, .. }) if *s == base => {
+                        *s = seq.name.clone();
+                    }
+                    _ => {}
+                }
+            }
+            taken.push(seq.name.clone());
+            def.sequences[i] = Arc::new(seq);
+        }
+    }
+
+    /// CREATE SEQUENCE: logged, then published. A sequence has no storage on the partitions.
+    async fn create_sequence(&self, catalog: &Catalog, mut def: crate::sequence::SequenceDef, if_not_exists: bool) -> Result<DdlOutcome> {
+        if catalog.relation_exists(&def.name) {
+            if if_not_exists {
+                return Ok(DdlOutcome { tag: "CREATE SEQUENCE", notices: vec![format!("relation \"{}\" already exists, skipping", def.name)] });
+            }
+            return Err(Error::new(SqlState::DuplicateTable, format!("relation \"{}\" already exists", def.name)));
+        }
+        def.id = self.catalog.allocate_table_id();
+        self.ddl_step(Some(RedoRecord::PutSequence(def.clone())), |_| Ok(())).await?;
+        self.catalog.put_sequence(Arc::new(def));
+        Ok(DdlOutcome { tag: "CREATE SEQUENCE", notices: vec![] })
+    }
+
+    /// DROP SEQUENCE. A sequence a table owns goes only with its table (2BP01).
+    async fn drop_sequences(&self, catalog: &Catalog, names: Vec<String>, if_exists: bool) -> Result<DdlOutcome> {
+        let mut notices = Vec::new();
+        let mut doomed = Vec::new();
+        for n in names {
+            match catalog.sequence(&n) {
+                Some(s) if s.owned_by.is_some() => {
+                    let (table, column) = s.owned_by.clone().unwrap_or_default();
+                    return Err(Error::new(SqlState::DependentObjectsStillExist, format!("cannot drop sequence {n} because other objects depend on it"))
+                        .with_detail(format!("default value for column {column} of table {table} depends on sequence {n}"))
+                        .with_hint("Drop the table, or the column's default first (not supported yet)."));
+                }
+                Some(_) => doomed.push(n),
+                None if catalog.relation_exists(&n) => return Err(Error::new(SqlState::WrongObjectType, format!("\"{n}\" is not a sequence"))),
+                None if if_exists => notices.push(format!("sequence \"{n}\" does not exist, skipping")),
+                None => return Err(Error::new(SqlState::UndefinedTable, format!("sequence \"{n}\" does not exist"))),
+            }
+        }
+        for n in doomed {
+            self.ddl_step(Some(RedoRecord::DropSequence(n.clone())), |_| Ok(())).await?;
+            self.catalog.remove_sequence(&n);
+        }
+        Ok(DdlOutcome { tag: "DROP SEQUENCE", notices })
+    }
+
+    /// Queues a sequence's log-ahead record (`sequence` module); its LSN, which must be durable
+    /// before a value it covers is reported used (none for an in-memory database).
+    pub fn log_sequence(&self, record: crate::sequence::SequenceRecord) -> Result<Option<crate::wal::Lsn>> {
+        let Some(wal) = self.wal.get() else { return Ok(None) };
+        let mut bytes = Vec::new();
+        crate::wal::record::encode(&RedoRecord::SequenceValue { id: record.id, last: record.last, called: record.called }, &mut bytes);
+        Ok(Some(wal.append(bytes, false)?.lsn))
+    }
+
+    /// Waits until the log is durable up to and including the record at `lsn`.
+    pub async fn wait_logged(&self, lsn: crate::wal::Lsn) -> Result<()> {
+        let Some(wal) = self.wal.get() else { return Ok(()) };
+        if wal.durable_lsn() > lsn {
+            return Ok(());
+        }
+        wal.sync().await?.map(|_| ())
     }
 
     /// CREATE [OR REPLACE] PROCEDURE|FUNCTION: logged (its source text) in a DDL step, then

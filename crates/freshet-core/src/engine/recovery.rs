@@ -11,6 +11,7 @@ use std::sync::Arc;
 use super::{Durable, Engine};
 use crate::executor::Reply;
 use crate::catalog::{TableDef, TableId, ViewDef};
+use crate::sequence::SequenceDef;
 use crate::error::{Error, Result};
 use crate::storage::{RowId, TableSnapshot, Ts, TxnView};
 use crate::types::Value;
@@ -31,12 +32,31 @@ pub struct CheckpointImage {
     pub procedures: Vec<String>,
     /// The views.
     pub views: Vec<ViewDef>,
+    /// The sequences of their own (a table's are in its definition).
+    pub sequences: Vec<SequenceDef>,
+    /// Every sequence's newest logged position (id, last value, called), read after the start
+    /// record was queued: a value handed out since is covered by a record before the start
+    /// record or after it, which replay applies.
+    pub sequence_values: Vec<(TableId, i64, bool)>,
 }
 
 impl Engine {
     /// Recovery: creates a table (storage on every partition) or installs a new definition of
     /// an existing one, and publishes it in the catalog.
-    pub async fn restore_put_table(&self, def: TableDef) -> Result<()> {
+    pub async fn restore_put_table(&self, mut def: TableDef) -> Result<()> {
+        // A new definition of a table (an index added) keeps its sequences' counters.
+        if let Some(old) = self.catalog.current().table_by_id(def.id) {
+            for s in &mut def.sequences {
+                if let Some(kept) = old.sequences.iter().find(|o| o.id == s.id) {
+                    let mut same = (**s).clone();
+                    same.state = kept.state.clone();
+                    *s = Arc::new(same);
+                }
+            }
+        }
+        for s in &def.sequences {
+            self.catalog.ensure_next_table_id(s.id);
+        }
         let def = Arc::new(def);
         let exists = self.catalog.current().table_by_id(def.id).is_some();
         let d = def.clone();
@@ -82,6 +102,24 @@ impl Engine {
 
     pub fn restore_drop_view(&self, name: &str) {
         self.catalog.remove_view(name);
+    }
+
+    /// Recovery: publishes a logged sequence, its counter at its start.
+    pub fn restore_put_sequence(&self, def: SequenceDef) {
+        self.catalog.ensure_next_table_id(def.id);
+        self.catalog.put_sequence(Arc::new(def));
+    }
+
+    pub fn restore_drop_sequence(&self, name: &str) {
+        self.catalog.remove_sequence(name);
+    }
+
+    /// Recovery: a sequence's counter resumes at a logged position (a record of a sequence
+    /// dropped later is ignored).
+    pub fn restore_sequence_value(&self, id: TableId, last: i64, called: bool) {
+        if let Some(s) = self.catalog.current().all_sequences().find(|s| s.id == id) {
+            s.restore(last, called);
+        }
     }
 
     pub async fn restore_drop_table(&self, id: TableId) -> Result<()> {
@@ -166,6 +204,7 @@ impl Engine {
         let current = self.catalog.current();
         let procedures = current.procedures().map(|p| p.routine.source.clone()).collect();
         let views = current.views().map(|v| (**v).clone()).collect();
+        let sequences = current.free_sequences().map(|s| (**s).clone()).collect();
         let wal = self.wal.get().cloned();
         let registry = self.registry.clone();
         let all: Vec<usize> = (0..self.executors.len()).collect();
@@ -195,6 +234,10 @@ impl Engine {
             partitions.push(snaps);
         }
         let tables = partitions.first().map(|snaps: &Vec<TableSnapshot>| snaps.iter().map(|s| s.def.clone()).collect()).unwrap_or_default();
-        Ok(CheckpointImage { tables, partitions, ts, start: step.take_durable(), procedures, views })
+        let sequence_values = current.all_sequences().map(|s| {
+            let (last, called) = s.logged();
+            (s.id, last, called)
+        }).collect();
+        Ok(CheckpointImage { tables, partitions, ts, start: step.take_durable(), procedures, views, sequences, sequence_values })
     }
 }

@@ -159,7 +159,7 @@ impl Engine {
         let params: Arc<[Value]> = params.into();
         let f: StatementFn<(u64, Vec<Vec<Value>>)> = Arc::new(move |p, local| {
             let rows = by_id.iter().find(|(part, _)| *part == p.id).map(|(_, r)| r.clone()).unwrap_or_default();
-            exec::upsert_rows(p.table_mut(id)?, &rows, &on, returning, &EvalContext { params: &params, now }, local)
+            exec::upsert_rows(p.table_mut(id)?, &rows, &on, returning, &EvalContext { params: &params, now, sequences: None }, local)
         });
         let mut results = self.run_on(parts, txn, sync, f).await?;
         if table.partition_key.is_none() {
@@ -461,7 +461,7 @@ impl JobStatements for JobTxn<'_> {
         if !self.stores(table) {
             return Err(self.give_up());
         }
-        let written = exec::upsert_rows(self.part.table_mut(table.id)?, rows, on, returning, &EvalContext { params, now }, self.local);
+        let written = exec::upsert_rows(self.part.table_mut(table.id)?, rows, on, returning, &EvalContext { params, now, sequences: None }, self.local);
         self.or_give_up(written)
     }
 
@@ -691,7 +691,7 @@ fn run_on_partition(
     now: i64,
     budget: usize,
 ) -> Result<OltpResult> {
-    let cx = EvalContext { params, now };
+    let cx = EvalContext { params, now, sequences: None };
     let id = plan.table().id;
     let records = local.records_reads();
     if records && !matches!(plan.as_ref(), OltpPlan::Select(_)) {

@@ -7,6 +7,7 @@ use super::bind::{sql_type, Binder};
 use super::expr::{EvalContext, Expr, Func, NoRow};
 use super::names::{fold_ident, user_relation};
 use crate::catalog::{ColumnDef, ColumnDefault, IndexDef, TableDef};
+use crate::sequence::{SequenceDef, SequenceOptions};
 use crate::error::{Error, Result, SqlState};
 use crate::types::DataType;
 
@@ -28,6 +29,8 @@ pub enum DdlPlan {
     /// planner (the id is given when it runs).
     CreateView { def: crate::catalog::ViewDef, or_replace: bool },
     DropViews { names: Vec<String>, if_exists: bool, cascade: bool },
+    CreateSequence { def: SequenceDef, if_not_exists: bool },
+    DropSequences { names: Vec<String>, if_exists: bool },
 }
 
 /// What CREATE TABLE does with a FOREIGN KEY constraint (the `freshet.foreign_keys` setting).
@@ -69,15 +72,57 @@ pub fn plan_create_table(ct: &ast::CreateTable, foreign_keys: ForeignKeys) -> Re
     let mut primary: Option<(String, Vec<String>)> = None;
     let mut uniques: Vec<(Option<String>, Vec<String>)> = Vec::new();
     let mut notices = Vec::new();
+    let mut sequences = Vec::new();
     for c in &ct.columns {
         let col_name = fold_ident(&c.name);
-        let ty = sql_type(&c.data_type)?;
+        let serial = serial_type(&c.data_type);
+        let ty = match serial {
+            Some(ty) => ty,
+            None => sql_type(&c.data_type)?,
+        };
         let mut col = ColumnDef { name: col_name.clone(), ty, nullable: true, default: None };
+        // A table's sequences are named `<table>_<column>_seq`, as PostgreSQL names them (the
+        // engine picks another name if that one is taken when the table is created).
+        let owned = |options: &SequenceOptions| -> Result<SequenceDef> {
+            SequenceDef::new(format!("{name}_{col_name}_seq"), options, Some((name.clone(), col_name.clone())))
+        };
+        if let Some(ty) = serial {
+            let seq = owned(&SequenceOptions { ty: Some(ty), ..Default::default() })?;
+            col.default = Some(ColumnDefault::Nextval(seq.name.clone()));
+            col.nullable = false;
+            sequences.push(seq);
+        }
         for opt in &c.options {
             match &opt.option {
                 ast::ColumnOption::Null => col.nullable = true,
                 ast::ColumnOption::NotNull => col.nullable = false,
+                ast::ColumnOption::Default(_) if col.default.as_ref().is_some_and(|d| d.sequence().is_some() && serial.is_some()) => {
+                    return Err(Error::new(
+                        SqlState::SyntaxError,
+                        format!("multiple default values specified for column \"{col_name}\" of table \"{name}\""),
+                    ));
+                }
                 ast::ColumnOption::Default(e) => col.default = column_default(e, ty, &col_name)?,
+                ast::ColumnOption::Generated { generated_as: generated @ (ast::GeneratedAs::Always | ast::GeneratedAs::ByDefault), sequence_options, generation_expr: None, .. } => {
+                    if col.default.is_some() {
+                        return Err(Error::new(
+                            SqlState::SyntaxError,
+                            format!("both default and identity specified for column \"{col_name}\" of table \"{name}\""),
+                        ));
+                    }
+                    if !matches!(ty, DataType::Int16 | DataType::Int32 | DataType::Int64) {
+                        return Err(Error::new(
+                            SqlState::InvalidParameterValue,
+                            "identity column type must be smallint, integer, or bigint",
+                        ));
+                    }
+                    let mut options = sequence_options_of(sequence_options.as_deref().unwrap_or_default())?;
+                    options.ty = Some(ty);
+                    let seq = owned(&options)?;
+                    col.default = Some(ColumnDefault::Identity { sequence: seq.name.clone(), always: matches!(generated, ast::GeneratedAs::Always) });
+                    col.nullable = false;
+                    sequences.push(seq);
+                }
                 ast::ColumnOption::PrimaryKey(_) => {
                     if primary.is_some() {
                         return Err(multiple_primary_keys(&name));
@@ -112,7 +157,8 @@ pub fn plan_create_table(ct: &ast::CreateTable, foreign_keys: ForeignKeys) -> Re
             other => return Err(Error::unsupported(format!("table constraint {other}"))),
         }
     }
-    let mut def = TableDef { id: 0, name: name.clone(), columns, indexes: Vec::new(), partition_key: None };
+    let sequences = sequences.into_iter().map(std::sync::Arc::new).collect();
+    let mut def = TableDef { id: 0, name: name.clone(), columns, indexes: Vec::new(), partition_key: None, sequences };
     crate::catalog::validate_table(&def)?;
     if let Some(p) = &ct.partition_by {
         def.partition_key = Some(partition_key(&def, p)?);
@@ -196,26 +242,157 @@ pub fn resolve_columns(def: &TableDef, names: &[String]) -> Result<Vec<usize>> {
     Ok(out)
 }
 
-/// A DEFAULT must be a constant, or CURRENT_TIMESTAMP / now().
+/// The type of a SERIAL column (`serial`, `bigserial`, `smallserial` and their aliases).
+fn serial_type(t: &ast::DataType) -> Option<DataType> {
+    let ast::DataType::Custom(name, modifiers) = t else { return None };
+    if !modifiers.is_empty() {
+        return None;
+    }
+    match name.to_string().to_lowercase().as_str() {
+        "serial" | "serial4" => Some(DataType::Int32),
+        "bigserial" | "serial8" => Some(DataType::Int64),
+        "smallserial" | "serial2" => Some(DataType::Int16),
+        _ => None,
+    }
+}
+
+/// CREATE SEQUENCE.
+pub fn plan_create_sequence(
+    name: &ast::ObjectName,
+    if_not_exists: bool,
+    temporary: bool,
+    data_type: Option<&ast::DataType>,
+    options: &[ast::SequenceOptions],
+    owned_by: Option<&ast::ObjectName>,
+) -> Result<DdlPlan> {
+    if temporary {
+        return Err(Error::unsupported("temporary sequences"));
+    }
+    if owned_by.is_some_and(|o| !o.to_string().eq_ignore_ascii_case("none")) {
+        return Err(Error::unsupported("CREATE SEQUENCE … OWNED BY (SERIAL and identity columns own their sequences)"));
+    }
+    let mut parsed = sequence_options_of(options)?;
+    parsed.ty = data_type.map(sql_type).transpose()?;
+    let def = SequenceDef::new(user_relation(name)?, &parsed, None)?;
+    Ok(DdlPlan::CreateSequence { def, if_not_exists })
+}
+
+/// The options of CREATE SEQUENCE or of an identity column.
+fn sequence_options_of(options: &[ast::SequenceOptions]) -> Result<SequenceOptions> {
+    let mut out = SequenceOptions::default();
+    let int = |e: &ast::Expr| -> Result<i64> {
+        let mut params = Vec::new();
+        let bound = Binder::new(None, &mut params).bind_assignment(e, DataType::Int64, "sequence option")?;
+        bound.eval(&NoRow, &EvalContext { params: &[], now: 0, sequences: None })?.as_i64().ok_or_else(|| Error::syntax(format!("a sequence option needs an integer, not {e}")))
+    };
+    for o in options {
+        match o {
+            ast::SequenceOptions::IncrementBy(e, _) => out.increment = Some(int(e)?),
+            ast::SequenceOptions::MinValue(e) => out.min = Some(e.as_ref().map(int).transpose()?),
+            ast::SequenceOptions::MaxValue(e) => out.max = Some(e.as_ref().map(int).transpose()?),
+            ast::SequenceOptions::StartWith(e, _) => out.start = Some(int(e)?),
+            ast::SequenceOptions::Cache(e) => out.cache = Some(int(e)?),
+            ast::SequenceOptions::Cycle(no) => out.cycle = Some(!*no),
+        }
+    }
+    Ok(out)
+}
+
+/// The sequence a `nextval` argument names: `'s'`, `'public.s'`, `'"S"'` (as `regclass`
+/// text reads it: unquoted names fold to lower case).
+pub fn sequence_name(text: &str) -> Result<String> {
+    let invalid = || Error::new(SqlState::InvalidTextRepresentation, format!("invalid name syntax: \"{text}\""));
+    let mut parts: Vec<String> = Vec::new();
+    let mut chars = text.trim().chars().peekable();
+    loop {
+        let mut part = String::new();
+        if chars.peek() == Some(&'"') {
+            chars.next();
+            loop {
+                match chars.next() {
+                    Some('"') if chars.peek() == Some(&'"') => {
+                        chars.next();
+                        part.push('"');
+                    }
+                    Some('"') => break,
+                    Some(c) => part.push(c),
+                    None => return Err(invalid()),
+                }
+            }
+        } else {
+            while let Some(&c) = chars.peek() {
+                if c == '.' {
+                    break;
+                }
+                if c == '"' || c.is_whitespace() {
+                    return Err(invalid());
+                }
+                part.extend(c.to_lowercase());
+                chars.next();
+            }
+        }
+        if part.is_empty() {
+            return Err(invalid());
+        }
+        parts.push(part);
+        match chars.next() {
+            None => break,
+            Some('.') => {}
+            Some(_) => return Err(invalid()),
+        }
+    }
+    match parts.as_slice() {
+        [name] => Ok(name.clone()),
+        [schema, name] if schema == "public" => Ok(name.clone()),
+        [_, _] => Err(Error::undefined_table(&parts.join("."))),
+        _ => Err(invalid()),
+    }
+}
+
+/// A DEFAULT must be a constant, CURRENT_TIMESTAMP / now(), or `nextval('sequence')`.
 fn column_default(e: &ast::Expr, ty: DataType, column: &str) -> Result<Option<ColumnDefault>> {
     let mut params = Vec::new();
     let bound = Binder::new(None, &mut params).bind_assignment(e, ty, column)?;
     if !params.is_empty() {
         return Err(Error::new(SqlState::FeatureNotSupported, "cannot use parameters in a DEFAULT expression"));
     }
+    let nextval = match &bound {
+        Expr::Func { func: Func::Nextval, args, .. } => Some(args),
+        Expr::Cast { expr, .. } => match expr.as_ref() {
+            Expr::Func { func: Func::Nextval, args, .. } => Some(args),
+            _ => None,
+        },
+        _ => None,
+    };
+    if let Some(args) = nextval {
+        if !matches!(ty, DataType::Int16 | DataType::Int32 | DataType::Int64) && !ty.is_numeric() {
+            return Err(Error::mismatch(format!("column \"{column}\" is of type {} but default expression is of type bigint", ty.pg_name())));
+        }
+        return match args.as_slice() {
+            [Expr::Literal { value: crate::types::Value::Text(name), .. }] => Ok(Some(ColumnDefault::Nextval(sequence_name(name)?))),
+            _ => Err(Error::unsupported("a DEFAULT of nextval() whose argument is not a constant")),
+        };
+    }
     let mut time_dependent = false;
+    let mut sequence = false;
     bound.visit(&mut |n| {
         if matches!(n, Expr::Func { func: Func::Now | Func::CurrentDate, .. }) {
             time_dependent = true;
         }
+        if matches!(n, Expr::Func { func, .. } if func.is_sequence()) {
+            sequence = true;
+        }
     });
+    if sequence {
+        return Err(Error::unsupported("a DEFAULT with sequence functions other than nextval('name') alone"));
+    }
     if time_dependent {
         if !matches!(ty.family(), crate::types::TypeFamily::Timestamp | crate::types::TypeFamily::Date) {
             return Err(Error::unsupported("a time-dependent DEFAULT for a non-time column"));
         }
         return Ok(Some(ColumnDefault::CurrentTimestamp));
     }
-    let v = bound.eval(&NoRow, &EvalContext { params: &[], now: 0 })?.assign_to(ty)?;
+    let v = bound.eval(&NoRow, &EvalContext { params: &[], now: 0, sequences: None })?.assign_to(ty)?;
     Ok(if v.is_null() { None } else { Some(ColumnDefault::Value(v)) })
 }
 
@@ -242,6 +419,8 @@ pub fn plan_drop(object_type: &ast::ObjectType, names: &[ast::ObjectName], if_ex
         ast::ObjectType::Table => Ok(DdlPlan::DropTables { names, if_exists, cascade }),
         ast::ObjectType::View => Ok(DdlPlan::DropViews { names, if_exists, cascade }),
         ast::ObjectType::Index => Ok(DdlPlan::DropIndexes { names, if_exists }),
+        ast::ObjectType::Sequence if cascade => Err(Error::unsupported("DROP SEQUENCE … CASCADE")),
+        ast::ObjectType::Sequence => Ok(DdlPlan::DropSequences { names, if_exists }),
         other => Err(Error::unsupported(format!("DROP {other}"))),
     }
 }

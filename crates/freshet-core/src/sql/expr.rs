@@ -94,6 +94,26 @@ pub enum Func {
     Replace,
     Repeat,
     Extract,
+    /// Sequence functions: they change or read a sequence, so they run only where the
+    /// context gives [`EvalContext::sequences`] (in the session).
+    Nextval,
+    Currval,
+    Setval,
+    Lastval,
+    PgGetSerialSequence,
+}
+
+impl Func {
+    /// Whether the function works with sequences ([`SequenceFns`]).
+    pub fn is_sequence(self) -> bool {
+        matches!(self, Func::Nextval | Func::Currval | Func::Setval | Func::Lastval | Func::PgGetSerialSequence)
+    }
+}
+
+/// What evaluates the sequence functions: the session, which knows the catalog, the log and
+/// the session's last values (`currval`, `lastval`).
+pub trait SequenceFns {
+    fn call(&self, func: Func, args: &[Value]) -> Result<Value>;
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -121,6 +141,8 @@ pub struct EvalContext<'a> {
     pub params: &'a [Value],
     /// The statement's start time (microseconds since 1970), for now() and CURRENT_DATE.
     pub now: i64,
+    /// Sequence functions, where they may run (`None`: they are refused with 0A000).
+    pub sequences: Option<&'a dyn SequenceFns>,
 }
 
 /// Read access to the current row's columns.
@@ -619,7 +641,7 @@ mod tests {
 
     #[test]
     fn three_valued_logic() {
-        let cx = EvalContext { params: &[], now: 0 };
+        let cx = EvalContext { params: &[], now: 0, sequences: None };
         let t = || Box::new(Expr::literal(Value::Bool(true), DataType::Bool));
         let f = || Box::new(Expr::literal(Value::Bool(false), DataType::Bool));
         let n = || Box::new(Expr::literal(Value::Null, DataType::Bool));

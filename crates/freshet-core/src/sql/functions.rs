@@ -34,6 +34,11 @@ pub fn lookup(name: &str) -> Option<Func> {
         "current_date" => Func::CurrentDate,
         "replace" => Func::Replace,
         "repeat" => Func::Repeat,
+        "nextval" => Func::Nextval,
+        "currval" => Func::Currval,
+        "setval" => Func::Setval,
+        "lastval" => Func::Lastval,
+        "pg_get_serial_sequence" => Func::PgGetSerialSequence,
         _ => return None,
     })
 }
@@ -46,7 +51,10 @@ fn arity(func: Func, n: usize) -> bool {
         Func::Btrim | Func::Ltrim | Func::Rtrim | Func::Round => n == 1 || n == 2,
         Func::Replace => n == 3,
         Func::Coalesce | Func::Greatest | Func::Least | Func::Concat => n >= 1,
-        Func::Now | Func::CurrentDate => n == 0,
+        Func::Now | Func::CurrentDate | Func::Lastval => n == 0,
+        Func::Nextval | Func::Currval => n == 1,
+        Func::Setval => n == 2 || n == 3,
+        Func::PgGetSerialSequence => n == 2,
     }
 }
 
@@ -112,6 +120,18 @@ pub fn result_type(name: &str, func: Func, args: &[DataType]) -> Result<DataType
         Func::Now => DataType::Timestamp,
         Func::CurrentDate => DataType::Date,
         Func::Extract => DataType::Float64,
+        Func::Nextval | Func::Currval | Func::Lastval => {
+            need(args.iter().all(|t| t.is_string()))?;
+            DataType::Int64
+        }
+        Func::Setval => {
+            need(args[0].is_string() && family(1) == TypeFamily::Integer && args.get(2).is_none_or(|t| *t == DataType::Bool))?;
+            DataType::Int64
+        }
+        Func::PgGetSerialSequence => {
+            need(args.iter().all(|t| t.is_string()))?;
+            DataType::Text
+        }
     })
 }
 
@@ -135,6 +155,13 @@ pub fn common_type(types: &[DataType]) -> Result<DataType> {
 }
 
 pub fn call(func: Func, args: Vec<Value>, ty: DataType, cx: &EvalContext) -> Result<Value> {
+    if func.is_sequence() {
+        return match cx.sequences {
+            Some(s) => s.call(func, &args),
+            None => Err(Error::unsupported("sequence functions (nextval, currval, setval, lastval) here")
+                .with_hint("They run in INSERT … VALUES, column defaults and SELECT without FROM.")),
+        };
+    }
     if matches!(func, Func::Now) {
         return Ok(Value::Timestamp(cx.now));
     }
@@ -186,9 +213,18 @@ pub fn call(func: Func, args: Vec<Value>, ty: DataType, cx: &EvalContext) -> Res
         }
         Func::Round | Func::Floor | Func::Ceil => round(func, &args[0], args.get(1).map(|v| v.as_i64().unwrap_or(0)), ty)?,
         Func::Extract => extract(text(0), &args[1])?,
-        Func::Coalesce | Func::NullIf | Func::Greatest | Func::Least | Func::Concat | Func::Now | Func::CurrentDate => {
-            return Err(Error::internal("handled above"))
-        }
+        Func::Coalesce
+        | Func::NullIf
+        | Func::Greatest
+        | Func::Least
+        | Func::Concat
+        | Func::Now
+        | Func::CurrentDate
+        | Func::Nextval
+        | Func::Currval
+        | Func::Setval
+        | Func::Lastval
+        | Func::PgGetSerialSequence => return Err(Error::internal("handled above")),
     })
 }
 
@@ -297,7 +333,7 @@ mod tests {
     use super::*;
 
     fn cx() -> EvalContext<'static> {
-        EvalContext { params: &[], now: 0 }
+        EvalContext { params: &[], now: 0, sequences: None }
     }
 
     #[test]

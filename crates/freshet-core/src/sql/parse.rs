@@ -15,6 +15,11 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>> {
         return copy.map(|s| vec![s]);
     }
     let lower = sql.to_ascii_lowercase();
+    if (lower.contains("sequence") || lower.contains("identity"))
+        && let Some(reordered) = canonical_sequence_options(sql)
+    {
+        return parse_plain(&reordered);
+    }
     if (lower.contains("procedure") || lower.contains("function"))
         && let Some(pieces) = super::plpgsql::parser::split_if_routines(sql)
     {
@@ -42,6 +47,97 @@ fn routine_statement(text: &str, create: bool) -> Statement {
         value: Some(sqlparser::ast::Value::SingleQuotedString(text.to_string()).with_empty_span()),
         is_eq: true,
     }
+}
+
+/// The statement with the options of CREATE SEQUENCE and of identity columns in the order
+/// the parser expects them (INCREMENT, MINVALUE, MAXVALUE, START, CACHE, CYCLE, OWNED BY);
+/// PostgreSQL takes them in any order. `None` when nothing moved.
+fn canonical_sequence_options(sql: &str) -> Option<String> {
+    use sqlparser::keywords::Keyword;
+    use sqlparser::tokenizer::{Token, Tokenizer};
+    let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql).tokenize().ok()?;
+    let keyword = |t: &Token| match t {
+        Token::Word(w) if w.quote_style.is_none() => Some(w.keyword),
+        _ => None,
+    };
+    let next_solid = |from: usize| (from..tokens.len()).find(|&j| !matches!(tokens[j], Token::Whitespace(_)));
+    let mut out: Vec<String> = Vec::with_capacity(tokens.len());
+    let mut changed = false;
+    let mut i = 0;
+    while i < tokens.len() {
+        out.push(tokens[i].to_string());
+        // Where a list of options starts, and the token that ends it.
+        let region = match keyword(&tokens[i]) {
+            Some(Keyword::IDENTITY) => next_solid(i + 1).filter(|&j| tokens[j] == Token::LParen).map(|j| (j + 1, true)),
+            Some(Keyword::SEQUENCE) if out.iter().rev().filter(|t| !t.trim().is_empty()).nth(1).is_some_and(|t| t.eq_ignore_ascii_case("create") || t.eq_ignore_ascii_case("temp") || t.eq_ignore_ascii_case("temporary")) => {
+                // Past `[IF NOT EXISTS] name[.name] [AS type]`.
+                let mut j = next_solid(i + 1)?;
+                if keyword(&tokens[j]) == Some(Keyword::IF) {
+                    j = next_solid(next_solid(next_solid(j + 1)? + 1)? + 1)?;
+                }
+                j += 1;
+                while let Some(k) = next_solid(j).filter(|&k| tokens[k] == Token::Period) {
+                    j = next_solid(k + 1)? + 1;
+                }
+                if let Some(k) = next_solid(j).filter(|&k| keyword(&tokens[k]) == Some(Keyword::AS)) {
+                    j = next_solid(k + 1)? + 1;
+                }
+                Some((j, false))
+            }
+            _ => None,
+        };
+        let Some((start, in_parens)) = region else {
+            i += 1;
+            continue;
+        };
+        for t in &tokens[i + 1..start] {
+            out.push(t.to_string());
+        }
+        let end = (start..tokens.len()).find(|&j| if in_parens { tokens[j] == Token::RParen } else { tokens[j] == Token::SemiColon }).unwrap_or(tokens.len());
+        // Clauses, each from its leading keyword (NO joins the keyword after it).
+        let mut clauses: Vec<(u8, String)> = Vec::new();
+        let mut after_no = false;
+        for t in &tokens[start..end] {
+            let rank = match keyword(t) {
+                _ if after_no => None,
+                Some(Keyword::INCREMENT) => Some(0),
+                Some(Keyword::MINVALUE) => Some(1),
+                Some(Keyword::MAXVALUE) => Some(2),
+                Some(Keyword::START) => Some(3),
+                Some(Keyword::CACHE) => Some(4),
+                Some(Keyword::CYCLE) => Some(5),
+                Some(Keyword::OWNED) => Some(6),
+                Some(Keyword::NO) => Some(7),
+                _ => None,
+            };
+            if !matches!(t, Token::Whitespace(_)) {
+                after_no = keyword(t) == Some(Keyword::NO);
+            }
+            match (rank, clauses.last_mut()) {
+                (Some(r), _) => clauses.push((r, t.to_string())),
+                (None, Some(last)) => {
+                    if last.0 == 7 && !matches!(t, Token::Whitespace(_)) {
+                        last.0 = match keyword(t) {
+                            Some(Keyword::MINVALUE) => 1,
+                            Some(Keyword::MAXVALUE) => 2,
+                            _ => 5,
+                        };
+                    }
+                    last.1.push_str(&t.to_string());
+                }
+                (None, None) => out.push(t.to_string()),
+            }
+        }
+        if clauses.windows(2).any(|w| w[0].0 > w[1].0) {
+            changed = true;
+        }
+        clauses.sort_by_key(|c| c.0);
+        for (_, text) in clauses {
+            out.push(format!(" {} ", text.trim()));
+        }
+        i = end;
+    }
+    changed.then(|| out.concat())
 }
 
 /// Parses with the parser alone.

@@ -349,7 +349,12 @@ pub fn plan_insert(catalog: &Catalog, insert: &ast::Insert, params: &mut Vec<Opt
     };
     let values = match source.body.as_ref() {
         ast::SetExpr::Values(v) if source.order_by.is_none() && source.limit_clause.is_none() && source.with.is_none() => v,
-        _ => return Ok(InsertPlan { table, columns, source: InsertSource::Query(source.clone()), returning, on_conflict }),
+        _ => {
+            if let Some(&c) = columns.iter().find(|&&c| generated_always(&table.columns[c])) {
+                return Err(identity_always(&table.columns[c].name));
+            }
+            return Ok(InsertPlan { table, columns, source: InsertSource::Query(source.clone()), returning, on_conflict });
+        }
     };
     // Without a column list, VALUES rows fill the table's first columns, the rest take their
     // defaults (as in PostgreSQL); the rows must all be as long.
@@ -377,6 +382,8 @@ pub fn plan_insert(catalog: &Catalog, insert: &ast::Insert, params: &mut Vec<Opt
             let col = &table.columns[c];
             bound.push(if is_default_keyword(e) {
                 default_expr(col.default.as_ref(), col.ty)
+            } else if generated_always(col) {
+                return Err(identity_always(&col.name));
             } else {
                 binder.bind_assignment(e, col.ty, &col.name)?
             });
@@ -384,6 +391,17 @@ pub fn plan_insert(catalog: &Catalog, insert: &ast::Insert, params: &mut Vec<Opt
         rows.push(bound);
     }
     Ok(InsertPlan { table, columns, source: InsertSource::Values(rows), returning, on_conflict })
+}
+
+/// Whether a column is `GENERATED ALWAYS AS IDENTITY`.
+fn generated_always(col: &crate::catalog::ColumnDef) -> bool {
+    matches!(col.default, Some(ColumnDefault::Identity { always: true, .. }))
+}
+
+/// A value given for a `GENERATED ALWAYS` identity column (428C9, PostgreSQL's wording).
+fn identity_always(column: &str) -> Error {
+    Error::new(SqlState::GeneratedAlways, format!("cannot insert a non-DEFAULT value into column \"{column}\""))
+        .with_detail(format!("Column \"{column}\" is an identity column defined as GENERATED ALWAYS."))
 }
 
 fn is_default_keyword(e: &ast::Expr) -> bool {
@@ -398,8 +416,17 @@ pub fn default_expr(default: Option<&ColumnDefault>, ty: DataType) -> Expr {
             expr: Box::new(Expr::Func { func: super::expr::Func::Now, args: vec![], ty: DataType::Timestamp }),
             to: ty,
         },
+        Some(d @ (ColumnDefault::Nextval(_) | ColumnDefault::Identity { .. })) => Expr::Cast {
+            expr: Box::new(nextval_expr(d.sequence().unwrap_or_default())),
+            to: ty,
+        },
         None => Expr::literal(Value::Null, ty),
     }
+}
+
+/// `nextval('sequence')`.
+pub fn nextval_expr(sequence: &str) -> Expr {
+    Expr::Func { func: super::expr::Func::Nextval, args: vec![Expr::literal(Value::Text(sequence.to_string()), DataType::Text)], ty: DataType::Int64 }
 }
 
 fn single_table(from: &ast::TableWithJoins) -> Option<(&ast::ObjectName, Option<&ast::Ident>)> {

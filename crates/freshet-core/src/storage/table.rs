@@ -820,6 +820,7 @@ mod tests {
                 IndexDef { name: "t_name".into(), columns: vec![1], unique: false, primary: false },
             ],
             partition_key: None,
+            sequences: Vec::new(),
         }))
     }
 

@@ -7,6 +7,7 @@
 //! log with a length and a CRC.
 
 use crate::catalog::{ColumnDef, ColumnDefault, IndexDef, TableDef, TableId, ViewDef};
+use crate::sequence::{SequenceDef, SequenceOptions};
 use crate::error::{Error, Result};
 use crate::storage::{RowId, Ts};
 use crate::types::{DataType, Decimal, Value};
@@ -54,6 +55,12 @@ pub enum RedoRecord {
     /// A view was created or replaced.
     PutView(ViewDef),
     DropView(String),
+    /// CREATE SEQUENCE (a table's own sequences travel in its `PutTable`).
+    PutSequence(SequenceDef),
+    DropSequence(String),
+    /// A sequence's counter resumes at `last` (after it, with `called`): logged before the
+    /// values it covers are handed out (`sequence` module).
+    SequenceValue { id: TableId, last: i64, called: bool },
 }
 
 /// Row changes per record: a transaction with more is logged as parts and a commit, so that no
@@ -106,6 +113,20 @@ pub fn encode(record: &RedoRecord, out: &mut Vec<u8>) {
         RedoRecord::DropView(name) => {
             out.push(10);
             put_str(out, name);
+        }
+        RedoRecord::PutSequence(def) => {
+            out.push(11);
+            encode_sequence(def, out);
+        }
+        RedoRecord::DropSequence(name) => {
+            out.push(12);
+            put_str(out, name);
+        }
+        RedoRecord::SequenceValue { id, last, called } => {
+            out.push(13);
+            put_u32(out, *id);
+            put_u64(out, *last as u64);
+            out.push(*called as u8);
         }
     }
 }
@@ -163,6 +184,9 @@ pub fn decode(bytes: &[u8]) -> Result<RedoRecord> {
         8 => RedoRecord::DropProcedure(r.string()?),
         9 => RedoRecord::PutView(decode_view(&mut r)?),
         10 => RedoRecord::DropView(r.string()?),
+        11 => RedoRecord::PutSequence(decode_sequence(&mut r)?),
+        12 => RedoRecord::DropSequence(r.string()?),
+        13 => RedoRecord::SequenceValue { id: r.u32()?, last: r.u64()? as i64, called: r.u8()? != 0 },
         t => return Err(corrupt(&format!("unknown record type {t}"))),
     };
     if r.pos != bytes.len() {
@@ -346,6 +370,14 @@ pub fn encode_table(def: &TableDef, out: &mut Vec<u8>) {
                 encode_value(v, out);
             }
             Some(ColumnDefault::CurrentTimestamp) => out.push(2),
+            Some(ColumnDefault::Nextval(seq)) => {
+                out.push(3);
+                put_str(out, seq);
+            }
+            Some(ColumnDefault::Identity { sequence, always }) => {
+                out.push(if *always { 4 } else { 5 });
+                put_str(out, sequence);
+            }
         }
     }
     put_u16(out, def.indexes.len() as u16);
@@ -358,13 +390,68 @@ pub fn encode_table(def: &TableDef, out: &mut Vec<u8>) {
         out.push(i.unique as u8);
         out.push(i.primary as u8);
     }
+    // Bit 0: a partition key follows; bit 1: owned sequences follow (absent in older logs).
+    let owns = if def.sequences.is_empty() { 0 } else { 2 };
     match def.partition_key {
-        None => out.push(0),
+        None => out.push(owns),
         Some(k) => {
-            out.push(1);
+            out.push(1 | owns);
             put_u16(out, k as u16);
         }
     }
+    if owns != 0 {
+        put_u16(out, def.sequences.len() as u16);
+        for s in &def.sequences {
+            encode_sequence(s, out);
+        }
+    }
+}
+
+/// Appends the encoding of a sequence definition (also used by checkpoints).
+pub fn encode_sequence(s: &SequenceDef, out: &mut Vec<u8>) {
+    put_u32(out, s.id);
+    put_str(out, &s.name);
+    encode_type(s.ty, out);
+    for v in [s.increment, s.min, s.max, s.start, s.cache] {
+        put_u64(out, v as u64);
+    }
+    out.push(s.cycle as u8);
+    match &s.owned_by {
+        None => out.push(0),
+        Some((table, column)) => {
+            out.push(1);
+            put_str(out, table);
+            put_str(out, column);
+        }
+    }
+}
+
+pub fn decode_sequence(r: &mut Reader) -> Result<SequenceDef> {
+    let id = r.u32()?;
+    let name = r.string()?;
+    let ty = decode_type(r)?;
+    let mut v = [0i64; 5];
+    for x in &mut v {
+        *x = r.u64()? as i64;
+    }
+    let [increment, min, max, start, cache] = v;
+    let cycle = r.u8()? != 0;
+    let owned_by = match r.u8()? {
+        0 => None,
+        _ => Some((r.string()?, r.string()?)),
+    };
+    let options = SequenceOptions {
+        ty: Some(ty),
+        increment: Some(increment),
+        min: Some(Some(min)),
+        max: Some(Some(max)),
+        start: Some(start),
+        cache: Some(cache),
+        cycle: Some(cycle),
+    };
+    let mut def = SequenceDef::new(name, &options, owned_by).map_err(|e| corrupt(&e.message))?;
+    def.id = id;
+    Ok(def)
 }
 
 pub fn decode_table(r: &mut Reader) -> Result<TableDef> {
@@ -379,7 +466,10 @@ pub fn decode_table(r: &mut Reader) -> Result<TableDef> {
         let default = match r.u8()? {
             0 => None,
             1 => Some(ColumnDefault::Value(decode_value(r)?)),
-            _ => Some(ColumnDefault::CurrentTimestamp),
+            2 => Some(ColumnDefault::CurrentTimestamp),
+            3 => Some(ColumnDefault::Nextval(r.string()?)),
+            t @ (4 | 5) => Some(ColumnDefault::Identity { sequence: r.string()?, always: t == 4 }),
+            t => return Err(corrupt(&format!("unknown column default {t}"))),
         };
         columns.push(ColumnDef { name, ty, nullable, default });
     }
@@ -393,11 +483,15 @@ pub fn decode_table(r: &mut Reader) -> Result<TableDef> {
         let primary = r.u8()? != 0;
         indexes.push(IndexDef { name, columns: cols, unique, primary });
     }
-    let partition_key = match r.u8()? {
-        0 => None,
-        _ => Some(r.u16()? as usize),
-    };
-    Ok(TableDef { id, name, columns, indexes, partition_key })
+    let flags = r.u8()?;
+    let partition_key = if flags & 1 != 0 { Some(r.u16()? as usize) } else { None };
+    let mut sequences = Vec::new();
+    if flags & 2 != 0 {
+        for _ in 0..r.u16()? {
+            sequences.push(std::sync::Arc::new(decode_sequence(r)?));
+        }
+    }
+    Ok(TableDef { id, name, columns, indexes, partition_key, sequences })
 }
 
 fn put_u16(out: &mut Vec<u8>, v: u16) {
@@ -480,6 +574,11 @@ mod tests {
             ],
             indexes: vec![IndexDef { name: "t_pkey".into(), columns: vec![0], unique: true, primary: true }],
             partition_key: Some(0),
+            sequences: vec![std::sync::Arc::new({
+                let mut s = SequenceDef::new("t_a_seq".into(), &SequenceOptions { ty: Some(DataType::Int32), start: Some(5), ..Default::default() }, Some(("t".into(), "a".into()))).unwrap();
+                s.id = 8;
+                s
+            })],
         };
         let values = vec![
             Value::Null, Value::Bool(true), Value::Int16(-2), Value::Int32(3), Value::Int64(-4), Value::Float32(1.5),
@@ -509,6 +608,9 @@ mod tests {
                 depends_on: vec!["t".into()],
             }),
             RedoRecord::DropView("v".into()),
+            RedoRecord::PutSequence(SequenceDef::new("s".into(), &SequenceOptions { increment: Some(-3), cycle: Some(true), ..Default::default() }, None).unwrap()),
+            RedoRecord::DropSequence("s".into()),
+            RedoRecord::SequenceValue { id: 9, last: -5, called: true },
         ];
         for record in records {
             let mut buf = Vec::new();

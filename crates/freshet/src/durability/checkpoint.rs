@@ -82,6 +82,20 @@ pub fn write(fs: &dyn Fs, root: &Path, image: &CheckpointImage, lsn: Lsn) -> Res
         }
         add_file(fs, &tmp, "views.bin", &views, &mut manifest, &mut total)?;
     }
+    if !image.sequence_values.is_empty() {
+        // The sequences of their own, then every sequence's logged position.
+        let mut bytes = Vec::new();
+        bytes.extend_from_slice(&(image.sequences.len() as u32).to_le_bytes());
+        for s in &image.sequences {
+            freshet_core::wal::record::encode_sequence(s, &mut bytes);
+        }
+        for (id, last, called) in &image.sequence_values {
+            bytes.extend_from_slice(&id.to_le_bytes());
+            bytes.extend_from_slice(&last.to_le_bytes());
+            bytes.push(*called as u8);
+        }
+        add_file(fs, &tmp, "sequences.bin", &bytes, &mut manifest, &mut total)?;
+    }
     for (p, tables) in image.partitions.iter().enumerate() {
         for snapshot in tables {
             let (bytes, n) = table_file(snapshot)?;
@@ -155,6 +169,10 @@ pub struct Loaded {
     pub procedures: Vec<String>,
     /// The views (`views.bin`, absent when none).
     pub views: Vec<ViewDef>,
+    /// The sequences of their own and every sequence's logged position (`sequences.bin`,
+    /// absent when there are no sequences).
+    pub sequences: Vec<freshet_core::sequence::SequenceDef>,
+    pub sequence_values: Vec<(u32, i64, bool)>,
 }
 
 /// The checkpoints under `root`, newest first: (lsn, directory).
@@ -188,7 +206,7 @@ pub fn verify(fs: &dyn Fs, dir: &Path) -> Result<Loaded> {
     if crc32c::crc32c(body.as_bytes()) != expected {
         return Err(bad("manifest checksum mismatch".into()));
     }
-    let mut loaded = Loaded { lsn: 0, ts: 0, partitions: 0, dir: dir.to_path_buf(), tables: Vec::new(), files: Vec::new(), procedures: Vec::new(), views: Vec::new() };
+    let mut loaded = Loaded { lsn: 0, ts: 0, partitions: 0, dir: dir.to_path_buf(), tables: Vec::new(), files: Vec::new(), procedures: Vec::new(), views: Vec::new(), sequences: Vec::new(), sequence_values: Vec::new() };
     for line in body.lines() {
         let parts: Vec<&str> = line.split(' ').collect();
         match parts.as_slice() {
@@ -209,6 +227,14 @@ pub fn verify(fs: &dyn Fs, dir: &Path) -> Result<Loaded> {
                     let mut r = Reader { bytes: &bytes, pos: 0 };
                     while r.pos < bytes.len() {
                         loaded.views.push(freshet_core::wal::record::decode_view(&mut r)?);
+                    }
+                } else if *name == "sequences.bin" {
+                    let mut r = Reader { bytes: &bytes, pos: 0 };
+                    for _ in 0..r.u32()? {
+                        loaded.sequences.push(freshet_core::wal::record::decode_sequence(&mut r)?);
+                    }
+                    while r.pos < bytes.len() {
+                        loaded.sequence_values.push((r.u32()?, r.u64()? as i64, r.u8()? != 0));
                     }
                 } else if *name == "catalog.bin" {
                     let mut r = Reader { bytes: &bytes, pos: 0 };

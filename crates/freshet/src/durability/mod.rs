@@ -377,6 +377,12 @@ fn load_checkpoint(fs: &dyn Fs, engine: &Arc<Engine>, loaded: &checkpoint::Loade
     for view in &loaded.views {
         engine.restore_put_view(view.clone());
     }
+    for s in &loaded.sequences {
+        engine.restore_put_sequence(s.clone());
+    }
+    for &(id, last, called) in &loaded.sequence_values {
+        engine.restore_sequence_value(id, last, called);
+    }
     let mut rows = 0;
     for (name, partition, table) in &loaded.files {
         let Some(def) = loaded.tables.iter().find(|d| d.id == *table) else { continue };
@@ -449,6 +455,18 @@ impl<'a> Replay<'a> {
             }
             RedoRecord::DropView(name) => {
                 self.engine.restore_drop_view(&name);
+                Ok(())
+            }
+            RedoRecord::PutSequence(def) => {
+                self.engine.restore_put_sequence(def);
+                Ok(())
+            }
+            RedoRecord::DropSequence(name) => {
+                self.engine.restore_drop_sequence(&name);
+                Ok(())
+            }
+            RedoRecord::SequenceValue { id, last, called } => {
+                self.engine.restore_sequence_value(id, last, called);
                 Ok(())
             }
             RedoRecord::CheckpointStart { .. } => Ok(()),

@@ -232,7 +232,7 @@ pub(crate) fn stored_function_in_from(q: &ast::Query, catalog: &Catalog) -> Opti
 fn eval_arg(e: &ast::Expr, ty: DataType, param_types: &[DataType], params: &[Value], now: i64) -> Result<Value> {
     let mut types: Vec<Option<DataType>> = param_types.iter().copied().map(Some).collect();
     let expr = Binder::new(None, &mut types).bind_expr(e, Some(ty))?;
-    expr.eval(&NoRow, &EvalContext { params, now })?.cast(ty)
+    expr.eval(&NoRow, &EvalContext { params, now, sequences: None })?.cast(ty)
 }
 
 fn eval_array_arg(e: &ast::Expr, elem: DataType, param_types: &[DataType], params: &[Value], now: i64) -> Result<PlValue> {
@@ -259,7 +259,15 @@ fn routine_args(def: &ProcedureDef, args: &[ast::Expr], param_types: &[DataType]
 }
 
 /// The value of one `$n` of an expression or statement.
-fn source_value(p: &ParamSource, vars: &[PlValue], now: i64) -> Result<Value> {
+/// What a routine's expressions read besides its variables: the call's start time and the
+/// session's sequence functions.
+#[derive(Clone, Copy)]
+struct Clock<'a> {
+    at: i64,
+    sequences: Option<&'a (dyn freshet_core::sql::expr::SequenceFns + Sync)>,
+}
+
+fn source_value(p: &ParamSource, vars: &[PlValue], now: Clock) -> Result<Value> {
     match p {
         ParamSource::Var(slot) => Ok(vars[*slot].scalar()?.clone()),
         ParamSource::Element { array, index } => {
@@ -278,7 +286,7 @@ fn source_value(p: &ParamSource, vars: &[PlValue], now: i64) -> Result<Value> {
     }
 }
 
-fn eval(unit: &ExprUnit, vars: &[PlValue], now: i64) -> Result<Value> {
+fn eval(unit: &ExprUnit, vars: &[PlValue], now: Clock) -> Result<Value> {
     // A bare variable or array element (`v_x`, `p_items[i]`), as most are: its value, which
     // is what evaluating the parameter would give.
     if let (Expr::Param { index: 0, .. }, [source]) = (&unit.expr, unit.params.as_slice()) {
@@ -289,7 +297,7 @@ fn eval(unit: &ExprUnit, vars: &[PlValue], now: i64) -> Result<Value> {
     for p in &unit.params {
         params.push(source_value(p, vars, now)?);
     }
-    unit.expr.eval(&NoRow, &EvalContext { params: &params, now })
+    unit.expr.eval(&NoRow, &EvalContext { params: &params, now: now.at, sequences: now.sequences.map(|s| s as &dyn freshet_core::sql::expr::SequenceFns) })
 }
 
 fn slot_type(ty: PlType) -> DataType {
@@ -493,7 +501,8 @@ impl Session {
         let compiled = self.compiled_call(&def).await?;
         let deadline = self.settings().statement_timeout().map(|t| std::time::Instant::now() + t);
         let now = self.statement_time();
-        interpret(&def, &compiled, args, deadline, now, &mut InSession(self)).await
+        let sequences = self.sequences.clone();
+        interpret(&def, &compiled, args, deadline, now, sequences, &mut InSession(self)).await
     }
 
     /// Runs a routine's call outside a transaction block as one executor job (see
@@ -511,11 +520,12 @@ impl Session {
         let routines = self.procedures.routines.clone();
         let (def, args) = (def.clone(), args.to_vec());
         let now = now_micros();
+        let sequences = self.sequences.clone();
         let outcome = engine
             .run_as_one_job(sync, move |job| {
                 let started = std::time::Instant::now();
-                let mut statements = InJob { job, started, now, catalog, routines, deadline, depth: 1 };
-                match interpret(&def, &compiled, args, deadline, now, &mut statements).now_or_never() {
+                let mut statements = InJob { job, started, now, catalog, routines, deadline, depth: 1, sequences: sequences.clone() };
+                match interpret(&def, &compiled, args, deadline, now, sequences, &mut statements).now_or_never() {
                     Some(result) => result,
                     None => Err(statements.job.give_up()),
                 }
@@ -573,6 +583,7 @@ struct InJob<'a> {
     deadline: Option<std::time::Instant>,
     /// Calls running, nested (the outermost is 1).
     depth: u32,
+    sequences: Arc<crate::sequences::SessionSequences>,
 }
 
 impl RoutineStatements for InJob<'_> {
@@ -603,7 +614,8 @@ impl RoutineStatements for InJob<'_> {
         let args = routine_args(&def, &plan.args, &prepared.param_types, &params, self.now)?;
         self.depth += 1;
         let deadline = self.deadline;
-        let result = Box::pin(interpret(&def, &compiled, args, deadline, self.now, self)).await;
+        let sequences = self.sequences.clone();
+        let result = Box::pin(interpret(&def, &compiled, args, deadline, self.now, sequences, self)).await;
         self.depth -= 1;
         // Notices of a nested call are dropped, as the ordinary path drops them.
         let (rows, _) = result?;
@@ -622,6 +634,7 @@ async fn interpret<S: RoutineStatements>(
     args: Vec<PlValue>,
     deadline: Option<std::time::Instant>,
     now: i64,
+    sequences: Arc<crate::sequences::SessionSequences>,
     statements: &mut S,
 ) -> Result<(Vec<Vec<Value>>, Vec<String>)> {
     let r = &def.routine;
@@ -645,6 +658,7 @@ async fn interpret<S: RoutineStatements>(
         steps: 0,
         now,
         tries: Vec::new(),
+        sequences,
     };
     loop {
         let e = match run_instructions(r, compiled, deadline, statements, &mut st).await {
@@ -685,6 +699,7 @@ struct Interp {
     now: i64,
     /// Blocks with an EXCEPTION section entered and not left: savepoint and handler table.
     tries: Vec<(Savepoint, usize)>,
+    sequences: Arc<crate::sequences::SessionSequences>,
 }
 
 /// Runs instructions from `st.pc` until the routine returns (its result rows) or fails.
@@ -695,8 +710,9 @@ async fn run_instructions<S: RoutineStatements>(
     statements: &mut S,
     st: &mut Interp,
 ) -> Result<Vec<Vec<Value>>> {
-    let Interp { vars, notices, out, cursors, pc, steps, now, tries } = st;
-    let now = *now;
+    let Interp { vars, notices, out, cursors, pc, steps, now, tries, sequences } = st;
+    let sequences = sequences.clone();
+    let now = Clock { at: *now, sequences: Some(&*sequences) };
     while let Some(instr) = r.code.get(*pc) {
         *pc += 1;
         *steps = steps.wrapping_add(1);
@@ -919,5 +935,5 @@ fn native_arg(e: &ast::Expr, param_types: &[DataType], params: &[Value], now: i6
     }
     // Typed as the expression is (a number stays a number; a quoted literal is text).
     let mut types: Vec<Option<DataType>> = param_types.iter().copied().map(Some).collect();
-    Binder::new(None, &mut types).bind_expr(e, None)?.eval(&NoRow, &EvalContext { params, now })
+    Binder::new(None, &mut types).bind_expr(e, None)?.eval(&NoRow, &EvalContext { params, now, sequences: None })
 }

@@ -1,0 +1,232 @@
+//! The sequence functions as a session evaluates them: `nextval`, `currval`, `setval`,
+//! `lastval` and `pg_get_serial_sequence` (`freshet_core::sequence` holds the counters).
+//!
+//! A session remembers the last value it took from each sequence (`currval`) and which
+//! sequence that was last (`lastval`), as PostgreSQL sessions do. A value whose log-ahead
+//! record was queued is reported only once that record is durable: the session waits for it
+//! at the end of the statement ([`SessionSequences::take_pending`]).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use freshet_core::catalog::TableId;
+use freshet_core::engine::Engine;
+use freshet_core::sequence::SequenceDef;
+use freshet_core::sql::expr::{Func, SequenceFns};
+use freshet_core::types::Value;
+use freshet_core::wal::Lsn;
+use freshet_core::{Error, Result, SqlState};
+use parking_lot::Mutex;
+
+/// One session's sequence state.
+pub(crate) struct SessionSequences {
+    engine: Arc<Engine>,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    /// The last value taken from each sequence (by id).
+    last: HashMap<TableId, i64>,
+    /// The sequence of the newest nextval (its id and name).
+    newest: Option<(TableId, String)>,
+    /// The newest log-ahead record this session queued and has not yet waited for.
+    pending: Option<Lsn>,
+}
+
+impl SessionSequences {
+    pub(crate) fn new(engine: Arc<Engine>) -> Self {
+        SessionSequences { engine, state: Mutex::new(State::default()) }
+    }
+
+    /// The LSN of the newest sequence record the session queued since it last asked: it must
+    /// be durable before the statement's success is reported.
+    pub(crate) fn take_pending(&self) -> Option<Lsn> {
+        self.state.lock().pending.take()
+    }
+
+    fn sequence(&self, name: &Value) -> Result<Arc<SequenceDef>> {
+        let text = name.as_str().ok_or_else(|| Error::mismatch("a sequence is named by text"))?;
+        let name = freshet_core::sql::ddl::sequence_name(text)?;
+        let catalog = self.engine.catalog();
+        match catalog.sequence(&name) {
+            Some(s) => Ok(s.clone()),
+            None if catalog.relation_exists(&name) => Err(Error::new(SqlState::WrongObjectType, format!("\"{name}\" is not a sequence"))),
+            None => Err(Error::undefined_table(&name)),
+        }
+    }
+
+    fn logged(&self, record: freshet_core::sequence::SequenceRecord) -> Result<()> {
+        if let Some(lsn) = self.engine.log_sequence(record)? {
+            let mut state = self.state.lock();
+            state.pending = Some(state.pending.map_or(lsn, |p| p.max(lsn)));
+        }
+        Ok(())
+    }
+
+    fn nextval(&self, name: &Value) -> Result<Value> {
+        let seq = self.sequence(name)?;
+        let (v, record) = seq.next()?;
+        if let Some(r) = record {
+            self.logged(r)?;
+        }
+        let mut state = self.state.lock();
+        state.last.insert(seq.id, v);
+        state.newest = Some((seq.id, seq.name.clone()));
+        Ok(Value::Int64(v))
+    }
+
+    fn currval(&self, name: &Value) -> Result<Value> {
+        let seq = self.sequence(name)?;
+        match self.state.lock().last.get(&seq.id) {
+            Some(v) => Ok(Value::Int64(*v)),
+            None => Err(Error::new(
+                SqlState::ObjectNotInPrerequisiteState,
+                format!("currval of sequence \"{}\" is not yet defined in this session", seq.name),
+            )),
+        }
+    }
+
+    fn setval(&self, name: &Value, value: &Value, called: Option<&Value>) -> Result<Value> {
+        let seq = self.sequence(name)?;
+        let v = value.as_i64().ok_or_else(|| Error::mismatch("setval needs a bigint"))?;
+        let called = match called {
+            Some(Value::Bool(b)) => *b,
+            _ => true,
+        };
+        let record = seq.set(v, called)?;
+        self.logged(record)?;
+        if called {
+            self.state.lock().last.insert(seq.id, v);
+        }
+        Ok(Value::Int64(v))
+    }
+
+    fn lastval(&self) -> Result<Value> {
+        let not_yet = || Error::new(SqlState::ObjectNotInPrerequisiteState, "lastval is not yet defined in this session");
+        let state = self.state.lock();
+        let (id, name) = state.newest.clone().ok_or_else(not_yet)?;
+        if self.engine.catalog().sequence(&name).is_none_or(|s| s.id != id) {
+            return Err(not_yet());
+        }
+        state.last.get(&id).map(|v| Value::Int64(*v)).ok_or_else(not_yet)
+    }
+
+    /// The sequence a column's default takes its values from, as `public.name`; NULL if none.
+    fn serial_sequence(&self, table: &Value, column: &Value) -> Result<Value> {
+        let table = freshet_core::sql::ddl::sequence_name(table.as_str().unwrap_or_default())?;
+        let catalog = self.engine.catalog();
+        let def = catalog.require_table(&table)?;
+        let column = column.as_str().unwrap_or_default().to_lowercase();
+        let col = def.columns.iter().find(|c| c.name == column).ok_or_else(|| {
+            Error::new(SqlState::UndefinedColumn, format!("column \"{column}\" of relation \"{table}\" does not exist"))
+        })?;
+        Ok(match col.default.as_ref().and_then(|d| d.sequence()) {
+            Some(s) => Value::Text(format!("public.{s}")),
+            None => Value::Null,
+        })
+    }
+}
+
+/// Whether a statement or query calls a function that reads or changes a sequence's counter
+/// (nextval, currval, setval, lastval) anywhere.
+pub(crate) fn calls_sequence_functions<T: sqlparser::ast::Visit>(node: &T) -> bool {
+    calls(node, |f| f.is_sequence() && f != Func::PgGetSerialSequence)
+}
+
+fn calls<T: sqlparser::ast::Visit>(node: &T, wanted: impl Fn(Func) -> bool) -> bool {
+    use std::ops::ControlFlow;
+    sqlparser::ast::visit_expressions(node, |e| match e {
+        sqlparser::ast::Expr::Function(f)
+            if f.name.0.last().and_then(|p| p.as_ident()).is_some_and(|i| {
+                freshet_core::sql::functions::lookup(&i.value.to_lowercase()).is_some_and(&wanted)
+            }) =>
+        {
+            ControlFlow::Break(())
+        }
+        _ => ControlFlow::Continue(()),
+    })
+    .is_break()
+}
+
+/// A query the session evaluates itself ([`plan_select`]): one that calls nextval, currval,
+/// setval or lastval (refused if it is not a SELECT without FROM), or calls
+/// pg_get_serial_sequence and binds on the short path (otherwise the analytical side answers
+/// it, with NULL for that function).
+pub(crate) fn session_select(
+    q: &sqlparser::ast::Query,
+    params: &mut Vec<Option<freshet_core::types::DataType>>,
+) -> Result<Option<(Vec<freshet_core::sql::expr::Expr>, Vec<crate::result::ColumnInfo>)>> {
+    if calls_sequence_functions(q) {
+        return plan_select(q, params).map(Some);
+    }
+    if !calls(q, |f| f == Func::PgGetSerialSequence) {
+        return Ok(None);
+    }
+    let mut tried = params.clone();
+    Ok(plan_select(q, &mut tried).ok().inspect(|_| *params = tried))
+}
+
+/// Sequence functions where they cannot run: in a query over tables (which runs on the
+/// analytical side or on an executor, away from the session).
+pub(crate) fn not_in_queries() -> Error {
+    Error::unsupported("sequence functions (nextval, currval, setval, lastval) in a query that reads tables")
+        .with_hint("Call them in INSERT … VALUES, in a column default, or in SELECT without FROM.")
+}
+
+/// A SELECT without FROM whose items call sequence functions: the items bound for the
+/// session to evaluate, and the result columns.
+pub(crate) fn plan_select(
+    q: &sqlparser::ast::Query,
+    params: &mut Vec<Option<freshet_core::types::DataType>>,
+) -> Result<(Vec<freshet_core::sql::expr::Expr>, Vec<crate::result::ColumnInfo>)> {
+    use sqlparser::ast;
+    let ast::SetExpr::Select(select) = q.body.as_ref() else { return Err(not_in_queries()) };
+    let plain = q.with.is_none()
+        && q.order_by.is_none()
+        && q.limit_clause.is_none()
+        && q.fetch.is_none()
+        && select.from.is_empty()
+        && select.selection.is_none()
+        && select.having.is_none()
+        && select.distinct.is_none()
+        && matches!(&select.group_by, ast::GroupByExpr::Expressions(e, _) if e.is_empty());
+    if !plain {
+        return Err(not_in_queries());
+    }
+    let mut items = Vec::new();
+    let mut columns = Vec::new();
+    for item in &select.projection {
+        let (e, alias) = match item {
+            ast::SelectItem::UnnamedExpr(e) => (e, None),
+            ast::SelectItem::ExprWithAlias { expr, alias } => (expr, Some(freshet_core::sql::names::fold_ident(alias))),
+            _ => return Err(Error::syntax("SELECT * with no tables specified is not valid")),
+        };
+        let bound = freshet_core::sql::bind::Binder::new(None, params).bind_expr(e, None)?;
+        let name = alias.unwrap_or_else(|| match e {
+            ast::Expr::Function(f) => f.name.0.last().and_then(|p| p.as_ident()).map(|i| i.value.to_lowercase()).unwrap_or_default(),
+            _ => "?column?".to_string(),
+        });
+        columns.push(crate::result::ColumnInfo { name, ty: bound.ty() });
+        items.push(bound);
+    }
+    Ok((items, columns))
+}
+
+impl SequenceFns for SessionSequences {
+    fn call(&self, func: Func, args: &[Value]) -> Result<Value> {
+        // The functions are strict: a NULL argument gives NULL.
+        if args.iter().any(Value::is_null) {
+            return Ok(Value::Null);
+        }
+        let arg = |i: usize| args.get(i).ok_or_else(|| Error::internal("sequence function argument missing"));
+        match func {
+            Func::Nextval => self.nextval(arg(0)?),
+            Func::Currval => self.currval(arg(0)?),
+            Func::Setval => self.setval(arg(0)?, arg(1)?, args.get(2)),
+            Func::Lastval => self.lastval(),
+            Func::PgGetSerialSequence => self.serial_sequence(arg(0)?, arg(1)?),
+            _ => Err(Error::internal("not a sequence function")),
+        }
+    }
+}
