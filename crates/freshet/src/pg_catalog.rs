@@ -672,7 +672,7 @@ fn literal(v: &freshet_core::types::Value, ty: DataType) -> String {
     match ty.family() {
         freshet_core::types::TypeFamily::Integer | freshet_core::types::TypeFamily::Float if !text.starts_with('-') => text,
         freshet_core::types::TypeFamily::Decimal if !text.starts_with('-') => text,
-        freshet_core::types::TypeFamily::Bool => text,
+        freshet_core::types::TypeFamily::Bool => if text == "t" { "true".into() } else { "false".into() },
         _ => format!("'{}'::{}", text.replace('\'', "''"), ty.pg_name()),
     }
 }

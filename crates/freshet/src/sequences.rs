@@ -56,6 +56,11 @@ impl SessionSequences {
         }
     }
 
+    /// TRUNCATE … RESTART IDENTITY: the sequence starts again at its start value.
+    pub(crate) fn restart(&self, seq: &SequenceDef) -> Result<()> {
+        self.logged(seq.set(seq.start, false)?)
+    }
+
     fn logged(&self, record: freshet_core::sequence::SequenceRecord) -> Result<()> {
         if let Some(lsn) = self.engine.log_sequence(record)? {
             let mut state = self.state.lock();
@@ -172,6 +177,42 @@ pub(crate) fn session_select(
 pub(crate) fn not_in_queries() -> Error {
     Error::unsupported("sequence functions (nextval, currval, setval, lastval) in a query that reads tables")
         .with_hint("Call them in INSERT … VALUES, in a column default, or in SELECT without FROM.")
+}
+
+/// `INSERT … SELECT nextval('s'), … FROM t`: the query that feeds the INSERT with each select
+/// item that calls sequence functions (and reads no column) replaced by a NULL of its type,
+/// and those items bound, by position, for the session to evaluate for each row the query
+/// gives (in row order, as PostgreSQL draws them). Sequence functions anywhere else in the
+/// query are refused as in any query over tables.
+pub(crate) fn draw_in_session(
+    q: &sqlparser::ast::Query,
+    params: &mut Vec<Option<freshet_core::types::DataType>>,
+) -> Result<(sqlparser::ast::Query, Vec<(usize, freshet_core::sql::expr::Expr)>)> {
+    use sqlparser::ast;
+    let mut q = q.clone();
+    let mut drawn = Vec::new();
+    if let ast::SetExpr::Select(select) = q.body.as_mut() {
+        for (i, item) in select.projection.iter_mut().enumerate() {
+            let e = match item {
+                ast::SelectItem::UnnamedExpr(e) | ast::SelectItem::ExprWithAlias { expr: e, .. } => e,
+                _ => continue,
+            };
+            if !calls_sequence_functions(&*e) {
+                continue;
+            }
+            let bound = freshet_core::sql::bind::Binder::new(None, params).bind_expr(e, None).map_err(|_| not_in_queries())?;
+            let null = format!("CAST(NULL AS {})", bound.ty().pg_name());
+            *e = sqlparser::parser::Parser::new(&sqlparser::dialect::PostgreSqlDialect {})
+                .try_with_sql(&null)
+                .and_then(|mut p| p.parse_expr())
+                .map_err(|e| Error::internal(format!("{null}: {e}")))?;
+            drawn.push((i, bound));
+        }
+    }
+    if calls_sequence_functions(&q) {
+        return Err(not_in_queries());
+    }
+    Ok((q, drawn))
 }
 
 /// A SELECT without FROM whose items call sequence functions: the items bound for the

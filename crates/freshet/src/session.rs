@@ -71,6 +71,9 @@ struct QueryPlan {
     olap: OnceLock<OlapPlan>,
     /// The statement to plan analytically when the short path declines.
     statement: Statement,
+    /// The source query of `INSERT … SELECT`: select items (by position) that call sequence
+    /// functions, which the session evaluates for each row (`sequences::draw_in_session`).
+    drawn: Vec<(usize, freshet_core::sql::expr::Expr)>,
 }
 
 enum Kind {
@@ -451,12 +454,11 @@ impl Session {
             Statement::Insert(insert) => {
                 let plan = plan::plan_insert(catalog, insert, params)?;
                 let source = match &plan.source {
-                    InsertSource::Query(q) if crate::sequences::calls_sequence_functions(q) => {
-                        return Err(crate::sequences::not_in_queries());
-                    }
                     InsertSource::Query(q) => {
-                        let stmt = Statement::Query(q.clone());
-                        let (query, columns) = self.plan_query(q, &stmt, catalog, params).await?;
+                        let (q, drawn) = crate::sequences::draw_in_session(q, params)?;
+                        let stmt = Statement::Query(Box::new(q.clone()));
+                        let (mut query, columns) = self.plan_query(&q, &stmt, catalog, params).await?;
+                        query.drawn = drawn;
                         check_insert_source(&plan, &columns)?;
                         Some((query, columns))
                     }
@@ -574,7 +576,7 @@ impl Session {
     ) -> Result<(QueryPlan, Vec<ColumnInfo>)> {
         if let Some(short) = plan::plan_select(catalog, query, params)? {
             let columns = short.columns.iter().map(|c| ColumnInfo { name: c.name.clone(), ty: c.ty }).collect();
-            let plan = QueryPlan { short: Some(Arc::new(OltpPlan::Select(short))), olap: OnceLock::new(), statement: statement.clone() };
+            let plan = QueryPlan { short: Some(Arc::new(OltpPlan::Select(short))), olap: OnceLock::new(), statement: statement.clone(), drawn: Vec::new() };
             return Ok((plan, columns));
         }
         let olap = self.plan_olap(statement, params).await?;
@@ -588,7 +590,7 @@ impl Session {
             .collect();
         let cell = OnceLock::new();
         let _ = cell.set(olap);
-        Ok((QueryPlan { short: None, olap: cell, statement: statement.clone() }, columns))
+        Ok((QueryPlan { short: None, olap: cell, statement: statement.clone(), drawn: Vec::new() }, columns))
     }
 
     /// CREATE VIEW: its query is planned (through the views it names) to check it and type its
@@ -809,7 +811,18 @@ impl Session {
                 let statement = prepared.statement.clone().ok_or_else(|| Error::internal("statement missing"))?;
                 Box::pin(self.run_dml_with_subqueries(statement, &prepared.param_types, params, now)).await
             }
-            Kind::Ddl(DdlPlan::Truncate { tables }) => Box::pin(self.truncate(tables, now)).await,
+            Kind::Ddl(DdlPlan::Truncate { tables, restart_identity }) => {
+                let result = Box::pin(self.truncate(tables, now)).await?;
+                if *restart_identity {
+                    let catalog = self.catalog();
+                    for t in tables {
+                        for seq in catalog.table(t).map(|d| d.sequences.as_slice()).unwrap_or_default() {
+                            self.sequences.restart(seq)?;
+                        }
+                    }
+                }
+                Ok(result)
+            }
             Kind::Ddl(plan @ (DdlPlan::CreateView { .. } | DdlPlan::DropViews { .. })) if self.txn.is_some() => {
                 let catalog = self.catalog();
                 let engine = self.db.inner.engine.clone();
@@ -1045,10 +1058,15 @@ impl Session {
             (InsertSource::Values(_), _) => values_rows(plan, &self.eval_context(&params, now))?,
             (InsertSource::Query(_), Some((query, columns))) => {
                 let stream = Box::pin(self.run_query(query, columns, param_types, params.clone(), now, txn)).await?;
-                Box::pin(stream.collect_values(columns))
-                    .await?
-                    .into_iter()
-                    .map(|row| freshet_core::try_vec(row.into_iter().zip(&types).map(|(v, ty)| v.assign_to(*ty))))
+                let rows = Box::pin(stream.collect_values(columns)).await?;
+                let cx = self.eval_context(&params, now);
+                rows.into_iter()
+                    .map(|mut row| {
+                        for (i, e) in &query.drawn {
+                            row[*i] = e.eval(&NoRow, &cx)?;
+                        }
+                        freshet_core::try_vec(row.into_iter().zip(&types).map(|(v, ty)| v.assign_to(*ty)))
+                    })
                     .collect::<Result<_>>()?
             }
             (InsertSource::Query(_), None) => return Err(Error::internal("INSERT … SELECT without a source plan")),
@@ -1333,7 +1351,7 @@ impl Session {
     async fn truncate(&mut self, tables: &[String], now: i64) -> Result<StatementResult> {
         let engine = self.db.inner.engine.clone();
         if self.txn.is_none() && !engine.registry().any_active() {
-            let outcome = engine.execute_ddl(DdlPlan::Truncate { tables: tables.to_vec() }).await?;
+            let outcome = engine.execute_ddl(DdlPlan::Truncate { tables: tables.to_vec(), restart_identity: false }).await?;
             return Ok(StatementResult::command(outcome.tag));
         }
         let catalog = engine.catalog();

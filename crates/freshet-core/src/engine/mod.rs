@@ -29,7 +29,7 @@ pub use fork::{ForkChild, Forked};
 pub use recovery::CheckpointImage;
 pub use statements::{JobOutcome, JobStatements, JobTxn, Savepoint};
 
-use crate::catalog::{Catalog, CatalogStore, IndexDef, TableDef, TableId};
+use crate::catalog::{Catalog, CatalogStore, ColumnDef, IndexDef, TableDef, TableId};
 use crate::error::{Error, Result, SqlState};
 use crate::executor::cpus::CpuPlan;
 use crate::executor::{Executor, Partition};
@@ -313,11 +313,12 @@ impl Engine {
             }
             DdlPlan::DropIndexes { names, if_exists } => self.drop_indexes(&catalog, names, if_exists).await,
             DdlPlan::AddPrimaryKey { table, columns } => self.add_primary_key(&catalog, &table, &columns).await,
+            DdlPlan::AddColumn { table, column, if_not_exists } => self.add_column(&catalog, &table, column, if_not_exists).await,
             DdlPlan::CreateProcedure { routine } => self.create_procedure(&catalog, routine).await,
             DdlPlan::DropProcedures { function, names, if_exists } => self.drop_procedures(&catalog, function, names, if_exists).await,
             DdlPlan::CreateSequence { def, if_not_exists } => self.create_sequence(&catalog, def, if_not_exists).await,
             DdlPlan::DropSequences { names, if_exists } => self.drop_sequences(&catalog, names, if_exists).await,
-            DdlPlan::Truncate { tables } => {
+            DdlPlan::Truncate { tables, .. } => {
                 let defs = tables.iter().map(|t| catalog.require_table(t).cloned()).collect::<Result<Vec<_>>>()?;
                 let ids: Vec<_> = defs.iter().map(|d| d.id).collect();
                 let logged = ids.clone();
@@ -563,6 +564,16 @@ impl Engine {
     where
         F: Fn(&mut Partition) -> Result<()> + Send + Sync + 'static,
     {
+        self.ddl_step_checked(record, f, |_| {}).await
+    }
+
+    /// [`Self::ddl_step`] in two parts: `check` runs on every partition (and may change it, as
+    /// `ddl_step`'s function does); only if it succeeded on all of them does `apply` run on each.
+    async fn ddl_step_checked<F, A>(&self, record: Option<RedoRecord>, f: F, apply: A) -> Result<()>
+    where
+        F: Fn(&mut Partition) -> Result<()> + Send + Sync + 'static,
+        A: Fn(&mut Partition) + Send + Sync + 'static,
+    {
         let wal = self.wal.get().cloned();
         if let Some(w) = &wal {
             w.check_writable()?;
@@ -576,6 +587,7 @@ impl Engine {
                 if step.decide(first, || 0).is_none() {
                     return r;
                 }
+                apply(p);
                 step.append_once(first, || match (&wal, &record) {
                     (Some(wal), Some(record)) => {
                         let mut bytes = Vec::new();
@@ -654,6 +666,53 @@ impl Engine {
             self.replace_def(new_def).await?;
         }
         Ok(DdlOutcome { tag: "DROP INDEX", notices })
+    }
+
+    /// ALTER TABLE … ADD COLUMN: the column goes at the end, every existing row holding its
+    /// default (a constant, or the time of the change for CURRENT_TIMESTAMP) or NULL. Refused
+    /// (23502) when it is NOT NULL without a default and the table has rows: checked on every
+    /// partition, with all of them quiesced, before any changes.
+    async fn add_column(&self, catalog: &Catalog, table: &str, column: ColumnDef, if_not_exists: bool) -> Result<DdlOutcome> {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as i64);
+        let def = catalog.require_table(table)?;
+        if def.column_index(&column.name).is_some() {
+            let message = format!("column \"{}\" of relation \"{table}\" already exists", column.name);
+            if if_not_exists {
+                return Ok(DdlOutcome { tag: "ALTER TABLE", notices: vec![format!("{message}, skipping")] });
+            }
+            return Err(Error::new(SqlState::DuplicateColumn, message));
+        }
+        let fill = match &column.default {
+            None => Value::Null,
+            Some(crate::catalog::ColumnDefault::Value(v)) => v.clone(),
+            Some(crate::catalog::ColumnDefault::CurrentTimestamp) => Value::Timestamp(now).cast(column.ty)?,
+            Some(_) => return Err(Error::unsupported("ADD COLUMN with a sequence default (serial, identity, nextval)")),
+        };
+        let mut new_def = (**def).clone();
+        new_def.columns.push(column.clone());
+        crate::catalog::validate_table(&new_def)?;
+        let new_def = Arc::new(new_def);
+        let (id, name, d, f) = (def.id, column.name.clone(), new_def.clone(), fill.clone());
+        let table_name = table.to_string();
+        let empty_needed = fill.is_null() && !column.nullable;
+        self.ddl_step_checked(
+            Some(RedoRecord::AddColumn { table: id, column, fill }),
+            move |p| {
+                let t = p.table(id)?;
+                if empty_needed && t.stats().live_rows > 0 {
+                    return Err(Error::new(SqlState::NotNullViolation, format!("column \"{name}\" of relation \"{table_name}\" contains null values")));
+                }
+                Ok(())
+            },
+            move |p| {
+                if let Ok(t) = p.table_mut(id) {
+                    t.add_column(d.clone(), &f);
+                }
+            },
+        )
+        .await?;
+        self.catalog.put_table(new_def);
+        Ok(DdlOutcome { tag: "ALTER TABLE", notices: vec![] })
     }
 
     async fn add_primary_key(&self, catalog: &Catalog, table: &str, columns: &[String]) -> Result<DdlOutcome> {

@@ -104,6 +104,25 @@ impl Engine {
         self.catalog.remove_view(name);
     }
 
+    /// Recovery: a logged ADD COLUMN, on every partition and in the catalog.
+    pub async fn restore_add_column(&self, id: TableId, column: crate::catalog::ColumnDef, fill: Value) -> Result<()> {
+        let Some(old) = self.catalog.current().table_by_id(id).cloned() else { return Ok(()) };
+        let mut def = (*old).clone();
+        def.columns.push(column);
+        let def = Arc::new(def);
+        let d = def.clone();
+        for r in self.on_all(move |p| -> Result<()> {
+            p.table_mut(d.id)?.add_column(d.clone(), &fill);
+            Ok(())
+        })
+        .await?
+        {
+            r?;
+        }
+        self.catalog.put_table(def);
+        Ok(())
+    }
+
     /// Recovery: publishes a logged sequence, its counter at its start.
     pub fn restore_put_sequence(&self, def: SequenceDef) {
         self.catalog.ensure_next_table_id(def.id);

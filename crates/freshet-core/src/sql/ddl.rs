@@ -21,7 +21,10 @@ pub enum DdlPlan {
     CreateIndex { table: String, name: String, columns: Vec<String>, unique: bool, if_not_exists: bool },
     DropIndexes { names: Vec<String>, if_exists: bool },
     AddPrimaryKey { table: String, columns: Vec<String> },
-    Truncate { tables: Vec<String> },
+    /// ALTER TABLE … ADD COLUMN.
+    AddColumn { table: String, column: ColumnDef, if_not_exists: bool },
+    /// `restart_identity`: the tables' own sequences start again (RESTART IDENTITY).
+    Truncate { tables: Vec<String>, restart_identity: bool },
     /// CREATE [OR REPLACE] PROCEDURE|FUNCTION, compiled (`plpgsql::compile`).
     CreateProcedure { routine: std::sync::Arc<super::plpgsql::Routine> },
     DropProcedures { function: bool, names: Vec<String>, if_exists: bool },
@@ -429,6 +432,23 @@ pub fn plan_alter_table(at: &ast::AlterTable) -> Result<DdlPlan> {
     let table = user_relation(&at.name)?;
     let [op] = at.operations.as_slice() else { return Err(Error::unsupported("ALTER TABLE with several actions")) };
     match op {
+        ast::AlterTableOperation::AddColumn { if_not_exists, column_def: c, column_position: None, .. } => {
+            let name = fold_ident(&c.name);
+            if serial_type(&c.data_type).is_some() {
+                return Err(Error::unsupported("ADD COLUMN of a serial column"));
+            }
+            let ty = sql_type(&c.data_type)?;
+            let mut column = ColumnDef { name: name.clone(), ty, nullable: true, default: None };
+            for opt in &c.options {
+                match &opt.option {
+                    ast::ColumnOption::Null => column.nullable = true,
+                    ast::ColumnOption::NotNull => column.nullable = false,
+                    ast::ColumnOption::Default(e) => column.default = column_default(e, ty, &name)?,
+                    other => return Err(Error::unsupported(format!("ADD COLUMN with {other}"))),
+                }
+            }
+            Ok(DdlPlan::AddColumn { table, column, if_not_exists: *if_not_exists })
+        }
         ast::AlterTableOperation::AddConstraint { constraint: ast::TableConstraint::PrimaryKey(pk), .. } => {
             Ok(DdlPlan::AddPrimaryKey { table, columns: index_column_names(&pk.columns)? })
         }
@@ -438,5 +458,6 @@ pub fn plan_alter_table(at: &ast::AlterTable) -> Result<DdlPlan> {
 
 pub fn plan_truncate(t: &ast::Truncate) -> Result<DdlPlan> {
     let tables = t.table_names.iter().map(|n| user_relation(&n.name)).collect::<Result<Vec<_>>>()?;
-    Ok(DdlPlan::Truncate { tables })
+    let restart_identity = matches!(t.identity, Some(ast::TruncateIdentityOption::Restart));
+    Ok(DdlPlan::Truncate { tables, restart_identity })
 }

@@ -353,7 +353,13 @@ impl TableStore {
     /// `view`. Checks NOT NULL and uniqueness before changing anything. Returns the row and
     /// its version.
     pub fn insert(&mut self, row: &[Value], view: &TxnView) -> Result<(RowId, u32)> {
-        debug_assert_eq!(row.len(), self.types.len());
+        if row.len() != self.types.len() {
+            // Made for the table before a column was added (ALTER TABLE ran meanwhile).
+            return Err(Error::new(
+                SqlState::SerializationFailure,
+                format!("could not serialize access: relation \"{}\" changed during the statement", self.def.name),
+            ));
+        }
         for (c, v) in row.iter().enumerate() {
             self.check_not_null(c, v)?;
         }
@@ -650,6 +656,40 @@ impl TableStore {
     /// [`finish_restore`](Self::finish_restore).
     pub fn restore_def(&mut self, def: Arc<TableDef>) {
         self.indexes = def.indexes.iter().map(new_index).collect();
+        self.def = def;
+    }
+
+    /// ALTER TABLE … ADD COLUMN: `def` is the table's definition with one more column, at the
+    /// end; every slot, live or not, gets `fill` in it (the column's default, or NULL). The
+    /// chunks' segment lists are copied if a snapshot shares them, so snapshots keep the
+    /// columns they had.
+    pub fn add_column(&mut self, def: Arc<TableDef>, fill: &Value) {
+        debug_assert_eq!(def.columns.len(), self.types.len() + 1);
+        let Some(column) = def.columns.last() else { return };
+        let ty = column.ty;
+        // A NOT NULL column never holds NULL, not even in slots without a row (the engine
+        // refuses the change if a live row would get NULL).
+        let placeholder_value;
+        let fill = if fill.is_null() && !column.nullable {
+            placeholder_value = placeholder(ty);
+            &placeholder_value
+        } else {
+            fill
+        };
+        let copies = &mut self.stats.segments_copied;
+        for chunk in &mut self.chunks {
+            let mut arena = StringArena::default();
+            let mut segment = ColumnSegment::new(ty.physical(), chunk.len.max(1));
+            for _ in 0..chunk.len {
+                segment.push(fill, &mut arena);
+            }
+            if Arc::strong_count(&chunk.columns) > 1 {
+                *copies += 1;
+            }
+            Arc::make_mut(&mut chunk.columns).push(Arc::new(segment));
+            chunk.arenas.push(arena);
+        }
+        self.types.push(ty);
         self.def = def;
     }
 

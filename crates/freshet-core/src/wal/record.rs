@@ -58,6 +58,9 @@ pub enum RedoRecord {
     /// CREATE SEQUENCE (a table's own sequences travel in its `PutTable`).
     PutSequence(SequenceDef),
     DropSequence(String),
+    /// ALTER TABLE … ADD COLUMN: `column` appended to table `table`, every existing slot
+    /// holding `fill`.
+    AddColumn { table: TableId, column: ColumnDef, fill: Value },
     /// A sequence's counter resumes at `last` (after it, with `called`): logged before the
     /// values it covers are handed out (`sequence` module).
     SequenceValue { id: TableId, last: i64, called: bool },
@@ -121,6 +124,12 @@ pub fn encode(record: &RedoRecord, out: &mut Vec<u8>) {
         RedoRecord::DropSequence(name) => {
             out.push(12);
             put_str(out, name);
+        }
+        RedoRecord::AddColumn { table, column, fill } => {
+            out.push(14);
+            put_u32(out, *table);
+            encode_column(column, out);
+            encode_value(fill, out);
         }
         RedoRecord::SequenceValue { id, last, called } => {
             out.push(13);
@@ -186,6 +195,7 @@ pub fn decode(bytes: &[u8]) -> Result<RedoRecord> {
         10 => RedoRecord::DropView(r.string()?),
         11 => RedoRecord::PutSequence(decode_sequence(&mut r)?),
         12 => RedoRecord::DropSequence(r.string()?),
+        14 => RedoRecord::AddColumn { table: r.u32()?, column: decode_column(&mut r)?, fill: decode_value(&mut r)? },
         13 => RedoRecord::SequenceValue { id: r.u32()?, last: r.u64()? as i64, called: r.u8()? != 0 },
         t => return Err(corrupt(&format!("unknown record type {t}"))),
     };
@@ -360,25 +370,7 @@ pub fn encode_table(def: &TableDef, out: &mut Vec<u8>) {
     put_str(out, &def.name);
     put_u16(out, def.columns.len() as u16);
     for c in &def.columns {
-        put_str(out, &c.name);
-        encode_type(c.ty, out);
-        out.push(c.nullable as u8);
-        match &c.default {
-            None => out.push(0),
-            Some(ColumnDefault::Value(v)) => {
-                out.push(1);
-                encode_value(v, out);
-            }
-            Some(ColumnDefault::CurrentTimestamp) => out.push(2),
-            Some(ColumnDefault::Nextval(seq)) => {
-                out.push(3);
-                put_str(out, seq);
-            }
-            Some(ColumnDefault::Identity { sequence, always }) => {
-                out.push(if *always { 4 } else { 5 });
-                put_str(out, sequence);
-            }
-        }
+        encode_column(c, out);
     }
     put_u16(out, def.indexes.len() as u16);
     for i in &def.indexes {
@@ -405,6 +397,43 @@ pub fn encode_table(def: &TableDef, out: &mut Vec<u8>) {
             encode_sequence(s, out);
         }
     }
+}
+
+fn encode_column(c: &ColumnDef, out: &mut Vec<u8>) {
+    put_str(out, &c.name);
+    encode_type(c.ty, out);
+    out.push(c.nullable as u8);
+    match &c.default {
+        None => out.push(0),
+        Some(ColumnDefault::Value(v)) => {
+            out.push(1);
+            encode_value(v, out);
+        }
+        Some(ColumnDefault::CurrentTimestamp) => out.push(2),
+        Some(ColumnDefault::Nextval(seq)) => {
+            out.push(3);
+            put_str(out, seq);
+        }
+        Some(ColumnDefault::Identity { sequence, always }) => {
+            out.push(if *always { 4 } else { 5 });
+            put_str(out, sequence);
+        }
+    }
+}
+
+fn decode_column(r: &mut Reader) -> Result<ColumnDef> {
+    let name = r.string()?;
+    let ty = decode_type(r)?;
+    let nullable = r.u8()? != 0;
+    let default = match r.u8()? {
+        0 => None,
+        1 => Some(ColumnDefault::Value(decode_value(r)?)),
+        2 => Some(ColumnDefault::CurrentTimestamp),
+        3 => Some(ColumnDefault::Nextval(r.string()?)),
+        t @ (4 | 5) => Some(ColumnDefault::Identity { sequence: r.string()?, always: t == 4 }),
+        t => return Err(corrupt(&format!("unknown column default {t}"))),
+    };
+    Ok(ColumnDef { name, ty, nullable, default })
 }
 
 /// Appends the encoding of a sequence definition (also used by checkpoints).
@@ -460,18 +489,7 @@ pub fn decode_table(r: &mut Reader) -> Result<TableDef> {
     let n = r.u16()? as usize;
     let mut columns = Vec::with_capacity(n);
     for _ in 0..n {
-        let name = r.string()?;
-        let ty = decode_type(r)?;
-        let nullable = r.u8()? != 0;
-        let default = match r.u8()? {
-            0 => None,
-            1 => Some(ColumnDefault::Value(decode_value(r)?)),
-            2 => Some(ColumnDefault::CurrentTimestamp),
-            3 => Some(ColumnDefault::Nextval(r.string()?)),
-            t @ (4 | 5) => Some(ColumnDefault::Identity { sequence: r.string()?, always: t == 4 }),
-            t => return Err(corrupt(&format!("unknown column default {t}"))),
-        };
-        columns.push(ColumnDef { name, ty, nullable, default });
+        columns.push(decode_column(r)?);
     }
     let n = r.u16()? as usize;
     let mut indexes = Vec::with_capacity(n);
@@ -611,6 +629,11 @@ mod tests {
             RedoRecord::PutSequence(SequenceDef::new("s".into(), &SequenceOptions { increment: Some(-3), cycle: Some(true), ..Default::default() }, None).unwrap()),
             RedoRecord::DropSequence("s".into()),
             RedoRecord::SequenceValue { id: 9, last: -5, called: true },
+            RedoRecord::AddColumn {
+                table: 7,
+                column: ColumnDef { name: "d".into(), ty: DataType::Text, nullable: true, default: Some(ColumnDefault::Value(Value::Text("x".into()))) },
+                fill: Value::Text("x".into()),
+            },
         ];
         for record in records {
             let mut buf = Vec::new();

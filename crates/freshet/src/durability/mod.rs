@@ -465,6 +465,10 @@ impl<'a> Replay<'a> {
                 self.engine.restore_drop_sequence(&name);
                 Ok(())
             }
+            RedoRecord::AddColumn { table, column, fill } => {
+                self.drain()?;
+                futures::executor::block_on(self.engine.restore_add_column(table, column, fill))
+            }
             RedoRecord::SequenceValue { id, last, called } => {
                 self.engine.restore_sequence_value(id, last, called);
                 Ok(())
