@@ -943,8 +943,20 @@ fn functions(engine: &Arc<Engine>) -> Vec<ScalarUDF> {
         constant("has_database_privilege", &[2, 3], ScalarValue::Boolean(Some(true))),
         constant("has_column_privilege", &[3, 4], ScalarValue::Boolean(Some(true))),
         constant("has_function_privilege", &[2, 3], ScalarValue::Boolean(Some(true))),
-        // No sequences: no column owns one.
-        constant("pg_get_serial_sequence", &[2], ScalarValue::Utf8(None)),
+        {
+            // The sequence a column's default takes its values from (SERIAL, identity,
+            // nextval), as `public.name`; NULL for any other column or an unknown table.
+            let engine = engine.clone();
+            function("pg_get_serial_sequence", &[2], T, move |a| {
+                let catalog = engine.catalog();
+                let (Some(table), Some(column)) = (text(&a[0]), text(&a[1])) else { return text_of(None) };
+                let table = freshet_core::sql::ddl::sequence_name(&table).ok();
+                let def = table.as_deref().and_then(|t| catalog.table(t));
+                let column = column.to_lowercase();
+                let sequence = def.and_then(|d| d.columns.iter().find(|c| c.name == column)).and_then(|c| c.default.as_ref()?.sequence());
+                text_of(sequence.map(|s| format!("public.{s}")))
+            })
+        },
         function("pg_function_is_visible", &[1], B, |a| Ok(ScalarValue::Boolean(int(&a[0]).map(|_| true)))),
         function("pg_size_pretty", &[1], T, |a| text_of(int(&a[0]).map(size_pretty))),
         // Freshet does not report relation sizes yet: unknown.

@@ -157,7 +157,7 @@ fn calls<T: sqlparser::ast::Visit>(node: &T, wanted: impl Fn(Func) -> bool) -> b
 /// A query the session evaluates itself ([`plan_select`]): one that calls nextval, currval,
 /// setval or lastval (refused if it is not a SELECT without FROM), or calls
 /// pg_get_serial_sequence and binds on the short path (otherwise the analytical side answers
-/// it, with NULL for that function).
+/// it: `pg_catalog` has the function too).
 pub(crate) fn session_select(
     q: &sqlparser::ast::Query,
     params: &mut Vec<Option<freshet_core::types::DataType>>,

@@ -203,6 +203,16 @@ mod tests {
     use crate::error::SqlState;
 
     #[test]
+    fn sequence_options_are_taken_in_any_order() {
+        let reordered = canonical_sequence_options("CREATE SEQUENCE IF NOT EXISTS public.s AS integer START 3 NO CYCLE INCREMENT BY -2 NO MINVALUE").unwrap();
+        assert_eq!(parse_plain(&reordered).unwrap().len(), 1, "{reordered}");
+        let identity = canonical_sequence_options("CREATE TABLE t (id int GENERATED ALWAYS AS IDENTITY (START WITH 10 INCREMENT BY 5), v text)").unwrap();
+        assert_eq!(parse_plain(&identity).unwrap().len(), 1, "{identity}");
+        assert!(canonical_sequence_options("CREATE SEQUENCE s INCREMENT 2 START 5").is_none(), "already in order: unchanged");
+        assert!(parse("CREATE SEQUENCE s CACHE 5 MAXVALUE 9").is_ok());
+    }
+
+    #[test]
     fn syntax_errors_carry_postgres_message_and_position() {
         let e = parse("SELEC 1").unwrap_err();
         assert_eq!(e.state, SqlState::SyntaxError);
