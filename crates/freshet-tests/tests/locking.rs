@@ -141,3 +141,27 @@ fn an_upsert_waits_for_an_uncommitted_key_then_updates_or_inserts() {
     assert_eq!(t2.recv().unwrap().unwrap(), "INSERT 0 1");
     assert_eq!(value(&mut t1, 4), Value::Int32(5));
 }
+
+/// UPDATE … FROM waits for a target row another transaction holds, then applies its change to
+/// the row's newest value (the target's columns are read under the lock; only the source
+/// values come from the statement's snapshot), as a READ COMMITTED UPDATE … FROM does in
+/// PostgreSQL.
+#[test]
+fn an_update_from_waits_for_a_locked_row_then_changes_its_newest_value() {
+    let db = db();
+    let mut s = db.session();
+    s.execute_blocking("CREATE TABLE deltas (id INT, d INT)").unwrap();
+    s.execute_blocking("INSERT INTO deltas VALUES (1, 5), (2, 7)").unwrap();
+    let mut t1 = db.session();
+    t1.execute_blocking("BEGIN").unwrap();
+    t1.execute_blocking("UPDATE t SET v = 100 WHERE id = 1").unwrap();
+    let t2 = spawn(
+        &db,
+        &["SET default_transaction_isolation = 'read committed'", "UPDATE t SET v = v + deltas.d FROM deltas WHERE t.id = deltas.id"],
+    );
+    assert!(blocked(&t2), "the UPDATE … FROM waits for the row t1 holds");
+    t1.execute_blocking("COMMIT").unwrap();
+    assert_eq!(t2.recv().unwrap().unwrap(), "UPDATE 2");
+    assert_eq!(value(&mut s, 1), Value::Int32(105), "applied to the committed 100, not the 10 it saw first");
+    assert_eq!(value(&mut s, 2), Value::Int32(27));
+}

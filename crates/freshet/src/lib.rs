@@ -28,6 +28,7 @@ mod session;
 mod settings;
 pub mod snapshots;
 mod transaction;
+mod update_from;
 mod views;
 
 pub use copy::{CopyFormat, CopyIn, CopyOut};

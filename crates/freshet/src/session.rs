@@ -83,6 +83,8 @@ enum Kind {
     Dml(Arc<OltpPlan>),
     /// UPDATE or DELETE whose subqueries are evaluated before it is planned.
     DmlWithSubqueries,
+    /// UPDATE … FROM (`update_from`), planned when it runs.
+    UpdateFrom,
     Ddl(DdlPlan),
     CopyFrom { table: Arc<freshet_core::catalog::TableDef>, columns: Vec<usize>, format: CopyFormat },
     CopyTo { query: QueryPlan, format: CopyFormat },
@@ -467,6 +469,13 @@ impl Session {
                 let columns = plan.returning.as_ref().map(returning_columns);
                 (Kind::Insert { plan, source }, columns)
             }
+            Statement::Update(u) if u.from.is_some() => {
+                if u.returning.is_some() {
+                    return Err(Error::unsupported("RETURNING in UPDATE … FROM"));
+                }
+                // Parameters are typed when it runs; they default to text.
+                (Kind::UpdateFrom, None)
+            }
             Statement::Update(_) | Statement::Delete(_) => {
                 let mut probe = statement.clone();
                 if !rewrite::find_subqueries(&mut probe).is_empty() {
@@ -811,6 +820,10 @@ impl Session {
                 let statement = prepared.statement.clone().ok_or_else(|| Error::internal("statement missing"))?;
                 Box::pin(self.run_dml_with_subqueries(statement, &prepared.param_types, params, now)).await
             }
+            Kind::UpdateFrom => {
+                let statement = prepared.statement.clone().ok_or_else(|| Error::internal("statement missing"))?;
+                Box::pin(self.run_update_from(statement, prepared.param_types.clone(), params, now)).await
+            }
             Kind::Ddl(DdlPlan::Truncate { tables, restart_identity }) => {
                 let result = Box::pin(self.truncate(tables, now)).await?;
                 if *restart_identity {
@@ -1111,6 +1124,60 @@ impl Session {
         let plan = plan_dml(&statement, &catalog, &mut types)?;
         let txn = self.statement_txn();
         self.run_dml(Arc::new(plan), params, now, txn, None).await
+    }
+
+    /// UPDATE … FROM: the query that finds the target rows and the source values, then an
+    /// UPDATE of each row by its key (`update_from`), all in one transaction; inside a block,
+    /// a failure undoes the rows it already changed (a lock wait makes `execute` run it again).
+    async fn run_update_from(&mut self, statement: Statement, param_types: Vec<DataType>, params: Vec<Value>, now: i64) -> Result<StatementResult> {
+        let Statement::Update(u) = &statement else { return Err(Error::internal("not an UPDATE")) };
+        let catalog = self.catalog();
+        let rewritten = crate::update_from::rewrite(u, &catalog, param_types.len())?;
+        let savepoint = if self.in_block() { Some(self.routine_savepoint().await?) } else { None };
+        let result = self
+            .in_call_transaction(move |s| Box::pin(async move { s.update_from_rows(rewritten, &catalog, &param_types, params, now).await }))
+            .await;
+        if result.is_err()
+            && let Some(sp) = savepoint
+        {
+            self.routine_rollback_to(&sp).await?;
+        }
+        result
+    }
+
+    async fn update_from_rows(
+        &mut self,
+        rewritten: crate::update_from::Rewritten,
+        catalog: &freshet_core::catalog::Catalog,
+        param_types: &[DataType],
+        params: Vec<Value>,
+        now: i64,
+    ) -> Result<StatementResult> {
+        let mut select = rewritten.select;
+        views::expand(&mut select, catalog)?;
+        let Statement::Query(query) = &select else { return Err(Error::internal("the rewritten UPDATE … FROM has no query")) };
+        let mut types: Vec<Option<DataType>> = param_types.iter().copied().map(Some).collect();
+        let (plan, columns) = self.plan_query(query, &select, catalog, &mut types).await?;
+        let txn = self.statement_txn();
+        let stream = self.run_query(&plan, &columns, param_types, params.clone(), now, txn).await?;
+        let rows = stream.collect_values(&columns).await?;
+        let mut types: Vec<Option<DataType>> = param_types.iter().copied().map(Some).chain(columns.iter().map(|c| Some(c.ty))).collect();
+        let update = Arc::new(plan_dml(&rewritten.update, catalog, &mut types)?);
+        let mut seen = std::collections::HashSet::new();
+        let mut count = 0;
+        for row in rows {
+            // A target row joined by several source rows is updated once, as in PostgreSQL.
+            if !seen.insert(format!("{:?}", &row[..rewritten.key_len])) {
+                continue;
+            }
+            let all: Vec<Value> = params.iter().cloned().chain(row).collect();
+            let txn = self.statement_txn();
+            match self.db.inner.engine.run(update.clone(), all, now, txn, self.settings.synchronous_commit()).await? {
+                OltpResult::Count(n) => count += n,
+                _ => return Err(Error::internal("an UPDATE returned rows")),
+            }
+        }
+        Ok(StatementResult::command(format!("UPDATE {count}")))
     }
 
     async fn evaluate_subquery(&mut self, found: FoundSubquery, param_types: &[DataType], params: &[Value], now: i64) -> Result<SubqueryValue> {
@@ -1436,6 +1503,7 @@ fn writes(kind: &Kind) -> Option<&'static str> {
     match kind {
         Kind::Insert { .. } => Some("INSERT"),
         Kind::Dml(p) if matches!(p.as_ref(), OltpPlan::Update(_)) => Some("UPDATE"),
+        Kind::UpdateFrom => Some("UPDATE"),
         Kind::Dml(_) | Kind::DmlWithSubqueries => Some("DELETE"),
         Kind::CopyFrom { .. } => Some("COPY FROM"),
         Kind::Ddl(_) => Some("DDL"),

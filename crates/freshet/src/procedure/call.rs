@@ -388,7 +388,7 @@ impl Session {
 
     /// Runs `f` as one transaction if no block is open (committing it, or rolling it back on
     /// any error), or inside the open block.
-    async fn in_call_transaction<T, F>(&mut self, f: F) -> Result<T>
+    pub(crate) async fn in_call_transaction<T, F>(&mut self, f: F) -> Result<T>
     where
         F: for<'s> FnOnce(&'s mut Session) -> Pin<Box<dyn Future<Output = Result<T>> + Send + 's>>,
     {

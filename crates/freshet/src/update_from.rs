@@ -1,0 +1,119 @@
+//! `UPDATE target SET … FROM sources WHERE …`, PostgreSQL's join update.
+//!
+//! The statement becomes two (`rewrite`):
+//! 1. a query over the target and the sources that gives, for each target row the WHERE
+//!    clause joins, its primary key and the values of the source columns the statement uses:
+//!    `SELECT t.<key>, <source references> FROM target t, sources WHERE …`, run like any
+//!    query (on the analytical side when it joins);
+//! 2. an UPDATE of one row by its key, with the source references as parameters:
+//!    `UPDATE target t SET … WHERE t.<key> = $k … AND (…)`, run on the short path once per
+//!    target row the query found (the first of its rows: PostgreSQL also updates a row once,
+//!    with one of the source rows that join it).
+//!
+//! The target's own columns are read by the UPDATE, under the row's lock and in its newest
+//! version, and the WHERE clause is checked again there, as PostgreSQL re-checks a row that
+//! changed under a READ COMMITTED update; only the source values come from the query's
+//! snapshot. The statements run in one transaction (the block's, or one of their own), and a
+//! failure part-way undoes what the statement did.
+
+use freshet_core::catalog::Catalog;
+use freshet_core::sql::names::fold_ident;
+use freshet_core::{Error, Result};
+use sqlparser::ast::{self, Statement};
+
+/// The two statements an UPDATE … FROM runs.
+pub(crate) struct Rewritten {
+    /// `SELECT <target key>, <source references> FROM target, sources WHERE …`.
+    pub select: Statement,
+    /// `UPDATE target SET … WHERE <key> = … AND (…)`: after the statement's own parameters,
+    /// the key's values and then the source references', in the order the query gives them.
+    pub update: Statement,
+    /// How many columns the key has (the query's first columns).
+    pub key_len: usize,
+}
+
+pub(crate) fn rewrite(u: &ast::Update, catalog: &Catalog, user_params: usize) -> Result<Rewritten> {
+    let Some(ast::UpdateTableFromKind::AfterSet(sources) | ast::UpdateTableFromKind::BeforeSet(sources)) = &u.from else {
+        return Err(Error::internal("an UPDATE without FROM"));
+    };
+    if u.returning.is_some() {
+        return Err(Error::unsupported("RETURNING in UPDATE … FROM"));
+    }
+    if !u.order_by.is_empty() || u.limit.is_some() {
+        return Err(Error::unsupported("ORDER BY or LIMIT in UPDATE"));
+    }
+    let ast::TableFactor::Table { name, alias, .. } = &u.table.relation else { return Err(Error::unsupported("UPDATE of a join")) };
+    if !u.table.joins.is_empty() {
+        return Err(Error::unsupported("UPDATE of a join"));
+    }
+    let table = freshet_core::sql::names::user_relation(name)?;
+    let def = catalog.require_table(&table)?;
+    let qualifier = alias.as_ref().map_or(table.clone(), |a| fold_ident(&a.name));
+    let key = def
+        .primary_key()
+        .ok_or_else(|| Error::unsupported(format!("UPDATE … FROM of \"{table}\", which has no primary key")))?
+        .columns
+        .iter()
+        .map(|&c| def.columns[c].name.clone())
+        .collect::<Vec<_>>();
+
+    // The source references, each once, replaced by parameters after the key's.
+    let mut references: Vec<String> = Vec::new();
+    let first = user_params + key.len() + 1;
+    let mut subquery = false;
+    let mut replace = |e: &mut ast::Expr| {
+        let source = match e {
+            ast::Expr::CompoundIdentifier(parts) if parts.len() >= 2 => fold_ident(&parts[parts.len() - 2]) != qualifier,
+            ast::Expr::Identifier(i) if i.quote_style.is_none() && i.value.eq_ignore_ascii_case("default") => false,
+            ast::Expr::Identifier(i) => def.column_index(&fold_ident(i)).is_none(),
+            ast::Expr::Subquery(_) | ast::Expr::Exists { .. } | ast::Expr::InSubquery { .. } => {
+                subquery = true;
+                false
+            }
+            _ => false,
+        };
+        if source {
+            let text = e.to_string();
+            let n = references.iter().position(|r| *r == text).unwrap_or_else(|| {
+                references.push(text);
+                references.len() - 1
+            });
+            *e = ast::Expr::value(ast::Value::Placeholder(format!("${}", first + n)));
+        }
+        std::ops::ControlFlow::<()>::Continue(())
+    };
+    let mut assignments = u.assignments.clone();
+    for a in &mut assignments {
+        let _ = ast::visit_expressions_mut(&mut a.value, &mut replace);
+    }
+    let mut selection = u.selection.clone();
+    if let Some(s) = &mut selection {
+        let _ = ast::visit_expressions_mut(s, &mut replace);
+    }
+    if subquery {
+        return Err(Error::unsupported("subqueries in UPDATE … FROM"));
+    }
+
+    let quoted = |n: &str| ast::Ident::with_quote('"', n).to_string();
+    let q = quoted(&qualifier);
+    let mut items: Vec<String> = key.iter().map(|k| format!("{q}.{}", quoted(k))).collect();
+    items.extend(references.iter().cloned());
+    let froms = sources.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
+    let filter = u.selection.as_ref().map_or(String::new(), |w| format!(" WHERE {w}"));
+    let select = format!("SELECT {} FROM {}, {froms}{filter}", items.join(", "), u.table);
+
+    let set = assignments.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
+    let mut conditions: Vec<String> = key.iter().enumerate().map(|(i, k)| format!("{q}.{} = ${}", quoted(k), user_params + i + 1)).collect();
+    if let Some(s) = &selection {
+        conditions.push(format!("({s})"));
+    }
+    let update = format!("UPDATE {} SET {set} WHERE {}", u.table, conditions.join(" AND "));
+    let one = |sql: &str| -> Result<Statement> {
+        let mut statements = freshet_core::sql::parse::parse(sql)?;
+        match (statements.pop(), statements.is_empty()) {
+            (Some(s), true) => Ok(s),
+            _ => Err(Error::internal(format!("UPDATE … FROM rewrote into {sql}"))),
+        }
+    };
+    Ok(Rewritten { select: one(&select)?, update: one(&update)?, key_len: key.len() })
+}
