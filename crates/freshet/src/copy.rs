@@ -115,6 +115,9 @@ pub struct CopyIn {
     now: i64,
     /// Sequence defaults (SERIAL, identity) take their values through the session.
     sequences: Arc<crate::sequences::SessionSequences>,
+    /// The columns COPY does not fill, which take their defaults (a sequence is not advanced
+    /// for a column whose value the data gives).
+    defaulted: Vec<usize>,
 }
 
 impl CopyIn {
@@ -122,6 +125,7 @@ impl CopyIn {
     /// its own.
     pub(crate) fn new(engine: Arc<Engine>, table: Arc<TableDef>, columns: Vec<usize>, format: CopyFormat, txn: Option<TxnCtx>, sync: bool, defaults: CopyDefaults) -> Self {
         let CopyDefaults { now, sequences } = defaults;
+        let defaulted = (0..table.columns.len()).filter(|c| !columns.contains(c)).collect();
         let header_pending = format.header;
         let own_txn = txn.is_none();
         let txn = txn.unwrap_or_else(|| {
@@ -146,6 +150,7 @@ impl CopyIn {
             sync,
             now,
             sequences,
+            defaulted,
         }
     }
 
@@ -222,14 +227,11 @@ impl CopyIn {
 
     fn default_row(&self) -> Result<Vec<Value>> {
         let cx = freshet_core::sql::expr::EvalContext { params: &[], now: self.now, sequences: Some(&*self.sequences) };
-        // Only the columns COPY does not fill take their defaults (a sequence is not advanced
-        // for a column whose value the data gives).
-        self.table
-            .columns
-            .iter()
-            .enumerate()
-            .map(|(i, c)| if self.columns.contains(&i) { Ok(Value::Null) } else { crate::session::default_value(c, &cx) })
-            .collect()
+        let mut row = vec![Value::Null; self.table.columns.len()];
+        for &c in &self.defaulted {
+            row[c] = crate::session::default_value(&self.table.columns[c], &cx)?;
+        }
+        Ok(row)
     }
 
     fn context(&self, e: Error) -> Error {

@@ -1663,15 +1663,16 @@ fn complete_rows(plan: &InsertPlan, supplied: Rows, cx: &EvalContext) -> Result<
 fn whole_rows(plan: &InsertPlan, supplied: Rows, cx: &EvalContext) -> Result<Rows> {
     // Every column supplied, in the table's order (as TPC-C's inserts are): the rows are whole.
     let whole = plan.columns.len() == plan.table.columns.len() && plan.columns.iter().enumerate().all(|(i, &c)| i == c);
+    // Only the columns the INSERT does not give take their defaults (a sequence is not
+    // advanced for a column given a value).
+    let defaulted: Vec<usize> = (0..plan.table.columns.len()).filter(|c| !plan.columns.contains(c)).collect();
     freshet_core::try_vec(supplied.into_iter().map(|values| {
         if whole && values.len() == plan.columns.len() {
             return Ok(values);
         }
         let mut row = vec![Value::Null; plan.table.columns.len()];
-        for (c, col) in plan.table.columns.iter().enumerate() {
-            if !plan.columns.contains(&c) {
-                row[c] = default_value(col, cx)?;
-            }
+        for &c in &defaulted {
+            row[c] = default_value(&plan.table.columns[c], cx)?;
         }
         for (v, &c) in values.into_iter().zip(&plan.columns) {
             row[c] = v;
