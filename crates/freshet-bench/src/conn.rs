@@ -212,7 +212,7 @@ pub fn value_cell(v: Value) -> Cell {
         Value::Decimal(d) => Cell::Decimal(d.value, d.scale),
         Value::Text(s) => Cell::Text(s),
         Value::Date(d) => Cell::Date(d),
-        Value::Timestamp(t) => Cell::Timestamp(t),
+        Value::Timestamp(t) | Value::TimestampTz(t) => Cell::Timestamp(t),
     }
 }
 

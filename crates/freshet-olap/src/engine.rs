@@ -195,6 +195,10 @@ impl OlapEngine {
             let options = config.options_mut();
             options.sql_parser.parse_float_as_decimal = true;
             options.sql_parser.enable_ident_normalization = true;
+            // The session time zone is UTC: now() and casts to timestamptz give UTC instants
+            // (Arrow timestamps labelled with the zone), as a PostgreSQL session with
+            // TimeZone UTC does. Without a zone they would come out as timestamps without one.
+            options.execution.time_zone = Some(crate::types::UTC.into());
             // Dynamic filters are state that a physical plan shares between its nodes while it
             // runs, which resetting the nodes for another run does not undo
             // (`reset_plan_states`); plans are run again (`OlapPlan::physical`), so they are

@@ -434,6 +434,7 @@ fn catalog_cast(expr: &Expr, data_type: &ast::DataType) -> Option<Expr> {
         "numeric" => cast(T::Numeric(ast::ExactNumberInfo::None)),
         "date" => cast(T::Date),
         "timestamp" => cast(T::Timestamp(None, ast::TimezoneInfo::None)),
+        "timestamptz" => cast(T::Timestamp(None, ast::TimezoneInfo::Tz)),
         _ => None,
     }
 }
@@ -566,6 +567,17 @@ fn call(name: &str, arg: Expr) -> Expr {
     call_with(name, vec![arg])
 }
 
+/// `CAST(e AS ty)`.
+fn cast_to(e: Expr, ty: ast::DataType) -> Expr {
+    Expr::Cast { kind: ast::CastKind::Cast, expr: Box::new(e), data_type: ty, array: false, format: None }
+}
+
+/// The UTC time of an instant as a timestamp without time zone, in microseconds (SQL's
+/// `CAST(… AS TIMESTAMP)` gives nanoseconds, which end in 1677 and 2262).
+fn without_zone(instant: Expr) -> Expr {
+    call_with("arrow_cast", vec![instant, Expr::Value(ast::Value::SingleQuotedString("Timestamp(Microsecond, None)".into()).into())])
+}
+
 /// A call of function `name`.
 fn call_with(name: &str, args: Vec<Expr>) -> Expr {
     Expr::Function(ast::Function {
@@ -627,21 +639,25 @@ pub fn postgres_functions(statement: &mut ast::Statement) {
             && list.args.len() == 1
         {
             // age(t) is the age at midnight today: age(current_date, t).
-            let today = Expr::Cast { kind: ast::CastKind::Cast, expr: Box::new(call_with("current_date", vec![])), data_type: ast::DataType::Timestamp(None, ast::TimezoneInfo::None), array: false, format: None };
+            let today = cast_to(call_with("current_date", vec![]), ast::DataType::Timestamp(None, ast::TimezoneInfo::None));
             list.args.insert(0, ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(today)));
-        } else if let Some(micros) = timestamp_literal(e) {
+        } else if let Some((micros, zoned)) = timestamp_literal(e) {
             // PostgreSQL's timestamp input (`'2024-03-05 10:00'` has no seconds, which Arrow's
             // parser requires), and any year (Arrow's literal counts nanoseconds, which end
-            // in 1677 and 2262): the value parsed by Freshet, as microseconds.
-            *e = call("to_timestamp_micros", Expr::Value(ast::Value::Number(micros.to_string(), false).into()));
+            // in 1677 and 2262): the value parsed by Freshet, as microseconds. The function
+            // gives an instant in the session's zone (UTC); a timestamp without time zone is
+            // that instant's UTC time.
+            let instant = call("to_timestamp_micros", Expr::Value(ast::Value::Number(micros.to_string(), false).into()));
+            *e = if zoned { instant } else { without_zone(instant) };
         } else if let Expr::Function(f) = e
             && matches!(f.args, ast::FunctionArguments::None)
             && let [ast::ObjectNamePart::Identifier(i)] = f.name.0.as_slice()
             && i.quote_style.is_none()
             && i.value.eq_ignore_ascii_case("localtimestamp")
         {
-            // A keyword without parentheses, which DataFusion would look up as a column.
-            *e = call_with("now", vec![]);
+            // A keyword without parentheses, which DataFusion would look up as a column; the
+            // time now without a zone.
+            *e = without_zone(call_with("now", vec![]));
         } else if let Some(rows) = row_comparison(e) {
             *e = rows;
         } else if let Some(exists) = match e {
@@ -955,9 +971,9 @@ fn empty_query() -> Option<ast::Query> {
     }
 }
 
-/// The microseconds of a constant `TIMESTAMP 'text'` or `'text'::timestamp` (without time
-/// zone) whose text Freshet's input function accepts.
-fn timestamp_literal(e: &Expr) -> Option<i64> {
+/// The microseconds of a constant `TIMESTAMP 'text'` or `'text'::timestamp` whose text
+/// Freshet's input function accepts, and whether it is a `timestamp with time zone`.
+fn timestamp_literal(e: &Expr) -> Option<(i64, bool)> {
     let (ty, text) = match e {
         Expr::TypedString(t) => (&t.data_type, &t.value.value),
         Expr::Cast { expr, data_type, format: None, .. } => match expr.as_ref() {
@@ -966,10 +982,16 @@ fn timestamp_literal(e: &Expr) -> Option<i64> {
         },
         _ => return None,
     };
-    let ast::DataType::Timestamp(_, ast::TimezoneInfo::None | ast::TimezoneInfo::WithoutTimeZone) = ty else { return None };
+    use freshet_core::types::{DataType, Value};
+    let ty = match ty {
+        ast::DataType::Timestamp(_, ast::TimezoneInfo::None | ast::TimezoneInfo::WithoutTimeZone) => DataType::Timestamp,
+        ast::DataType::Timestamp(_, ast::TimezoneInfo::WithTimeZone | ast::TimezoneInfo::Tz) => DataType::TimestampTz,
+        _ => return None,
+    };
     let ast::Value::SingleQuotedString(text) = text else { return None };
-    match freshet_core::types::Value::parse(text, freshet_core::types::DataType::Timestamp).ok()? {
-        freshet_core::types::Value::Timestamp(micros) => Some(micros),
+    match Value::parse(text, ty).ok()? {
+        Value::Timestamp(micros) => Some((micros, false)),
+        Value::TimestampTz(micros) => Some((micros, true)),
         _ => None,
     }
 }

@@ -75,6 +75,9 @@ pub fn segment_array(segment: &Arc<ColumnSegment>, ty: DataType, len: usize) -> 
         (SegmentValues::I64(v), DataType::Timestamp) => {
             Arc::new(TimestampMicrosecondArray::new(typed(v, len, segment), nulls))
         }
+        (SegmentValues::I64(v), DataType::TimestampTz) => {
+            Arc::new(TimestampMicrosecondArray::new(typed(v, len, segment), nulls).with_timezone(crate::types::UTC))
+        }
         (SegmentValues::I64(v), _) => Arc::new(Int64Array::new(typed(v, len, segment), nulls)),
         (SegmentValues::F32(v), _) => Arc::new(Float32Array::new(typed(v, len, segment), nulls)),
         (SegmentValues::F64(v), _) => Arc::new(Float64Array::new(typed(v, len, segment), nulls)),

@@ -19,8 +19,13 @@ pub fn arrow_type(ty: DataType) -> ArrowType {
         DataType::Char(_) | DataType::Varchar(_) | DataType::Text => ArrowType::Utf8View,
         DataType::Date => ArrowType::Date32,
         DataType::Timestamp => ArrowType::Timestamp(TimeUnit::Microsecond, None),
+        DataType::TimestampTz => ArrowType::Timestamp(TimeUnit::Microsecond, Some(UTC.into())),
     }
 }
+
+/// The zone of Arrow's timestamps for `timestamp with time zone`: the instants are UTC, and the
+/// session's time zone is UTC (DataFusion's default `datafusion.execution.time_zone`).
+pub const UTC: &str = "+00:00";
 
 /// Field metadata key holding the SQL type of a column, so that results keep e.g. CHAR(n)
 /// and VARCHAR(n) where Arrow only knows "string".
@@ -83,6 +88,7 @@ pub fn sql_type_of_arrow(t: &ArrowType) -> DataType {
         ArrowType::Decimal256(..) | ArrowType::Decimal128(..) => DEFAULT_NUMERIC,
         ArrowType::Date32 | ArrowType::Date64 => DataType::Date,
         ArrowType::Timestamp(_, None) => DataType::Timestamp,
+        ArrowType::Timestamp(_, Some(_)) => DataType::TimestampTz,
         _ => DataType::Text,
     }
 }

@@ -32,6 +32,7 @@ pub fn scalar(v: &Value, ty: DataType) -> ScalarValue {
         Value::Text(s) => ScalarValue::Utf8(Some(s.clone())),
         Value::Date(d) => ScalarValue::Date32(Some(*d)),
         Value::Timestamp(t) => ScalarValue::TimestampMicrosecond(Some(*t), None),
+        Value::TimestampTz(t) => ScalarValue::TimestampMicrosecond(Some(*t), Some(crate::types::UTC.into())),
     }
 }
 
@@ -61,14 +62,15 @@ pub fn value_at(array: &ArrayRef, i: usize, ty: DataType) -> Value {
         ArrowType::Utf8View => Value::Text(array.as_string_view().value(i).to_string()),
         ArrowType::Date32 => Value::Date(array.as_primitive::<adt::Date32Type>().value(i)),
         ArrowType::Date64 => Value::Date((array.as_primitive::<adt::Date64Type>().value(i) / 86_400_000) as i32),
-        ArrowType::Timestamp(unit, None) => {
+        ArrowType::Timestamp(unit, zone) => {
             let raw = match unit {
                 TimeUnit::Second => array.as_primitive::<adt::TimestampSecondType>().value(i) * 1_000_000,
                 TimeUnit::Millisecond => array.as_primitive::<adt::TimestampMillisecondType>().value(i) * 1_000,
                 TimeUnit::Microsecond => array.as_primitive::<adt::TimestampMicrosecondType>().value(i),
                 TimeUnit::Nanosecond => array.as_primitive::<adt::TimestampNanosecondType>().value(i) / 1_000,
             };
-            Value::Timestamp(raw)
+            // The instant, whatever zone labels it (each counts from 1970-01-01 UTC).
+            if zone.is_some() { Value::TimestampTz(raw) } else { Value::Timestamp(raw) }
         }
         ArrowType::List(_) | ArrowType::LargeList(_) | ArrowType::FixedSizeList(..) => Value::Text(array_literal(array, i)),
         // A difference of timestamps: days and a time under a day, as PostgreSQL's
@@ -221,6 +223,9 @@ pub fn build_array(rows: &[Vec<Value>], column: usize, ty: DataType) -> ArrayRef
         }
         DataType::Date => build!(Date32Builder::new(), Value::Date(x) => x),
         DataType::Timestamp => build!(TimestampMicrosecondBuilder::new(), Value::Timestamp(x) => x),
+        DataType::TimestampTz => {
+            build!(TimestampMicrosecondBuilder::new().with_timezone(crate::types::UTC), Value::TimestampTz(x) => x)
+        }
     }
 }
 

@@ -83,10 +83,11 @@ pub fn decode_binary(index: usize, raw: &[u8], wire: DataType) -> Result<Value, 
             let days = i32::from_be_bytes(fixed(index, raw)?);
             Value::Date(days.checked_add(PG_EPOCH_DAYS).ok_or_else(|| out_of_range("date"))?)
         }
-        DataType::Timestamp => {
+        DataType::Timestamp | DataType::TimestampTz => {
             let micros = i64::from_be_bytes(fixed(index, raw)?);
             let epoch = PG_EPOCH_DAYS as i64 * MICROS_PER_DAY;
-            Value::Timestamp(micros.checked_add(epoch).ok_or_else(|| out_of_range("timestamp"))?)
+            let micros = micros.checked_add(epoch).ok_or_else(|| out_of_range(wire.pg_name()))?;
+            if wire == DataType::TimestampTz { Value::TimestampTz(micros) } else { Value::Timestamp(micros) }
         }
     })
 }

@@ -195,7 +195,7 @@ fn now_on_the_analytical_path_is_the_statements_time() {
         let rows = s.execute_blocking(query).unwrap()[0].rows();
         assert_eq!(rows[0][2], Value::Bool(true));
         match rows[0][1] {
-            Value::Timestamp(t) => t,
+            Value::TimestampTz(t) => t,
             ref other => panic!("now() gave {other:?}"),
         }
     };
@@ -213,7 +213,7 @@ fn now_on_the_analytical_path_is_the_statements_time() {
 fn now_in_a_block_is_the_blocks_start() {
     let db = db();
     let mut s = db.session();
-    s.execute_blocking("CREATE TABLE t (a INT PRIMARY KEY, at TIMESTAMP DEFAULT CURRENT_TIMESTAMP)").unwrap();
+    s.execute_blocking("CREATE TABLE t (a INT PRIMARY KEY, at TIMESTAMPTZ DEFAULT CURRENT_TIMESTAMP)").unwrap();
     s.execute_blocking("BEGIN").unwrap();
     s.execute_blocking("INSERT INTO t (a) VALUES (1)").unwrap();
     std::thread::sleep(std::time::Duration::from_millis(20));
@@ -222,10 +222,10 @@ fn now_in_a_block_is_the_blocks_start() {
     let analytical = s.execute_blocking("SELECT max(at), min(at), now() FROM t").unwrap()[0].rows();
     s.execute_blocking("COMMIT").unwrap();
     let began = &short[0][0];
-    let Value::Timestamp(began_at) = *began else { panic!("now() gave {began:?}") };
+    let Value::TimestampTz(began_at) = *began else { panic!("now() gave {began:?}") };
     assert_eq!(analytical[0], vec![began.clone(), began.clone(), began.clone()]);
     let after = s.execute_blocking("SELECT now() FROM t WHERE a = 1").unwrap()[0].rows();
-    assert!(matches!(after[0][0], Value::Timestamp(t) if t >= began_at + 20_000), "outside the block, now() is the statement's time again");
+    assert!(matches!(after[0][0], Value::TimestampTz(t) if t >= began_at + 20_000), "outside the block, now() is the statement's time again");
 }
 
 /// The future of `Session::execute` is built for every statement a client sends; rare, large

@@ -217,13 +217,19 @@ fn pg_days(y: i32, m: u32, d: u32) -> i32 {
 // Types
 
 const TYPES_DDL: &str = "CREATE TABLE types (id INT PRIMARY KEY, s SMALLINT, i INTEGER, l BIGINT, r REAL, \
-    d DOUBLE PRECISION, n NUMERIC(10,2), c CHAR(5), v VARCHAR(10), tx TEXT, dt DATE, ts TIMESTAMP, b BOOLEAN)";
+    d DOUBLE PRECISION, n NUMERIC(10,2), c CHAR(5), v VARCHAR(10), tx TEXT, dt DATE, ts TIMESTAMP, b BOOLEAN, tz TIMESTAMPTZ)";
 
 const TS_2024: i64 = (8_825 * 86_400 + 13 * 3600 + 45 * 60) * 1_000_000 + 500_000; // 2024-02-29 13:45:00.5
 
+/// 2024-02-29 13:45:00.5 UTC, the instant a TIMESTAMPTZ column holds (tokio-postgres reads and
+/// writes `SystemTime` as PostgreSQL's binary timestamptz).
+fn tz_2024() -> std::time::SystemTime {
+    std::time::UNIX_EPOCH + std::time::Duration::from_micros((946_684_800_000_000 + TS_2024) as u64)
+}
+
 async fn fill_types(client: &Client) {
     client.batch_execute(TYPES_DDL).await.unwrap();
-    let insert = "INSERT INTO types VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)";
+    let insert = "INSERT INTO types VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)";
     let n = client
         .execute(
             insert,
@@ -241,12 +247,13 @@ async fn fill_types(client: &Client) {
                 &PgDate(pg_days(2024, 2, 29)),
                 &PgTimestamp(TS_2024),
                 &true,
+                &tz_2024(),
             ],
         )
         .await
         .unwrap();
     assert_eq!(n, 1);
-    let nulls: [&(dyn ToSql + Sync); 13] = [
+    let nulls: [&(dyn ToSql + Sync); 14] = [
         &2i32,
         &None::<i16>,
         &None::<i32>,
@@ -260,6 +267,7 @@ async fn fill_types(client: &Client) {
         &None::<PgDate>,
         &None::<PgTimestamp>,
         &None::<bool>,
+        &None::<std::time::SystemTime>,
     ];
     assert_eq!(client.execute(insert, &nulls).await.unwrap(), 1);
 }
@@ -278,6 +286,7 @@ fn check_full_row(row: &tokio_postgres::Row) {
     assert_eq!(row.get::<_, PgDate>("dt"), PgDate(pg_days(2024, 2, 29)));
     assert_eq!(row.get::<_, PgTimestamp>("ts"), PgTimestamp(TS_2024));
     assert!(row.get::<_, bool>("b"));
+    assert_eq!(row.get::<_, std::time::SystemTime>("tz"), tz_2024());
 }
 
 fn check_null_row(row: &tokio_postgres::Row) {
@@ -289,6 +298,7 @@ fn check_null_row(row: &tokio_postgres::Row) {
     assert_eq!(row.get::<_, Option<PgDate>>("dt"), None);
     assert_eq!(row.get::<_, Option<PgTimestamp>>("ts"), None);
     assert_eq!(row.get::<_, Option<bool>>("b"), None);
+    assert_eq!(row.get::<_, Option<std::time::SystemTime>>("tz"), None);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -308,7 +318,7 @@ async fn every_type_round_trips_in_binary_on_both_paths() {
     let types: Vec<Type> = client.prepare(point).await.unwrap().columns().iter().map(|c| c.type_().clone()).collect();
     let expected = [
         Type::INT4, Type::INT2, Type::INT4, Type::INT8, Type::FLOAT4, Type::FLOAT8, Type::NUMERIC,
-        Type::BPCHAR, Type::VARCHAR, Type::TEXT, Type::DATE, Type::TIMESTAMP, Type::BOOL,
+        Type::BPCHAR, Type::VARCHAR, Type::TEXT, Type::DATE, Type::TIMESTAMP, Type::BOOL, Type::TIMESTAMPTZ,
     ];
     assert_eq!(types, expected);
 }
@@ -322,8 +332,9 @@ async fn every_type_in_text_through_the_simple_protocol() {
     let full = vec![
         some("1"), some("-2"), some("3"), some("1099511627776"), some("1.5"), some("2.25"), some("-123.45"),
         some("ab   "), some("vc"), some("some text"), some("2024-02-29"), some("2024-02-29 13:45:00.5"), some("t"),
+        some("2024-02-29 13:45:00.5+00"),
     ];
-    let mut nulls = vec![None; 13];
+    let mut nulls = vec![None; 14];
     nulls[0] = some("2");
     for path in ["on", "off"] {
         client.batch_execute(&format!("SET freshet.short_path = {path}")).await.unwrap();
@@ -1081,8 +1092,8 @@ async fn random_parameter_bytes_are_errors_not_crashes() {
     let mut raw = Raw::connect(server.addr).await;
     raw.send(&[Raw::message(b'Q', &cstr(TYPES_DDL))]).await;
     assert_eq!(tags(&raw.until_ready().await), "CZ");
-    let oids: [u32; 13] = [23, 21, 23, 20, 700, 701, 1700, 1042, 1043, 25, 1082, 1114, 16];
-    let mut parse = [cstr("ins"), cstr("INSERT INTO types VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)")].concat();
+    let oids: [u32; 14] = [23, 21, 23, 20, 700, 701, 1700, 1042, 1043, 25, 1082, 1114, 16, 1184];
+    let mut parse = [cstr("ins"), cstr("INSERT INTO types VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)")].concat();
     parse.extend((oids.len() as i16).to_be_bytes());
     for oid in oids {
         parse.extend(oid.to_be_bytes());
@@ -1091,7 +1102,7 @@ async fn random_parameter_bytes_are_errors_not_crashes() {
     assert_eq!(tags(&raw.until_ready().await), "1Z");
     let mut rng = XorShift(0x9E37_79B9_7F4A_7C15);
     let (mut inserted, mut failed) = (0, 0);
-    let valid = ["", "1", "2", "3", "1.5", "2.5", "1.25", "ab", "vc", "t", "2024-01-01", "2024-01-01 00:00:00", "t"];
+    let valid = ["", "1", "2", "3", "1.5", "2.5", "1.25", "ab", "vc", "t", "2024-01-01", "2024-01-01 00:00:00", "t", "2024-01-01 00:00:00+02"];
     for iteration in 0..1000 {
         // One parameter at a time gets random bytes in a random format; the others are valid text.
         let victim = 1 + rng.below(oids.len() as u64 - 1) as usize;

@@ -32,7 +32,7 @@ const FRAGMENTS: &[&str] = &[
     "SELECT", "INSERT INTO", "UPDATE", "DELETE FROM", "CREATE TABLE", "DROP TABLE", "CREATE INDEX", "ON", "VALUES",
     "SET", "WHERE", "FROM", "GROUP BY", "ORDER BY", "LIMIT", "OFFSET", "HAVING", "JOIN", "LEFT JOIN", "AND", "OR",
     "NOT", "IN", "EXISTS", "BETWEEN", "LIKE", "IS NULL", "CASE WHEN", "THEN", "ELSE", "END", "CAST(", "AS", "INT",
-    "TEXT", "NUMERIC(5,2)", "DATE", "TIMESTAMP", "(", ")", ",", "*", "+", "-", "/", "%", "=", "<", ">", "<=", "||",
+    "TEXT", "NUMERIC(5,2)", "DATE", "TIMESTAMP", "TIMESTAMPTZ", "(", ")", ",", "*", "+", "-", "/", "%", "=", "<", ">", "<=", "||",
     "t", "u", "a", "b", "c", "count(*)", "sum(a)", "max(b)", "1", "0", "-1", "2147483647", "9999999999999999999",
     "1.5", "1e400", "'x'", "''", "'2024-02-30'", "NULL", "TRUE", "$1", "$0", "$99999", "::int", "substring(", "FOR",
     "DISTINCT", "UNION", "(SELECT a FROM t)", "PRIMARY KEY", "NOT NULL", "DEFAULT", "COPY t TO STDOUT", "EXPLAIN",
@@ -66,7 +66,8 @@ fn random_statements_never_panic() {
 fn random_expr(rng: &mut StdRng, depth: u32) -> String {
     const LEAVES: &[&str] = &[
         "a", "b", "c", "t.a", "1", "-7", "0", "2.5", "'txt'", "'12'", "NULL", "TRUE", "DATE '2024-01-01'",
-        "TIMESTAMP '2024-01-01 10:00:00'", "$1", "9223372036854775807", "1e10", "''",
+        "TIMESTAMP '2024-01-01 10:00:00'", "TIMESTAMPTZ '2024-01-01 10:00:00+02'", "now()", "'2024-01-01 10:00-€'::timestamptz",
+        "$1", "9223372036854775807", "1e10", "''",
     ];
     if depth == 0 || rng.random_range(0..3) == 0 {
         return LEAVES[rng.random_range(0..LEAVES.len())].to_string();

@@ -106,6 +106,7 @@ pub fn sql_type_ast(ty: DataType) -> ast::DataType {
         DataType::Char(_) | DataType::Varchar(_) | DataType::Text => T::Text,
         DataType::Date => T::Date,
         DataType::Timestamp => T::Timestamp(None, ast::TimezoneInfo::None),
+        DataType::TimestampTz => T::Timestamp(None, ast::TimezoneInfo::WithTimeZone),
     }
 }
 

@@ -57,6 +57,14 @@ pub fn default_value(col: &ColumnDef, cx: &EvalContext) -> Result<Value> {
     }
 }
 
+/// The notice for a session time zone other than UTC: it is kept and reported, but
+/// `timestamp with time zone` values are read and shown in UTC (there is no time zone
+/// database; see ARCHITECTURE.md, "Time zones").
+fn zone_not_applied(zone: &str) -> Option<String> {
+    let utc = zone.eq_ignore_ascii_case("default") || freshet_core::types::datetime::zone_offset(zone) == Some(0);
+    (!utc).then(|| format!("time zone \"{zone}\" is not applied: timestamp with time zone values are read and shown in UTC"))
+}
+
 /// The transaction state a PostgreSQL client sees in ReadyForQuery.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TransactionStatus {
@@ -1277,10 +1285,15 @@ impl Session {
                     result.parameter_status.extend(self.settings.reset(&name));
                 } else {
                     result.parameter_status.extend(self.settings.set(&name, &value)?);
+                    if name == "timezone" {
+                        result.notices.extend(zone_not_applied(&value));
+                    }
                 }
             }
             ast::Set::SetTimeZone { value, .. } => {
-                result.parameter_status.extend(self.settings.set("timezone", &set_value(value))?);
+                let value = set_value(value);
+                result.parameter_status.extend(self.settings.set("timezone", &value)?);
+                result.notices.extend(zone_not_applied(&value));
             }
             ast::Set::SetNames { charset_name, .. } => {
                 result.parameter_status.extend(self.settings.set("client_encoding", &charset_name.value)?);

@@ -37,7 +37,7 @@ const KNOWN: &[Known] = &[
     Known { name: "statement_timeout", default: "0", reported: false, description: "Longest time an analytical query may run before it is cancelled (57014); 0: no limit." },
     Known { name: "lock_timeout", default: "0", reported: false, description: "Accepted; Freshet does not wait for locks." },
     Known { name: "idle_in_transaction_session_timeout", default: "0", reported: false, description: "Accepted; not enforced." },
-    Known { name: "timezone", default: "UTC", reported: true, description: "Time zone; timestamps without time zone ignore it." },
+    Known { name: "timezone", default: "UTC", reported: true, description: "Time zone of the session. Kept and reported, but timestamp with time zone values are read and shown in UTC whatever it is (no time zone database); timestamps without time zone ignore it." },
     Known { name: "transaction_isolation", default: "serializable", reported: false, description: "Isolation level of the current transaction (SHOW only; use SET TRANSACTION)." },
     Known { name: "transaction_read_only", default: "off", reported: false, description: "Whether the current transaction is read-only (SHOW only)." },
     Known { name: "default_transaction_isolation", default: "serializable", reported: false, description: "Isolation level of new transactions: serializable, repeatable read, read committed (read uncommitted behaves as read committed)." },

@@ -671,6 +671,7 @@ pub fn sql_type(t: &ast::DataType) -> Result<DataType> {
         T::Timestamp(None, ast::TimezoneInfo::None | ast::TimezoneInfo::WithoutTimeZone) => {
             DataType::from_sql_name("timestamp", &[])
         }
+        T::Timestamp(None, ast::TimezoneInfo::WithTimeZone | ast::TimezoneInfo::Tz) => DataType::from_sql_name("timestamptz", &[]),
         T::Custom(name, mods) => {
             let n = name.0.last().and_then(|p| p.as_ident()).map(fold_ident).unwrap_or_default();
             let mods: Vec<u64> = mods.iter().filter_map(|m| m.parse().ok()).collect();

@@ -89,6 +89,7 @@ fn of_key_type(v: &Value, ty: DataType) -> bool {
             | (Value::Int16(_), DataType::Int16)
             | (Value::Date(_), DataType::Date)
             | (Value::Timestamp(_), DataType::Timestamp)
+            | (Value::TimestampTz(_), DataType::TimestampTz)
             | (Value::Text(_), DataType::Text | DataType::Varchar(_))
     )
 }
@@ -141,15 +142,14 @@ pub fn key_value(v: Value, ty: DataType) -> Option<Value> {
         },
         TypeFamily::Date => match v {
             Value::Date(d) => Some(Value::Date(d)),
-            Value::Timestamp(t) => {
+            Value::Timestamp(t) | Value::TimestampTz(t) => {
                 let day = t.div_euclid(crate::types::datetime::MICROS_PER_DAY);
                 (t.rem_euclid(crate::types::datetime::MICROS_PER_DAY) == 0).then_some(Value::Date(day as i32))
             }
             _ => None,
         },
         TypeFamily::Timestamp => match v {
-            Value::Timestamp(t) => Some(Value::Timestamp(t)),
-            Value::Date(d) => Some(Value::Timestamp(d as i64 * crate::types::datetime::MICROS_PER_DAY)),
+            Value::Timestamp(_) | Value::TimestampTz(_) | Value::Date(_) => v.cast(ty).ok(),
             _ => None,
         },
         TypeFamily::Bool => matches!(v, Value::Bool(_)).then_some(v),

@@ -593,7 +593,7 @@ pub fn date_of(micros: i64) -> i32 {
 pub fn extract(field: &str, v: &Value) -> Result<Value> {
     let micros = match v {
         Value::Null => return Ok(Value::Null),
-        Value::Timestamp(t) => *t,
+        Value::Timestamp(t) | Value::TimestampTz(t) => *t,
         Value::Date(d) => *d as i64 * MICROS_PER_DAY,
         other => return Err(Error::mismatch(format!("cannot extract {field} from {other:?}"))),
     };

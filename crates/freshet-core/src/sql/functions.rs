@@ -117,7 +117,7 @@ pub fn result_type(name: &str, func: Func, args: &[DataType]) -> Result<DataType
         Func::Coalesce | Func::Greatest | Func::Least | Func::NullIf => common_type(args).map_err(|_| {
             Error::mismatch(format!("{} types cannot be matched", name.to_uppercase()))
         })?,
-        Func::Now => DataType::Timestamp,
+        Func::Now => DataType::TimestampTz,
         Func::CurrentDate => DataType::Date,
         Func::Extract => DataType::Float64,
         Func::Nextval | Func::Currval | Func::Lastval => {
@@ -145,8 +145,9 @@ pub fn common_type(types: &[DataType]) -> Result<DataType> {
             acc.common_numeric(t).unwrap_or(DataType::Float64)
         } else if acc.is_string() && t.is_string() {
             DataType::Text
-        } else if matches!((acc.family(), t.family()), (TypeFamily::Date, TypeFamily::Timestamp) | (TypeFamily::Timestamp, TypeFamily::Date)) {
-            DataType::Timestamp
+        } else if matches!((acc.family(), t.family()), (TypeFamily::Date | TypeFamily::Timestamp, TypeFamily::Date | TypeFamily::Timestamp)) {
+            // As PostgreSQL prefers: timestamptz over timestamp over date.
+            if acc == DataType::TimestampTz || t == DataType::TimestampTz { DataType::TimestampTz } else { DataType::Timestamp }
         } else {
             return Err(Error::mismatch(format!("types {} and {} cannot be matched", acc.pg_name(), t.pg_name())));
         };
@@ -163,7 +164,7 @@ pub fn call(func: Func, args: Vec<Value>, ty: DataType, cx: &EvalContext) -> Res
         };
     }
     if matches!(func, Func::Now) {
-        return Ok(Value::Timestamp(cx.now));
+        return Ok(Value::TimestampTz(cx.now));
     }
     if matches!(func, Func::CurrentDate) {
         return Ok(Value::Date(date_of(cx.now)));

@@ -113,6 +113,7 @@ fn cast_type_name(t: &ast::DataType) -> String {
         T::Char(_) | T::Character(_) => "bpchar".into(),
         T::Varchar(_) | T::CharacterVarying(_) | T::CharVarying(_) => "varchar".into(),
         T::Boolean | T::Bool => "bool".into(),
+        T::Timestamp(_, ast::TimezoneInfo::WithTimeZone | ast::TimezoneInfo::Tz) => "timestamptz".into(),
         T::Timestamp(..) => "timestamp".into(),
         other => other.to_string().to_lowercase(),
     }

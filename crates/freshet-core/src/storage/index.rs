@@ -44,10 +44,10 @@ pub fn encode_value(v: &Value, out: &mut KeyBuf) {
     match v {
         Value::Null => out.push(NULL_TAG),
         Value::Bool(b) => out.extend_from_slice(&[VALUE_TAG, *b as u8]),
-        Value::Int16(_) | Value::Int32(_) | Value::Int64(_) | Value::Date(_) | Value::Timestamp(_) => {
+        Value::Int16(_) | Value::Int32(_) | Value::Int64(_) | Value::Date(_) | Value::Timestamp(_) | Value::TimestampTz(_) => {
             let i = match v {
                 Value::Date(d) => *d as i64,
-                Value::Timestamp(t) => *t,
+                Value::Timestamp(t) | Value::TimestampTz(t) => *t,
                 other => other.as_i64().unwrap_or(0),
             };
             encode_int(i, out);

@@ -117,6 +117,7 @@ impl ColumnSegment {
             (SegmentValues::I32(v), DataType::Date) => Value::Date(v[slot]),
             (SegmentValues::I32(v), _) => Value::Int32(v[slot]),
             (SegmentValues::I64(v), DataType::Timestamp) => Value::Timestamp(v[slot]),
+            (SegmentValues::I64(v), DataType::TimestampTz) => Value::TimestampTz(v[slot]),
             (SegmentValues::I64(v), _) => Value::Int64(v[slot]),
             (SegmentValues::F32(v), _) => Value::Float32(v[slot]),
             (SegmentValues::F64(v), _) => Value::Float64(v[slot]),
@@ -174,7 +175,7 @@ impl ColumnSegment {
                 _ => 0,
             }),
             SegmentValues::I64(v) => v.push(match value {
-                Value::Int64(x) | Value::Timestamp(x) => *x,
+                Value::Int64(x) | Value::Timestamp(x) | Value::TimestampTz(x) => *x,
                 _ => 0,
             }),
             SegmentValues::F32(v) => v.push(if let Value::Float32(x) = value { *x } else { 0.0 }),
@@ -200,7 +201,7 @@ impl ColumnSegment {
             }
             SegmentValues::I64(v) => {
                 v[slot] = match value {
-                    Value::Int64(x) | Value::Timestamp(x) => *x,
+                    Value::Int64(x) | Value::Timestamp(x) | Value::TimestampTz(x) => *x,
                     _ => 0,
                 }
             }

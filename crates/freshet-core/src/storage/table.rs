@@ -840,6 +840,7 @@ fn placeholder(ty: DataType) -> Value {
         DataType::Char(_) | DataType::Varchar(_) | DataType::Text => Value::Text(String::new()),
         DataType::Date => Value::Date(0),
         DataType::Timestamp => Value::Timestamp(0),
+        DataType::TimestampTz => Value::TimestampTz(0),
     }
 }
 

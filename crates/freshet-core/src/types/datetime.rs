@@ -101,25 +101,49 @@ fn split_date_time(s: &str) -> (&str, &str) {
 
 /// Parses a timestamp into microseconds since 1970-01-01; a trailing zone offset is ignored.
 pub fn parse_timestamp(text: &str) -> Result<i64> {
+    Ok(parse_with_zone(text, "timestamp")?.0)
+}
+
+fn invalid_input(type_name: &str, text: &str) -> Error {
+    Error::new(SqlState::InvalidDatetimeFormat, format!("invalid input syntax for type {type_name}: \"{text}\""))
+}
+
+/// Parses a `timestamp with time zone` into microseconds since 1970-01-01 00:00 UTC. A time
+/// without a zone is read in the session's time zone, which is always UTC (see
+/// ARCHITECTURE.md, "Time zones").
+pub fn parse_timestamptz(text: &str) -> Result<i64> {
+    const NAME: &str = "timestamp with time zone";
+    let (local, zone) = parse_with_zone(text, NAME)?;
+    let offset = match zone {
+        None => 0,
+        Some(z) => zone_offset(z).ok_or_else(|| {
+            let numeric = z.starts_with(['+', '-']);
+            if numeric && z[1..].bytes().all(|b| b.is_ascii_digit() || b == b':') {
+                Error::new(SqlState::InvalidTimeZoneDisplacement, format!("time zone displacement out of range: \"{text}\""))
+            } else if !numeric && z.bytes().any(|b| b.is_ascii_alphabetic()) {
+                Error::new(SqlState::InvalidParameterValue, format!("time zone \"{}\" not recognized", z.to_ascii_lowercase()))
+            } else {
+                invalid_input(NAME, text)
+            }
+        })?,
+    };
+    Ok(local - offset * MICROS_PER_SECOND)
+}
+
+/// The local time a timestamp text names and the zone written after the time (with or
+/// without a space), if any.
+fn parse_with_zone<'a>(text: &'a str, type_name: &str) -> Result<(i64, Option<&'a str>)> {
     let s = text.trim();
-    let invalid = || Error::new(
-        SqlState::InvalidDatetimeFormat,
-        format!("invalid input syntax for type timestamp: \"{text}\""),
-    );
+    let invalid = || invalid_input(type_name, text);
     if s.eq_ignore_ascii_case("epoch") {
-        return Ok(0);
+        return Ok((0, None));
     }
     let (date_part, time_part) = split_date_time(s);
-    let days = parse_date_part(date_part, text, "timestamp")?;
+    let days = parse_date_part(date_part, text, type_name)?;
     if time_part.is_empty() {
-        return Ok(days as i64 * MICROS_PER_DAY);
+        return Ok((days as i64 * MICROS_PER_DAY, None));
     }
-    // Drop a zone suffix: Z, +hh, +hh:mm, -hh, or a trailing " UTC".
-    let time = time_part.trim_end_matches(|c: char| c.is_ascii_alphabetic()).trim_end();
-    let time = match time.rfind(['+', '-']) {
-        Some(i) => &time[..i],
-        None => time,
-    };
+    let (time, zone) = split_zone(time_part);
     let mut fields = time.splitn(3, ':');
     let hour = fields.next().and_then(parse_number).ok_or_else(invalid)?;
     let minute = fields.next().and_then(parse_number).ok_or_else(invalid)?;
@@ -132,7 +156,57 @@ pub fn parse_timestamp(text: &str) -> Result<i64> {
     }
     let time_micros = ((hour as i64 * 60 + minute as i64) * 60 + second as i64) * MICROS_PER_SECOND
         + micros;
-    Ok(days as i64 * MICROS_PER_DAY + time_micros)
+    Ok((days as i64 * MICROS_PER_DAY + time_micros, zone))
+}
+
+/// The time of day and the zone written after it, if any.
+fn split_zone(time_part: &str) -> (&str, Option<&str>) {
+    let t = time_part.trim_end();
+    if let Some(i) = t.rfind(['+', '-']) {
+        return (t[..i].trim_end(), Some(&t[i..]));
+    }
+    let letters = t.len() - t.trim_end_matches(|c: char| c.is_ascii_alphabetic() || c == '/' || c == '_').len();
+    if letters > 0 {
+        return (t[..t.len() - letters].trim_end(), Some(&t[t.len() - letters..]));
+    }
+    (t, None)
+}
+
+/// Seconds east of UTC of a zone written in a timestamp: `Z`, `UTC`, `GMT` or a numeric offset
+/// (`+hh`, `+hh:mm`, `+hhmm`, `+hh:mm:ss`, or `-`). Other names are not known: there is no time
+/// zone database.
+pub fn zone_offset(zone: &str) -> Option<i64> {
+    let z = zone.trim();
+    if ["z", "utc", "uct", "gmt", "gmt0", "zulu", "etc/utc", "etc/gmt", "universal", "greenwich"].iter().any(|n| z.eq_ignore_ascii_case(n)) {
+        return Some(0);
+    }
+    let (sign, digits) = match z.as_bytes().first()? {
+        b'+' => (1, &z[1..]),
+        b'-' => (-1, &z[1..]),
+        _ => return None,
+    };
+    if !digits.bytes().all(|b| b.is_ascii_digit() || b == b':') {
+        return None;
+    }
+    let parts: Vec<&str> = if digits.contains(':') {
+        digits.split(':').collect()
+    } else {
+        match digits.len() {
+            1 | 2 => vec![digits],
+            4 => vec![&digits[..2], &digits[2..]],
+            6 => vec![&digits[..2], &digits[2..4], &digits[4..]],
+            _ => return None,
+        }
+    };
+    if parts.is_empty() || parts.len() > 3 || parts.iter().any(|p| p.is_empty() || p.len() > 2 || !p.bytes().all(|b| b.is_ascii_digit())) {
+        return None;
+    }
+    let n: Vec<i64> = parts.iter().map(|p| p.parse().unwrap_or(0)).collect();
+    let (h, m, s) = (n[0], n.get(1).copied().unwrap_or(0), n.get(2).copied().unwrap_or(0));
+    if h > 15 || m > 59 || s > 59 {
+        return None;
+    }
+    Some(sign * (h * 3600 + m * 60 + s))
 }
 
 /// `SS` or `SS.ffffff` (more digits are rounded to microseconds).
@@ -195,6 +269,18 @@ pub fn format_timestamp(micros: i64, out: &mut String) {
     out.push_str(bc);
 }
 
+/// A `timestamp with time zone` in the session's time zone (UTC): the timestamp, then `+00`
+/// (before the era of a BC date, as PostgreSQL writes it).
+pub fn format_timestamptz(micros: i64, out: &mut String) {
+    let start = out.len();
+    format_timestamp(micros, out);
+    if out[start..].ends_with(" BC") {
+        out.insert_str(out.len() - 3, "+00");
+    } else {
+        out.push_str("+00");
+    }
+}
+
 /// Parts of a timestamp, for EXTRACT and date_part.
 pub fn timestamp_field(micros: i64, field: &str) -> Option<f64> {
     let days = micros.div_euclid(MICROS_PER_DAY);
@@ -252,5 +338,33 @@ mod tests {
         assert_eq!(ts("2024-01-01"), "2024-01-01 00:00:00");
         assert!(parse_timestamp("2024-01-01 25:00").is_err());
         assert!(parse_timestamp("nonsense").is_err());
+    }
+
+    fn tz(s: &str) -> String {
+        let mut out = String::new();
+        format_timestamptz(parse_timestamptz(s).unwrap(), &mut out);
+        out
+    }
+
+    #[test]
+    fn timestamps_with_time_zone_parse_to_utc() {
+        assert_eq!(tz("2024-03-01 10:00:00+02"), "2024-03-01 08:00:00+00");
+        assert_eq!(tz("2024-03-01 10:00:00 -05:30"), "2024-03-01 15:30:00+00");
+        assert_eq!(tz("2024-03-01T23:30:00.25-0100"), "2024-03-02 00:30:00.25+00");
+        assert_eq!(tz("2024-03-01 10:00Z"), "2024-03-01 10:00:00+00");
+        assert_eq!(tz("2024-03-01 10:00:00 UTC"), "2024-03-01 10:00:00+00");
+        assert_eq!(tz("2024-03-01"), "2024-03-01 00:00:00+00");
+        let mut bc = String::new();
+        format_timestamptz(-63_000_000_000_000_000, &mut bc);
+        assert!(bc.ends_with("+00 BC"), "{bc}");
+        assert_eq!(parse_timestamptz("2024-03-01 10:00 Mars/Olympus").unwrap_err().state, SqlState::InvalidParameterValue);
+        assert_eq!(parse_timestamptz("2024-03-01 10:00+99").unwrap_err().state, SqlState::InvalidTimeZoneDisplacement);
+        assert_eq!(parse_timestamptz("2024-03-01 10:00+1:2:3:4").unwrap_err().state, SqlState::InvalidTimeZoneDisplacement);
+        assert_eq!(parse_timestamptz("2024-03-01 10:00+1x").unwrap_err().state, SqlState::InvalidDatetimeFormat);
+        // Not digits, whatever their length in bytes: an error, never a slice inside a character.
+        assert_eq!(parse_timestamptz("2024-03-01 10:00+a€").unwrap_err().state, SqlState::InvalidDatetimeFormat);
+        assert_eq!(parse_timestamptz("2024-03-01 10:00-€€").unwrap_err().state, SqlState::InvalidDatetimeFormat);
+        // A timestamp without time zone ignores the zone, as PostgreSQL does.
+        assert_eq!(parse_timestamp("2024-03-01 10:00:00+02").unwrap(), parse_timestamptz("2024-03-01 10:00:00+00").unwrap());
     }
 }

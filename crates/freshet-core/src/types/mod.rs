@@ -53,6 +53,8 @@ pub enum DataType {
     Date,
     /// Microseconds since 1970-01-01 00:00:00, without time zone.
     Timestamp,
+    /// `timestamp with time zone`: an instant, microseconds since 1970-01-01 00:00:00 UTC.
+    TimestampTz,
 }
 
 /// How a column is laid out in storage.
@@ -87,7 +89,7 @@ impl DataType {
             DataType::Bool => PhysicalType::Bool,
             DataType::Int16 => PhysicalType::I16,
             DataType::Int32 | DataType::Date => PhysicalType::I32,
-            DataType::Int64 | DataType::Timestamp => PhysicalType::I64,
+            DataType::Int64 | DataType::Timestamp | DataType::TimestampTz => PhysicalType::I64,
             DataType::Float32 => PhysicalType::F32,
             DataType::Float64 => PhysicalType::F64,
             DataType::Decimal { .. } => PhysicalType::I128,
@@ -103,7 +105,7 @@ impl DataType {
             DataType::Float32 | DataType::Float64 => TypeFamily::Float,
             DataType::Char(_) | DataType::Varchar(_) | DataType::Text => TypeFamily::String,
             DataType::Date => TypeFamily::Date,
-            DataType::Timestamp => TypeFamily::Timestamp,
+            DataType::Timestamp | DataType::TimestampTz => TypeFamily::Timestamp,
         }
     }
 
@@ -130,6 +132,7 @@ impl DataType {
             DataType::Text => 25,
             DataType::Date => 1082,
             DataType::Timestamp => 1114,
+            DataType::TimestampTz => 1184,
         }
     }
 
@@ -147,7 +150,8 @@ impl DataType {
             1043 => DataType::Varchar(None),
             25 | 19 => DataType::Text,
             1082 => DataType::Date,
-            1114 | 1184 => DataType::Timestamp,
+            1114 => DataType::Timestamp,
+            1184 => DataType::TimestampTz,
             _ => return None,
         })
     }
@@ -167,7 +171,7 @@ impl DataType {
             DataType::Bool => 1,
             DataType::Int16 => 2,
             DataType::Int32 | DataType::Float32 | DataType::Date => 4,
-            DataType::Int64 | DataType::Float64 | DataType::Timestamp => 8,
+            DataType::Int64 | DataType::Float64 | DataType::Timestamp | DataType::TimestampTz => 8,
             _ => -1,
         }
     }
@@ -187,6 +191,7 @@ impl DataType {
             DataType::Text => "text",
             DataType::Date => "date",
             DataType::Timestamp => "timestamp without time zone",
+            DataType::TimestampTz => "timestamp with time zone",
         }
     }
 
@@ -229,6 +234,7 @@ impl DataType {
             "text" | "string" | "name" => no_mods(DataType::Text),
             "date" => no_mods(DataType::Date),
             "timestamp" | "timestamp without time zone" | "datetime" => no_mods(DataType::Timestamp),
+            "timestamptz" | "timestamp with time zone" => no_mods(DataType::TimestampTz),
             other => Err(Error::new(
                 SqlState::UndefinedObject,
                 format!("type \"{other}\" does not exist"),

@@ -22,6 +22,8 @@ pub enum Value {
     Date(i32),
     /// Microseconds since 1970-01-01 00:00:00.
     Timestamp(i64),
+    /// An instant: microseconds since 1970-01-01 00:00:00 UTC (`timestamp with time zone`).
+    TimestampTz(i64),
 }
 
 impl Value {
@@ -78,9 +80,11 @@ impl Value {
             (Bool(a), Bool(b)) => a.cmp(b),
             (Text(a), Text(b)) => a.as_bytes().cmp(b.as_bytes()),
             (Date(a), Date(b)) => a.cmp(b),
-            (Timestamp(a), Timestamp(b)) => a.cmp(b),
-            (Date(a), Timestamp(b)) => (*a as i64 * MICROS_PER_DAY).cmp(b),
-            (Timestamp(a), Date(b)) => a.cmp(&(*b as i64 * MICROS_PER_DAY)),
+            // A timestamp without time zone compares with an instant as the time in the
+            // session's zone, UTC: the same microseconds.
+            (Timestamp(a) | TimestampTz(a), Timestamp(b) | TimestampTz(b)) => a.cmp(b),
+            (Date(a), Timestamp(b) | TimestampTz(b)) => (*a as i64 * MICROS_PER_DAY).cmp(b),
+            (Timestamp(a) | TimestampTz(a), Date(b)) => a.cmp(&(*b as i64 * MICROS_PER_DAY)),
             (a, b) => match (a.as_i64(), b.as_i64()) {
                 (Some(x), Some(y)) => x.cmp(&y),
                 _ => match (a, b) {
@@ -118,6 +122,7 @@ impl Value {
             }
             Value::Date(d) => datetime::format_date(*d, out),
             Value::Timestamp(t) => datetime::format_timestamp(*t, out),
+            Value::TimestampTz(t) => datetime::format_timestamptz(*t, out),
         }
     }
 
@@ -162,6 +167,7 @@ impl Value {
             }
             DataType::Date => Value::Date(datetime::parse_date(text)?),
             DataType::Timestamp => Value::Timestamp(datetime::parse_timestamp(text)?),
+            DataType::TimestampTz => Value::TimestampTz(datetime::parse_timestamptz(text)?),
         })
     }
 
@@ -203,6 +209,7 @@ impl Value {
             Value::Text(_) => DataType::Text,
             Value::Date(_) => DataType::Date,
             Value::Timestamp(_) => DataType::Timestamp,
+            Value::TimestampTz(_) => DataType::TimestampTz,
         })
     }
 
@@ -218,6 +225,7 @@ impl Value {
                 | (Value::Int64(_), DataType::Int64)
                 | (Value::Int16(_), DataType::Int16)
                 | (Value::Timestamp(_), DataType::Timestamp)
+                | (Value::TimestampTz(_), DataType::TimestampTz)
                 | (Value::Date(_), DataType::Date)
                 | (Value::Float64(_), DataType::Float64)
                 | (Value::Bool(_), DataType::Bool)
@@ -257,8 +265,11 @@ impl Value {
             (Decimal(d), ty) => cast_decimal(d, ty)?,
             (Date(d), DataType::Date) => Date(d),
             (Date(d), DataType::Timestamp) => Timestamp(d as i64 * MICROS_PER_DAY),
-            (Timestamp(t), DataType::Timestamp) => Timestamp(t),
-            (Timestamp(t), DataType::Date) => Date(t.div_euclid(MICROS_PER_DAY) as i32),
+            (Date(d), DataType::TimestampTz) => TimestampTz(d as i64 * MICROS_PER_DAY),
+            // Between local times and instants through the session's zone, UTC.
+            (Timestamp(t) | TimestampTz(t), DataType::Timestamp) => Timestamp(t),
+            (Timestamp(t) | TimestampTz(t), DataType::TimestampTz) => TimestampTz(t),
+            (Timestamp(t) | TimestampTz(t), DataType::Date) => Date(t.div_euclid(MICROS_PER_DAY) as i32),
             (v, ty) => {
                 return Err(Error::new(
                     SqlState::CannotCoerce,
@@ -299,6 +310,7 @@ pub(crate) fn value_type_name(v: &Value) -> &'static str {
         Value::Text(_) => "text",
         Value::Date(_) => "date",
         Value::Timestamp(_) => "timestamp without time zone",
+        Value::TimestampTz(_) => "timestamp with time zone",
     }
 }
 

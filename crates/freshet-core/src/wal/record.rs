@@ -300,6 +300,10 @@ pub fn encode_value(v: &Value, out: &mut Vec<u8>) {
             out.push(10);
             out.extend_from_slice(&t.to_le_bytes());
         }
+        Value::TimestampTz(t) => {
+            out.push(11);
+            out.extend_from_slice(&t.to_le_bytes());
+        }
     }
 }
 
@@ -319,6 +323,7 @@ pub fn decode_value(r: &mut Reader) -> Result<Value> {
         8 => Value::Text(r.string()?),
         9 => Value::Date(i32::from_le_bytes(r.array()?)),
         10 => Value::Timestamp(i64::from_le_bytes(r.array()?)),
+        11 => Value::TimestampTz(i64::from_le_bytes(r.array()?)),
         t => return Err(corrupt(&format!("unknown value tag {t}"))),
     })
 }
@@ -338,6 +343,7 @@ fn encode_type(t: DataType, out: &mut Vec<u8>) {
         DataType::Text => (11, 0, 0),
         DataType::Date => (12, 0, 0),
         DataType::Timestamp => (13, 0, 0),
+        DataType::TimestampTz => (14, 0, 0),
     };
     out.push(tag);
     put_u32(out, a);
@@ -360,6 +366,7 @@ fn decode_type(r: &mut Reader) -> Result<DataType> {
         11 => DataType::Text,
         12 => DataType::Date,
         13 => DataType::Timestamp,
+        14 => DataType::TimestampTz,
         t => return Err(corrupt(&format!("unknown type tag {t}"))),
     })
 }

@@ -40,6 +40,8 @@ enum Kind<'a> {
     Utf8View(&'a StringViewArray),
     Date(&'a Date32Array),
     Timestamp(&'a TimestampMicrosecondArray),
+    /// Instants (any zone label: the values count from 1970-01-01 UTC).
+    TimestampTz(&'a TimestampMicrosecondArray),
     /// Arrow's Null type: every cell is NULL (it has no validity buffer to say so).
     Null,
     Other,
@@ -64,6 +66,7 @@ fn kind(a: &ArrayRef) -> Kind<'_> {
         ArrowType::Utf8View => Kind::Utf8View(a.as_string_view()),
         ArrowType::Date32 => Kind::Date(a.as_primitive()),
         ArrowType::Timestamp(TimeUnit::Microsecond, None) => Kind::Timestamp(a.as_primitive()),
+        ArrowType::Timestamp(TimeUnit::Microsecond, Some(_)) => Kind::TimestampTz(a.as_primitive()),
         ArrowType::Null => Kind::Null,
         _ => Kind::Other,
     }
@@ -116,6 +119,7 @@ impl ColumnView<'_> {
             Kind::Utf8View(a) => binary::text(a.value(i), ty, out),
             Kind::Date(a) => via_scratch(&|s| datetime::format_date(a.value(i), s)),
             Kind::Timestamp(a) => via_scratch(&|s| datetime::format_timestamp(a.value(i), s)),
+            Kind::TimestampTz(a) => via_scratch(&|s| datetime::format_timestamptz(a.value(i), s)),
             Kind::Null | Kind::Other => return false,
         }
         true
@@ -137,7 +141,9 @@ impl ColumnView<'_> {
             (Kind::LargeUtf8(a), t) if t.is_string() => binary::text(a.value(i), ty, out),
             (Kind::Utf8View(a), t) if t.is_string() => binary::text(a.value(i), ty, out),
             (Kind::Date(a), DataType::Date) => binary::date(a.value(i), out),
-            (Kind::Timestamp(a), DataType::Timestamp) => binary::timestamp(a.value(i), out),
+            (Kind::Timestamp(a), DataType::Timestamp) | (Kind::TimestampTz(a), DataType::TimestampTz) => {
+                binary::timestamp(a.value(i), out)
+            }
             _ => return false,
         }
         true

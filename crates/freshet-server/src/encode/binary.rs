@@ -40,7 +40,7 @@ fn write_exact(v: &Value, ty: DataType, out: &mut BytesMut) -> bool {
         (Value::Decimal(d), DataType::Decimal { scale, .. }) => decimal(*d, scale, ty, out),
         (Value::Text(s), DataType::Char(_) | DataType::Varchar(_) | DataType::Text) => text(s, ty, out),
         (Value::Date(d), DataType::Date) => date(*d, out),
-        (Value::Timestamp(t), DataType::Timestamp) => timestamp(*t, out),
+        (Value::Timestamp(t), DataType::Timestamp) | (Value::TimestampTz(t), DataType::TimestampTz) => timestamp(*t, out),
         _ => return false,
     }
     true
