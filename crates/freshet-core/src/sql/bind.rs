@@ -334,6 +334,9 @@ impl<'a> Binder<'a> {
             B::StringConcat => BinaryOp::Concat,
             other => return Err(unsupported(format!("operator {other}"))),
         };
+        if let Some(item) = self.interval_arithmetic(left, op, right)? {
+            return Ok(Item::Typed(item));
+        }
         Ok(Item::Typed(match op {
             BinaryOp::And | BinaryOp::Or => {
                 let l = self.bind_expr(left, Some(DataType::Bool))?;
@@ -364,6 +367,33 @@ impl<'a> Binder<'a> {
                 Expr::Binary { op, left: Box::new(l), right: Box::new(r), ty }
             }
         }))
+    }
+
+    /// `t + INTERVAL '…'`, `INTERVAL '…' + t` and `t - INTERVAL '…'` for a date or timestamp `t`
+    /// and a constant interval: `t` moved by the interval (PostgreSQL's result types: a date
+    /// becomes a timestamp). `None` if neither side is a constant interval.
+    fn interval_arithmetic(&mut self, left: &ast::Expr, op: BinaryOp, right: &ast::Expr) -> Result<Option<Expr>> {
+        let (subject, interval) = match (op, interval_constant(left), interval_constant(right)) {
+            (BinaryOp::Add | BinaryOp::Sub, _, Some(iv)) => (left, if op == BinaryOp::Sub { iv?.negated() } else { iv? }),
+            (BinaryOp::Add, Some(iv), _) => (right, iv?),
+            (_, Some(_), _) | (_, _, Some(_)) => {
+                return Err(unsupported(format!("operator {} with an interval", op.symbol())));
+            }
+            _ => return Ok(None),
+        };
+        let t = self.bind_expr(subject, Some(DataType::Timestamp))?;
+        if !matches!(t.ty().family(), TypeFamily::Date | TypeFamily::Timestamp) {
+            return Err(Error::new(SqlState::UndefinedFunction, format!("operator does not exist: {} {} interval", t.ty().pg_name(), op.symbol()))
+                .with_hint("No operator matches the given name and argument types. You might need to add explicit type casts."));
+        }
+        let ty = if t.ty() == DataType::TimestampTz { DataType::TimestampTz } else { DataType::Timestamp };
+        let args = vec![
+            t,
+            Expr::literal(Value::Int32(interval.months), DataType::Int32),
+            Expr::literal(Value::Int32(interval.days), DataType::Int32),
+            Expr::literal(Value::Int64(interval.micros), DataType::Int64),
+        ];
+        Ok(Some(Expr::Func { func: Func::AddInterval, args, ty }))
     }
 
     /// Binds two operands, giving an open side the other side's type.
@@ -637,6 +667,33 @@ fn extract_field(field: &ast::DateTimeField) -> Result<&'static str> {
         F::Epoch => "epoch",
         other => return Err(unsupported(format!("EXTRACT field {other}"))),
     })
+}
+
+/// The interval an expression spells as a constant (`INTERVAL '1 day'`, `INTERVAL '5' MINUTE`,
+/// `'1 day'::interval`), parsed; `None` if it is not one.
+fn interval_constant(e: &ast::Expr) -> Option<Result<crate::types::datetime::Interval>> {
+    use crate::types::datetime::parse_interval;
+    let text = |v: &ast::Expr| match v {
+        ast::Expr::Value(v) => match &v.value {
+            ast::Value::SingleQuotedString(s) => Some(s.clone()),
+            ast::Value::Number(n, _) => Some(n.clone()),
+            _ => None,
+        },
+        _ => None,
+    };
+    match e {
+        ast::Expr::Nested(inner) => interval_constant(inner),
+        ast::Expr::Interval(iv) => {
+            let unit = iv.leading_field.as_ref().map(|f| f.to_string().to_ascii_lowercase());
+            Some(parse_interval(&text(&iv.value)?, unit.as_deref()))
+        }
+        ast::Expr::Cast { expr, data_type: ast::DataType::Interval { .. }, .. } => Some(parse_interval(&text(expr)?, None)),
+        ast::Expr::TypedString(ts) if matches!(ts.data_type, ast::DataType::Interval { .. }) => match &ts.value.value {
+            ast::Value::SingleQuotedString(s) => Some(parse_interval(s, None)),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// A SQL type name from the parser's AST.

@@ -101,6 +101,9 @@ pub enum Func {
     Setval,
     Lastval,
     PgGetSerialSequence,
+    /// `t ± INTERVAL '…'` for a constant interval: (timestamp, months, days, microseconds),
+    /// the interval already negated for `-`. Not callable by name.
+    AddInterval,
 }
 
 impl Func {

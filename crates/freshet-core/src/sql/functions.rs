@@ -5,6 +5,7 @@ use std::cmp::Ordering;
 
 use super::expr::{date_of, extract, EvalContext, Func};
 use crate::error::{Error, Result, SqlState};
+use crate::types::datetime::{self, MICROS_PER_DAY};
 use crate::types::{DataType, Decimal, TypeFamily, Value, MAX_DECIMAL_PRECISION};
 
 /// The longest text a function builds (PostgreSQL's limit for a field value).
@@ -55,6 +56,7 @@ fn arity(func: Func, n: usize) -> bool {
         Func::Nextval | Func::Currval => n == 1,
         Func::Setval => n == 2 || n == 3,
         Func::PgGetSerialSequence => n == 2,
+        Func::AddInterval => n == 4,
     }
 }
 
@@ -120,6 +122,10 @@ pub fn result_type(name: &str, func: Func, args: &[DataType]) -> Result<DataType
         Func::Now => DataType::TimestampTz,
         Func::CurrentDate => DataType::Date,
         Func::Extract => DataType::Float64,
+        Func::AddInterval => {
+            need(matches!(family(0), TypeFamily::Date | TypeFamily::Timestamp))?;
+            if args[0] == DataType::TimestampTz { DataType::TimestampTz } else { DataType::Timestamp }
+        }
         Func::Nextval | Func::Currval | Func::Lastval => {
             need(args.iter().all(|t| t.is_string()))?;
             DataType::Int64
@@ -214,6 +220,16 @@ pub fn call(func: Func, args: Vec<Value>, ty: DataType, cx: &EvalContext) -> Res
         }
         Func::Round | Func::Floor | Func::Ceil => round(func, &args[0], args.get(1).map(|v| v.as_i64().unwrap_or(0)), ty)?,
         Func::Extract => extract(text(0), &args[1])?,
+        Func::AddInterval => {
+            let micros = match &args[0] {
+                Value::Timestamp(t) | Value::TimestampTz(t) => *t,
+                Value::Date(d) => *d as i64 * MICROS_PER_DAY,
+                other => return Err(Error::mismatch(format!("cannot add an interval to {other:?}"))),
+            };
+            let interval = datetime::Interval { months: int(1) as i32, days: int(2) as i32, micros: int(3) };
+            let at = datetime::add_interval(micros, interval)?;
+            if ty == DataType::TimestampTz { Value::TimestampTz(at) } else { Value::Timestamp(at) }
+        }
         Func::Coalesce
         | Func::NullIf
         | Func::Greatest

@@ -281,6 +281,143 @@ pub fn format_timestamptz(micros: i64, out: &mut String) {
     }
 }
 
+/// An interval as PostgreSQL keeps one: months, days and microseconds, each signed, added to a
+/// timestamp in that order (a month keeps the day of the month, clamped to the month's end).
+/// Only constants are intervals here: there are no interval columns or values.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Interval {
+    pub months: i32,
+    pub days: i32,
+    pub micros: i64,
+}
+
+impl Interval {
+    pub fn negated(self) -> Interval {
+        Interval { months: -self.months, days: -self.days, micros: -self.micros }
+    }
+}
+
+/// Parses interval input: quantities with units (`1 day`, `-2 hours 30 minutes`, `1.5 years`,
+/// `3 mons`, `2 weeks`), a time `hh:mm[:ss[.ffffff]]`, optionally `@` first and `ago` last.
+/// A number without a unit counts `unit`s (`INTERVAL '5' MINUTE`), or seconds. Fractions spill
+/// down as PostgreSQL's do: a month is 30 days, a day 24 hours.
+pub fn parse_interval(text: &str, unit: Option<&str>) -> Result<Interval> {
+    let invalid = || Error::new(SqlState::InvalidDatetimeFormat, format!("invalid input syntax for type interval: \"{text}\""));
+    let lower = text.trim().to_ascii_lowercase();
+    let mut words: Vec<&str> = lower.split_whitespace().collect();
+    if words.first() == Some(&"@") {
+        words.remove(0);
+    }
+    let ago = words.last() == Some(&"ago");
+    if ago {
+        words.pop();
+    }
+    if words.is_empty() {
+        return Err(invalid());
+    }
+    let (mut months, mut days, mut micros) = (0f64, 0f64, 0f64);
+    let mut i = 0;
+    while i < words.len() {
+        let word = words[i];
+        i += 1;
+        if word.contains(':') {
+            micros += clock_micros(word).ok_or_else(invalid)?;
+            continue;
+        }
+        // A number, with its unit attached (`10min`) or in the next word.
+        let split = word.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(word.len());
+        let (number, attached) = word.split_at(split);
+        let n: f64 = number.parse().map_err(|_| invalid())?;
+        if !n.is_finite() {
+            return Err(invalid());
+        }
+        let unit_word = if !attached.is_empty() {
+            attached
+        } else if i < words.len() && words[i].starts_with(|c: char| c.is_ascii_alphabetic()) {
+            i += 1;
+            words[i - 1]
+        } else {
+            unit.unwrap_or("second")
+        };
+        let (m, d, us) = match unit_word.trim_end_matches(',') {
+            "microsecond" | "microseconds" | "us" | "usec" | "usecs" => (0.0, 0.0, n),
+            "millisecond" | "milliseconds" | "ms" | "msec" | "msecs" => (0.0, 0.0, n * 1e3),
+            "second" | "seconds" | "s" | "sec" | "secs" => (0.0, 0.0, n * 1e6),
+            "minute" | "minutes" | "m" | "min" | "mins" => (0.0, 0.0, n * 60e6),
+            "hour" | "hours" | "h" | "hr" | "hrs" => (0.0, 0.0, n * 3600e6),
+            "day" | "days" | "d" => (0.0, n, 0.0),
+            "week" | "weeks" | "w" => (0.0, n * 7.0, 0.0),
+            "month" | "months" | "mon" | "mons" => (n, 0.0, 0.0),
+            "year" | "years" | "y" | "yr" | "yrs" => (n * 12.0, 0.0, 0.0),
+            "decade" | "decades" => (n * 120.0, 0.0, 0.0),
+            "century" | "centuries" => (n * 1200.0, 0.0, 0.0),
+            "millennium" | "millennia" | "millenniums" => (n * 12000.0, 0.0, 0.0),
+            _ => return Err(invalid()),
+        };
+        months += m;
+        days += d;
+        micros += us;
+    }
+    // Fractions spill down: months to days (30 each), days to microseconds.
+    let whole_months = months.trunc();
+    days += (months - whole_months) * 30.0;
+    let whole_days = days.trunc();
+    micros += (days - whole_days) * MICROS_PER_DAY as f64;
+    let out_of_range = || Error::new(SqlState::DatetimeFieldOverflow, "interval out of range");
+    let months = i32_of(whole_months).ok_or_else(out_of_range)?;
+    let days = i32_of(whole_days).ok_or_else(out_of_range)?;
+    let micros = micros.round();
+    if micros.abs() >= 9.2e18 {
+        return Err(out_of_range());
+    }
+    let interval = Interval { months, days, micros: micros as i64 };
+    Ok(if ago { interval.negated() } else { interval })
+}
+
+fn i32_of(f: f64) -> Option<i32> {
+    (f.abs() <= i32::MAX as f64).then_some(f as i32)
+}
+
+/// Microseconds of `[-]hh:mm[:ss[.ffffff]]`.
+fn clock_micros(word: &str) -> Option<f64> {
+    let (sign, rest) = match word.strip_prefix('-') {
+        Some(r) => (-1.0, r),
+        None => (1.0, word.strip_prefix('+').unwrap_or(word)),
+    };
+    let mut parts = rest.splitn(3, ':');
+    let h = parse_number(parts.next()?)? as f64;
+    let m = parse_number(parts.next()?)? as f64;
+    let (s, us) = match parts.next() {
+        None => (0, 0),
+        Some(sec) => parse_seconds(sec)?,
+    };
+    if m > 59.0 || s > 59 {
+        return None;
+    }
+    Some(sign * ((h * 3600.0 + m * 60.0 + s as f64) * 1e6 + us as f64))
+}
+
+/// `micros` (a timestamp's microseconds since 1970) plus an interval: months first, keeping
+/// the day of the month where the month has it (else its last day), then days, then time.
+pub fn add_interval(micros: i64, iv: Interval) -> Result<i64> {
+    let out_of_range = || Error::new(SqlState::DatetimeFieldOverflow, "timestamp out of range");
+    let mut days = micros.div_euclid(MICROS_PER_DAY);
+    let time = micros.rem_euclid(MICROS_PER_DAY);
+    if iv.months != 0 {
+        let (y, m, d) = civil_from_days(i32::try_from(days).map_err(|_| out_of_range())?);
+        let total = y as i64 * 12 + (m as i64 - 1) + iv.months as i64;
+        let year = i32::try_from(total.div_euclid(12)).map_err(|_| out_of_range())?;
+        let month = total.rem_euclid(12) as u32 + 1;
+        days = days_from_civil(year, month, d.min(days_in_month(year, month))) as i64;
+    }
+    let result = (days + iv.days as i64)
+        .checked_mul(MICROS_PER_DAY)
+        .and_then(|t| t.checked_add(time))
+        .and_then(|t| t.checked_add(iv.micros))
+        .ok_or_else(out_of_range)?;
+    Ok(result)
+}
+
 /// Parts of a timestamp, for EXTRACT and date_part.
 pub fn timestamp_field(micros: i64, field: &str) -> Option<f64> {
     let days = micros.div_euclid(MICROS_PER_DAY);
@@ -344,6 +481,45 @@ mod tests {
         let mut out = String::new();
         format_timestamptz(parse_timestamptz(s).unwrap(), &mut out);
         out
+    }
+
+    fn iv(s: &str) -> Interval {
+        parse_interval(s, None).unwrap()
+    }
+
+    #[test]
+    fn intervals_parse_as_postgresql_reads_them() {
+        assert_eq!(iv("1 hour"), Interval { months: 0, days: 0, micros: 3_600_000_000 });
+        assert_eq!(iv("7 days"), Interval { months: 0, days: 7, micros: 0 });
+        assert_eq!(iv("1 year 2 mons 3 days 04:05:06.5"), Interval { months: 14, days: 3, micros: 14_706_500_000 });
+        assert_eq!(iv("1.5 years"), Interval { months: 18, days: 0, micros: 0 });
+        assert_eq!(iv("1.5 months"), Interval { months: 1, days: 15, micros: 0 });
+        assert_eq!(iv("1.5 days"), Interval { months: 0, days: 1, micros: 43_200_000_000 });
+        assert_eq!(iv("2 weeks"), Interval { months: 0, days: 14, micros: 0 });
+        assert_eq!(iv("@ 30 minutes ago"), Interval { months: 0, days: 0, micros: -1_800_000_000 });
+        assert_eq!(iv("-1 day +02:00"), Interval { months: 0, days: -1, micros: 7_200_000_000 });
+        assert_eq!(iv("10min"), Interval { months: 0, days: 0, micros: 600_000_000 });
+        assert_eq!(iv("90"), Interval { months: 0, days: 0, micros: 90_000_000 });
+        assert_eq!(parse_interval("5", Some("minute")).unwrap(), Interval { months: 0, days: 0, micros: 300_000_000 });
+        for bad in ["", "ago", "1 fortnight", "one day", "1:75", "nan days", "1e10 years"] {
+            assert!(parse_interval(bad, None).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn intervals_add_months_then_days_then_time() {
+        let at = |s: &str| parse_timestamp(s).unwrap();
+        let plus = |t: &str, i: &str| {
+            let mut out = String::new();
+            format_timestamp(add_interval(at(t), iv(i)).unwrap(), &mut out);
+            out
+        };
+        assert_eq!(plus("2024-01-31 10:00", "1 month"), "2024-02-29 10:00:00");
+        assert_eq!(plus("2023-01-31 10:00", "1 month"), "2023-02-28 10:00:00");
+        assert_eq!(plus("2024-03-31 00:00", "-1 mon"), "2024-02-29 00:00:00");
+        assert_eq!(plus("2024-02-28 23:30", "1 day 01:00"), "2024-03-01 00:30:00");
+        assert_eq!(plus("2024-01-01 00:00", "-1 second"), "2023-12-31 23:59:59");
+        assert_eq!(add_interval(at("2024-01-01"), iv("300000 years")).unwrap_err().state, SqlState::DatetimeFieldOverflow);
     }
 
     #[test]
