@@ -362,10 +362,15 @@ impl CatalogStore {
     }
 
     /// Publishes a catalog with `table` added or replaced.
+    /// A sequence the table owns stops being one of its own (ALTER SEQUENCE … OWNED BY moves
+    /// it into the table): every sequence is either free or owned by one table.
     pub fn put_table(&self, table: Arc<TableDef>) {
         let mut cur = self.current.write();
         let mut next = (**cur).clone();
         next.version += 1;
+        for s in &table.sequences {
+            next.sequences.retain(|_, free| free.id != s.id);
+        }
         next.tables.insert(table.name.clone(), table);
         *cur = Arc::new(next);
     }

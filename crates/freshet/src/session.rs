@@ -57,6 +57,31 @@ pub fn default_value(col: &ColumnDef, cx: &EvalContext) -> Result<Value> {
     }
 }
 
+/// The arguments of `SELECT [pg_catalog.]set_config(name, value, is_local)`, the whole query.
+fn set_config_call(q: &ast::Query) -> Option<Vec<ast::Expr>> {
+    let ast::SetExpr::Select(s) = q.body.as_ref() else { return None };
+    if !s.from.is_empty() || s.selection.is_some() || q.order_by.is_some() || q.limit_clause.is_some() {
+        return None;
+    }
+    let [ast::SelectItem::UnnamedExpr(ast::Expr::Function(f)) | ast::SelectItem::ExprWithAlias { expr: ast::Expr::Function(f), .. }] = s.projection.as_slice() else {
+        return None;
+    };
+    let names: Vec<String> = f.name.0.iter().filter_map(|p| p.as_ident()).map(fold_ident).collect();
+    if !matches!(names.iter().map(String::as_str).collect::<Vec<_>>().as_slice(), ["set_config"] | ["pg_catalog", "set_config"]) {
+        return None;
+    }
+    let ast::FunctionArguments::List(list) = &f.args else { return None };
+    let args: Vec<ast::Expr> = list
+        .args
+        .iter()
+        .map(|a| match a {
+            ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => Some(e.clone()),
+            _ => None,
+        })
+        .collect::<Option<_>>()?;
+    (args.len() == 3).then_some(args)
+}
+
 /// The notice for a session time zone other than UTC: it is kept and reported, but
 /// `timestamp with time zone` values are read and shown in UTC (there is no time zone
 /// database; see ARCHITECTURE.md, "Time zones").
@@ -86,6 +111,11 @@ struct QueryPlan {
 
 enum Kind {
     Empty,
+    /// `SELECT set_config(name, value, is_local)`: its three arguments (constants or
+    /// parameters).
+    SetConfig(Vec<ast::Expr>),
+    /// ALTER SEQUENCE (`freshet_core::sql::parse::alter_sequence`): name, IF EXISTS, action.
+    AlterSequence(String, bool, freshet_core::sql::parse::AlterSequence),
     Query(QueryPlan),
     Insert { plan: InsertPlan, source: Option<(QueryPlan, Vec<ColumnInfo>)> },
     Dml(Arc<OltpPlan>),
@@ -446,6 +476,25 @@ impl Session {
                 let (call, columns) = crate::procedure::plan_call(&self.db, catalog, call, false, params)?;
                 (Kind::Call(call), columns)
             }
+            Statement::Pragma { name, value: Some(v), .. } if name.to_string() == freshet_core::sql::parse::ALTER_SEQUENCE_PRAGMA => {
+                let ast::Value::SingleQuotedString(text) = &v.value else { return Err(Error::internal("ALTER SEQUENCE without text")) };
+                let (name, if_exists, action) = freshet_core::sql::parse::alter_sequence(text)?;
+                (Kind::AlterSequence(name, if_exists, action), None)
+            }
+            Statement::Pragma { name, value: Some(v), .. } if name.to_string() == freshet_core::sql::parse::ADD_IDENTITY_PRAGMA => {
+                let ast::Value::SingleQuotedString(text) = &v.value else { return Err(Error::internal("ADD GENERATED without text")) };
+                let (sequence, sql) = text.split_once('\0').ok_or_else(|| Error::internal("ADD GENERATED without a sequence name"))?;
+                let parsed = freshet_core::sql::parse::parse(sql)?;
+                let [Statement::AlterTable(at)] = parsed.as_slice() else {
+                    return Err(Error::syntax("SEQUENCE NAME belongs in ALTER TABLE … ADD GENERATED … AS IDENTITY (…)"));
+                };
+                let mut plan = ddl::plan_alter_table(at, self.settings.foreign_keys())?;
+                match &mut plan {
+                    DdlPlan::AddIdentity { name, .. } => *name = Some(sequence.to_string()),
+                    _ => return Err(Error::unsupported("SEQUENCE NAME outside ADD GENERATED … AS IDENTITY")),
+                }
+                (Kind::Ddl(plan), None)
+            }
             Statement::Pragma { name, value: Some(v), .. } if matches!(name.to_string().as_str(), freshet_core::sql::parse::CREATE_ROUTINE_PRAGMA | freshet_core::sql::parse::DROP_ROUTINE_PRAGMA) => {
                 let ast::Value::SingleQuotedString(text) = &v.value else { return Err(Error::internal("routine statement without text")) };
                 let plan = if name.to_string() == freshet_core::sql::parse::CREATE_ROUTINE_PRAGMA {
@@ -457,6 +506,21 @@ impl Session {
                 (Kind::Ddl(plan), None)
             }
             Statement::Query(q) if let Some((items, columns)) = crate::sequences::session_select(q, params)? => (Kind::SessionSelect(items), Some(columns)),
+            Statement::Query(q) if let Some(args) = set_config_call(q) => {
+                for a in &args {
+                    if let ast::Expr::Value(v) = a
+                        && let ast::Value::Placeholder(p) = &v.value
+                        && let Some(i) = p.strip_prefix('$').and_then(|n| n.parse::<usize>().ok()).filter(|&i| i >= 1)
+                    {
+                        if params.len() < i {
+                            params.resize(i, None);
+                        }
+                        params[i - 1].get_or_insert(if std::ptr::eq(a, &args[2]) { DataType::Bool } else { DataType::Text });
+                    }
+                }
+                (Kind::SetConfig(args), Some(vec![ColumnInfo { name: "set_config".into(), ty: DataType::Text }]))
+            }
+            Statement::AlterTable(at) if matches!(at.operations.as_slice(), [ast::AlterTableOperation::OwnerTo { .. }]) => (Kind::Utility, None),
             Statement::Query(q) => {
                 let (query, columns) = self.plan_query(q, statement, catalog, params).await?;
                 (Kind::Query(query), Some(columns))
@@ -510,7 +574,7 @@ impl Session {
             ),
             Statement::CreateIndex(ci) => (Kind::Ddl(ddl::plan_create_index(ci)?), None),
             Statement::Drop { object_type, if_exists, names, cascade, .. } => (Kind::Ddl(ddl::plan_drop(object_type, names, *if_exists, *cascade)?), None),
-            Statement::AlterTable(at) => (Kind::Ddl(ddl::plan_alter_table(at)?), None),
+            Statement::AlterTable(at) => (Kind::Ddl(ddl::plan_alter_table(at, self.settings.foreign_keys())?), None),
             Statement::Truncate(t) => (Kind::Ddl(ddl::plan_truncate(t)?), None),
             Statement::Copy { source, to, target, options, legacy_options, values } => {
                 if !values.is_empty() {
@@ -873,6 +937,66 @@ impl Session {
                 })
             }
             Kind::Transaction(t) => self.run_transaction_statement(t.clone()).await,
+            Kind::AlterSequence(name, if_exists, action) => {
+                use freshet_core::sql::parse::AlterSequence;
+                let engine = self.db.inner.engine.clone();
+                let Some(def) = engine.catalog().sequence(name).cloned() else {
+                    if *if_exists {
+                        return Ok(StatementResult::command("ALTER SEQUENCE").with_notices(vec![format!("relation \"{name}\" does not exist, skipping")]));
+                    }
+                    return Err(Error::new(SqlState::UndefinedTable, format!("relation \"{name}\" does not exist")));
+                };
+                match action {
+                    // Freshet has no roles that own objects.
+                    AlterSequence::Owner => Ok(StatementResult::command("ALTER SEQUENCE")),
+                    AlterSequence::OwnedBy(owner) => {
+                        if self.txn.is_some() {
+                            return Err(Error::unsupported("ALTER SEQUENCE … OWNED BY inside a transaction block (schema changes commit on their own)"));
+                        }
+                        let plan = DdlPlan::SequenceOwnedBy { sequence: name.clone(), owner: owner.clone() };
+                        let outcome = Box::pin(engine.execute_ddl(plan)).await?;
+                        Ok(StatementResult::command(outcome.tag).with_notices(outcome.notices))
+                    }
+                    AlterSequence::Restart(at) => {
+                        let record = def.set(at.unwrap_or(def.start), false)?;
+                        if let Some(lsn) = engine.log_sequence(record)? {
+                            engine.wait_logged(lsn).await?;
+                        }
+                        Ok(StatementResult::command("ALTER SEQUENCE"))
+                    }
+                }
+            }
+            Kind::SetConfig(args) => {
+                let arg = |i: usize| -> Result<Value> {
+                    match &args[i] {
+                        ast::Expr::Value(v) => match &v.value {
+                            ast::Value::SingleQuotedString(s) => Ok(Value::Text(s.clone())),
+                            ast::Value::Boolean(b) => Ok(Value::Bool(*b)),
+                            ast::Value::Null => Ok(Value::Null),
+                            ast::Value::Placeholder(p) => {
+                                let i = p.strip_prefix('$').and_then(|n| n.parse::<usize>().ok()).unwrap_or(0);
+                                params.get(i.wrapping_sub(1)).cloned().ok_or_else(|| Error::new(SqlState::UndefinedParameter, format!("there is no parameter {p}")))
+                            }
+                            other => Err(Error::unsupported(format!("set_config argument {other}"))),
+                        },
+                        other => Err(Error::unsupported(format!("set_config argument {other}"))),
+                    }
+                };
+                let (Value::Text(name), value) = (arg(0)?, arg(1)?) else {
+                    return Err(Error::new(SqlState::custom("22004").unwrap_or(SqlState::InvalidParameterValue), "SET requires parameter name"));
+                };
+                let value = match value {
+                    Value::Null => String::new(),
+                    v => v.as_str().map(str::to_string).unwrap_or_default(),
+                };
+                // is_local: as SET LOCAL, which Freshet applies for the session (see README).
+                let _ = arg(2)?;
+                let status = self.settings.set(&name, &value)?;
+                let shown = self.settings.get(&name).unwrap_or(value);
+                let mut result = StatementResult::rows(prepared.columns.clone().unwrap_or_default(), RowStream::from_values(vec![vec![Value::Text(shown)]]));
+                result.parameter_status.extend(status);
+                Ok(result)
+            }
             Kind::SessionSelect(items) => {
                 let cx = self.eval_context(&params, now);
                 let row = freshet_core::try_vec(items.iter().map(|e| e.eval(&NoRow, &cx)))?;
@@ -1269,6 +1393,15 @@ impl Session {
             }
             // Nothing to reclaim or collect: deleted slots are reused as soon as the delete
             // commits, and the planners keep no statistics yet.
+            // Freshet has no roles that own objects: a change of owner is accepted, once the
+            // relation is known (pg_dump writes one for every table and sequence).
+            Statement::AlterTable(at) => {
+                let name = freshet_core::sql::names::user_relation(&at.name)?;
+                if !self.db.inner.engine.catalog().relation_exists(&name) {
+                    return Err(Error::new(SqlState::UndefinedTable, format!("relation \"{name}\" does not exist")));
+                }
+                Ok(StatementResult::command("ALTER TABLE"))
+            }
             Statement::Vacuum(_) => Ok(StatementResult::command("VACUUM")),
             Statement::Analyze(_) => Ok(StatementResult::command("ANALYZE")),
             other => Err(Error::unsupported(statement_name(other))),

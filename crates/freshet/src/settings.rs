@@ -44,6 +44,16 @@ const KNOWN: &[Known] = &[
     Known { name: "max_index_keys", default: "32", reported: false, description: "Maximum columns in an index key." },
     Known { name: "client_min_messages", default: "notice", reported: false, description: "Lowest message level sent to the client." },
     Known { name: "synchronous_commit", default: "on", reported: false, description: "on: a commit is acknowledged once its redo record is durable (group commit); off: at once, the record becoming durable within 10 ms (asynchronous commit)." },
+    // Settings pg_dump's output sets, accepted so that a dump restores: none changes what
+    // Freshet does.
+    Known { name: "check_function_bodies", default: "on", reported: false, description: "Accepted; a routine's body is always checked when it is created." },
+    Known { name: "xmloption", default: "content", reported: false, description: "Accepted; there is no xml type." },
+    Known { name: "row_security", default: "on", reported: false, description: "Accepted; there are no row security policies." },
+    Known { name: "default_tablespace", default: "", reported: false, description: "Accepted; there are no tablespaces (data lives in memory and in the data directory)." },
+    Known { name: "default_table_access_method", default: "heap", reported: false, description: "Accepted; every table uses Freshet's column storage." },
+    Known { name: "default_with_oids", default: "off", reported: false, description: "Accepted; tables have no OID column." },
+    Known { name: "escape_string_warning", default: "on", reported: false, description: "Accepted; no warnings about backslashes are given." },
+    Known { name: "default_toast_compression", default: "pglz", reported: false, description: "Accepted; values are not compressed." },
     Known { name: "freshet.lock_wait", default: "on", reported: false, description: "on: a write that meets a row another transaction changed and has not committed waits for it to end, then runs again (a wait that would close a cycle fails with 40P01); off: it fails at once with 40001." },
     Known { name: "freshet.max_staleness", default: "0", reported: false, description: "How old a snapshot an analytical query outside a transaction block may read: 0 (every commit acknowledged before the query started) or a duration such as 250ms or 1s. Queries that accept the same staleness share one snapshot." },
     Known { name: "freshet.snapshot_mode", default: "cow", reported: false, description: "How analytical snapshots are taken: cow (copy-on-write of column segments) or fork (a fork()ed child process runs the query on its memory image)." },

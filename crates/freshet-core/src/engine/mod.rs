@@ -318,6 +318,10 @@ impl Engine {
             DdlPlan::DropProcedures { function, names, if_exists } => self.drop_procedures(&catalog, function, names, if_exists).await,
             DdlPlan::CreateSequence { def, if_not_exists } => self.create_sequence(&catalog, def, if_not_exists).await,
             DdlPlan::DropSequences { names, if_exists } => self.drop_sequences(&catalog, names, if_exists).await,
+            DdlPlan::AlterColumnDefault { table, column, default } => self.alter_column_default(&catalog, &table, &column, default.as_deref()).await,
+            DdlPlan::AddIdentity { table, column, always, options, name } => self.add_identity(&catalog, &table, &column, always, options, name).await,
+            DdlPlan::SequenceOwnedBy { sequence, owner } => self.sequence_owned_by(&catalog, &sequence, owner).await,
+            DdlPlan::Accepted { tag, notices } => Ok(DdlOutcome { tag, notices }),
             DdlPlan::Truncate { tables, .. } => {
                 let defs = tables.iter().map(|t| catalog.require_table(t).cloned()).collect::<Result<Vec<_>>>()?;
                 let ids: Vec<_> = defs.iter().map(|d| d.id).collect();
@@ -713,6 +717,110 @@ impl Engine {
         .await?;
         self.catalog.put_table(new_def);
         Ok(DdlOutcome { tag: "ALTER TABLE", notices: vec![] })
+    }
+
+    /// ALTER TABLE … ALTER COLUMN … SET DEFAULT / DROP DEFAULT: the new default applies to
+    /// rows inserted from now on.
+    async fn alter_column_default(&self, catalog: &Catalog, table: &str, column: &str, default: Option<&sqlparser::ast::Expr>) -> Result<DdlOutcome> {
+        let def = catalog.require_table(table)?;
+        let c = def.column_index(column).ok_or_else(|| Error::new(SqlState::UndefinedColumn, format!("column \"{column}\" of relation \"{table}\" does not exist")))?;
+        if matches!(def.columns[c].default, Some(crate::catalog::ColumnDefault::Identity { .. })) && default.is_some() {
+            return Err(Error::new(SqlState::SyntaxError, format!("column \"{column}\" of relation \"{table}\" is an identity column")));
+        }
+        let new_default = match default {
+            Some(e) => crate::sql::ddl::column_default(e, def.columns[c].ty, column)?,
+            None => None,
+        };
+        if let Some(crate::catalog::ColumnDefault::Nextval(s)) = &new_default
+            && catalog.sequence(s).is_none()
+        {
+            return Err(Error::new(SqlState::UndefinedTable, format!("relation \"{s}\" does not exist")));
+        }
+        let mut new_def = (**def).clone();
+        if matches!(new_def.columns[c].default, Some(crate::catalog::ColumnDefault::Identity { .. })) {
+            // DROP DEFAULT of an identity column leaves it as it is, as in PostgreSQL.
+            return Ok(DdlOutcome { tag: "ALTER TABLE", notices: vec![] });
+        }
+        new_def.columns[c].default = new_default;
+        self.replace_def(new_def).await?;
+        Ok(DdlOutcome { tag: "ALTER TABLE", notices: vec![] })
+    }
+
+    /// ALTER TABLE … ALTER COLUMN … ADD GENERATED … AS IDENTITY: a new sequence the table
+    /// owns gives the column its values.
+    async fn add_identity(
+        &self,
+        catalog: &Catalog,
+        table: &str,
+        column: &str,
+        always: bool,
+        mut options: crate::sequence::SequenceOptions,
+        name: Option<String>,
+    ) -> Result<DdlOutcome> {
+        let def = catalog.require_table(table)?;
+        let c = def.column_index(column).ok_or_else(|| Error::new(SqlState::UndefinedColumn, format!("column \"{column}\" of relation \"{table}\" does not exist")))?;
+        let col = &def.columns[c];
+        if !matches!(col.ty, crate::types::DataType::Int16 | crate::types::DataType::Int32 | crate::types::DataType::Int64) {
+            return Err(Error::new(SqlState::InvalidParameterValue, "identity column type must be smallint, integer, or bigint"));
+        }
+        if col.nullable {
+            return Err(Error::new(
+                SqlState::ObjectNotInPrerequisiteState,
+                format!("column \"{column}\" of relation \"{table}\" must be declared NOT NULL before identity can be added"),
+            ));
+        }
+        match &col.default {
+            Some(crate::catalog::ColumnDefault::Identity { .. }) => {
+                return Err(Error::new(SqlState::ObjectNotInPrerequisiteState, format!("column \"{column}\" of relation \"{table}\" is already an identity column")));
+            }
+            Some(_) => {
+                return Err(Error::new(SqlState::ObjectNotInPrerequisiteState, format!("column \"{column}\" of relation \"{table}\" already has a default value")));
+            }
+            None => {}
+        }
+        if let Some(n) = &name
+            && catalog.relation_exists(n)
+        {
+            return Err(Error::new(SqlState::DuplicateTable, format!("relation \"{n}\" already exists")));
+        }
+        options.ty = Some(col.ty);
+        let seq = crate::sequence::SequenceDef::new(name.unwrap_or_else(|| format!("{table}_{column}_seq")), &options, Some((table.to_string(), column.to_string())))?;
+        let mut new_def = (**def).clone();
+        new_def.columns[c].default = Some(crate::catalog::ColumnDefault::Identity { sequence: seq.name.clone(), always });
+        let first_new = new_def.sequences.len();
+        new_def.sequences.push(Arc::new(seq));
+        // Names and ids for the new sequence only (the others keep theirs).
+        let mut fresh = TableDef { sequences: new_def.sequences.split_off(first_new), ..new_def.clone() };
+        self.name_owned_sequences(catalog, &mut fresh);
+        new_def.columns = fresh.columns;
+        new_def.sequences.extend(fresh.sequences);
+        self.replace_def(new_def).await?;
+        Ok(DdlOutcome { tag: "ALTER TABLE", notices: vec![] })
+    }
+
+    /// ALTER SEQUENCE … OWNED BY table.column: a sequence of its own moves into the table,
+    /// keeping its counter (it is then dropped with the table). OWNED BY NONE of a sequence
+    /// of its own changes nothing.
+    async fn sequence_owned_by(&self, catalog: &Catalog, name: &str, owner: Option<(String, String)>) -> Result<DdlOutcome> {
+        let seq = catalog.sequence(name).ok_or_else(|| Error::new(SqlState::UndefinedTable, format!("relation \"{name}\" does not exist")))?;
+        let done = Ok(DdlOutcome { tag: "ALTER SEQUENCE", notices: vec![] });
+        match (&seq.owned_by, owner) {
+            (None, None) => done,
+            (Some(now), Some(wanted)) if *now == wanted => done,
+            (Some(_), _) => Err(Error::unsupported("changing the owner of a sequence a column owns (serial or identity)")),
+            (None, Some((table, column))) => {
+                let def = catalog.require_table(&table)?;
+                if def.column_index(&column).is_none() {
+                    return Err(Error::new(SqlState::UndefinedColumn, format!("column \"{column}\" of relation \"{table}\" does not exist")));
+                }
+                let mut owned = (**seq).clone();
+                owned.owned_by = Some((table, column));
+                let mut new_def = (**def).clone();
+                new_def.sequences.push(Arc::new(owned));
+                self.replace_def(new_def).await?;
+                done
+            }
+        }
     }
 
     async fn add_primary_key(&self, catalog: &Catalog, table: &str, columns: &[String]) -> Result<DdlOutcome> {

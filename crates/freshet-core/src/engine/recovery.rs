@@ -44,14 +44,16 @@ impl Engine {
     /// Recovery: creates a table (storage on every partition) or installs a new definition of
     /// an existing one, and publishes it in the catalog.
     pub async fn restore_put_table(&self, mut def: TableDef) -> Result<()> {
-        // A new definition of a table (an index added) keeps its sequences' counters.
-        if let Some(old) = self.catalog.current().table_by_id(def.id) {
-            for s in &mut def.sequences {
-                if let Some(kept) = old.sequences.iter().find(|o| o.id == s.id) {
-                    let mut same = (**s).clone();
-                    same.state = kept.state.clone();
-                    *s = Arc::new(same);
-                }
+        // A new definition of a table (an index added) keeps its sequences' counters, and so
+        // does a free sequence the table now owns (ALTER SEQUENCE … OWNED BY).
+        let current = self.catalog.current();
+        let old = current.table_by_id(def.id);
+        for s in &mut def.sequences {
+            let kept = old.and_then(|o| o.sequences.iter().find(|o| o.id == s.id)).or_else(|| current.free_sequences().find(|f| f.id == s.id));
+            if let Some(kept) = kept {
+                let mut same = (**s).clone();
+                same.state = kept.state.clone();
+                *s = Arc::new(same);
             }
         }
         for s in &def.sequences {

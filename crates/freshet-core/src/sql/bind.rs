@@ -725,6 +725,9 @@ pub fn sql_type(t: &ast::DataType) -> Result<DataType> {
         T::Varchar(l) | T::CharacterVarying(l) | T::CharVarying(l) => DataType::from_sql_name("varchar", &len(l)),
         T::Text | T::String(_) => DataType::from_sql_name("text", &[]),
         T::Date => DataType::from_sql_name("date", &[]),
+        // A relation named by text: what the sequence functions take (`nextval('s'::regclass)`,
+        // as pg_dump and psql's \d write column defaults).
+        T::Regclass => Ok(DataType::Text),
         T::Timestamp(None, ast::TimezoneInfo::None | ast::TimezoneInfo::WithoutTimeZone) => {
             DataType::from_sql_name("timestamp", &[])
         }

@@ -33,6 +33,17 @@ pub enum DdlPlan {
     CreateView { def: crate::catalog::ViewDef, or_replace: bool },
     DropViews { names: Vec<String>, if_exists: bool, cascade: bool },
     CreateSequence { def: SequenceDef, if_not_exists: bool },
+    /// ALTER TABLE … ALTER COLUMN … SET DEFAULT e (bound against the column's type when it
+    /// runs) or DROP DEFAULT (`None`).
+    AlterColumnDefault { table: String, column: String, default: Option<Box<ast::Expr>> },
+    /// ALTER TABLE … ALTER COLUMN … ADD GENERATED … AS IDENTITY: a sequence the table owns,
+    /// named `name` (pg_dump's `SEQUENCE NAME`) or `<table>_<column>_seq`.
+    AddIdentity { table: String, column: String, always: bool, options: SequenceOptions, name: Option<String> },
+    /// ALTER SEQUENCE … OWNED BY table.column (or NONE).
+    SequenceOwnedBy { sequence: String, owner: Option<(String, String)> },
+    /// A statement accepted without a change (a FOREIGN KEY added under
+    /// `freshet.foreign_keys = ignore`), with what the client is told.
+    Accepted { tag: &'static str, notices: Vec<String> },
     DropSequences { names: Vec<String>, if_exists: bool },
 }
 
@@ -353,7 +364,7 @@ pub fn sequence_name(text: &str) -> Result<String> {
 }
 
 /// A DEFAULT must be a constant, CURRENT_TIMESTAMP / now(), or `nextval('sequence')`.
-fn column_default(e: &ast::Expr, ty: DataType, column: &str) -> Result<Option<ColumnDefault>> {
+pub fn column_default(e: &ast::Expr, ty: DataType, column: &str) -> Result<Option<ColumnDefault>> {
     let mut params = Vec::new();
     let bound = Binder::new(None, &mut params).bind_assignment(e, ty, column)?;
     if !params.is_empty() {
@@ -428,7 +439,7 @@ pub fn plan_drop(object_type: &ast::ObjectType, names: &[ast::ObjectName], if_ex
     }
 }
 
-pub fn plan_alter_table(at: &ast::AlterTable) -> Result<DdlPlan> {
+pub fn plan_alter_table(at: &ast::AlterTable, foreign_keys: ForeignKeys) -> Result<DdlPlan> {
     let table = user_relation(&at.name)?;
     let [op] = at.operations.as_slice() else { return Err(Error::unsupported("ALTER TABLE with several actions")) };
     match op {
@@ -451,6 +462,26 @@ pub fn plan_alter_table(at: &ast::AlterTable) -> Result<DdlPlan> {
         }
         ast::AlterTableOperation::AddConstraint { constraint: ast::TableConstraint::PrimaryKey(pk), .. } => {
             Ok(DdlPlan::AddPrimaryKey { table, columns: index_column_names(&pk.columns)? })
+        }
+        ast::AlterTableOperation::AddConstraint { constraint: ast::TableConstraint::ForeignKey(fk), .. } => {
+            let mut notices = Vec::new();
+            foreign_key(foreign_keys, &table, fk, &mut notices)?;
+            Ok(DdlPlan::Accepted { tag: "ALTER TABLE", notices })
+        }
+        ast::AlterTableOperation::AlterColumn { column_name, op } => {
+            let column = fold_ident(column_name);
+            match op {
+                ast::AlterColumnOperation::SetDefault { value } => {
+                    Ok(DdlPlan::AlterColumnDefault { table, column, default: Some(Box::new(value.clone())) })
+                }
+                ast::AlterColumnOperation::DropDefault => Ok(DdlPlan::AlterColumnDefault { table, column, default: None }),
+                ast::AlterColumnOperation::AddGenerated { generated_as, sequence_options } => {
+                    let options = sequence_options_of(sequence_options.as_deref().unwrap_or_default())?;
+                    let always = matches!(generated_as, Some(ast::GeneratedAs::Always));
+                    Ok(DdlPlan::AddIdentity { table, column, always, options, name: None })
+                }
+                other => Err(Error::unsupported(format!("ALTER TABLE ALTER COLUMN … {other}"))),
+            }
         }
         other => Err(Error::unsupported(format!("ALTER TABLE {other}"))),
     }

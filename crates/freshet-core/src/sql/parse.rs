@@ -15,6 +15,14 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>> {
         return copy.map(|s| vec![s]);
     }
     let lower = sql.to_ascii_lowercase();
+    if lower.trim_start().starts_with("alter") && lower.contains("sequence") {
+        if let Some(stmt) = alter_sequence_statement(sql) {
+            return Ok(vec![stmt]);
+        }
+        if let Some(stmt) = identity_with_sequence_name(sql) {
+            return Ok(vec![stmt]);
+        }
+    }
     if (lower.contains("sequence") || lower.contains("identity"))
         && let Some(reordered) = canonical_sequence_options(sql)
     {
@@ -33,6 +41,139 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>> {
         return Ok(out);
     }
     parse_plain(sql)
+}
+
+/// The pragma names that carry `ALTER SEQUENCE` text (sqlparser does not parse it; see
+/// [`alter_sequence`]) and an `ALTER TABLE … ADD GENERATED … AS IDENTITY (SEQUENCE NAME n …)`
+/// (value: the name, a NUL, then the statement without `SEQUENCE NAME n`, which sqlparser
+/// does not parse either).
+pub const ALTER_SEQUENCE_PRAGMA: &str = "freshet_alter_sequence";
+pub const ADD_IDENTITY_PRAGMA: &str = "freshet_add_identity";
+
+fn pragma(name: &str, text: String) -> Statement {
+    Statement::Pragma {
+        name: vec![sqlparser::ast::Ident::new(name)].into(),
+        value: Some(sqlparser::ast::Value::SingleQuotedString(text).with_empty_span()),
+        is_eq: true,
+    }
+}
+
+/// The words of a statement (whitespace and a final `;` dropped), or `None` if it does not
+/// tokenize.
+fn solid_tokens(sql: &str) -> Option<Vec<sqlparser::tokenizer::Token>> {
+    use sqlparser::tokenizer::{Token, Tokenizer};
+    let mut tokens: Vec<Token> = Tokenizer::new(&PostgreSqlDialect {}, sql).tokenize().ok()?.into_iter().filter(|t| !matches!(t, Token::Whitespace(_))).collect();
+    while tokens.last() == Some(&Token::SemiColon) {
+        tokens.pop();
+    }
+    Some(tokens)
+}
+
+fn is_word(t: &sqlparser::tokenizer::Token, word: &str) -> bool {
+    matches!(t, sqlparser::tokenizer::Token::Word(w) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case(word))
+}
+
+/// `ALTER SEQUENCE …` as a pragma carrying its text, for [`alter_sequence`].
+fn alter_sequence_statement(sql: &str) -> Option<Statement> {
+    let tokens = solid_tokens(sql)?;
+    (tokens.len() >= 3 && is_word(&tokens[0], "alter") && is_word(&tokens[1], "sequence")).then(|| pragma(ALTER_SEQUENCE_PRAGMA, sql.to_string()))
+}
+
+/// What an `ALTER SEQUENCE` statement does.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AlterSequence {
+    /// OWNER TO: Freshet has no roles that own objects.
+    Owner,
+    /// OWNED BY table.column, or NONE.
+    OwnedBy(Option<(String, String)>),
+    /// RESTART [WITH n]: at n, or at the sequence's start.
+    Restart(Option<i64>),
+}
+
+/// Parses `ALTER SEQUENCE [IF EXISTS] name action`: the sequence's name (schema dropped),
+/// IF EXISTS, and the action. Other actions are 0A000.
+pub fn alter_sequence(sql: &str) -> Result<(String, bool, AlterSequence)> {
+    use sqlparser::tokenizer::Token;
+    let tokens = solid_tokens(sql).ok_or_else(|| Error::syntax("syntax error in ALTER SEQUENCE"))?;
+    let mut i = 2;
+    let if_exists = tokens.len() > 4 && is_word(&tokens[2], "if") && is_word(&tokens[3], "exists");
+    if if_exists {
+        i = 4;
+    }
+    // A possibly qualified name: the last part names it.
+    let name_at = |i: &mut usize| -> Result<Vec<String>> {
+        let mut parts = Vec::new();
+        loop {
+            match tokens.get(*i) {
+                Some(Token::Word(w)) => parts.push(if w.quote_style.is_some() { w.value.clone() } else { w.value.to_lowercase() }),
+                _ => return Err(Error::syntax("syntax error in ALTER SEQUENCE: a name is missing")),
+            }
+            *i += 1;
+            if tokens.get(*i) != Some(&Token::Period) {
+                return Ok(parts);
+            }
+            *i += 1;
+        }
+    };
+    let name = name_at(&mut i)?.pop().unwrap_or_default();
+    let rest = &tokens[i..];
+    let action = match rest {
+        [o, t, _] if is_word(o, "owner") && is_word(t, "to") => AlterSequence::Owner,
+        [o, b, n] if is_word(o, "owned") && is_word(b, "by") && is_word(n, "none") => AlterSequence::OwnedBy(None),
+        [o, b, ..] if is_word(o, "owned") && is_word(b, "by") => {
+            let mut j = i + 2;
+            let mut parts = name_at(&mut j)?;
+            if j != tokens.len() || parts.len() < 2 {
+                return Err(Error::syntax("OWNED BY needs a table and a column: OWNED BY table.column"));
+            }
+            let column = parts.pop().unwrap_or_default();
+            let table = parts.pop().unwrap_or_default();
+            AlterSequence::OwnedBy(Some((table, column)))
+        }
+        [r] if is_word(r, "restart") => AlterSequence::Restart(None),
+        [r, rest @ ..] if is_word(r, "restart") => {
+            let number = match rest {
+                [w, n] if is_word(w, "with") => n,
+                [n] => n,
+                _ => return Err(Error::syntax("syntax error in ALTER SEQUENCE … RESTART")),
+            };
+            let value = match number {
+                Token::Number(n, _) => n.parse().ok(),
+                _ => None,
+            };
+            AlterSequence::Restart(Some(value.ok_or_else(|| Error::syntax("RESTART WITH needs an integer"))?))
+        }
+        _ => return Err(Error::unsupported("ALTER SEQUENCE other than OWNER TO, OWNED BY and RESTART")),
+    };
+    Ok((name, if_exists, action))
+}
+
+/// `ALTER TABLE … ADD GENERATED … AS IDENTITY ( SEQUENCE NAME n … )`, which pg_dump writes:
+/// a pragma carrying the name and the statement without `SEQUENCE NAME n`.
+fn identity_with_sequence_name(sql: &str) -> Option<Statement> {
+    use sqlparser::tokenizer::{Token, Tokenizer};
+    let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql).tokenize().ok()?;
+    let solid: Vec<usize> = (0..tokens.len()).filter(|&i| !matches!(tokens[i], Token::Whitespace(_))).collect();
+    if !solid.first().is_some_and(|&i| is_word(&tokens[i], "alter")) || !solid.get(1).is_some_and(|&i| is_word(&tokens[i], "table")) {
+        return None;
+    }
+    let at = (0..solid.len().saturating_sub(2)).find(|&k| is_word(&tokens[solid[k]], "sequence") && is_word(&tokens[solid[k + 1]], "name"))?;
+    // The name: words joined by periods; the last one names the sequence.
+    let mut k = at + 2;
+    let last = loop {
+        let last = match tokens.get(*solid.get(k)?) {
+            Some(Token::Word(w)) => if w.quote_style.is_some() { w.value.clone() } else { w.value.to_lowercase() },
+            _ => return None,
+        };
+        if solid.get(k + 1).map(|&i| &tokens[i]) == Some(&Token::Period) {
+            k += 2;
+        } else {
+            break last;
+        }
+    };
+    let (from, to) = (solid[at], solid[k]);
+    let rest: String = tokens[..from].iter().chain(&tokens[to + 1..]).map(|t| t.to_string()).collect();
+    Some(pragma(ADD_IDENTITY_PRAGMA, format!("{last}\0{rest}")))
 }
 
 /// The pragma name that carries CREATE/DROP PROCEDURE|FUNCTION text (sqlparser does not
@@ -201,6 +342,37 @@ pub(crate) fn syntax_error(sql: &str, e: ParserError) -> Error {
 mod tests {
     use super::*;
     use crate::error::SqlState;
+
+    #[test]
+    fn alter_sequence_forms() {
+        let parsed = |sql: &str| alter_sequence(sql).map_err(|e| e.state);
+        assert_eq!(parsed("ALTER SEQUENCE public.s OWNER TO bob;"), Ok(("s".into(), false, AlterSequence::Owner)));
+        assert_eq!(
+            parsed("alter sequence if exists \"S\" owned by public.t.c"),
+            Ok(("S".into(), true, AlterSequence::OwnedBy(Some(("t".into(), "c".into())))))
+        );
+        assert_eq!(parsed("ALTER SEQUENCE s OWNED BY NONE"), Ok(("s".into(), false, AlterSequence::OwnedBy(None))));
+        assert_eq!(parsed("ALTER SEQUENCE s RESTART"), Ok(("s".into(), false, AlterSequence::Restart(None))));
+        assert_eq!(parsed("ALTER SEQUENCE s RESTART WITH 42"), Ok(("s".into(), false, AlterSequence::Restart(Some(42)))));
+        assert_eq!(parsed("ALTER SEQUENCE s RESTART 7"), Ok(("s".into(), false, AlterSequence::Restart(Some(7)))));
+        assert_eq!(parsed("ALTER SEQUENCE s INCREMENT BY 2"), Err(SqlState::FeatureNotSupported));
+        assert_eq!(parsed("ALTER SEQUENCE s OWNED BY t"), Err(SqlState::SyntaxError));
+        assert_eq!(parsed("ALTER SEQUENCE s RESTART WITH x"), Err(SqlState::SyntaxError));
+        // The statement reaches it as a pragma carrying its text.
+        assert!(matches!(parse("ALTER SEQUENCE s RESTART").unwrap().as_slice(), [Statement::Pragma { .. }]));
+    }
+
+    #[test]
+    fn an_identity_keeps_the_sequence_name_pg_dump_gives() {
+        let sql = "ALTER TABLE public.e ALTER COLUMN id ADD GENERATED BY DEFAULT AS IDENTITY (\n SEQUENCE NAME public.e_id_seq\n START WITH 1\n CACHE 1\n);";
+        let parsed = parse(sql).unwrap();
+        let [Statement::Pragma { value: Some(v), .. }] = parsed.as_slice() else { panic!("not a pragma") };
+        let sqlparser::ast::Value::SingleQuotedString(text) = &v.value else { panic!("no text") };
+        let (name, rest) = text.split_once('\0').unwrap();
+        assert_eq!(name, "e_id_seq");
+        assert!(!rest.to_lowercase().contains("sequence name"), "{rest}");
+        assert!(matches!(parse(rest).unwrap().as_slice(), [Statement::AlterTable(_)]));
+    }
 
     #[test]
     fn sequence_options_are_taken_in_any_order() {
