@@ -859,6 +859,12 @@ impl Session {
 
     async fn execute_planned(&mut self, prepared: &Prepared, params: Vec<Value>) -> Result<StatementResult> {
         let now = self.statement_time();
+        if let Some(txn) = &self.txn
+            && txn.read_only
+            && let Some(what) = changes_a_sequence(&prepared.kind)
+        {
+            return Err(txn_block::read_only_error(what));
+        }
         if let Some(txn) = self.txn.as_mut()
             && let Some(what) = writes(&prepared.kind)
         {
@@ -1655,6 +1661,25 @@ fn writes(kind: &Kind) -> Option<&'static str> {
         Kind::Ddl(_) => Some("DDL"),
         _ => None,
     }
+}
+
+/// The sequence function a statement the session evaluates calls that changes a sequence
+/// (refused in a read-only transaction, as in PostgreSQL), if any.
+fn changes_a_sequence(kind: &Kind) -> Option<&'static str> {
+    let Kind::SessionSelect(items) = kind else { return None };
+    let mut found = None;
+    for e in items {
+        e.visit(&mut |n| {
+            if let freshet_core::sql::expr::Expr::Func { func, .. } = n {
+                found = found.or(match func {
+                    freshet_core::sql::expr::Func::Nextval => Some("nextval()"),
+                    freshet_core::sql::expr::Func::Setval => Some("setval()"),
+                    _ => None,
+                });
+            }
+        });
+    }
+    found
 }
 
 fn needs_catalog(kind: &Kind) -> bool {
