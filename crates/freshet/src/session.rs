@@ -541,9 +541,9 @@ impl Session {
                 let columns = plan.returning.as_ref().map(returning_columns);
                 (Kind::Insert { plan, source }, columns)
             }
-            Statement::Update(u) if u.from.is_some() => {
+            Statement::Update(u) if crate::update_from::applies(u) => {
                 if u.returning.is_some() {
-                    return Err(Error::unsupported("RETURNING in UPDATE … FROM"));
+                    return Err(Error::unsupported(if u.from.is_some() { "RETURNING in UPDATE … FROM" } else { "RETURNING in an UPDATE that calls sequence functions" }));
                 }
                 // Parameters are typed when it runs; they default to text.
                 (Kind::UpdateFrom, None)
@@ -1299,7 +1299,20 @@ impl Session {
         let txn = self.statement_txn();
         let stream = self.run_query(&plan, &columns, param_types, params.clone(), now, txn).await?;
         let rows = stream.collect_values(&columns).await?;
-        let mut types: Vec<Option<DataType>> = param_types.iter().copied().map(Some).chain(columns.iter().map(|c| Some(c.ty))).collect();
+        // The sequence calls, bound as a SELECT without FROM the session evaluates.
+        let (draws, drawn_columns) = if rewritten.draws.is_empty() {
+            (Vec::new(), Vec::new())
+        } else {
+            let q = freshet_core::sql::parse::parse(&format!("SELECT {}", rewritten.draws.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")))?;
+            let [Statement::Query(q)] = q.as_slice() else { return Err(Error::internal("the sequence calls are not a query")) };
+            let mut types: Vec<Option<DataType>> = param_types.iter().copied().map(Some).collect();
+            crate::sequences::session_select(q, &mut types)?.ok_or_else(|| Error::internal("the sequence calls do not bind"))?
+        };
+        let key_len = rewritten.key_len;
+        let mut types: Vec<Option<DataType>> = param_types.iter().copied().map(Some).collect();
+        types.extend(columns[..key_len].iter().map(|c| Some(c.ty)));
+        types.extend(drawn_columns.iter().map(|c| Some(c.ty)));
+        types.extend(columns[key_len..].iter().map(|c| Some(c.ty)));
         let update = Arc::new(plan_dml(&rewritten.update, catalog, &mut types)?);
         let mut seen = std::collections::HashSet::new();
         let mut count = 0;
@@ -1308,7 +1321,13 @@ impl Session {
             if !seen.insert(format!("{:?}", &row[..rewritten.key_len])) {
                 continue;
             }
-            let all: Vec<Value> = params.iter().cloned().chain(row).collect();
+            let drawn = {
+                let cx = self.eval_context(&params, now);
+                freshet_core::try_vec(draws.iter().map(|e| e.eval(&NoRow, &cx)))?
+            };
+            let mut row = row;
+            let references = row.split_off(key_len);
+            let all: Vec<Value> = params.iter().cloned().chain(row).chain(drawn).chain(references).collect();
             let txn = self.statement_txn();
             match self.db.inner.engine.run(update.clone(), all, now, txn, self.settings.synchronous_commit()).await? {
                 OltpResult::Count(n) => count += n,

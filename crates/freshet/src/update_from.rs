@@ -10,6 +10,11 @@
 //!    target row the query found (the first of its rows: PostgreSQL also updates a row once,
 //!    with one of the source rows that join it).
 //!
+//! An UPDATE whose SET calls sequence functions (`SET id = nextval('s')`) runs the same way,
+//! with or without FROM: each such call is a parameter of the one-row UPDATE, drawn by the
+//! session for each row in the order the query gives them (`draws`), as the session draws
+//! them for `INSERT … SELECT`.
+//!
 //! The target's own columns are read by the UPDATE, under the row's lock and in its newest
 //! version, and the WHERE clause is checked again there, as PostgreSQL re-checks a row that
 //! changed under a READ COMMITTED update; only the source values come from the query's
@@ -30,14 +35,28 @@ pub(crate) struct Rewritten {
     pub update: Statement,
     /// How many columns the key has (the query's first columns).
     pub key_len: usize,
+    /// The sequence function calls of the SET list, in the order of their parameters (after
+    /// the key's, before the source references').
+    pub draws: Vec<ast::Expr>,
+}
+
+/// Whether an UPDATE runs here: it has FROM, or its SET list calls sequence functions.
+pub(crate) fn applies(u: &ast::Update) -> bool {
+    u.from.is_some() || u.assignments.iter().any(|a| crate::sequences::calls_sequence_functions(&a.value))
+}
+
+/// Whether `e` is a call of a sequence function (nextval, setval, currval, lastval).
+fn sequence_call(e: &ast::Expr) -> bool {
+    matches!(e, ast::Expr::Function(_)) && crate::sequences::calls_sequence_functions(e)
 }
 
 pub(crate) fn rewrite(u: &ast::Update, catalog: &Catalog, user_params: usize) -> Result<Rewritten> {
-    let Some(ast::UpdateTableFromKind::AfterSet(sources) | ast::UpdateTableFromKind::BeforeSet(sources)) = &u.from else {
-        return Err(Error::internal("an UPDATE without FROM"));
+    let sources: &[ast::TableWithJoins] = match &u.from {
+        Some(ast::UpdateTableFromKind::AfterSet(sources) | ast::UpdateTableFromKind::BeforeSet(sources)) => sources,
+        None => &[],
     };
     if u.returning.is_some() {
-        return Err(Error::unsupported("RETURNING in UPDATE … FROM"));
+        return Err(Error::unsupported(if sources.is_empty() { "RETURNING in an UPDATE that calls sequence functions" } else { "RETURNING in UPDATE … FROM" }));
     }
     if !u.order_by.is_empty() || u.limit.is_some() {
         return Err(Error::unsupported("ORDER BY or LIMIT in UPDATE"));
@@ -51,15 +70,30 @@ pub(crate) fn rewrite(u: &ast::Update, catalog: &Catalog, user_params: usize) ->
     let qualifier = alias.as_ref().map_or(table.clone(), |a| fold_ident(&a.name));
     let key = def
         .primary_key()
-        .ok_or_else(|| Error::unsupported(format!("UPDATE … FROM of \"{table}\", which has no primary key")))?
+        .ok_or_else(|| Error::unsupported(format!("UPDATE … FROM (or with sequence functions in SET) of \"{table}\", which has no primary key")))?
         .columns
         .iter()
         .map(|&c| def.columns[c].name.clone())
         .collect::<Vec<_>>();
 
-    // The source references, each once, replaced by parameters after the key's.
+    // The sequence function calls, each a parameter after the key's.
+    let mut assignments = u.assignments.clone();
+    let mut draws: Vec<ast::Expr> = Vec::new();
+    let first_draw = user_params + key.len() + 1;
+    for a in &mut assignments {
+        let _ = ast::visit_expressions_mut(&mut a.value, |e: &mut ast::Expr| {
+            if sequence_call(e) {
+                draws.push(std::mem::replace(e, ast::Expr::value(ast::Value::Placeholder(format!("${}", first_draw + draws.len())))));
+            }
+            std::ops::ControlFlow::<()>::Continue(())
+        });
+    }
+    if u.selection.as_ref().is_some_and(crate::sequences::calls_sequence_functions) {
+        return Err(crate::sequences::not_in_queries());
+    }
+    // The source references, each once, replaced by parameters after the draws'.
     let mut references: Vec<String> = Vec::new();
-    let first = user_params + key.len() + 1;
+    let first = first_draw + draws.len();
     let mut subquery = false;
     let mut replace = |e: &mut ast::Expr| {
         let source = match e {
@@ -82,7 +116,6 @@ pub(crate) fn rewrite(u: &ast::Update, catalog: &Catalog, user_params: usize) ->
         }
         std::ops::ControlFlow::<()>::Continue(())
     };
-    let mut assignments = u.assignments.clone();
     for a in &mut assignments {
         let _ = ast::visit_expressions_mut(&mut a.value, &mut replace);
     }
@@ -98,9 +131,9 @@ pub(crate) fn rewrite(u: &ast::Update, catalog: &Catalog, user_params: usize) ->
     let q = quoted(&qualifier);
     let mut items: Vec<String> = key.iter().map(|k| format!("{q}.{}", quoted(k))).collect();
     items.extend(references.iter().cloned());
-    let froms = sources.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
+    let froms: String = sources.iter().map(|s| format!(", {s}")).collect();
     let filter = u.selection.as_ref().map_or(String::new(), |w| format!(" WHERE {w}"));
-    let select = format!("SELECT {} FROM {}, {froms}{filter}", items.join(", "), u.table);
+    let select = format!("SELECT {} FROM {}{froms}{filter}", items.join(", "), u.table);
 
     let set = assignments.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
     let mut conditions: Vec<String> = key.iter().enumerate().map(|(i, k)| format!("{q}.{} = ${}", quoted(k), user_params + i + 1)).collect();
@@ -115,5 +148,5 @@ pub(crate) fn rewrite(u: &ast::Update, catalog: &Catalog, user_params: usize) ->
             _ => Err(Error::internal(format!("UPDATE … FROM rewrote into {sql}"))),
         }
     };
-    Ok(Rewritten { select: one(&select)?, update: one(&update)?, key_len: key.len() })
+    Ok(Rewritten { select: one(&select)?, update: one(&update)?, key_len: key.len(), draws })
 }
