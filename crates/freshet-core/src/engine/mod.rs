@@ -322,6 +322,7 @@ impl Engine {
             DdlPlan::AddIdentity { table, column, always, options, name } => self.add_identity(&catalog, &table, &column, always, options, name).await,
             DdlPlan::SequenceOwnedBy { sequence, owner } => self.sequence_owned_by(&catalog, &sequence, owner).await,
             DdlPlan::Accepted { tag, notices } => Ok(DdlOutcome { tag, notices }),
+            DdlPlan::AlterColumnNullable { table, column, nullable } => self.alter_column_nullable(&catalog, &table, &column, nullable).await,
             DdlPlan::Truncate { tables, .. } => {
                 let defs = tables.iter().map(|t| catalog.require_table(t).cloned()).collect::<Result<Vec<_>>>()?;
                 let ids: Vec<_> = defs.iter().map(|d| d.id).collect();
@@ -744,6 +745,45 @@ impl Engine {
         new_def.columns[c].default = new_default;
         self.replace_def(new_def).await?;
         Ok(DdlOutcome { tag: "ALTER TABLE", notices: vec![] })
+    }
+
+    /// ALTER TABLE … ALTER COLUMN … SET NOT NULL (refused with 23502 if a row holds NULL there,
+    /// checked on every partition before any changes) or DROP NOT NULL (not of a primary key
+    /// column, 42P16).
+    async fn alter_column_nullable(&self, catalog: &Catalog, table: &str, column: &str, nullable: bool) -> Result<DdlOutcome> {
+        let def = catalog.require_table(table)?;
+        let c = def.column_index(column).ok_or_else(|| Error::new(SqlState::UndefinedColumn, format!("column \"{column}\" of relation \"{table}\" does not exist")))?;
+        let done = Ok(DdlOutcome { tag: "ALTER TABLE", notices: vec![] });
+        if def.columns[c].nullable == nullable {
+            return done;
+        }
+        if nullable && def.primary_key().is_some_and(|k| k.columns.contains(&c)) {
+            return Err(Error::new(SqlState::InvalidTableDefinition, format!("column \"{column}\" is in a primary key")));
+        }
+        let mut new_def = (**def).clone();
+        new_def.columns[c].nullable = nullable;
+        let new_def = Arc::new(new_def);
+        let (id, d, name, table_name) = (def.id, new_def.clone(), column.to_string(), table.to_string());
+        let registry = self.registry.clone();
+        self.ddl_step_checked(
+            Some(RedoRecord::PutTable((*new_def).clone())),
+            move |p| {
+                // Deleted rows no transaction can see any more do not count: collect them first.
+                crate::txn::collect_garbage(p, registry.oldest_needed())?;
+                if !nullable && p.table(id)?.has_null(c) {
+                    return Err(Error::new(SqlState::NotNullViolation, format!("column \"{name}\" of relation \"{table_name}\" contains null values")));
+                }
+                Ok(())
+            },
+            move |p| {
+                if let Ok(t) = p.table_mut(id) {
+                    let _ = if nullable { t.set_def(d.clone()) } else { t.set_not_null(d.clone(), c) };
+                }
+            },
+        )
+        .await?;
+        self.catalog.put_table(new_def);
+        done
     }
 
     /// ALTER TABLE … ALTER COLUMN … ADD GENERATED … AS IDENTITY: a new sequence the table

@@ -41,6 +41,8 @@ pub enum DdlPlan {
     AddIdentity { table: String, column: String, always: bool, options: SequenceOptions, name: Option<String> },
     /// ALTER SEQUENCE … OWNED BY table.column (or NONE).
     SequenceOwnedBy { sequence: String, owner: Option<(String, String)> },
+    /// ALTER TABLE … ALTER COLUMN … SET NOT NULL (`nullable` false) or DROP NOT NULL.
+    AlterColumnNullable { table: String, column: String, nullable: bool },
     /// A statement accepted without a change (a FOREIGN KEY added under
     /// `freshet.foreign_keys = ignore`), with what the client is told.
     Accepted { tag: &'static str, notices: Vec<String> },
@@ -475,6 +477,8 @@ pub fn plan_alter_table(at: &ast::AlterTable, foreign_keys: ForeignKeys) -> Resu
                     Ok(DdlPlan::AlterColumnDefault { table, column, default: Some(Box::new(value.clone())) })
                 }
                 ast::AlterColumnOperation::DropDefault => Ok(DdlPlan::AlterColumnDefault { table, column, default: None }),
+                ast::AlterColumnOperation::SetNotNull => Ok(DdlPlan::AlterColumnNullable { table, column, nullable: false }),
+                ast::AlterColumnOperation::DropNotNull => Ok(DdlPlan::AlterColumnNullable { table, column, nullable: true }),
                 ast::AlterColumnOperation::AddGenerated { generated_as, sequence_options } => {
                     let options = sequence_options_of(sequence_options.as_deref().unwrap_or_default())?;
                     let always = matches!(generated_as, Some(ast::GeneratedAs::Always));

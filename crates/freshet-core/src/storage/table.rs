@@ -558,6 +558,39 @@ impl TableStore {
         TableSnapshot { def: self.def.clone(), chunks }
     }
 
+    /// Whether a slot some transaction may still read holds NULL in column `c` (the check of
+    /// SET NOT NULL): a live row's newest version, including those of transactions still
+    /// running, or a deleted row an older transaction still sees.
+    pub fn has_null(&self, c: usize) -> bool {
+        let mut found = false;
+        self.for_each_slot(&mut |row| {
+            found = self.get(row, c).is_null();
+            !found
+        });
+        found
+    }
+
+    /// Installs a definition in which column `c` became NOT NULL: slots that hold no row
+    /// any more get a value of the column's type in place of NULL, so that no slot of a NOT
+    /// NULL column holds NULL ([`Self::has_null`] has checked the others).
+    pub fn set_not_null(&mut self, def: Arc<TableDef>, c: usize) -> Result<()> {
+        self.fill_dead_nulls(c);
+        self.set_def(def)
+    }
+
+    /// Puts a value of column `c`'s type in place of NULL in every slot that holds no row.
+    fn fill_dead_nulls(&mut self, c: usize) {
+        let value = placeholder(self.types[c]);
+        let copies = &mut self.stats.segments_copied;
+        for chunk in &mut self.chunks {
+            for slot in 0..chunk.len {
+                if chunk.is_deleted(slot) && !chunk.columns[c].is_valid(slot) {
+                    segment_mut(&mut chunk.columns, c, copies).set(slot, &value, &mut chunk.arenas[c]);
+                }
+            }
+        }
+    }
+
     /// Installs a new definition (same columns) and builds or drops indexes to match it.
     pub fn set_def(&mut self, def: Arc<TableDef>) -> Result<()> {
         debug_assert_eq!(def.columns.len(), self.def.columns.len());
@@ -655,6 +688,11 @@ impl TableStore {
     /// Recovery: installs a new definition (same columns); indexes are rebuilt by
     /// [`finish_restore`](Self::finish_restore).
     pub fn restore_def(&mut self, def: Arc<TableDef>) {
+        // A column that became NOT NULL (SET NOT NULL): as the live change did.
+        let tightened: Vec<usize> = (0..def.columns.len().min(self.def.columns.len())).filter(|&c| self.def.columns[c].nullable && !def.columns[c].nullable).collect();
+        for c in tightened {
+            self.fill_dead_nulls(c);
+        }
         self.indexes = def.indexes.iter().map(new_index).collect();
         self.def = def;
     }
