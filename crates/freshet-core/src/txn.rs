@@ -380,8 +380,24 @@ pub fn redo_changes(p: &Partition, txn: &LocalTxn, out: &mut Vec<RowChange>) -> 
         deleted: bool,
         columns: Vec<usize>,
     }
-    let mut order: Vec<(TableId, RowId)> = Vec::new();
-    let mut states: HashMap<(TableId, RowId), RowState> = HashMap::new();
+    let partition = p.id as u16;
+    // A transaction that only inserted (a load, a COPY): each version is a row of its own,
+    // so no bookkeeping per row is needed (at a million rows it cost a fifth of a COPY).
+    let mut inserted_only = true;
+    for &(table, v) in &txn.versions {
+        inserted_only &= matches!(p.table(table)?.version(v).change, Change::Inserted);
+    }
+    if inserted_only {
+        out.reserve(txn.versions.len());
+        for &(table, v) in &txn.versions {
+            let store = p.table(table)?;
+            let row = store.version(v).row;
+            out.push(RowChange::Insert { table, partition, row, values: store.row_values(row) });
+        }
+        return Ok(());
+    }
+    let mut order: Vec<(TableId, RowId)> = Vec::with_capacity(txn.versions.len());
+    let mut states: hashbrown::HashMap<(TableId, RowId), RowState> = hashbrown::HashMap::with_capacity(txn.versions.len());
     for &(table, v) in &txn.versions {
         let version = p.table(table)?.version(v);
         let key = (table, version.row);
@@ -402,7 +418,6 @@ pub fn redo_changes(p: &Partition, txn: &LocalTxn, out: &mut Vec<RowChange>) -> 
             Change::Locked => {}
         }
     }
-    let partition = p.id as u16;
     for key in order {
         let (table, row) = key;
         let state = &states[&key];
