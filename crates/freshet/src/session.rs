@@ -455,7 +455,7 @@ impl Session {
                 let (call, columns) = crate::procedure::plan_call(&self.db, catalog, call, true, params)?;
                 (Kind::Call(call), columns)
             }
-            Statement::Query(q) if let Some(name) = crate::procedure::stored_function_in_from(q, catalog) => {
+            Statement::Query(q) if let Some(name) = crate::procedure::stored_function_in_query(q, catalog) => {
                 return Err(Error::unsupported(format!("function {name}() inside a larger query"))
                     .with_hint(format!("Call it on its own, as SELECT * FROM {name}(…), or put the query inside the function.")));
             }

@@ -204,9 +204,9 @@ pub(crate) fn select_function_call(q: &ast::Query, catalog: &Catalog) -> Option<
     Some(FunctionCall { name: fname, args, from, column_names })
 }
 
-/// The name of a stored function that `q` calls in a FROM clause (a form other than
+/// The name of a stored function that `q` calls in a FROM clause or inside an expression (forms other than
 /// [`select_function_call`]'s: those calls run only on their own).
-pub(crate) fn stored_function_in_from(q: &ast::Query, catalog: &Catalog) -> Option<String> {
+pub(crate) fn stored_function_in_query(q: &ast::Query, catalog: &Catalog) -> Option<String> {
     use std::ops::ControlFlow;
     struct Finder<'a>(&'a Catalog);
     impl ast::Visitor for Finder<'_> {
@@ -214,6 +214,18 @@ pub(crate) fn stored_function_in_from(q: &ast::Query, catalog: &Catalog) -> Opti
         fn pre_visit_table_factor(&mut self, factor: &ast::TableFactor) -> ControlFlow<String> {
             if let ast::TableFactor::Table { name, args: Some(_), .. } = factor
                 && let [part] = name.0.as_slice()
+                && let Some(name) = part.as_ident().map(fold_ident)
+                && self.0.procedure(&name).is_some()
+            {
+                return ControlFlow::Break(name);
+            }
+            ControlFlow::Continue(())
+        }
+        // A call inside an expression (`SELECT f() + 1`, `WHERE x = f()`): the analytical
+        // side, which runs such queries, does not know routines.
+        fn pre_visit_expr(&mut self, e: &ast::Expr) -> ControlFlow<String> {
+            if let ast::Expr::Function(f) = e
+                && let [part] = f.name.0.as_slice()
                 && let Some(name) = part.as_ident().map(fold_ident)
                 && self.0.procedure(&name).is_some()
             {
