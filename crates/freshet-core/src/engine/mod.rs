@@ -323,6 +323,7 @@ impl Engine {
             DdlPlan::SequenceOwnedBy { sequence, owner } => self.sequence_owned_by(&catalog, &sequence, owner).await,
             DdlPlan::Accepted { tag, notices } => Ok(DdlOutcome { tag, notices }),
             DdlPlan::AlterColumnNullable { table, column, nullable } => self.alter_column_nullable(&catalog, &table, &column, nullable).await,
+            DdlPlan::RenameColumn { table, from, to } => self.rename_column(&catalog, &table, &from, &to).await,
             DdlPlan::Truncate { tables, .. } => {
                 let defs = tables.iter().map(|t| catalog.require_table(t).cloned()).collect::<Result<Vec<_>>>()?;
                 let ids: Vec<_> = defs.iter().map(|d| d.id).collect();
@@ -743,6 +744,33 @@ impl Engine {
             return Ok(DdlOutcome { tag: "ALTER TABLE", notices: vec![] });
         }
         new_def.columns[c].default = new_default;
+        self.replace_def(new_def).await?;
+        Ok(DdlOutcome { tag: "ALTER TABLE", notices: vec![] })
+    }
+
+    /// ALTER TABLE … RENAME COLUMN: the definition with the new name, logged as PutTable.
+    /// Indexes, defaults and the partition key name columns by position, so only a sequence
+    /// the column owns is told (`owned_by`). Refused (0A000) while a view reads the table:
+    /// views keep their query's text, which names the old column.
+    async fn rename_column(&self, catalog: &Catalog, table: &str, from: &str, to: &str) -> Result<DdlOutcome> {
+        let def = catalog.require_table(table)?;
+        let c = def.column_index(from).ok_or_else(|| Error::new(SqlState::UndefinedColumn, format!("column \"{from}\" does not exist")))?;
+        if def.column_index(to).is_some() {
+            return Err(Error::new(SqlState::DuplicateColumn, format!("column \"{to}\" of relation \"{table}\" already exists")));
+        }
+        if let Some(v) = catalog.dependents(table).next() {
+            return Err(Error::unsupported(format!("renaming a column of \"{table}\" while view \"{}\" depends on it", v.name))
+                .with_hint("Drop the view, rename the column, and create the view again."));
+        }
+        let mut new_def = (**def).clone();
+        new_def.columns[c].name = to.to_string();
+        for s in &mut new_def.sequences {
+            if s.owned_by.as_ref().is_some_and(|(_, column)| column == from) {
+                let mut owned = (**s).clone();
+                owned.owned_by = Some((table.to_string(), to.to_string()));
+                *s = Arc::new(owned);
+            }
+        }
         self.replace_def(new_def).await?;
         Ok(DdlOutcome { tag: "ALTER TABLE", notices: vec![] })
     }

@@ -41,6 +41,8 @@ pub enum DdlPlan {
     AddIdentity { table: String, column: String, always: bool, options: SequenceOptions, name: Option<String> },
     /// ALTER SEQUENCE … OWNED BY table.column (or NONE).
     SequenceOwnedBy { sequence: String, owner: Option<(String, String)> },
+    /// ALTER TABLE … RENAME COLUMN from TO to.
+    RenameColumn { table: String, from: String, to: String },
     /// ALTER TABLE … ALTER COLUMN … SET NOT NULL (`nullable` false) or DROP NOT NULL.
     AlterColumnNullable { table: String, column: String, nullable: bool },
     /// A statement accepted without a change (a FOREIGN KEY added under
@@ -469,6 +471,9 @@ pub fn plan_alter_table(at: &ast::AlterTable, foreign_keys: ForeignKeys) -> Resu
             let mut notices = Vec::new();
             foreign_key(foreign_keys, &table, fk, &mut notices)?;
             Ok(DdlPlan::Accepted { tag: "ALTER TABLE", notices })
+        }
+        ast::AlterTableOperation::RenameColumn { old_column_name, new_column_name } => {
+            Ok(DdlPlan::RenameColumn { table, from: fold_ident(old_column_name), to: fold_ident(new_column_name) })
         }
         ast::AlterTableOperation::AlterColumn { column_name, op } => {
             let column = fold_ident(column_name);
