@@ -365,9 +365,18 @@ impl CatalogStore {
     /// A sequence the table owns stops being one of its own (ALTER SEQUENCE … OWNED BY moves
     /// it into the table): every sequence is either free or owned by one table.
     pub fn put_table(&self, table: Arc<TableDef>) {
+        self.put_table_renamed(None, table);
+    }
+
+    /// Publishes `table`, dropping the name it had before (`renamed_from`, ALTER TABLE …
+    /// RENAME TO) in the same catalog version.
+    pub fn put_table_renamed(&self, renamed_from: Option<&str>, table: Arc<TableDef>) {
         let mut cur = self.current.write();
         let mut next = (**cur).clone();
         next.version += 1;
+        if let Some(old) = renamed_from {
+            next.tables.remove(old);
+        }
         for s in &table.sequences {
             next.sequences.retain(|_, free| free.id != s.id);
         }

@@ -324,6 +324,7 @@ impl Engine {
             DdlPlan::Accepted { tag, notices } => Ok(DdlOutcome { tag, notices }),
             DdlPlan::AlterColumnNullable { table, column, nullable } => self.alter_column_nullable(&catalog, &table, &column, nullable).await,
             DdlPlan::RenameColumn { table, from, to } => self.rename_column(&catalog, &table, &from, &to).await,
+            DdlPlan::RenameTable { table, to } => self.rename_table(&catalog, &table, &to).await,
             DdlPlan::Truncate { tables, .. } => {
                 let defs = tables.iter().map(|t| catalog.require_table(t).cloned()).collect::<Result<Vec<_>>>()?;
                 let ids: Vec<_> = defs.iter().map(|d| d.id).collect();
@@ -745,6 +746,35 @@ impl Engine {
         }
         new_def.columns[c].default = new_default;
         self.replace_def(new_def).await?;
+        Ok(DdlOutcome { tag: "ALTER TABLE", notices: vec![] })
+    }
+
+    /// ALTER TABLE … RENAME TO: the definition with the new name, logged as PutTable and
+    /// published in place of the old name (recovery does the same, `restore_put_table`). Indexes and
+    /// owned sequences keep their names, as in PostgreSQL. Refused (0A000) while a view reads
+    /// the table.
+    async fn rename_table(&self, catalog: &Catalog, table: &str, to: &str) -> Result<DdlOutcome> {
+        let def = catalog.require_table(table)?;
+        if catalog.relation_exists(to) {
+            return Err(Error::new(SqlState::DuplicateTable, format!("relation \"{to}\" already exists")));
+        }
+        if let Some(v) = catalog.dependents(table).next() {
+            return Err(Error::unsupported(format!("renaming \"{table}\" while view \"{}\" depends on it", v.name))
+                .with_hint("Drop the view, rename the table, and create the view again."));
+        }
+        let mut new_def = (**def).clone();
+        new_def.name = to.to_string();
+        for s in &mut new_def.sequences {
+            let mut owned = (**s).clone();
+            if let Some((t, _)) = &mut owned.owned_by {
+                *t = to.to_string();
+            }
+            *s = Arc::new(owned);
+        }
+        let new_def = Arc::new(new_def);
+        let d = new_def.clone();
+        self.ddl_step(Some(RedoRecord::PutTable((*new_def).clone())), move |p| p.table_mut(d.id).and_then(|t| t.set_def(d.clone()))).await?;
+        self.catalog.put_table_renamed(Some(table), new_def);
         Ok(DdlOutcome { tag: "ALTER TABLE", notices: vec![] })
     }
 

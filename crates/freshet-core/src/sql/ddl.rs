@@ -41,6 +41,8 @@ pub enum DdlPlan {
     AddIdentity { table: String, column: String, always: bool, options: SequenceOptions, name: Option<String> },
     /// ALTER SEQUENCE … OWNED BY table.column (or NONE).
     SequenceOwnedBy { sequence: String, owner: Option<(String, String)> },
+    /// ALTER TABLE … RENAME TO to.
+    RenameTable { table: String, to: String },
     /// ALTER TABLE … RENAME COLUMN from TO to.
     RenameColumn { table: String, from: String, to: String },
     /// ALTER TABLE … ALTER COLUMN … SET NOT NULL (`nullable` false) or DROP NOT NULL.
@@ -471,6 +473,9 @@ pub fn plan_alter_table(at: &ast::AlterTable, foreign_keys: ForeignKeys) -> Resu
             let mut notices = Vec::new();
             foreign_key(foreign_keys, &table, fk, &mut notices)?;
             Ok(DdlPlan::Accepted { tag: "ALTER TABLE", notices })
+        }
+        ast::AlterTableOperation::RenameTable { table_name: ast::RenameTableNameKind::To(to) | ast::RenameTableNameKind::As(to) } => {
+            Ok(DdlPlan::RenameTable { table, to: user_relation(to)? })
         }
         ast::AlterTableOperation::RenameColumn { old_column_name, new_column_name } => {
             Ok(DdlPlan::RenameColumn { table, from: fold_ident(old_column_name), to: fold_ident(new_column_name) })
