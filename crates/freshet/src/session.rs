@@ -57,6 +57,17 @@ pub fn default_value(col: &ColumnDef, cx: &EvalContext) -> Result<Value> {
     }
 }
 
+/// The 0-based index of a `$n` parameter.
+fn placeholder(e: &ast::Expr) -> Option<usize> {
+    match e {
+        ast::Expr::Value(v) => match &v.value {
+            ast::Value::Placeholder(p) => p.strip_prefix('$')?.parse::<usize>().ok()?.checked_sub(1),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 /// The arguments of `SELECT [pg_catalog.]set_config(name, value, is_local)`, the whole query.
 fn set_config_call(q: &ast::Query) -> Option<Vec<ast::Expr>> {
     let ast::SetExpr::Select(s) = q.body.as_ref() else { return None };
@@ -507,15 +518,13 @@ impl Session {
             }
             Statement::Query(q) if let Some((items, columns)) = crate::sequences::session_select(q, params)? => (Kind::SessionSelect(items), Some(columns)),
             Statement::Query(q) if let Some(args) = set_config_call(q) => {
-                for a in &args {
-                    if let ast::Expr::Value(v) = a
-                        && let ast::Value::Placeholder(p) = &v.value
-                        && let Some(i) = p.strip_prefix('$').and_then(|n| n.parse::<usize>().ok()).filter(|&i| i >= 1)
-                    {
-                        if params.len() < i {
-                            params.resize(i, None);
+                // Parameters are the name and value (text) and is_local (boolean).
+                for (k, a) in args.iter().enumerate() {
+                    if let Some(i) = placeholder(a) {
+                        if params.len() <= i {
+                            params.resize(i + 1, None);
                         }
-                        params[i - 1].get_or_insert(if std::ptr::eq(a, &args[2]) { DataType::Bool } else { DataType::Text });
+                        params[i].get_or_insert(if k == 2 { DataType::Bool } else { DataType::Text });
                     }
                 }
                 (Kind::SetConfig(args), Some(vec![ColumnInfo { name: "set_config".into(), ty: DataType::Text }]))
@@ -974,15 +983,14 @@ impl Session {
             }
             Kind::SetConfig(args) => {
                 let arg = |i: usize| -> Result<Value> {
+                    if let Some(p) = placeholder(&args[i]) {
+                        return params.get(p).cloned().ok_or_else(|| Error::new(SqlState::UndefinedParameter, format!("there is no parameter ${}", p + 1)));
+                    }
                     match &args[i] {
                         ast::Expr::Value(v) => match &v.value {
                             ast::Value::SingleQuotedString(s) => Ok(Value::Text(s.clone())),
                             ast::Value::Boolean(b) => Ok(Value::Bool(*b)),
                             ast::Value::Null => Ok(Value::Null),
-                            ast::Value::Placeholder(p) => {
-                                let i = p.strip_prefix('$').and_then(|n| n.parse::<usize>().ok()).unwrap_or(0);
-                                params.get(i.wrapping_sub(1)).cloned().ok_or_else(|| Error::new(SqlState::UndefinedParameter, format!("there is no parameter {p}")))
-                            }
                             other => Err(Error::unsupported(format!("set_config argument {other}"))),
                         },
                         other => Err(Error::unsupported(format!("set_config argument {other}"))),

@@ -357,7 +357,7 @@ impl Engine {
             }
         }
         def.id = self.catalog.allocate_table_id();
-        self.name_owned_sequences(catalog, &mut def);
+        self.name_owned_sequences(catalog, &mut def, 0);
         let def = Arc::new(def);
         let d = def.clone();
         self.ddl_step(Some(RedoRecord::PutTable((*def).clone())), move |p| {
@@ -400,12 +400,12 @@ impl Engine {
         Ok(DdlOutcome { tag: "DROP TABLE", notices })
     }
 
-    /// Gives a new table's sequences their ids, and names that are free: `<table>_<column>_seq`,
-    /// or with a number added if that is taken (as PostgreSQL does), the column default
-    /// following the name.
-    fn name_owned_sequences(&self, catalog: &Catalog, def: &mut TableDef) {
+    /// Gives a table's new sequences (those from position `first` on) their ids, and names
+    /// that are free: `<table>_<column>_seq`, or with a number added if that is taken (as
+    /// PostgreSQL does), the column default following the name.
+    fn name_owned_sequences(&self, catalog: &Catalog, def: &mut TableDef, first: usize) {
         let mut taken: Vec<String> = Vec::new();
-        for i in 0..def.sequences.len() {
+        for i in first..def.sequences.len() {
             let mut seq = (*def.sequences[i]).clone();
             let base = seq.name.clone();
             let mut n = 0;
@@ -557,10 +557,15 @@ impl Engine {
     /// Installs a changed definition on every partition (building or dropping indexes), then
     /// publishes it.
     async fn replace_def(&self, def: TableDef) -> Result<()> {
+        self.replace_def_renamed(None, def).await
+    }
+
+    /// [`Self::replace_def`] of a table that had the name `renamed_from` (RENAME TO).
+    async fn replace_def_renamed(&self, renamed_from: Option<&str>, def: TableDef) -> Result<()> {
         let def = Arc::new(def);
         let d = def.clone();
         self.ddl_step(Some(RedoRecord::PutTable((*def).clone())), move |p| p.table_mut(d.id).and_then(|t| t.set_def(d.clone()))).await?;
-        self.catalog.put_table(def);
+        self.catalog.put_table_renamed(renamed_from, def);
         Ok(())
     }
 
@@ -726,9 +731,13 @@ impl Engine {
     /// rows inserted from now on.
     async fn alter_column_default(&self, catalog: &Catalog, table: &str, column: &str, default: Option<&sqlparser::ast::Expr>) -> Result<DdlOutcome> {
         let def = catalog.require_table(table)?;
-        let c = def.column_index(column).ok_or_else(|| Error::new(SqlState::UndefinedColumn, format!("column \"{column}\" of relation \"{table}\" does not exist")))?;
-        if matches!(def.columns[c].default, Some(crate::catalog::ColumnDefault::Identity { .. })) && default.is_some() {
-            return Err(Error::new(SqlState::SyntaxError, format!("column \"{column}\" of relation \"{table}\" is an identity column")));
+        let c = column_of(def, table, column)?;
+        if matches!(def.columns[c].default, Some(crate::catalog::ColumnDefault::Identity { .. })) {
+            // DROP DEFAULT of an identity column leaves it as it is, as in PostgreSQL.
+            return match default {
+                Some(_) => Err(Error::new(SqlState::SyntaxError, format!("column \"{column}\" of relation \"{table}\" is an identity column"))),
+                None => Ok(DdlOutcome { tag: "ALTER TABLE", notices: vec![] }),
+            };
         }
         let new_default = match default {
             Some(e) => crate::sql::ddl::column_default(e, def.columns[c].ty, column)?,
@@ -740,10 +749,6 @@ impl Engine {
             return Err(Error::new(SqlState::UndefinedTable, format!("relation \"{s}\" does not exist")));
         }
         let mut new_def = (**def).clone();
-        if matches!(new_def.columns[c].default, Some(crate::catalog::ColumnDefault::Identity { .. })) {
-            // DROP DEFAULT of an identity column leaves it as it is, as in PostgreSQL.
-            return Ok(DdlOutcome { tag: "ALTER TABLE", notices: vec![] });
-        }
         new_def.columns[c].default = new_default;
         self.replace_def(new_def).await?;
         Ok(DdlOutcome { tag: "ALTER TABLE", notices: vec![] })
@@ -771,10 +776,7 @@ impl Engine {
             }
             *s = Arc::new(owned);
         }
-        let new_def = Arc::new(new_def);
-        let d = new_def.clone();
-        self.ddl_step(Some(RedoRecord::PutTable((*new_def).clone())), move |p| p.table_mut(d.id).and_then(|t| t.set_def(d.clone()))).await?;
-        self.catalog.put_table_renamed(Some(table), new_def);
+        self.replace_def_renamed(Some(table), new_def).await?;
         Ok(DdlOutcome { tag: "ALTER TABLE", notices: vec![] })
     }
 
@@ -810,7 +812,7 @@ impl Engine {
     /// column, 42P16).
     async fn alter_column_nullable(&self, catalog: &Catalog, table: &str, column: &str, nullable: bool) -> Result<DdlOutcome> {
         let def = catalog.require_table(table)?;
-        let c = def.column_index(column).ok_or_else(|| Error::new(SqlState::UndefinedColumn, format!("column \"{column}\" of relation \"{table}\" does not exist")))?;
+        let c = column_of(def, table, column)?;
         let done = Ok(DdlOutcome { tag: "ALTER TABLE", notices: vec![] });
         if def.columns[c].nullable == nullable {
             return done;
@@ -856,7 +858,7 @@ impl Engine {
         name: Option<String>,
     ) -> Result<DdlOutcome> {
         let def = catalog.require_table(table)?;
-        let c = def.column_index(column).ok_or_else(|| Error::new(SqlState::UndefinedColumn, format!("column \"{column}\" of relation \"{table}\" does not exist")))?;
+        let c = column_of(def, table, column)?;
         let col = &def.columns[c];
         if !matches!(col.ty, crate::types::DataType::Int16 | crate::types::DataType::Int32 | crate::types::DataType::Int64) {
             return Err(Error::new(SqlState::InvalidParameterValue, "identity column type must be smallint, integer, or bigint"));
@@ -887,11 +889,7 @@ impl Engine {
         new_def.columns[c].default = Some(crate::catalog::ColumnDefault::Identity { sequence: seq.name.clone(), always });
         let first_new = new_def.sequences.len();
         new_def.sequences.push(Arc::new(seq));
-        // Names and ids for the new sequence only (the others keep theirs).
-        let mut fresh = TableDef { sequences: new_def.sequences.split_off(first_new), ..new_def.clone() };
-        self.name_owned_sequences(catalog, &mut fresh);
-        new_def.columns = fresh.columns;
-        new_def.sequences.extend(fresh.sequences);
+        self.name_owned_sequences(catalog, &mut new_def, first_new);
         self.replace_def(new_def).await?;
         Ok(DdlOutcome { tag: "ALTER TABLE", notices: vec![] })
     }
@@ -908,9 +906,7 @@ impl Engine {
             (Some(_), _) => Err(Error::unsupported("changing the owner of a sequence a column owns (serial or identity)")),
             (None, Some((table, column))) => {
                 let def = catalog.require_table(&table)?;
-                if def.column_index(&column).is_none() {
-                    return Err(Error::new(SqlState::UndefinedColumn, format!("column \"{column}\" of relation \"{table}\" does not exist")));
-                }
+                column_of(def, &table, &column)?;
                 let mut owned = (**seq).clone();
                 owned.owned_by = Some((table, column));
                 let mut new_def = (**def).clone();
@@ -943,6 +939,11 @@ impl Engine {
         self.replace_def(new_def).await?;
         Ok(DdlOutcome { tag: "ALTER TABLE", notices: vec![] })
     }
+}
+
+/// The position of `table`'s column `column` (42703 if it has none).
+fn column_of(def: &TableDef, table: &str, column: &str) -> Result<usize> {
+    def.column_index(column).ok_or_else(|| Error::new(SqlState::UndefinedColumn, format!("column \"{column}\" of relation \"{table}\" does not exist")))
 }
 
 /// Appends a committed transaction's row changes to the log (if there is one); with `sync`,
