@@ -428,6 +428,22 @@ pub fn arithmetic_type(op: BinaryOp, l: DataType, r: DataType) -> Result<DataTyp
 
 /// Applies a non-logical binary operator to two values; `ty` is the result type.
 pub fn binary(op: BinaryOp, l: Value, r: Value, ty: DataType) -> Result<Value> {
+    // Two integers of one type, the usual operands of keys, counters and quantities: computed
+    // at that width, without the general path's widening and cast back.
+    let ints = match (&l, &r) {
+        (Value::Int32(a), Value::Int32(b)) => Some((*a as i64, *b as i64, DataType::Int32)),
+        (Value::Int64(a), Value::Int64(b)) => Some((*a, *b, DataType::Int64)),
+        _ => None,
+    };
+    if let Some((a, b, of)) = ints
+        && let Some(v) = int_pair(op, a, b, ty, of)
+    {
+        return v;
+    }
+    binary_general(op, l, r, ty)
+}
+
+fn binary_general(op: BinaryOp, l: Value, r: Value, ty: DataType) -> Result<Value> {
     if l.is_null() || r.is_null() {
         return Ok(Value::Null);
     }
@@ -515,6 +531,30 @@ pub fn binary(op: BinaryOp, l: Value, r: Value, ty: DataType) -> Result<Value> {
             format!("operator does not exist: {} {}", other.pg_name(), op.symbol()),
         )),
     }
+}
+
+/// [`binary`] of two integers of type `of` (their values widened to i64): a comparison, or
+/// arithmetic whose result type `ty` is `of` itself, range-checked as the general path's cast
+/// to `of` is. `None` for anything else (the general path computes it).
+#[inline]
+fn int_pair(op: BinaryOp, a: i64, b: i64, ty: DataType, of: DataType) -> Option<Result<Value>> {
+    let o = a.cmp(&b);
+    let holds = match op {
+        BinaryOp::Eq => o == Ordering::Equal,
+        BinaryOp::NotEq => o != Ordering::Equal,
+        BinaryOp::Lt => o == Ordering::Less,
+        BinaryOp::LtEq => o != Ordering::Greater,
+        BinaryOp::Gt => o == Ordering::Greater,
+        BinaryOp::GtEq => o != Ordering::Less,
+        BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div | BinaryOp::Mod if ty == of => {
+            return Some(integer_op(op, a, b, ty).and_then(|v| match ty {
+                DataType::Int32 => i32::try_from(v).map(Value::Int32).map_err(|_| Error::out_of_range("integer")),
+                _ => Ok(Value::Int64(v)),
+            }));
+        }
+        _ => return None,
+    };
+    Some(Ok(Value::Bool(holds)))
 }
 
 fn integer_op(op: BinaryOp, a: i64, b: i64, ty: DataType) -> Result<i64> {

@@ -108,12 +108,15 @@ impl Value {
         match self {
             Value::Null => {}
             Value::Bool(b) => out.push(if *b { 't' } else { 'f' }),
-            Value::Int16(v) => out.push_str(&v.to_string()),
-            Value::Int32(v) => out.push_str(&v.to_string()),
-            Value::Int64(v) => out.push_str(&v.to_string()),
+            // Written in place: `to_string` would allocate a string per number.
+            Value::Int16(v) => push_int(*v as i64, out),
+            Value::Int32(v) => push_int(*v as i64, out),
+            Value::Int64(v) => push_int(*v, out),
             Value::Float32(v) => float::format_f32(*v, out),
             Value::Float64(v) => float::format_f64(*v, out),
-            Value::Decimal(d) => out.push_str(&super::shown_decimal(*d, ty).to_string()),
+            Value::Decimal(d) => {
+                let _ = std::fmt::Write::write_fmt(out, format_args!("{}", super::shown_decimal(*d, ty)));
+            }
             Value::Text(s) => {
                 out.push_str(s);
                 if let DataType::Char(n) = ty {
@@ -319,6 +322,25 @@ fn pad_char(s: &str, n: u32, out: &mut String) {
     for _ in len..n as usize {
         out.push(' ');
     }
+}
+
+/// Appends the decimal digits of `v`.
+fn push_int(v: i64, out: &mut String) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    let mut n = v.unsigned_abs();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    if v < 0 {
+        out.push('-');
+    }
+    out.push_str(std::str::from_utf8(&buf[i..]).unwrap_or_default());
 }
 
 fn check_length(s: &str, n: u32, type_name: &str) -> Result<()> {
