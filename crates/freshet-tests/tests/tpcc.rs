@@ -289,6 +289,7 @@ fn short_run(target: &Target, streams: usize, driver: DriverKind, terminal_threa
         progress: false,
         driver,
         terminal_threads,
+        stream_setup: Vec::new(),
     };
     run(target, &spec)
 }

@@ -144,6 +144,9 @@ pub struct RunSpec {
     /// a task of its thread with a connection of its own (see [`Target::run_all`]). 0 gives
     /// every terminal a thread of its own.
     pub terminal_threads: usize,
+    /// Statements each analytical stream runs on its connection before its queries (e.g.
+    /// Freshet's freshness bound).
+    pub stream_setup: Vec<String>,
 }
 
 /// Statement by statement, or one procedure call per transaction.
@@ -264,6 +267,9 @@ impl ConnJob for StreamJob<'_> {
     async fn run<C: Conn>(self, mut conn: C) -> DbResult<Vec<QueryStats>> {
         let queries = &self.spec.queries;
         let mut stats = vec![QueryStats::default(); queries.len()];
+        for statement in &self.spec.stream_setup {
+            conn.simple(statement).await?;
+        }
         // Streams start at different queries, so that they do not run in lockstep.
         let mut i = self.n * queries.len() / self.spec.streams.max(1);
         while Instant::now() < self.deadline && !self.live.stop.load(Ordering::Relaxed) && !queries.is_empty() {

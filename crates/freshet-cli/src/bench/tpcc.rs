@@ -132,6 +132,11 @@ pub struct TpccArgs {
     /// `--queries top10` or `--queries Q1,Q6`); all 23 by default.
     #[arg(long, value_delimiter = ',')]
     queries: Vec<String>,
+    /// `bench ch`: the freshness bound of Freshet's analytical streams
+    /// (`freshet.max_staleness`, e.g. `100ms`); queries within it share one snapshot.
+    /// Default 0: every query sees every commit acknowledged before it started.
+    #[arg(long)]
+    max_staleness: Option<String>,
     /// Reduced cardinalities (1,000 items, 30 customers and orders per district), for testing
     /// the tooling only.
     #[arg(long, hide = true)]
@@ -205,6 +210,7 @@ impl TpccArgs {
             progress: true,
             driver,
             terminal_threads,
+            stream_setup: Vec::new(),
         }
     }
 }
@@ -243,7 +249,11 @@ fn measure(
     }
     let answers = if with_answers { target.run(ch::RunOnce { queries: args.ch_queries() }).map_err(db_err)? } else { vec![] };
     println!("  running {} terminals{} for {} s …", args.terminals, if streams > 0 { format!(" and {streams} analytical streams") } else { String::new() }, args.duration);
-    let stats = run(target, &args.run_spec(streams, mode.driver(), args.terminal_threads(target)));
+    let mut spec = args.run_spec(streams, mode.driver(), args.terminal_threads(target));
+    if let (Flavor::Freshet, Some(bound)) = (flavor, &args.max_staleness) {
+        spec.stream_setup.push(format!("SET freshet.max_staleness = '{}'", bound.replace('\'', "''")));
+    }
+    let stats = run(target, &spec);
     for f in &stats.fatal {
         eprintln!("  fatal: {f}");
     }
@@ -309,12 +319,13 @@ fn run_postgres(args: &TpccArgs, streams: usize, with_answers: bool) -> anyhow::
 fn print_runs(runs: &[SystemRun], args: &TpccArgs) {
     println!();
     println!(
-        "TPC-C: {} warehouses{}, {} terminals, {} s, isolation {} on every system, no keying or think time (same machine, one run)",
+        "TPC-C: {} warehouses{}, {} terminals, {} s, isolation {} on every system, no keying or think time (same machine, one run){}",
         args.warehouses,
         if args.tiny { " (reduced test scale)" } else { "" },
         args.terminals,
         args.duration,
-        args.isolation
+        args.isolation,
+        args.max_staleness.as_ref().map_or(String::new(), |b| format!("; Freshet's analytical streams read snapshots up to {b} old")),
     );
     let mut rows = Vec::new();
     for r in runs {
@@ -394,6 +405,7 @@ fn run_json(r: &SystemRun, args: &TpccArgs, streams: usize, correct: &dyn Fn(&st
     }
     json!({
         "system": r.system, "mode": r.mode, "isolation": args.isolation, "warehouses": args.warehouses,
+        "max_staleness": if r.system == "freshet" { args.max_staleness.as_deref().unwrap_or("0") } else { "0" },
         "scale": if args.tiny { "tiny" } else { "spec" }, "terminals": args.terminals, "streams": streams,
         "duration_s": s.seconds, "load_s": r.load.seconds, "loaded_rows": r.load.rows,
         "tps": s.tps(), "new_order_per_min": s.new_orders_per_minute(),
