@@ -13,7 +13,7 @@ use super::strings::{StringArena, StringColumn};
 use crate::types::{DataType, Decimal, PhysicalType, Value};
 
 /// The values of a segment, by physical type.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub enum SegmentValues {
     Bool(Bitmap),
     I16(Vec<i16>),
@@ -23,6 +23,30 @@ pub enum SegmentValues {
     F64(Vec<f64>),
     I128(Vec<i128>),
     Utf8(StringColumn),
+}
+
+/// A copy keeps the original's capacity. The live table copies a segment a snapshot shares
+/// before writing to it, which for the chunk being appended to happens after every snapshot:
+/// a copy sized to its length would be reallocated, and copied a second time, by the next
+/// append.
+impl Clone for SegmentValues {
+    fn clone(&self) -> Self {
+        fn keep<T: Copy>(v: &Vec<T>) -> Vec<T> {
+            let mut copy = Vec::with_capacity(v.capacity());
+            copy.extend_from_slice(v);
+            copy
+        }
+        match self {
+            SegmentValues::Bool(b) => SegmentValues::Bool(b.clone()),
+            SegmentValues::I16(v) => SegmentValues::I16(keep(v)),
+            SegmentValues::I32(v) => SegmentValues::I32(keep(v)),
+            SegmentValues::I64(v) => SegmentValues::I64(keep(v)),
+            SegmentValues::F32(v) => SegmentValues::F32(keep(v)),
+            SegmentValues::F64(v) => SegmentValues::F64(keep(v)),
+            SegmentValues::I128(v) => SegmentValues::I128(keep(v)),
+            SegmentValues::Utf8(s) => SegmentValues::Utf8(StringColumn { views: keep(&s.views), blocks: s.blocks.clone() }),
+        }
+    }
 }
 
 /// One column of one chunk.
@@ -260,6 +284,23 @@ mod tests {
         assert_eq!(seg.get(1, DataType::Int32), Value::Int32(2));
         assert_eq!(seg.get(2, DataType::Int32), Value::Int32(9));
         assert_eq!(seg.get(1, DataType::Date), Value::Date(2));
+    }
+
+    #[test]
+    fn a_copy_keeps_room_to_append() {
+        let mut arena = StringArena::default();
+        for physical in [PhysicalType::I64, PhysicalType::Utf8] {
+            let mut seg = ColumnSegment::new(physical, 8192);
+            seg.push(&Value::Null, &mut arena);
+            let copy = seg.clone();
+            let capacity = match copy.values() {
+                SegmentValues::I64(v) => v.capacity(),
+                SegmentValues::Utf8(s) => s.views.capacity(),
+                other => panic!("{other:?}"),
+            };
+            assert!(capacity >= 8192, "{physical:?}: {capacity}");
+            assert_eq!(copy.len(), 1);
+        }
     }
 
     #[test]
