@@ -39,6 +39,7 @@ use tokio::sync::mpsc;
 
 use crate::error::from_datafusion;
 use crate::provider::{FreshetSchema, SnapshotTable};
+use crate::prune::{range_test, RangeTest};
 use freshet_core::storage::DbSnapshot;
 
 pub const CATALOG: &str = "freshet";
@@ -70,9 +71,24 @@ struct PlanReuse {
     /// [`crate::provider::rebind`] can run it over another snapshot. Replaced when a table
     /// outgrows it.
     physical: Mutex<Option<Arc<dyn ExecutionPlan>>>,
+    /// Per scanned table, the zone-map tests of its scan's filters ([`OlapPlan::snapshot_tests`]).
+    tests: OnceLock<Vec<Vec<RangeTest>>>,
 }
 
 impl OlapPlan {
+    /// For each of [`Self::tables`], the zone-map tests of the filters its scan applies
+    /// (empty for a table scanned more than once, or without such filters), from the
+    /// optimized plan the first execution kept; `None` before that or for a plan that is not
+    /// kept. A snapshot taken for one execution may leave out every chunk they rule out
+    /// (`freshet_core::engine::Engine::snapshot`): DataFusion applies the same filters to what
+    /// the scan gives (the pushdown is inexact), and the scan skips those chunks anyway
+    /// (`crate::prune`).
+    pub fn snapshot_tests(&self) -> Option<Vec<Vec<RangeTest>>> {
+        let reuse = self.reuse.as_ref()?;
+        let optimized = reuse.logical.get()?;
+        Some(reuse.tests.get_or_init(|| scan_tests(optimized, &self.tables)).clone())
+    }
+
     /// The physical plan of one execution with `params`, over the snapshot in `state`.
     ///
     /// A plan without parameters is optimized and planned once; later executions rebind the
@@ -100,6 +116,28 @@ impl OlapPlan {
         *reuse.physical.lock() = crate::provider::template(&plan)?;
         Ok(plan)
     }
+}
+
+/// Per table, the zone-map tests of the pushed-down filters of its one scan in `plan`
+/// (subqueries included); nothing for a table scanned twice, whose scans may differ.
+fn scan_tests(plan: &LogicalPlan, tables: &[Arc<TableDef>]) -> Vec<Vec<RangeTest>> {
+    let mut scans: HashMap<String, (usize, Vec<RangeTest>)> = HashMap::new();
+    let _ = plan.apply_with_subqueries(|node| {
+        if let LogicalPlan::TableScan(scan) = node {
+            let schema = scan.source.schema();
+            let tests = scan.filters.iter().filter_map(|f| range_test(f, &schema)).collect();
+            let seen = scans.entry(scan.table_name.table().to_string()).or_default();
+            *seen = (seen.0 + 1, tests);
+        }
+        Ok(TreeNodeRecursion::Continue)
+    });
+    tables
+        .iter()
+        .map(|t| match scans.get(&t.name) {
+            Some((1, tests)) => tests.clone(),
+            _ => Vec::new(),
+        })
+        .collect()
 }
 
 /// Whether optimizing `plan` gives the same plan whenever it runs: no parameters, and no

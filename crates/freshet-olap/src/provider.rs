@@ -155,7 +155,7 @@ impl SnapshotScanExec {
         let types = table.def.types();
         // Chunks whose value ranges rule out a pushed-down filter hold no row that passes it.
         let chunks: Vec<_> =
-            table.chunks.iter().filter(|c| c.live > 0 && leaf.tests.iter().all(|t| t.may_match(c))).collect();
+            table.chunks.iter().filter(|c| c.live > 0 && leaf.tests.iter().all(|t| t.may_match(&c.columns))).collect();
         let (most, properties) = match shape {
             Shape::Like(most, properties) => (most, properties),
             Shape::Spread(most) => (most, Arc::new(

@@ -18,25 +18,8 @@ use datafusion::arrow::datatypes::{DataType as ArrowType, Schema, TimeUnit};
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::{Between, BinaryExpr, Expr, Operator};
 use datafusion::logical_expr::expr::InList;
-use freshet_core::storage::ChunkSnapshot;
 
-/// Rows can pass only if column `column` (index in the table schema) lies in `lo..=hi`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RangeTest {
-    pub column: usize,
-    pub lo: i64,
-    pub hi: i64,
-}
-
-impl RangeTest {
-    /// Whether `chunk` may hold a row this test lets through.
-    pub fn may_match(&self, chunk: &ChunkSnapshot) -> bool {
-        match chunk.columns[self.column].int_range() {
-            Some((min, max)) => max >= self.lo && min <= self.hi,
-            None => true,
-        }
-    }
-}
+pub use freshet_core::storage::RangeTest;
 
 /// The range test `filter` implies, if it is one of the understood forms.
 pub fn range_test(filter: &Expr, schema: &Schema) -> Option<RangeTest> {

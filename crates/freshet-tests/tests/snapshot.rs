@@ -87,7 +87,7 @@ fn copy_on_write_copies_each_shared_segment_once() {
     let table = engine.catalog().table("acc").unwrap().clone();
     let mut s = db.session();
     let copies = || futures::executor::block_on(engine.table_stats(&table)).unwrap().segments_copied;
-    let snapshot = futures::executor::block_on(engine.snapshot(std::slice::from_ref(&table), None)).unwrap();
+    let snapshot = futures::executor::block_on(engine.snapshot(std::slice::from_ref(&table), None, Vec::new())).unwrap();
     let before = copies();
     // Ten updates of the balance column in chunk 0 (ids 0..20), then one in the last chunk.
     for id in 0..10 {
@@ -105,6 +105,78 @@ fn copy_on_write_copies_each_shared_segment_once() {
         s.execute_blocking(&format!("UPDATE acc SET balance = balance + 1 WHERE id = {id}")).unwrap();
     }
     assert_eq!(copies(), after_drop, "no copies once no snapshot shares the segments");
+}
+
+/// A snapshot taken with a query's zone-map tests holds only the chunks they leave in: the
+/// live table copies nothing when other chunks are written while it lives, and a row the
+/// snapshot must see at its old value keeps its chunk even if the chunk's stored values no
+/// longer match.
+#[test]
+fn a_pruned_snapshot_holds_only_the_chunks_its_tests_leave_in() {
+    use freshet_core::storage::RangeTest;
+    let db = setup(); // chunk 0 holds ids 0..8192, chunk 7 ids 57344..60000
+    let engine = db.engine().clone();
+    let table = engine.catalog().table("acc").unwrap().clone();
+    let mut s = db.session();
+    let copies = || futures::executor::block_on(engine.table_stats(&table)).unwrap().segments_copied;
+    let ids = RangeTest { column: 0, lo: 100, hi: 199 };
+    let snapshot = futures::executor::block_on(engine.snapshot(std::slice::from_ref(&table), None, vec![vec![ids]])).unwrap();
+    assert_eq!(snapshot[0].chunks.len(), 1);
+    assert_eq!(snapshot[0].rows().iter().filter(|r| matches!(r[0], Value::Int32(id) if (100..200).contains(&id))).count(), 100);
+    let before = copies();
+    for id in [9_000, 30_000, ROWS - 1] {
+        s.execute_blocking(&format!("UPDATE acc SET balance = balance + 1 WHERE id = {id}")).unwrap();
+    }
+    assert_eq!(copies(), before, "chunks the snapshot left out are not copied");
+    s.execute_blocking("UPDATE acc SET balance = balance + 1 WHERE id = 150").unwrap();
+    assert_eq!(copies() - before, 1, "the chunk it holds is");
+    drop(snapshot);
+
+    // An open transaction changes every balance of chunk 7: its stored values no longer
+    // match a test on the committed balance, but the committed state the snapshot shows
+    // (its own copy of the segment, patched back) does.
+    let mut writer = db.session();
+    writer.execute_blocking("BEGIN").unwrap();
+    writer.execute_blocking("UPDATE acc SET balance = 5000 WHERE id >= 57344").unwrap();
+    let balance = RangeTest { column: 2, lo: START, hi: START };
+    let snapshot = futures::executor::block_on(engine.snapshot(std::slice::from_ref(&table), None, vec![vec![balance]])).unwrap();
+    let rows = snapshot[0].rows();
+    assert_eq!(snapshot[0].chunks.len(), 8, "chunk 7 is tested on the balances the snapshot sees");
+    assert_eq!(rows.iter().filter(|r| matches!(r[0], Value::Int32(id) if id >= 57_344)).count(), (ROWS - 57_344) as usize);
+    assert!(rows.iter().all(|r| r[2] != Value::Int64(5000)));
+    writer.execute_blocking("ROLLBACK").unwrap();
+}
+
+/// Outside a block with `freshet.max_staleness = 0`, a query run again (its optimized plan
+/// kept) reads a snapshot of only the chunks its filters may need, and its answers are those
+/// of the whole table, also after rows move into and out of the range.
+#[test]
+fn repeated_queries_read_pruned_snapshots_with_the_same_answers() {
+    let db = setup();
+    let mut s = db.session();
+    s.execute_blocking("SET freshet.short_path = off").unwrap();
+    let q = "SELECT count(*), sum(balance) FROM acc WHERE id BETWEEN 100 AND 199";
+    let answer = |s: &mut freshet::Session| match s.execute_blocking(q).unwrap()[0].rows()[0].as_slice() {
+        [Value::Int64(n), Value::Int64(sum)] => (*n, *sum),
+        other => panic!("unexpected {other:?}"),
+    };
+    assert_eq!(answer(&mut s), (100, 100 * START));
+    assert_eq!(answer(&mut s), (100, 100 * START));
+    s.execute_blocking(&format!("EXPLAIN ANALYZE {q}")).unwrap();
+    let explained = s.execute_blocking(&format!("EXPLAIN ANALYZE {q}")).unwrap();
+    let first = format!("{:?}", explained[0].rows()[0][0]);
+    assert!(first.contains("(cow, query)"), "{first}");
+    // A row moves in from chunk 3, another out; a third changes its balance.
+    s.execute_blocking("UPDATE acc SET id = 150000 WHERE id = 150").unwrap();
+    s.execute_blocking("UPDATE acc SET id = 150 WHERE id = 30000").unwrap();
+    s.execute_blocking("UPDATE acc SET balance = balance + 5 WHERE id = 101").unwrap();
+    assert_eq!(answer(&mut s), (100, 100 * START + 5));
+    // With a bound above 0 the query shares an unpruned snapshot.
+    s.execute_blocking("SET freshet.max_staleness = '1s'").unwrap();
+    assert_eq!(answer(&mut s), (100, 100 * START + 5));
+    let explained = s.execute_blocking(&format!("EXPLAIN ANALYZE {q}")).unwrap();
+    let first = format!("{:?}", explained[0].rows()[0][0]);
+    assert!(first.contains("(cow, shared)"), "{first}");
 }
 
 /// The batches (one per chunk) that the scan of the plan's only table hands DataFusion,

@@ -1126,7 +1126,7 @@ impl Session {
             inner.snapshots.register(weak);
             return Ok(RowStream::from_batches(stream, columns));
         }
-        let snapshot = self.query_snapshot(&plan.tables, txn).await?;
+        let snapshot = self.query_snapshot(&plan.tables, txn, plan.snapshot_tests()).await?;
         inner.activity.tables_scanned(&plan.tables);
         let stream = inner.olap.execute(plan, scalars, snapshot, QueryRun { now, timeout });
         Ok(RowStream::from_batches(stream, columns))
@@ -1143,7 +1143,7 @@ impl Session {
             ]);
         }
         let plan = self.analytical_plan(query, param_types, txn).await?;
-        let snapshot = self.query_snapshot(&plan.tables, txn).await?;
+        let snapshot = self.query_snapshot(&plan.tables, txn, plan.snapshot_tests()).await?;
         let mut taken_at = String::new();
         freshet_core::types::datetime::format_timestamp(snapshot.taken_at, &mut taken_at);
         let mut lines = vec![format!(
@@ -1165,8 +1165,10 @@ impl Session {
     /// The snapshot an analytical query over `tables` reads (see [`crate::snapshots`]): in a
     /// transaction block that has not written (and is not READ COMMITTED), the block's pinned
     /// snapshot; in one that has, a snapshot of this statement's view; outside a block, a
-    /// shared snapshot of committed state within the session's `freshet.max_staleness`.
-    async fn query_snapshot(&self, tables: &[Arc<TableDef>], txn: Option<TxnCtx>) -> Result<Arc<DbSnapshot>> {
+    /// shared snapshot of committed state within the session's `freshet.max_staleness`, or,
+    /// with a bound of 0 and a query whose filters rule out chunks (`tests`, from
+    /// `OlapPlan::snapshot_tests`), a snapshot of only the chunks it may need.
+    async fn query_snapshot(&self, tables: &[Arc<TableDef>], txn: Option<TxnCtx>, tests: Option<Vec<Vec<freshet_core::storage::RangeTest>>>) -> Result<Arc<DbSnapshot>> {
         let inner = &self.db.inner;
         let engine = &inner.engine;
         match (txn, self.txn.as_ref()) {
@@ -1181,6 +1183,9 @@ impl Session {
                 Ok(s)
             }
             (Some(ctx), _) => inner.snapshots.take(engine, tables, Some(ctx.view()), SnapshotScope::Statement).await,
+            (None, _) if self.settings.max_staleness().is_zero() && tests.as_ref().is_some_and(|t| t.iter().any(|t| !t.is_empty())) => {
+                inner.snapshots.for_query(engine, tables, tests.unwrap_or_default()).await
+            }
             (None, _) => {
                 let weak = Arc::downgrade(&self.db.inner);
                 let handle = inner.olap.handle().clone();

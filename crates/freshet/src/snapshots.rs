@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use freshet_core::catalog::TableDef;
 use freshet_core::engine::Engine;
 pub use freshet_core::storage::{LiveSnapshot, SnapshotInfo, SnapshotMode};
-use freshet_core::storage::{DbSnapshot, SnapshotScope, TxnView};
+use freshet_core::storage::{DbSnapshot, RangeTest, SnapshotScope, TxnView};
 use freshet_core::{Error, Result, SqlState};
 use freshet_olap::datafusion;
 use freshet_olap::datafusion::arrow::array::{ArrayRef, Float64Array, Int32Array, Int64Array, StringArray, TimestampMicrosecondArray};
@@ -87,12 +87,18 @@ impl Snapshots {
     /// Takes a snapshot of `tables` as `view` sees them (everything committed without one)
     /// and lists it.
     pub async fn take(&self, engine: &Engine, tables: &[Arc<TableDef>], view: Option<TxnView>, scope: SnapshotScope) -> Result<Arc<DbSnapshot>> {
+        self.take_pruned(engine, tables, view, scope, Vec::new()).await
+    }
+
+    /// [`Self::take`], leaving out the chunks each table's zone-map tests rule out (`tests`:
+    /// none, or one list per table).
+    async fn take_pruned(&self, engine: &Engine, tables: &[Arc<TableDef>], view: Option<TxnView>, scope: SnapshotScope, tests: Vec<Vec<RangeTest>>) -> Result<Arc<DbSnapshot>> {
         let catalog_version = engine.catalog().version;
         // Read before the snapshot: it then holds every commit stamped at or below `clock`.
         let clock = engine.registry().now();
         let taken = Instant::now();
         let taken_at = crate::session::now_micros();
-        let snaps = engine.snapshot(tables, view).await?;
+        let snaps = engine.snapshot(tables, view, tests).await?;
         let snapshot = Arc::new(DbSnapshot {
             id: self.next_id(),
             scope,
@@ -141,6 +147,19 @@ impl Snapshots {
             }
         }
         Ok(snapshot)
+    }
+
+    /// The snapshot of one query outside a transaction block with bound 0 whose filters give
+    /// zone-map tests (`tests`, one list per table): the current shared snapshot if the commit
+    /// clock has not moved since it was taken, else a new one of only the chunks the tests
+    /// leave in. The live table copies a chunk's segments before writing only while a
+    /// snapshot holds them, so chunks a query cannot need are not held for it; the price is
+    /// that no other query shares this snapshot.
+    pub async fn for_query(&self, engine: &Engine, tables: &[Arc<TableDef>], tests: Vec<Vec<RangeTest>>) -> Result<Arc<DbSnapshot>> {
+        if let Some(s) = self.reusable(engine, tables, Duration::ZERO, Instant::now()) {
+            return Ok(s);
+        }
+        self.take_pruned(engine, tables, None, SnapshotScope::Query, tests).await
     }
 
     fn reusable(&self, engine: &Engine, tables: &[Arc<TableDef>], max_staleness: Duration, started: Instant) -> Option<Arc<DbSnapshot>> {

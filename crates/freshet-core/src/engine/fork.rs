@@ -91,7 +91,7 @@ fn fork_now(parts: &[AtomicPtr<Partition>], tables: &[Arc<TableDef>], view: &Txn
             // SAFETY: every pointer was published by its partition's executor, which is parked
             // at the step's barrier (or is this thread) and in the child no longer runs.
             let parts: Vec<&Partition> = parts.iter().map(|p| unsafe { &*p.load(Ordering::SeqCst) }).collect();
-            let shares: Result<Vec<_>> = parts.iter().map(|p| snapshot_partition(p, tables, view, 0)).collect();
+            let shares: Result<Vec<_>> = parts.iter().map(|p| snapshot_partition(p, tables, view, 0, &[])).collect();
             let snapshots = shares.and_then(|s| merge_snapshots(s, tables.len()));
             match child.lock().take() {
                 // `f` never returns (its type says so).

@@ -234,7 +234,7 @@ impl Engine {
                 let ts = registry.now();
                 // Nothing before the meeting in `append_once` may fail: the others wait there.
                 let snaps: Vec<TableSnapshot> =
-                    p.tables().map(|t| t.snapshot_for(&TxnView::committed())).collect();
+                    p.tables().map(|t| t.snapshot_for(&TxnView::committed(), &[])).collect();
                 step.append_once(first, || match &wal {
                     Some(wal) => {
                         let mut bytes = Vec::new();

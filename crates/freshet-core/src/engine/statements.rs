@@ -18,7 +18,7 @@ use crate::executor::Partition;
 use crate::sql::exec::{self, RecordChanges, RecordRead, SelectOutcome};
 use crate::sql::expr::EvalContext;
 use crate::sql::plan::{OltpPlan, OnConflict};
-use crate::storage::{TableSnapshot, Ts, TxnView};
+use crate::storage::{RangeTest, TableSnapshot, Ts, TxnView};
 use crate::txn::{self, Isolation, LocalTxn, ReadPredicate, TxnRegistry};
 use crate::types::Value;
 use crate::wal::Wal;
@@ -217,15 +217,20 @@ impl Engine {
     /// partitions, with all of them quiesced). With a view, the snapshot shows what that
     /// transaction sees; without one, everything committed. Uncommitted changes of running
     /// transactions are reverted in the snapshot.
-    pub async fn snapshot(&self, tables: &[Arc<TableDef>], view: Option<TxnView>) -> Result<Vec<TableSnapshot>> {
+    ///
+    /// `tests` (empty, or one list per table) are zone-map tests of a query's filters: the
+    /// snapshot leaves out the chunks that hold no row passing them
+    /// ([`TableStore::snapshot_for`](crate::storage::TableStore::snapshot_for)), so such a
+    /// snapshot serves only that query.
+    pub async fn snapshot(&self, tables: &[Arc<TableDef>], view: Option<TxnView>, tests: Vec<Vec<RangeTest>>) -> Result<Vec<TableSnapshot>> {
         let defs: Vec<_> = tables.to_vec();
         let view = view.unwrap_or_else(TxnView::committed);
         let parts: Vec<Vec<Option<TableSnapshot>>> = if self.executors.len() == 1 {
-            vec![self.executors[0].call(move |p| snapshot_partition(p, &defs, &view, 0)).await??]
+            vec![self.executors[0].call(move |p| snapshot_partition(p, &defs, &view, 0, &tests)).await??]
         } else {
             let reader = self.reader(None);
             let all: Vec<usize> = (0..self.executors.len()).collect();
-            self.quiesced(&all, move |p, _, _| snapshot_partition(p, &defs, &view, reader)).await?.into_iter().collect::<Result<_>>()?
+            self.quiesced(&all, move |p, _, _| snapshot_partition(p, &defs, &view, reader, &tests)).await?.into_iter().collect::<Result<_>>()?
         };
         merge_snapshots(parts, tables.len())
     }
@@ -750,9 +755,11 @@ fn merge(mut results: Vec<OltpResult>, replicated: bool) -> OltpResult {
 
 /// One partition's share of a snapshot of `defs` as `view` sees them: its part of every
 /// partitioned table, and replicated tables only on partition `reader`.
-pub(super) fn snapshot_partition(p: &Partition, defs: &[Arc<TableDef>], view: &TxnView, reader: usize) -> Result<Vec<Option<TableSnapshot>>> {
+/// `tests`: none, or each table's zone-map tests ([`Engine::snapshot`]).
+pub(super) fn snapshot_partition(p: &Partition, defs: &[Arc<TableDef>], view: &TxnView, reader: usize, tests: &[Vec<RangeTest>]) -> Result<Vec<Option<TableSnapshot>>> {
     defs.iter()
-        .map(|def| {
+        .enumerate()
+        .map(|(i, def)| {
             if def.partition_key.is_none() && p.id != reader {
                 return Ok(None);
             }
@@ -760,7 +767,7 @@ pub(super) fn snapshot_partition(p: &Partition, defs: &[Arc<TableDef>], view: &T
             if !Arc::ptr_eq(store.def(), def) && store.def().as_ref() != def.as_ref() {
                 return Err(Error::new(SqlState::UndefinedTable, format!("relation \"{}\" changed during the query", def.name)));
             }
-            Ok(Some(store.snapshot_for(view)))
+            Ok(Some(store.snapshot_for(view, tests.get(i).map_or(&[], Vec::as_slice))))
         })
         .collect()
 }

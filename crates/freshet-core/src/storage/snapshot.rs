@@ -30,6 +30,28 @@ impl ChunkSnapshot {
     }
 }
 
+/// A zone-map test: rows can pass a query's filter only if column `column` (its position in
+/// the table) lies in `lo..=hi`. An integer, date or timestamp segment knows the smallest and
+/// largest value it holds ([`ColumnSegment::int_range`]); a chunk whose range lies outside
+/// holds no row the filter lets through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RangeTest {
+    pub column: usize,
+    pub lo: i64,
+    pub hi: i64,
+}
+
+impl RangeTest {
+    /// Whether a chunk with these segments may hold a row this test lets through (a column
+    /// without a range, or not there, may).
+    pub fn may_match(&self, columns: &[Arc<ColumnSegment>]) -> bool {
+        match columns.get(self.column).and_then(|c| c.int_range()) {
+            Some((min, max)) => max >= self.lo && min <= self.hi,
+            None => true,
+        }
+    }
+}
+
 /// A transaction-consistent image of one table, across all its partitions.
 #[derive(Clone, Debug)]
 pub struct TableSnapshot {
@@ -95,6 +117,9 @@ pub enum SnapshotScope {
     Transaction,
     /// What one statement of a transaction that has written sees (its own changes included).
     Statement,
+    /// Committed state for one query outside a transaction block: only the chunks its
+    /// filters may need, so that no other query shares it.
+    Query,
 }
 
 impl SnapshotScope {
@@ -103,6 +128,7 @@ impl SnapshotScope {
             SnapshotScope::Shared => "shared",
             SnapshotScope::Transaction => "transaction",
             SnapshotScope::Statement => "statement",
+            SnapshotScope::Query => "query",
         }
     }
 }

@@ -530,7 +530,11 @@ impl TableStore {
     /// the segments, to the version it does see. This is how an analytical query sees no
     /// uncommitted change of a running transaction (HyPer §4.6) without the transaction
     /// having to finish first. Cost: proportional to the rows that have versions.
-    pub fn snapshot_for(&self, view: &TxnView) -> TableSnapshot {
+    ///
+    /// With `tests` (a query's filters on this table as zone-map tests, [`RangeTest`]) it
+    /// leaves out every chunk whose segment ranges show that no row it sees passes them, so
+    /// that the live table never copies those chunks' segments for this snapshot.
+    pub fn snapshot_for(&self, view: &TxnView, tests: &[super::RangeTest]) -> TableSnapshot {
         let mut chunks = self.snapshot();
         let mut arenas: HashMap<(usize, usize), StringArena> = HashMap::new();
         for &row in self.heads.keys() {
@@ -555,6 +559,9 @@ impl TableStore {
                 }
             }
         }
+        // On the snapshot's own segments: a patched column is the snapshot's copy holding
+        // the values it sees, so its range is theirs.
+        chunks.retain(|c| tests.iter().all(|t| t.may_match(&c.columns)));
         TableSnapshot { def: self.def.clone(), chunks }
     }
 
@@ -1040,9 +1047,9 @@ mod tests {
         t.update(a, &[(1, Value::Text("changed to a longer string value".into()))], &w).unwrap();
         t.delete(b, &w).unwrap();
         t.insert(&row(3, "c", 30), &w).unwrap();
-        let others = t.snapshot_for(&TxnView::committed());
+        let others = t.snapshot_for(&TxnView::committed(), &[]);
         assert_eq!(others.rows(), vec![row(1, "a", 10), row(2, "a long name for the string blocks", 20)]);
-        let own = t.snapshot_for(&w);
+        let own = t.snapshot_for(&w, &[]);
         assert_eq!(own.rows(), vec![row(1, "changed to a longer string value", 10), row(3, "c", 30)]);
     }
 
