@@ -61,6 +61,12 @@ impl SessionSequences {
         self.logged(seq.set(seq.start, false)?)
     }
 
+    /// A block that restarted the sequence ended without committing: it resumes where it
+    /// was before the restart.
+    pub(crate) fn put_back(&self, seq: &SequenceDef, last: i64, called: bool) -> Result<()> {
+        self.logged(seq.set(last, called)?)
+    }
+
     fn logged(&self, record: freshet_core::sequence::SequenceRecord) -> Result<()> {
         if let Some(lsn) = self.engine.log_sequence(record)? {
             let mut state = self.state.lock();

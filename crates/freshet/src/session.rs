@@ -228,6 +228,9 @@ impl Drop for Session {
         activity.sessions.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
         if let Some(mut txn) = self.txn.take() {
             let engine = &self.db.inner.engine;
+            // Nothing to report an error to: a put-back that cannot be logged is lost, as the
+            // restart itself would be if the database stopped now.
+            let _ = txn.undo_restarts(0, &self.sequences);
             engine.rollback_detached(txn.id);
             txn.release(engine);
             activity.transaction_ended(false);
@@ -917,6 +920,10 @@ impl Session {
                     let catalog = self.catalog();
                     for t in tables {
                         for seq in catalog.table(t).map(|d| d.sequences.as_slice()).unwrap_or_default() {
+                            // In a block, ROLLBACK puts the sequence back (as in PostgreSQL).
+                            if let Some(block) = self.txn.as_mut() {
+                                block.restarts.push((seq.clone(), seq.last()));
+                            }
                             self.sequences.restart(seq)?;
                         }
                     }
@@ -1515,22 +1522,29 @@ impl Session {
             }
             TxnStatement::Commit => match self.txn.take() {
                 None => Ok(StatementResult::command("COMMIT").with_notices(vec!["there is no transaction in progress".into()])),
-                Some(t) => {
+                Some(mut t) => {
                     let failed = t.failed;
+                    // What the block restarted stays restarted only if it commits.
+                    let restarts = std::mem::take(&mut t.restarts);
                     let result = if t.views.is_empty() {
                         txn_block::commit(&engine, t, self.settings.synchronous_commit()).await
                     } else {
                         Box::pin(self.commit_with_views(t)).await
                     };
                     // COMMIT of a failed block rolls it back, as in PostgreSQL.
-                    self.db.inner.activity.transaction_ended(result.is_ok() && !failed);
+                    let committed = result.is_ok() && !failed;
+                    if !committed {
+                        txn_block::put_back(restarts, &self.sequences)?;
+                    }
+                    self.db.inner.activity.transaction_ended(committed);
                     result
                 }
             },
             TxnStatement::Rollback => match self.txn.take() {
                 None => Ok(StatementResult::command("ROLLBACK").with_notices(vec!["there is no transaction in progress".into()])),
-                Some(t) => {
+                Some(mut t) => {
                     self.db.inner.activity.transaction_ended(false);
+                    t.undo_restarts(0, &self.sequences)?;
                     txn_block::rollback(&engine, t).await
                 }
             },
@@ -1540,7 +1554,7 @@ impl Session {
                 };
                 let mark = txn_block::savepoint(&engine, t).await?;
                 t.savepoints.push((name, mark));
-                t.view_marks.push(t.views.len());
+                t.marks.push(txn_block::BlockMark { views: t.views.len(), restarts: t.restarts.len() });
                 Ok(StatementResult::command("SAVEPOINT"))
             }
             TxnStatement::RollbackTo(name) => {
@@ -1553,12 +1567,13 @@ impl Session {
                 };
                 let mark = t.savepoints[pos].1.clone();
                 t.savepoints.truncate(pos + 1);
-                t.view_marks.truncate(pos + 1);
-                if let Some(&n) = t.view_marks.get(pos)
-                    && n < t.views.len()
-                {
-                    t.views.truncate(n);
-                    t.view_epoch += 1;
+                t.marks.truncate(pos + 1);
+                if let Some(&mark) = t.marks.get(pos) {
+                    if mark.views < t.views.len() {
+                        t.views.truncate(mark.views);
+                        t.view_epoch += 1;
+                    }
+                    t.undo_restarts(mark.restarts, &self.sequences)?;
                 }
                 txn_block::rollback_to(&engine, t, &mark).await?;
                 Ok(StatementResult::command("ROLLBACK"))
@@ -1572,7 +1587,7 @@ impl Session {
                     return Err(txn_block::no_savepoint(&name));
                 };
                 t.savepoints.truncate(pos);
-                t.view_marks.truncate(pos);
+                t.marks.truncate(pos);
                 Ok(StatementResult::command("RELEASE"))
             }
         }
@@ -1622,14 +1637,30 @@ impl Session {
         let mut out = Vec::with_capacity(statements.len());
         for statement in statements {
             let text = statement.to_string();
-            let prepared = self.prepare_statement(statement, &text, &[]).await?;
+            let prepared = match self.prepare_statement(statement, &text, &[]).await {
+                Ok(p) => p,
+                Err(e) => {
+                    // A statement that does not plan fails an open block too.
+                    self.statement_failed();
+                    return Err(e);
+                }
+            };
             out.push(self.collect(&prepared, vec![]).await?);
         }
         Ok(out)
     }
 
-    /// Executes a prepared statement and collects its result.
+    /// Executes a prepared statement and collects its result. A failure while its rows are
+    /// produced fails an open block, as a failure of `execute` does.
     pub async fn collect(&mut self, prepared: &Arc<Prepared>, params: Vec<Value>) -> Result<QueryResult> {
+        let result = self.collect_output(prepared, params).await;
+        if result.is_err() {
+            self.statement_failed();
+        }
+        result
+    }
+
+    async fn collect_output(&mut self, prepared: &Arc<Prepared>, params: Vec<Value>) -> Result<QueryResult> {
         let result = self.execute(prepared, params).await?;
         let notices = result.notices;
         match result.output {

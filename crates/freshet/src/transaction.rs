@@ -9,12 +9,21 @@
 use std::sync::Arc;
 
 use freshet_core::engine::{Engine, Savepoint, TxnCtx};
+use freshet_core::sequence::SequenceDef;
 use freshet_core::storage::{DbSnapshot, Ts};
 use freshet_core::txn::Isolation;
 use freshet_core::{Error, Result, SqlState};
 use sqlparser::ast;
 
 use crate::result::StatementResult;
+
+/// What a savepoint marks besides the engine's changes: how many of the block's view changes
+/// and sequence restarts preceded it.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BlockMark {
+    pub views: usize,
+    pub restarts: usize,
+}
 
 /// The transaction block of a session.
 #[derive(Debug)]
@@ -41,8 +50,12 @@ pub struct SessionTxn {
     /// The CREATE VIEW and DROP VIEW this block has run: its own statements see them, COMMIT
     /// applies them, ROLLBACK forgets them (`views`).
     pub views: Vec<crate::views::ViewChange>,
-    /// For each savepoint, in order, how many of `views` preceded it.
-    pub view_marks: Vec<usize>,
+    /// For each savepoint, in order, how many of `views` and of `restarts` preceded it.
+    pub marks: Vec<BlockMark>,
+    /// The position each sequence had before a TRUNCATE … RESTART IDENTITY of this block
+    /// restarted it, in order: ROLLBACK puts them back, newest first, as ROLLBACK TO does
+    /// those after its savepoint ([`Self::undo_restarts`]).
+    pub restarts: Vec<(Arc<SequenceDef>, (i64, bool))>,
     /// Counts changes of `views`: part of the version of the catalog the block sees.
     pub view_epoch: u64,
 }
@@ -61,9 +74,17 @@ impl SessionTxn {
             pinned: parking_lot::Mutex::new(None),
             began_at: crate::session::now_micros(),
             views: Vec::new(),
-            view_marks: Vec::new(),
+            marks: Vec::new(),
+            restarts: Vec::new(),
             view_epoch: 0,
         }
+    }
+
+    /// Puts back the sequences restarted after the first `keep` restarts (newest first, so a
+    /// sequence restarted twice ends where it was before the first); the records are logged
+    /// through `sequences`.
+    pub fn undo_restarts(&mut self, keep: usize, sequences: &crate::sequences::SessionSequences) -> Result<()> {
+        put_back(self.restarts.split_off(keep.min(self.restarts.len())), sequences)
     }
 
     /// The context of the next statement; takes the snapshot on the first one.
@@ -114,6 +135,15 @@ pub fn modes(modes: &[ast::TransactionMode]) -> (Option<Isolation>, Option<bool>
         }
     }
     (isolation, read_only)
+}
+
+/// Puts restarted sequences back where they were, newest restart first (see
+/// [`SessionTxn::restarts`]): the block that restarted them did not commit.
+pub fn put_back(restarts: Vec<(Arc<SequenceDef>, (i64, bool))>, sequences: &crate::sequences::SessionSequences) -> Result<()> {
+    for (seq, (last, called)) in restarts.into_iter().rev() {
+        sequences.put_back(&seq, last, called)?;
+    }
+    Ok(())
 }
 
 pub fn aborted_error() -> Error {
