@@ -241,6 +241,34 @@ impl Expr {
         }
     }
 
+    /// Renumbers every `$n` parameter: `$n` becomes `$(to(n))`.
+    pub fn renumber_params(&mut self, to: &dyn Fn(usize) -> usize) {
+        match self {
+            Expr::Param { index, .. } => *index = to(*index),
+            Expr::Column { .. } | Expr::Literal { .. } => {}
+            Expr::Not(e) | Expr::Negate { expr: e, .. } | Expr::Cast { expr: e, .. } => e.renumber_params(to),
+            Expr::IsNull { expr, .. } | Expr::IsBool { expr, .. } => expr.renumber_params(to),
+            Expr::Binary { left, right, .. } | Expr::IsDistinct { left, right, .. } | Expr::Like { expr: left, pattern: right, .. } => {
+                left.renumber_params(to);
+                right.renumber_params(to);
+            }
+            Expr::InList { expr, list, .. } => {
+                expr.renumber_params(to);
+                list.iter_mut().for_each(|e| e.renumber_params(to));
+            }
+            Expr::Case { operand, whens, otherwise, .. } => {
+                for e in operand.iter_mut().chain(otherwise.iter_mut()) {
+                    e.renumber_params(to);
+                }
+                for (w, t) in whens {
+                    w.renumber_params(to);
+                    t.renumber_params(to);
+                }
+            }
+            Expr::Func { args, .. } => args.iter_mut().for_each(|e| e.renumber_params(to)),
+        }
+    }
+
     pub fn eval(&self, row: &dyn RowAccess, cx: &EvalContext) -> Result<Value> {
         match self {
             Expr::Column { index, .. } => Ok(row.column(*index)),

@@ -279,28 +279,84 @@ struct Clock<'a> {
     sequences: Option<&'a (dyn freshet_core::sql::expr::SequenceFns + Sync)>,
 }
 
-fn source_value(p: &ParamSource, vars: &[PlValue], now: Clock) -> Result<Value> {
+/// A running routine's variables, by slot: the value of each scalar slot (NULL in an array
+/// slot's place, so that expressions read the slots' values as parameters where they are) and
+/// of each array slot.
+struct Vars {
+    scalars: Vec<Value>,
+    /// `Some` only for an array slot holding an array (`None` there: a NULL array).
+    arrays: Vec<Option<Vec<Value>>>,
+    is_array: Vec<bool>,
+}
+
+impl Vars {
+    fn new(r: &plpgsql::Routine, args: Vec<PlValue>) -> Vars {
+        let n = r.slots.len();
+        let mut vars = Vars {
+            scalars: vec![Value::Null; n],
+            arrays: vec![None; n],
+            is_array: r.slots.iter().map(|s| matches!(s.ty, PlType::Array(_))).collect(),
+        };
+        for (i, a) in args.into_iter().enumerate().take(n) {
+            match a {
+                PlValue::Scalar(v) => vars.scalars[i] = v,
+                PlValue::Array(items) => vars.arrays[i] = items,
+            }
+        }
+        vars
+    }
+
+    /// A scalar slot's value (an array slot here is a type error).
+    fn scalar(&self, slot: usize) -> Result<&Value> {
+        if self.is_array[slot] {
+            return Err(Error::mismatch("an array value where a scalar is expected"));
+        }
+        Ok(&self.scalars[slot])
+    }
+
+    /// Sets a slot to a scalar value; an array slot (declared without a value: arrays come
+    /// from parameters) becomes a NULL array.
+    fn set(&mut self, slot: usize, v: Value) {
+        if self.is_array[slot] {
+            self.arrays[slot] = None;
+        }
+        self.scalars[slot] = v;
+    }
+
+    /// An array slot's elements (`None`: NULL, or not an array slot).
+    fn array(&self, slot: usize) -> Option<&Vec<Value>> {
+        self.arrays[slot].as_ref()
+    }
+}
+
+fn source_value(p: &ParamSource, vars: &Vars, now: Clock) -> Result<Value> {
     match p {
-        ParamSource::Var(slot) => Ok(vars[*slot].scalar()?.clone()),
+        ParamSource::Var(slot) => Ok(vars.scalar(*slot)?.clone()),
         ParamSource::Element { array, index } => {
             let i = eval(index, vars, now)?;
-            let PlValue::Array(Some(items)) = &vars[*array] else { return Ok(Value::Null) };
+            let Some(items) = vars.array(*array) else { return Ok(Value::Null) };
             Ok(match i.as_i64() {
                 Some(i) if i >= 1 => items.get(i as usize - 1).cloned().unwrap_or(Value::Null),
                 _ => Value::Null,
             })
         }
-        ParamSource::Length { array, cardinality } => Ok(match &vars[*array] {
-            PlValue::Array(Some(items)) if items.is_empty() && !cardinality => Value::Null,
-            PlValue::Array(Some(items)) => Value::Int32(items.len() as i32),
-            _ => Value::Null,
+        ParamSource::Length { array, cardinality } => Ok(match vars.array(*array) {
+            Some(items) if items.is_empty() && !cardinality => Value::Null,
+            Some(items) => Value::Int32(items.len() as i32),
+            None => Value::Null,
         }),
     }
 }
 
-fn eval(unit: &ExprUnit, vars: &[PlValue], now: Clock) -> Result<Value> {
-    // A bare variable or array element (`v_x`, `p_items[i]`), as most are: its value, which
-    // is what evaluating the parameter would give.
+fn eval(unit: &ExprUnit, vars: &Vars, now: Clock) -> Result<Value> {
+    let cx = |params| EvalContext { params, now: now.at, sequences: now.sequences.map(|s| s as &dyn freshet_core::sql::expr::SequenceFns) };
+    // Every parameter a scalar variable, as most are: evaluated over the slots' values where
+    // they are.
+    if let Some(e) = &unit.on_slots {
+        return e.eval(&NoRow, &cx(&vars.scalars));
+    }
+    // A bare array element (`p_items[i]`): its value, which is what evaluating the parameter
+    // would give.
     if let (Expr::Param { index: 0, .. }, [source]) = (&unit.expr, unit.params.as_slice()) {
         return source_value(source, vars, now);
     }
@@ -309,7 +365,7 @@ fn eval(unit: &ExprUnit, vars: &[PlValue], now: Clock) -> Result<Value> {
     for p in &unit.params {
         params.push(source_value(p, vars, now)?);
     }
-    unit.expr.eval(&NoRow, &EvalContext { params: &params, now: now.at, sequences: now.sequences.map(|s| s as &dyn freshet_core::sql::expr::SequenceFns) })
+    unit.expr.eval(&NoRow, &cx(&params))
 }
 
 fn slot_type(ty: PlType) -> DataType {
@@ -658,17 +714,7 @@ async fn interpret<S: RoutineStatements>(
     statements: &mut S,
 ) -> Result<(Vec<Vec<Value>>, Vec<String>)> {
     let r = &def.routine;
-    let mut vars: Vec<PlValue> = r
-        .slots
-        .iter()
-        .map(|s| match s.ty {
-            PlType::Scalar(_) => PlValue::Scalar(Value::Null),
-            PlType::Array(_) => PlValue::Array(None),
-        })
-        .collect();
-    for (i, a) in args.into_iter().enumerate() {
-        vars[i] = a;
-    }
+    let vars = Vars::new(r, args);
     let mut st = Interp {
         vars,
         notices: Vec::new(),
@@ -700,15 +746,15 @@ async fn interpret<S: RoutineStatements>(
             }
         }
         let Some(h) = caught else { return Err(e) };
-        st.vars[h.sqlstate] = PlValue::Scalar(Value::Text(code));
-        st.vars[h.sqlerrm] = PlValue::Scalar(Value::Text(e.message));
+        st.vars.set(h.sqlstate, Value::Text(code));
+        st.vars.set(h.sqlerrm, Value::Text(e.message));
         st.pc = h.target;
     }
 }
 
 /// A running routine's state, kept across an error that a handler catches.
 struct Interp {
-    vars: Vec<PlValue>,
+    vars: Vars,
     notices: Vec<String>,
     /// A set-returning function's rows so far.
     out: Vec<Vec<Value>>,
@@ -749,18 +795,18 @@ async fn run_instructions<S: RoutineStatements>(
                     None if *slot == r.found => Value::Bool(false),
                     None => Value::Null,
                 };
-                vars[*slot] = PlValue::Scalar(v);
+                vars.set(*slot, v);
             }
             Instr::Assign { slot, value } => {
                 let v = eval(value, vars, now)?.cast(slot_type(r.slots[*slot].ty))?;
-                vars[*slot] = PlValue::Scalar(v);
+                vars.set(*slot, v);
             }
             Instr::Sql(i) => {
                 let unit = &r.sql[*i];
                 let prepared = &compiled.prepared[*i];
                 let params = freshet_core::try_vec(unit.params.iter().map(|p| source_value(p, vars, now)))?;
                 let (rows, count) = statements.run(prepared, params).await?;
-                vars[r.found] = PlValue::Scalar(Value::Bool(count > 0));
+                vars.set(r.found, Value::Bool(count > 0));
                 if !unit.into.is_empty() {
                     if unit.strict && rows.len() != 1 {
                         return Err(if rows.is_empty() {
@@ -773,7 +819,7 @@ async fn run_instructions<S: RoutineStatements>(
                     for (k, slot) in unit.into.iter().enumerate() {
                         // Moved out of the row, which is dropped after (each target is a column of its own).
                         let v = first.as_mut().and_then(|row| row.get_mut(k)).map_or(Value::Null, |v| std::mem::replace(v, Value::Null));
-                        vars[*slot] = PlValue::Scalar(v.cast(slot_type(r.slots[*slot].ty))?);
+                        vars.set(*slot, v.cast(slot_type(r.slots[*slot].ty))?);
                     }
                 }
             }
@@ -798,38 +844,40 @@ async fn run_instructions<S: RoutineStatements>(
                 if s <= 0 {
                     return Err(Error::new(SqlState::InvalidParameterValue, "BY value of FOR loop must be greater than zero"));
                 }
-                vars[*var] = PlValue::Scalar(Value::Int32(lo.clamp(i32::MIN as i64, i32::MAX as i64) as i32));
-                vars[*hi] = PlValue::Scalar(Value::Int64(h));
-                vars[*step] = PlValue::Scalar(Value::Int64(s));
+                vars.set(*var, Value::Int32(lo.clamp(i32::MIN as i64, i32::MAX as i64) as i32));
+                vars.set(*hi, Value::Int64(h));
+                vars.set(*step, Value::Int64(s));
             }
             Instr::RangeTest { var, hi, reverse, exit } => {
-                let v = vars[*var].scalar()?.as_i64().unwrap_or(0);
-                let h = vars[*hi].scalar()?.as_i64().unwrap_or(0);
+                let v = vars.scalar(*var)?.as_i64().unwrap_or(0);
+                let h = vars.scalar(*hi)?.as_i64().unwrap_or(0);
                 if (!reverse && v > h) || (*reverse && v < h) {
                     *pc = *exit;
                 }
             }
             Instr::RangeNext { var, step, reverse } => {
-                let v = vars[*var].scalar()?.as_i64().unwrap_or(0);
-                let s = vars[*step].scalar()?.as_i64().unwrap_or(1);
+                let v = vars.scalar(*var)?.as_i64().unwrap_or(0);
+                let s = vars.scalar(*step)?.as_i64().unwrap_or(1);
                 let next = if *reverse { v - s } else { v + s };
-                vars[*var] = PlValue::Scalar(Value::Int32(next.clamp(i32::MIN as i64, i32::MAX as i64) as i32));
+                vars.set(*var, Value::Int32(next.clamp(i32::MIN as i64, i32::MAX as i64) as i32));
             }
-            Instr::ForeachInit { idx } => vars[*idx] = PlValue::Scalar(Value::Int64(0)),
+            Instr::ForeachInit { idx } => vars.set(*idx, Value::Int64(0)),
             Instr::ForeachNext { array, idx, var, exit } => {
-                let i = vars[*idx].scalar()?.as_i64().unwrap_or(0) as usize;
-                let item = match &vars[*array] {
-                    PlValue::Array(None) => {
+                let i = vars.scalar(*idx)?.as_i64().unwrap_or(0) as usize;
+                if !vars.is_array[*array] {
+                    return Err(Error::mismatch("FOREACH expression must yield an array"));
+                }
+                let item = match vars.array(*array) {
+                    None => {
                         return Err(Error::new(SqlState::custom("22004").unwrap_or(SqlState::InvalidParameterValue), "FOREACH expression must not be null"))
                     }
-                    PlValue::Array(Some(items)) => items.get(i).cloned(),
-                    PlValue::Scalar(_) => return Err(Error::mismatch("FOREACH expression must yield an array")),
+                    Some(items) => items.get(i).cloned(),
                 };
                 match item {
                     None => *pc = *exit,
                     Some(v) => {
-                        vars[*var] = PlValue::Scalar(v.cast(slot_type(r.slots[*var].ty))?);
-                        vars[*idx] = PlValue::Scalar(Value::Int64(i as i64 + 1));
+                        vars.set(*var, v.cast(slot_type(r.slots[*var].ty))?);
+                        vars.set(*idx, Value::Int64(i as i64 + 1));
                     }
                 }
             }
@@ -848,14 +896,14 @@ async fn run_instructions<S: RoutineStatements>(
                         let mut row = row.into_iter();
                         for slot in targets {
                             let v = row.next().unwrap_or(Value::Null);
-                            vars[*slot] = PlValue::Scalar(v.cast(slot_type(r.slots[*slot].ty))?);
+                            vars.set(*slot, v.cast(slot_type(r.slots[*slot].ty))?);
                         }
                     }
                 }
             }
             Instr::QueryClose { cursor } => {
                 let (_, seen) = std::mem::replace(&mut cursors[*cursor], (Vec::new().into_iter(), 0));
-                vars[r.found] = PlValue::Scalar(Value::Bool(seen > 0));
+                vars.set(r.found, Value::Bool(seen > 0));
             }
             Instr::Return(value) => {
                 let v = match (value, r.returns) {
@@ -875,7 +923,7 @@ async fn run_instructions<S: RoutineStatements>(
                 let columns = r.set_columns();
                 let row = match value {
                     Some(e) => vec![eval(e, vars, now)?.cast(columns.first().map_or(DataType::Text, |c| c.1))?],
-                    None => r.table_slots.iter().map(|&slot| vars[slot].scalar().cloned()).collect::<Result<Vec<_>>>()?,
+                    None => r.table_slots.iter().map(|&slot| vars.scalar(slot).cloned()).collect::<Result<Vec<_>>>()?,
                 };
                 out.push(row);
             }
@@ -894,7 +942,7 @@ async fn run_instructions<S: RoutineStatements>(
                     }
                     out.push(freshet_core::try_vec(row.into_iter().zip(columns).map(|(v, (_, ty))| v.cast(*ty)))?);
                 }
-                vars[r.found] = PlValue::Scalar(Value::Bool(count > 0));
+                vars.set(r.found, Value::Bool(count > 0));
             }
             Instr::Raise { level, format, args, options } => {
                 let texts = args

@@ -37,6 +37,10 @@ pub struct ExprUnit {
     pub expr: Expr,
     pub params: Vec<ParamSource>,
     pub ty: DataType,
+    /// When every parameter is a scalar variable: `expr` with `$n` renumbered to the
+    /// variable's slot, which the interpreter evaluates over its slots' values as they are
+    /// (no copy of each value into a parameter list).
+    pub on_slots: Option<Expr>,
 }
 
 /// An embedded SQL statement with variables replaced by parameters.
@@ -569,7 +573,19 @@ impl Compiler<'_> {
             }
         })?;
         let ty = expr.ty();
-        Ok(ExprUnit { expr, params, ty })
+        let slots: Option<Vec<usize>> = params
+            .iter()
+            .map(|p| match p {
+                ParamSource::Var(slot) if matches!(self.slots[*slot].ty, PlType::Scalar(_)) => Some(*slot),
+                _ => None,
+            })
+            .collect();
+        let on_slots = slots.map(|slots| {
+            let mut e = expr.clone();
+            e.renumber_params(&|n| slots[n]);
+            e
+        });
+        Ok(ExprUnit { expr, params, ty, on_slots })
     }
 
     fn sql_unit(&self, statement: &ast::Statement, text: &str, into: Vec<usize>, strict: bool) -> Result<SqlUnit> {
