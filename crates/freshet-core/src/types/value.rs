@@ -327,20 +327,27 @@ fn pad_char(s: &str, n: u32, out: &mut String) {
 /// Appends the decimal digits of `v`.
 fn push_int(v: i64, out: &mut String) {
     let mut buf = [0u8; 20];
-    let mut i = buf.len();
+    out.push_str(std::str::from_utf8(decimal_digits(v, &mut buf)).unwrap_or_default());
+}
+
+/// The text of an integer (`-` and its decimal digits), written into `buf` without allocating.
+pub fn decimal_digits(v: i64, buf: &mut [u8; 20]) -> &[u8] {
+    // 19 digits and a sign fill the buffer exactly (i64::MIN).
+    let mut at = buf.len();
     let mut n = v.unsigned_abs();
     loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
+        at -= 1;
+        buf[at] = b'0' + (n % 10) as u8;
         n /= 10;
         if n == 0 {
             break;
         }
     }
     if v < 0 {
-        out.push('-');
+        at -= 1;
+        buf[at] = b'-';
     }
-    out.push_str(std::str::from_utf8(&buf[i..]).unwrap_or_default());
+    &buf[at..]
 }
 
 fn check_length(s: &str, n: u32, type_name: &str) -> Result<()> {
@@ -458,6 +465,17 @@ pub fn assignable(from: TypeFamily, to: DataType) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn integers_are_written_as_their_decimal_text() {
+        for v in [0, 7, -1, 10, -305, i64::MAX, i64::MIN, i32::MIN as i64] {
+            let mut buf = [0u8; 20];
+            assert_eq!(std::str::from_utf8(decimal_digits(v, &mut buf)).unwrap(), v.to_string());
+            let mut s = String::from("x");
+            Value::Int64(v).write_text(DataType::Int64, &mut s);
+            assert_eq!(s, format!("x{v}"));
+        }
+    }
 
     #[test]
     fn text_output_of_each_type() {

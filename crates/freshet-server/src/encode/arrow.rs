@@ -152,20 +152,7 @@ impl ColumnView<'_> {
 
 fn integer(v: i64, out: &mut BytesMut) {
     let mut buf = [0u8; 20];
-    let mut n = v.unsigned_abs();
-    let mut at = buf.len();
-    loop {
-        at -= 1;
-        buf[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    if v < 0 {
-        out.put_u8(b'-');
-    }
-    out.put_slice(&buf[at..]);
+    out.put_slice(freshet_core::types::value::decimal_digits(v, &mut buf));
 }
 
 #[cfg(test)]
