@@ -537,22 +537,23 @@ impl Session {
                 let (query, columns) = self.plan_query(q, statement, catalog, params).await?;
                 (Kind::Query(query), Some(columns))
             }
-            Statement::Insert(insert) => {
-                let plan = plan::plan_insert(catalog, insert, params)?;
-                let source = match &plan.source {
-                    InsertSource::Query(q) => {
-                        let (q, drawn) = crate::sequences::draw_in_session(q, params)?;
-                        let stmt = Statement::Query(Box::new(q.clone()));
-                        let (mut query, columns) = self.plan_query(&q, &stmt, catalog, params).await?;
-                        query.drawn = drawn;
-                        check_insert_source(&plan, &columns)?;
-                        Some((query, columns))
-                    }
-                    InsertSource::Values(_) => None,
+            Statement::Pragma { name, value: Some(v), .. } if name.to_string() == freshet_core::sql::parse::INSERT_OVERRIDING_PRAGMA => {
+                let ast::Value::SingleQuotedString(text) = &v.value else { return Err(Error::internal("OVERRIDING without text")) };
+                let (which, sql) = text.split_once('\0').ok_or_else(|| Error::internal("OVERRIDING without its statement"))?;
+                let overriding = if which == "USER" { plan::Overriding::User } else { plan::Overriding::System };
+                let mut parsed = freshet_core::sql::parse::parse(sql)?;
+                let (Some(mut inner @ Statement::Insert(_)), true) = (parsed.pop(), parsed.is_empty()) else {
+                    return Err(Error::syntax("OVERRIDING … VALUE belongs in INSERT, after the column list"));
                 };
-                let columns = plan.returning.as_ref().map(returning_columns);
-                (Kind::Insert { plan, source }, columns)
+                // What `plan` does with every statement, here with the statement inside.
+                if catalog.has_views() {
+                    views::check_not_written(&inner, catalog)?;
+                    views::expand(&mut inner, catalog)?;
+                }
+                let Statement::Insert(insert) = &inner else { return Err(Error::internal("an INSERT became another statement")) };
+                self.plan_insert_kind(insert, catalog, params, Some(overriding)).await?
             }
+            Statement::Insert(insert) => self.plan_insert_kind(insert, catalog, params, None).await?,
             Statement::Update(u) if crate::update_from::applies(u) => {
                 if u.returning.is_some() {
                     return Err(Error::unsupported(if u.from.is_some() { "RETURNING in UPDATE … FROM" } else { "RETURNING in an UPDATE that calls sequence functions" }));
@@ -658,6 +659,31 @@ impl Session {
             Statement::ReleaseSavepoint { name } => (Kind::Transaction(TxnStatement::Release(fold_ident(name))), None),
             other => return Err(Error::unsupported(statement_name(other))),
         })
+    }
+
+    /// The plan of an INSERT (with its `OVERRIDING` clause, if it had one): the rows' source is
+    /// VALUES, or a query planned as any other.
+    async fn plan_insert_kind(
+        &self,
+        insert: &ast::Insert,
+        catalog: &freshet_core::catalog::Catalog,
+        params: &mut Vec<Option<DataType>>,
+        overriding: Option<plan::Overriding>,
+    ) -> Result<(Kind, Option<Vec<ColumnInfo>>)> {
+        let plan = plan::plan_insert_overriding(catalog, insert, params, overriding)?;
+        let source = match &plan.source {
+            InsertSource::Query(q) => {
+                let (q, drawn) = crate::sequences::draw_in_session(q, params)?;
+                let stmt = Statement::Query(Box::new(q.clone()));
+                let (mut query, columns) = self.plan_query(&q, &stmt, catalog, params).await?;
+                query.drawn = drawn;
+                check_insert_source(&plan, &columns)?;
+                Some((query, columns))
+            }
+            InsertSource::Values(_) => None,
+        };
+        let columns = plan.returning.as_ref().map(returning_columns);
+        Ok((Kind::Insert { plan, source }, columns))
     }
 
     async fn plan_query(

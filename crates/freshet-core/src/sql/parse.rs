@@ -23,6 +23,11 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>> {
             return Ok(vec![stmt]);
         }
     }
+    if lower.contains("overriding")
+        && let Some(stmt) = insert_overriding(sql)
+    {
+        return Ok(vec![stmt]);
+    }
     if (lower.contains("sequence") || lower.contains("identity"))
         && let Some(reordered) = canonical_sequence_options(sql)
     {
@@ -49,6 +54,9 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>> {
 /// does not parse either).
 pub const ALTER_SEQUENCE_PRAGMA: &str = "freshet_alter_sequence";
 pub const ADD_IDENTITY_PRAGMA: &str = "freshet_add_identity";
+/// The pragma that carries `INSERT … OVERRIDING {SYSTEM | USER} VALUE …` (sqlparser does not
+/// parse the clause): `SYSTEM` or `USER`, a NUL, then the statement without the clause.
+pub const INSERT_OVERRIDING_PRAGMA: &str = "freshet_insert_overriding";
 
 fn pragma(name: &str, text: String) -> Statement {
     Statement::Pragma {
@@ -77,6 +85,55 @@ fn is_word(t: &sqlparser::tokenizer::Token, word: &str) -> bool {
 fn alter_sequence_statement(sql: &str) -> Option<Statement> {
     let tokens = solid_tokens(sql)?;
     (tokens.len() >= 3 && is_word(&tokens[0], "alter") && is_word(&tokens[1], "sequence")).then(|| pragma(ALTER_SEQUENCE_PRAGMA, sql.to_string()))
+}
+
+/// `INSERT … OVERRIDING {SYSTEM | USER} VALUE …` as a pragma carrying which and the statement
+/// without the clause (outside parentheses, where PostgreSQL's grammar has it: after the
+/// column list, before VALUES or the query).
+fn insert_overriding(sql: &str) -> Option<Statement> {
+    use sqlparser::tokenizer::{Location, Token, Tokenizer};
+    let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql).tokenize_with_location().ok()?;
+    let solid: Vec<usize> = (0..tokens.len()).filter(|&i| !matches!(tokens[i].token, Token::Whitespace(_))).collect();
+    if !solid.first().is_some_and(|&i| is_word(&tokens[i].token, "insert")) {
+        return None;
+    }
+    // The byte offset of a token's start (locations count lines and characters from 1).
+    let offset = |at: Location| -> Option<usize> {
+        let line_start = if at.line <= 1 {
+            0
+        } else {
+            sql.match_indices('\n').nth(at.line as usize - 2).map(|(i, _)| i + 1)?
+        };
+        let rest = &sql[line_start..];
+        Some(line_start + rest.char_indices().nth(at.column as usize - 1).map_or(rest.len(), |(i, _)| i))
+    };
+    let mut depth = 0i32;
+    for (k, &i) in solid.iter().enumerate() {
+        match &tokens[i].token {
+            Token::LParen => depth += 1,
+            Token::RParen => depth -= 1,
+            t if depth == 0 && is_word(t, "overriding") => {
+                let word = |n: usize| solid.get(k + n).map(|&j| &tokens[j].token);
+                let which = match word(1)? {
+                    w if is_word(w, "system") => "SYSTEM",
+                    w if is_word(w, "user") => "USER",
+                    _ => return None,
+                };
+                if !is_word(word(2)?, "value") {
+                    return None;
+                }
+                // The text without the clause: up to OVERRIDING, then from the token after VALUE.
+                let from = offset(tokens[i].span.start)?;
+                let to = match tokens.get(solid[k + 2] + 1) {
+                    Some(next) => offset(next.span.start)?,
+                    None => sql.len(),
+                };
+                return Some(pragma(INSERT_OVERRIDING_PRAGMA, format!("{which}\0{}{}", &sql[..from], &sql[to..])));
+            }
+            _ => {}
+        }
+    }
+    None
 }
 
 /// What an `ALTER SEQUENCE` statement does.
@@ -342,6 +399,24 @@ pub(crate) fn syntax_error(sql: &str, e: ParserError) -> Error {
 mod tests {
     use super::*;
     use crate::error::SqlState;
+
+    #[test]
+    fn insert_overriding_forms() {
+        let text = |sql: &str| match insert_overriding(sql) {
+            Some(Statement::Pragma { value: Some(v), .. }) => match v.value {
+                sqlparser::ast::Value::SingleQuotedString(t) => t,
+                other => panic!("{other:?}"),
+            },
+            other => panic!("{sql}: {other:?}"),
+        };
+        assert_eq!(text("INSERT INTO t (id, v) OVERRIDING SYSTEM VALUE VALUES (1, 'it''s')"), "SYSTEM\0INSERT INTO t (id, v)  VALUES (1, 'it''s')");
+        assert_eq!(text("insert into t\n  overriding user value\n  select 1, '\u{e9}t\u{e9}'"), "USER\0insert into t\n  \n  select 1, '\u{e9}t\u{e9}'");
+        assert_eq!(text("INSERT INTO \"Ü\" OVERRIDING SYSTEM VALUE VALUES (1)"), "SYSTEM\0INSERT INTO \"Ü\"  VALUES (1)");
+        // Inside a string or parentheses, or another statement: not the clause.
+        assert!(insert_overriding("INSERT INTO t VALUES ('overriding system value')").is_none());
+        assert!(insert_overriding("INSERT INTO t SELECT * FROM (SELECT 1 AS overriding) s").is_none());
+        assert!(insert_overriding("SELECT 'x' AS overriding").is_none());
+    }
 
     #[test]
     fn alter_sequence_forms() {

@@ -310,7 +310,22 @@ fn scope_for<'a>(table: &'a TableDef, alias: Option<&ast::Ident>) -> Scope<'a> {
 }
 
 /// Plans INSERT. `params` holds the declared parameter types and receives inferred ones.
+/// `INSERT … OVERRIDING SYSTEM VALUE | USER VALUE`: which of a value given for an identity
+/// column and the column's sequence wins.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Overriding {
+    /// Given values are stored, also in a `GENERATED ALWAYS` column (a restored dump's ids).
+    System,
+    /// Given values for identity columns are ignored: the sequence supplies them.
+    User,
+}
+
 pub fn plan_insert(catalog: &Catalog, insert: &ast::Insert, params: &mut Vec<Option<DataType>>) -> Result<InsertPlan> {
+    plan_insert_overriding(catalog, insert, params, None)
+}
+
+/// [`plan_insert`] with an `OVERRIDING` clause.
+pub fn plan_insert_overriding(catalog: &Catalog, insert: &ast::Insert, params: &mut Vec<Option<DataType>>, overriding: Option<Overriding>) -> Result<InsertPlan> {
     let ast::TableObject::TableName(name) = &insert.table else {
         return Err(Error::unsupported("INSERT into a table function"));
     };
@@ -350,7 +365,12 @@ pub fn plan_insert(catalog: &Catalog, insert: &ast::Insert, params: &mut Vec<Opt
     let values = match source.body.as_ref() {
         ast::SetExpr::Values(v) if source.order_by.is_none() && source.limit_clause.is_none() && source.with.is_none() => v,
         _ => {
-            if let Some(&c) = columns.iter().find(|&&c| generated_always(&table.columns[c])) {
+            if overriding == Some(Overriding::User) && columns.iter().any(|&c| is_identity(&table.columns[c])) {
+                return Err(Error::unsupported("OVERRIDING USER VALUE with a query for identity columns (list the other columns instead)"));
+            }
+            if overriding.is_none()
+                && let Some(&c) = columns.iter().find(|&&c| generated_always(&table.columns[c]))
+            {
                 return Err(identity_always(&table.columns[c].name));
             }
             return Ok(InsertPlan { table, columns, source: InsertSource::Query(source.clone()), returning, on_conflict });
@@ -380,9 +400,9 @@ pub fn plan_insert(catalog: &Catalog, insert: &ast::Insert, params: &mut Vec<Opt
         let mut bound = Vec::with_capacity(row.len());
         for (e, &c) in row.iter().zip(&columns) {
             let col = &table.columns[c];
-            bound.push(if is_default_keyword(e) {
+            bound.push(if is_default_keyword(e) || (overriding == Some(Overriding::User) && is_identity(col)) {
                 default_expr(col.default.as_ref(), col.ty)
-            } else if generated_always(col) {
+            } else if generated_always(col) && overriding.is_none() {
                 return Err(identity_always(&col.name));
             } else {
                 binder.bind_assignment(e, col.ty, &col.name)?
@@ -396,6 +416,11 @@ pub fn plan_insert(catalog: &Catalog, insert: &ast::Insert, params: &mut Vec<Opt
 /// Whether a column is `GENERATED ALWAYS AS IDENTITY`.
 fn generated_always(col: &crate::catalog::ColumnDef) -> bool {
     matches!(col.default, Some(ColumnDefault::Identity { always: true, .. }))
+}
+
+/// Whether a column is an identity column (`GENERATED ALWAYS` or `BY DEFAULT`).
+fn is_identity(col: &crate::catalog::ColumnDef) -> bool {
+    matches!(col.default, Some(ColumnDefault::Identity { .. }))
 }
 
 /// A value given for a `GENERATED ALWAYS` identity column (428C9, PostgreSQL's wording).
