@@ -116,7 +116,9 @@ struct QueryPlan {
     /// The statement to plan analytically when the short path declines.
     statement: Statement,
     /// The source query of `INSERT … SELECT`: select items (by position) that call sequence
-    /// functions, which the session evaluates for each row (`sequences::draw_in_session`).
+    /// functions, which the session evaluates for each row (`sequences::draw_in_session`), and
+    /// under `OVERRIDING USER VALUE` the identity columns' defaults that replace the query's
+    /// values (`plan::user_overridden`).
     drawn: Vec<(usize, freshet_core::sql::expr::Expr)>,
 }
 
@@ -677,6 +679,9 @@ impl Session {
                 let stmt = Statement::Query(Box::new(q.clone()));
                 let (mut query, columns) = self.plan_query(&q, &stmt, catalog, params).await?;
                 query.drawn = drawn;
+                if overriding == Some(plan::Overriding::User) {
+                    query.drawn.extend(plan::user_overridden(&plan));
+                }
                 check_insert_source(&plan, &columns)?;
                 Some((query, columns))
             }

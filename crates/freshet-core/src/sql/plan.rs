@@ -365,9 +365,8 @@ pub fn plan_insert_overriding(catalog: &Catalog, insert: &ast::Insert, params: &
     let values = match source.body.as_ref() {
         ast::SetExpr::Values(v) if source.order_by.is_none() && source.limit_clause.is_none() && source.with.is_none() => v,
         _ => {
-            if overriding == Some(Overriding::User) && columns.iter().any(|&c| is_identity(&table.columns[c])) {
-                return Err(Error::unsupported("OVERRIDING USER VALUE with a query for identity columns (list the other columns instead)"));
-            }
+            // OVERRIDING USER VALUE: the session replaces the query's values for identity
+            // columns (`user_overridden`).
             if overriding.is_none()
                 && let Some(&c) = columns.iter().find(|&&c| generated_always(&table.columns[c]))
             {
@@ -421,6 +420,18 @@ fn generated_always(col: &crate::catalog::ColumnDef) -> bool {
 /// Whether a column is an identity column (`GENERATED ALWAYS` or `BY DEFAULT`).
 fn is_identity(col: &crate::catalog::ColumnDef) -> bool {
     matches!(col.default, Some(ColumnDefault::Identity { .. }))
+}
+
+/// Under `OVERRIDING USER VALUE`, the values an `INSERT … SELECT` gives for identity columns
+/// are replaced by the columns' defaults: each such position in the plan's columns, with the
+/// default to evaluate for every row instead.
+pub fn user_overridden(plan: &InsertPlan) -> Vec<(usize, Expr)> {
+    plan.columns
+        .iter()
+        .enumerate()
+        .filter(|&(_, &c)| is_identity(&plan.table.columns[c]))
+        .map(|(i, &c)| (i, default_expr(plan.table.columns[c].default.as_ref(), plan.table.columns[c].ty)))
+        .collect()
 }
 
 /// A value given for a `GENERATED ALWAYS` identity column (428C9, PostgreSQL's wording).
