@@ -1553,30 +1553,23 @@ impl Session {
             }
             TxnStatement::Commit => match self.txn.take() {
                 None => Ok(StatementResult::command("COMMIT").with_notices(vec!["there is no transaction in progress".into()])),
-                Some(mut t) => {
+                Some(t) => {
                     let failed = t.failed;
-                    // What the block restarted stays restarted only if it commits.
-                    let restarts = std::mem::take(&mut t.restarts);
                     let result = if t.views.is_empty() {
-                        txn_block::commit(&engine, t, self.settings.synchronous_commit()).await
+                        txn_block::commit(&engine, t, self.settings.synchronous_commit(), &self.sequences).await
                     } else {
                         Box::pin(self.commit_with_views(t)).await
                     };
                     // COMMIT of a failed block rolls it back, as in PostgreSQL.
-                    let committed = result.is_ok() && !failed;
-                    if !committed {
-                        txn_block::put_back(restarts, &self.sequences)?;
-                    }
-                    self.db.inner.activity.transaction_ended(committed);
+                    self.db.inner.activity.transaction_ended(result.is_ok() && !failed);
                     result
                 }
             },
             TxnStatement::Rollback => match self.txn.take() {
                 None => Ok(StatementResult::command("ROLLBACK").with_notices(vec!["there is no transaction in progress".into()])),
-                Some(mut t) => {
+                Some(t) => {
                     self.db.inner.activity.transaction_ended(false);
-                    t.undo_restarts(0, &self.sequences)?;
-                    txn_block::rollback(&engine, t).await
+                    txn_block::rollback(&engine, t, &self.sequences).await
                 }
             },
             TxnStatement::Savepoint(name) => {
@@ -1632,11 +1625,11 @@ impl Session {
         let changes = match views::to_commit(&engine.catalog(), std::mem::take(&mut t.views)) {
             Ok(c) => c,
             Err(e) => {
-                txn_block::rollback(&engine, t).await?;
+                txn_block::rollback(&engine, t, &self.sequences).await?;
                 return Err(e);
             }
         };
-        let result = txn_block::commit(&engine, t, self.settings.synchronous_commit()).await?;
+        let result = txn_block::commit(&engine, t, self.settings.synchronous_commit(), &self.sequences).await?;
         for change in changes {
             engine.execute_ddl(change.ddl()).await?;
         }

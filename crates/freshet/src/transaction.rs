@@ -16,6 +16,7 @@ use freshet_core::{Error, Result, SqlState};
 use sqlparser::ast;
 
 use crate::result::StatementResult;
+use crate::sequences::SessionSequences;
 
 /// What a savepoint marks besides the engine's changes: how many of the block's view changes
 /// and sequence restarts preceded it.
@@ -53,8 +54,9 @@ pub struct SessionTxn {
     /// For each savepoint, in order, how many of `views` and of `restarts` preceded it.
     pub marks: Vec<BlockMark>,
     /// The position each sequence had before a TRUNCATE … RESTART IDENTITY of this block
-    /// restarted it, in order: ROLLBACK puts them back, newest first, as ROLLBACK TO does
-    /// those after its savepoint ([`Self::undo_restarts`]).
+    /// restarted it, in order: [`rollback`] and a [`commit`] that does not commit put them
+    /// back, newest first, as ROLLBACK TO does those after its savepoint
+    /// ([`Self::undo_restarts`]).
     pub restarts: Vec<(Arc<SequenceDef>, (i64, bool))>,
     /// Counts changes of `views`: part of the version of the catalog the block sees.
     pub view_epoch: u64,
@@ -83,8 +85,11 @@ impl SessionTxn {
     /// Puts back the sequences restarted after the first `keep` restarts (newest first, so a
     /// sequence restarted twice ends where it was before the first); the records are logged
     /// through `sequences`.
-    pub fn undo_restarts(&mut self, keep: usize, sequences: &crate::sequences::SessionSequences) -> Result<()> {
-        put_back(self.restarts.split_off(keep.min(self.restarts.len())), sequences)
+    pub fn undo_restarts(&mut self, keep: usize, sequences: &SessionSequences) -> Result<()> {
+        for (seq, (last, called)) in self.restarts.split_off(keep.min(self.restarts.len())).into_iter().rev() {
+            sequences.put_back(&seq, last, called)?;
+        }
+        Ok(())
     }
 
     /// The context of the next statement; takes the snapshot on the first one.
@@ -137,15 +142,6 @@ pub fn modes(modes: &[ast::TransactionMode]) -> (Option<Isolation>, Option<bool>
     (isolation, read_only)
 }
 
-/// Puts restarted sequences back where they were, newest restart first (see
-/// [`SessionTxn::restarts`]): the block that restarted them did not commit.
-pub fn put_back(restarts: Vec<(Arc<SequenceDef>, (i64, bool))>, sequences: &crate::sequences::SessionSequences) -> Result<()> {
-    for (seq, (last, called)) in restarts.into_iter().rev() {
-        sequences.put_back(&seq, last, called)?;
-    }
-    Ok(())
-}
-
 pub fn aborted_error() -> Error {
     Error::new(SqlState::InFailedSqlTransaction, "current transaction is aborted, commands ignored until end of transaction block")
 }
@@ -169,8 +165,11 @@ pub async fn rollback_to(engine: &Engine, txn: &mut SessionTxn, mark: &Savepoint
     Ok(())
 }
 
-pub async fn commit(engine: &Arc<Engine>, mut txn: SessionTxn, sync: bool) -> Result<StatementResult> {
-    let result = if txn.failed {
+/// A block that does not commit (failed, or its commit fails) puts back the sequences it
+/// restarted (`sequences`), as [`rollback`] does.
+pub async fn commit(engine: &Arc<Engine>, mut txn: SessionTxn, sync: bool, sequences: &SessionSequences) -> Result<StatementResult> {
+    let failed = txn.failed;
+    let result = if failed {
         engine.rollback(txn.id).await.map(|_| StatementResult::command("ROLLBACK"))
     } else if txn.started {
         let ctx = TxnCtx { id: txn.id, start: txn.start.unwrap_or(0), isolation: txn.isolation };
@@ -179,10 +178,15 @@ pub async fn commit(engine: &Arc<Engine>, mut txn: SessionTxn, sync: bool) -> Re
         Ok(StatementResult::command("COMMIT"))
     };
     txn.release(engine);
+    if failed || result.is_err() {
+        txn.undo_restarts(0, sequences)?;
+    }
     result
 }
 
-pub async fn rollback(engine: &Arc<Engine>, mut txn: SessionTxn) -> Result<StatementResult> {
+/// Rolls a block back, with the sequences it restarted.
+pub async fn rollback(engine: &Arc<Engine>, mut txn: SessionTxn, sequences: &SessionSequences) -> Result<StatementResult> {
+    txn.undo_restarts(0, sequences)?;
     let result = engine.rollback(txn.id).await.map(|_| StatementResult::command("ROLLBACK"));
     txn.release(engine);
     result

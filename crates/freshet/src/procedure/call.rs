@@ -465,23 +465,16 @@ impl Session {
         }
         self.begin_block();
         let result = f(self).await;
-        let Some(mut txn) = self.take_block() else { return Err(Error::internal("the call's transaction disappeared")) };
+        let Some(txn) = self.take_block() else { return Err(Error::internal("the call's transaction disappeared")) };
         let engine = self.database().inner.engine.clone();
-        // Sequences a TRUNCATE … RESTART IDENTITY of the call restarted stay so only if it
-        // commits.
-        let restarts = std::mem::take(&mut txn.restarts);
         let sequences = self.sequences.clone();
         match result {
-            Ok(v) => match txn_block::commit(&engine, txn, self.settings().synchronous_commit()).await {
-                Ok(_) => Ok(v),
-                Err(e) => {
-                    txn_block::put_back(restarts, &sequences)?;
-                    Err(e)
-                }
-            },
+            Ok(v) => {
+                txn_block::commit(&engine, txn, self.settings().synchronous_commit(), &sequences).await?;
+                Ok(v)
+            }
             Err(e) => {
-                let _ = txn_block::rollback(&engine, txn).await;
-                txn_block::put_back(restarts, &sequences)?;
+                let _ = txn_block::rollback(&engine, txn, &sequences).await;
                 Err(e)
             }
         }
