@@ -250,8 +250,10 @@ impl OlapEngine {
             .with_memory_limit(memory_limit, 1.0)
             .build_arc()
             .map_err(from_datafusion)?;
-        let ctx = SessionContext::new_with_config_rt(config, runtime_env);
+        let mut ctx = SessionContext::new_with_config_rt(config, runtime_env);
         ctx.add_analyzer_rule(Arc::new(crate::checked::CheckedIntegerArithmetic::default()));
+        datafusion::execution::FunctionRegistry::register_expr_planner(&mut ctx, Arc::new(crate::interval::IntervalArithmetic::default()))
+            .map_err(from_datafusion)?;
         // PostgreSQL's template patterns in place of DataFusion's chrono formats.
         ctx.register_udf(datafusion::logical_expr::ScalarUDF::new_from_impl(crate::to_char::ToChar::new()));
         ctx.register_udf(datafusion::logical_expr::ScalarUDF::new_from_impl(crate::similar::SimilarRegex::new()));

@@ -14,6 +14,7 @@ pub mod engine;
 pub mod error;
 pub mod fork;
 mod functions;
+mod interval;
 pub mod join_order;
 pub mod provider;
 pub mod prune;

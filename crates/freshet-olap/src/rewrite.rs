@@ -616,7 +616,7 @@ fn contains_aggregate(e: &Expr) -> bool {
 
 /// Rewrites every PostgreSQL-only function call in `statement`: `mod(a, b)`, the functions
 /// DataFusion knows by another name ([`other_name`]), timestamp constants
-/// ([`timestamp_literal`]), `LOCALTIMESTAMP`, row comparisons ([`row_comparison`]),
+/// ([`timestamp_literal`]), interval constants (PostgreSQL's input forms), `LOCALTIMESTAMP`, row comparisons ([`row_comparison`]),
 /// `op ANY/ALL (subquery)` ([`quantified_subquery`]), `FETCH FIRST n ROWS ONLY` (LIMIT),
 /// `SIMILAR TO` (see [`crate::similar`])
 /// and `generate_series(…)` as a whole select-list item, which PostgreSQL expands into rows
@@ -666,6 +666,19 @@ pub fn postgres_functions(statement: &mut ast::Statement) {
             _ => None,
         } {
             *e = exists;
+        } else if !matches!(e, Expr::Nested(_))
+            && let Some(Ok(iv)) = freshet_core::sql::bind::interval_constant(e)
+        {
+            // PostgreSQL's interval input (`'1 mon 3 days 10:00'`, `'@ 2 hours ago'`, which
+            // Arrow's parser refuses), parsed by Freshet and spelled as Arrow reads it.
+            let text = format!("{} months {} days {} microseconds", iv.months, iv.days, iv.micros);
+            *e = Expr::Interval(ast::Interval {
+                value: Box::new(Expr::Value(ast::Value::SingleQuotedString(text).into())),
+                leading_field: None,
+                leading_precision: None,
+                last_field: None,
+                fractional_seconds_precision: None,
+            });
         } else if let Expr::SimilarTo { negated, expr, pattern, escape_char } = e {
             let escape = match escape_char.take() {
                 Some(v) => Expr::Value(v),

@@ -370,29 +370,45 @@ impl<'a> Binder<'a> {
     }
 
     /// `t + INTERVAL '…'`, `INTERVAL '…' + t` and `t - INTERVAL '…'` for a date or timestamp `t`
-    /// and a constant interval: `t` moved by the interval (PostgreSQL's result types: a date
-    /// becomes a timestamp). `None` if neither side is a constant interval.
+    /// and a constant interval, or a constant interval scaled by a number (`n * INTERVAL
+    /// '1 minute'`, `INTERVAL '1 day' * n`, `INTERVAL '1 hour' / n`, [`Interval::scaled`]):
+    /// `t` moved by the interval (PostgreSQL's result types: a date becomes a timestamp).
+    /// `None` if neither side is an interval of those forms.
+    ///
+    /// [`Interval::scaled`]: crate::types::datetime::Interval::scaled
     fn interval_arithmetic(&mut self, left: &ast::Expr, op: BinaryOp, right: &ast::Expr) -> Result<Option<Expr>> {
-        let (subject, interval) = match (op, interval_constant(left), interval_constant(right)) {
-            (BinaryOp::Add | BinaryOp::Sub, _, Some(iv)) => (left, if op == BinaryOp::Sub { iv?.negated() } else { iv? }),
-            (BinaryOp::Add, Some(iv), _) => (right, iv?),
+        let (subject, term, negate) = match (op, interval_term(left), interval_term(right)) {
+            (BinaryOp::Add | BinaryOp::Sub, _, Some(term)) => (left, term, op == BinaryOp::Sub),
+            (BinaryOp::Add, Some(term), _) => (right, term, false),
             (_, Some(_), _) | (_, _, Some(_)) => {
                 return Err(unsupported(format!("operator {} with an interval", op.symbol())));
             }
             _ => return Ok(None),
         };
+        let interval = term.interval?;
+        let interval = if negate { interval.negated() } else { interval };
         let t = self.bind_expr(subject, Some(DataType::Timestamp))?;
         if !matches!(t.ty().family(), TypeFamily::Date | TypeFamily::Timestamp) {
             return Err(Error::new(SqlState::UndefinedFunction, format!("operator does not exist: {} {} interval", t.ty().pg_name(), op.symbol()))
                 .with_hint("No operator matches the given name and argument types. You might need to add explicit type casts."));
         }
         let ty = if t.ty() == DataType::TimestampTz { DataType::TimestampTz } else { DataType::Timestamp };
-        let args = vec![
+        let mut args = vec![
             t,
             Expr::literal(Value::Int32(interval.months), DataType::Int32),
             Expr::literal(Value::Int32(interval.days), DataType::Int32),
             Expr::literal(Value::Int64(interval.micros), DataType::Int64),
         ];
+        if let Some((factor, divide)) = term.factor {
+            let factor = self.bind_expr(factor, Some(DataType::Float64))?;
+            if !factor.ty().is_numeric() {
+                let symbol = if divide { "/" } else { "*" };
+                return Err(Error::new(SqlState::UndefinedFunction, format!("operator does not exist: interval {symbol} {}", factor.ty().pg_name()))
+                    .with_hint("No operator matches the given name and argument types. You might need to add explicit type casts."));
+            }
+            args.push(Expr::Cast { expr: Box::new(factor), to: DataType::Float64 });
+            args.push(Expr::literal(Value::Bool(divide), DataType::Bool));
+        }
         Ok(Some(Expr::Func { func: Func::AddInterval, args, ty }))
     }
 
@@ -669,9 +685,35 @@ fn extract_field(field: &ast::DateTimeField) -> Result<&'static str> {
     })
 }
 
+/// An interval operand of `+` or `-`: a constant, or a constant scaled by a number (the
+/// number's expression, and whether it divides).
+struct IntervalTerm<'a> {
+    interval: Result<crate::types::datetime::Interval>,
+    factor: Option<(&'a ast::Expr, bool)>,
+}
+
+/// The interval term an expression spells (see [`IntervalTerm`]); `None` if it is not one.
+fn interval_term(e: &ast::Expr) -> Option<IntervalTerm<'_>> {
+    if let Some(interval) = interval_constant(e) {
+        return Some(IntervalTerm { interval, factor: None });
+    }
+    match e {
+        ast::Expr::Nested(inner) => interval_term(inner),
+        ast::Expr::BinaryOp { left, op: ast::BinaryOperator::Multiply, right } => match (interval_constant(left), interval_constant(right)) {
+            (_, Some(interval)) => Some(IntervalTerm { interval, factor: Some((left, false)) }),
+            (Some(interval), _) => Some(IntervalTerm { interval, factor: Some((right, false)) }),
+            _ => None,
+        },
+        ast::Expr::BinaryOp { left, op: ast::BinaryOperator::Divide, right } => {
+            interval_constant(left).map(|interval| IntervalTerm { interval, factor: Some((right, true)) })
+        }
+        _ => None,
+    }
+}
+
 /// The interval an expression spells as a constant (`INTERVAL '1 day'`, `INTERVAL '5' MINUTE`,
 /// `'1 day'::interval`), parsed; `None` if it is not one.
-fn interval_constant(e: &ast::Expr) -> Option<Result<crate::types::datetime::Interval>> {
+pub fn interval_constant(e: &ast::Expr) -> Option<Result<crate::types::datetime::Interval>> {
     use crate::types::datetime::parse_interval;
     let text = |v: &ast::Expr| match v {
         ast::Expr::Value(v) => match &v.value {

@@ -102,7 +102,8 @@ pub enum Func {
     Lastval,
     PgGetSerialSequence,
     /// `t ± INTERVAL '…'` for a constant interval: (timestamp, months, days, microseconds),
-    /// the interval already negated for `-`. Not callable by name.
+    /// the interval already negated for `-`; a scaled interval (`t + n * INTERVAL '…'`) adds
+    /// the factor (float8) and whether it divides. Not callable by name.
     AddInterval,
 }
 

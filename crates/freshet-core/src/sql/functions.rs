@@ -56,7 +56,7 @@ fn arity(func: Func, n: usize) -> bool {
         Func::Nextval | Func::Currval => n == 1,
         Func::Setval => n == 2 || n == 3,
         Func::PgGetSerialSequence => n == 2,
-        Func::AddInterval => n == 4,
+        Func::AddInterval => n == 4 || n == 6,
     }
 }
 
@@ -226,7 +226,10 @@ pub fn call(func: Func, args: Vec<Value>, ty: DataType, cx: &EvalContext) -> Res
                 Value::Date(d) => *d as i64 * MICROS_PER_DAY,
                 other => return Err(Error::mismatch(format!("cannot add an interval to {other:?}"))),
             };
-            let interval = datetime::Interval { months: int(1) as i32, days: int(2) as i32, micros: int(3) };
+            let mut interval = datetime::Interval { months: int(1) as i32, days: int(2) as i32, micros: int(3) };
+            if let [.., factor, divide] = &args[4..] {
+                interval = interval.scaled(factor.as_f64().unwrap_or(0.0), divide == &Value::Bool(true))?;
+            }
             let at = datetime::add_interval(micros, interval)?;
             if ty == DataType::TimestampTz { Value::TimestampTz(at) } else { Value::Timestamp(at) }
         }

@@ -283,7 +283,8 @@ pub fn format_timestamptz(micros: i64, out: &mut String) {
 
 /// An interval as PostgreSQL keeps one: months, days and microseconds, each signed, added to a
 /// timestamp in that order (a month keeps the day of the month, clamped to the month's end).
-/// Only constants are intervals here: there are no interval columns or values.
+/// Only constants (and constants scaled by a number, [`Interval::scaled`]) are intervals here:
+/// there are no interval columns or values.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Interval {
     pub months: i32,
@@ -294,6 +295,40 @@ pub struct Interval {
 impl Interval {
     pub fn negated(self) -> Interval {
         Interval { months: -self.months, days: -self.days, micros: -self.micros }
+    }
+
+    /// `interval * factor`, or `interval / factor` when `divide`, as PostgreSQL computes them
+    /// (`interval_mul`, `interval_div`): months and days are scaled and truncated toward zero;
+    /// the fraction of a month cascades down as 30 days and the fraction of a day as 24 hours
+    /// (each rounded to a microsecond's precision, so that `1.5 * '1 mon'` is exactly 1 mon 15
+    /// days); nothing cascades up. 22008 when a field leaves its range, 22012 on a zero
+    /// divisor.
+    pub fn scaled(self, factor: f64, divide: bool) -> Result<Interval> {
+        if divide && factor == 0.0 {
+            return Err(Error::division_by_zero());
+        }
+        let out_of_range = || Error::new(SqlState::DatetimeFieldOverflow, "interval out of range");
+        let apply = |x: f64| if divide { x / factor } else { x * factor };
+        let to_i32 = |x: f64| if x.is_nan() || x > i32::MAX as f64 || x < i32::MIN as f64 { Err(out_of_range()) } else { Ok(x as i32) };
+        // Rounded to six fractional digits, as PostgreSQL's TSROUND.
+        let round6 = |x: f64| (x * 1e6).round_ties_even() / 1e6;
+        let months_exact = apply(self.months as f64);
+        let months = to_i32(months_exact)?;
+        let days_exact = apply(self.days as f64);
+        let mut days = to_i32(days_exact)?;
+        let month_remainder_days = round6((months_exact - months as f64) * 30.0);
+        let mut seconds = round6((days_exact - days as f64 + month_remainder_days - month_remainder_days.trunc()) * 86_400.0);
+        if seconds.abs() >= 86_400.0 {
+            let whole = (seconds / 86_400.0).trunc();
+            days = days.checked_add(whole as i32).ok_or_else(out_of_range)?;
+            seconds -= whole * 86_400.0;
+        }
+        days = days.checked_add(month_remainder_days as i32).ok_or_else(out_of_range)?;
+        let micros = (apply(self.micros as f64) + seconds * 1e6).round_ties_even();
+        if micros.is_nan() || micros >= i64::MAX as f64 || micros < i64::MIN as f64 {
+            return Err(out_of_range());
+        }
+        Ok(Interval { months, days, micros: micros as i64 })
     }
 }
 
@@ -441,6 +476,23 @@ pub fn timestamp_field(micros: i64, field: &str) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scaled_intervals_cascade_fractions_down_as_postgresql_does() {
+        let iv = |months, days, micros| Interval { months, days, micros };
+        let hour = 3_600 * MICROS_PER_SECOND;
+        // PostgreSQL 15: '1 mon' * 1.5 = 1 mon 15 days; '1 mon 3 days 10:00' * 0.3 =
+        // 9 days 24:36:00 (nothing cascades up); '1 day' / 7 = 03:25:42.857143;
+        // '-1 mon 2 days' * -2.5 = 2 mons 10 days.
+        assert_eq!(iv(1, 0, 0).scaled(1.5, false).unwrap(), iv(1, 15, 0));
+        assert_eq!(iv(1, 3, 10 * hour).scaled(0.3, false).unwrap(), iv(0, 9, 24 * hour + 36 * 60 * MICROS_PER_SECOND));
+        assert_eq!(iv(0, 1, 0).scaled(7.0, true).unwrap(), iv(0, 0, 12_342_857_143));
+        assert_eq!(iv(-1, 2, 0).scaled(-2.5, false).unwrap(), iv(2, 10, 0));
+        assert_eq!(iv(1, 0, 0).scaled(3.0, true).unwrap(), iv(0, 10, 0));
+        assert_eq!(iv(0, 0, hour).scaled(0.0, true).unwrap_err().state.code(), "22012");
+        assert_eq!(iv(0, 0, hour).scaled(1e300, false).unwrap_err().state.code(), "22008");
+        assert_eq!(iv(1, 0, 0).scaled(f64::NAN, false).unwrap_err().state.code(), "22008");
+    }
 
     fn ts(s: &str) -> String {
         let mut out = String::new();
