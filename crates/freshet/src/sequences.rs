@@ -160,16 +160,16 @@ fn calls<T: sqlparser::ast::Visit>(node: &T, wanted: impl Fn(Func) -> bool) -> b
     .is_break()
 }
 
-/// A query the session evaluates itself ([`plan_select`]): one that calls nextval, currval,
-/// setval or lastval (refused if it is not a SELECT without FROM), or calls
-/// pg_get_serial_sequence and binds on the short path (otherwise the analytical side answers
-/// it: `pg_catalog` has the function too).
+/// A query the session evaluates itself ([`plan_select`]): a SELECT without FROM that calls
+/// nextval, currval, setval or lastval (one with FROM draws them for its rows:
+/// [`draw_in_session`]), or one that calls pg_get_serial_sequence and binds on the short path
+/// (otherwise the analytical side answers it: `pg_catalog` has the function too).
 pub(crate) fn session_select(
     q: &sqlparser::ast::Query,
     params: &mut Vec<Option<freshet_core::types::DataType>>,
 ) -> Result<Option<(Vec<freshet_core::sql::expr::Expr>, Vec<crate::result::ColumnInfo>)>> {
     if calls_sequence_functions(q) {
-        return plan_select(q, params).map(Some);
+        return if is_plain_select(q) { plan_select(q, params).map(Some) } else { Ok(None) };
     }
     if !calls(q, |f| f == Func::PgGetSerialSequence) {
         return Ok(None);
@@ -221,6 +221,47 @@ pub(crate) fn draw_in_session(
     Ok((q, drawn))
 }
 
+/// A SELECT without FROM and without any clause but its select list.
+fn is_plain_select(q: &sqlparser::ast::Query) -> bool {
+    use sqlparser::ast;
+    let ast::SetExpr::Select(select) = q.body.as_ref() else { return false };
+    q.with.is_none()
+        && q.order_by.is_none()
+        && q.limit_clause.is_none()
+        && q.fetch.is_none()
+        && select.from.is_empty()
+        && select.selection.is_none()
+        && select.having.is_none()
+        && select.distinct.is_none()
+        && matches!(&select.group_by, ast::GroupByExpr::Expressions(e, _) if e.is_empty())
+}
+
+/// `SELECT nextval('s'), … FROM t`: as [`draw_in_session`], which the session then applies to
+/// the rows the query gives, after its ORDER BY and LIMIT (as PostgreSQL evaluates volatile
+/// select items since 9.6). Refused with DISTINCT, which PostgreSQL applies to the drawn values
+/// and the session cannot. The drawn items keep their PostgreSQL result names.
+pub(crate) fn draw_for_select(
+    q: &sqlparser::ast::Query,
+    params: &mut Vec<Option<freshet_core::types::DataType>>,
+) -> Result<(sqlparser::ast::Query, Vec<(usize, freshet_core::sql::expr::Expr)>, Vec<String>)> {
+    use sqlparser::ast;
+    let ast::SetExpr::Select(select) = q.body.as_ref() else { return Err(not_in_queries()) };
+    if select.distinct.is_some() {
+        return Err(not_in_queries());
+    }
+    let names = select
+        .projection
+        .iter()
+        .map(|item| match item {
+            ast::SelectItem::ExprWithAlias { alias, .. } => freshet_core::sql::names::fold_ident(alias),
+            ast::SelectItem::UnnamedExpr(e) => freshet_core::sql::names::column_name(e),
+            _ => String::new(),
+        })
+        .collect();
+    let (q, drawn) = draw_in_session(q, params)?;
+    Ok((q, drawn, names))
+}
+
 /// A SELECT without FROM whose items call sequence functions: the items bound for the
 /// session to evaluate, and the result columns.
 pub(crate) fn plan_select(
@@ -229,16 +270,7 @@ pub(crate) fn plan_select(
 ) -> Result<(Vec<freshet_core::sql::expr::Expr>, Vec<crate::result::ColumnInfo>)> {
     use sqlparser::ast;
     let ast::SetExpr::Select(select) = q.body.as_ref() else { return Err(not_in_queries()) };
-    let plain = q.with.is_none()
-        && q.order_by.is_none()
-        && q.limit_clause.is_none()
-        && q.fetch.is_none()
-        && select.from.is_empty()
-        && select.selection.is_none()
-        && select.having.is_none()
-        && select.distinct.is_none()
-        && matches!(&select.group_by, ast::GroupByExpr::Expressions(e, _) if e.is_empty());
-    if !plain {
+    if !is_plain_select(q) {
         return Err(not_in_queries());
     }
     let mut items = Vec::new();

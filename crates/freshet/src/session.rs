@@ -115,8 +115,9 @@ struct QueryPlan {
     olap: OnceLock<OlapPlan>,
     /// The statement to plan analytically when the short path declines.
     statement: Statement,
-    /// The source query of `INSERT … SELECT`: select items (by position) that call sequence
-    /// functions, which the session evaluates for each row (`sequences::draw_in_session`), and
+    /// A query, or the source query of `INSERT … SELECT`: select items (by position) that call
+    /// sequence functions, which the session evaluates for each row
+    /// (`sequences::draw_in_session`, `draw_for_select`), and for an INSERT
     /// under `OVERRIDING USER VALUE` the identity columns' defaults that replace the query's
     /// values (`plan::user_overridden`).
     drawn: Vec<(usize, freshet_core::sql::expr::Expr)>,
@@ -535,6 +536,18 @@ impl Session {
                 (Kind::SetConfig(args), Some(vec![ColumnInfo { name: "set_config".into(), ty: DataType::Text }]))
             }
             Statement::AlterTable(at) if matches!(at.operations.as_slice(), [ast::AlterTableOperation::OwnerTo { .. }]) => (Kind::Utility, None),
+            Statement::Query(q) if crate::sequences::calls_sequence_functions(q.as_ref()) => {
+                let (q, drawn, names) = crate::sequences::draw_for_select(q, params)?;
+                let stmt = Statement::Query(Box::new(q.clone()));
+                let (mut query, mut columns) = self.plan_query(&q, &stmt, catalog, params).await?;
+                for (i, _) in &drawn {
+                    if let (Some(column), Some(name)) = (columns.get_mut(*i), names.get(*i)) {
+                        column.name = name.clone();
+                    }
+                }
+                query.drawn = drawn;
+                (Kind::Query(query), Some(columns))
+            }
             Statement::Query(q) => {
                 let (query, columns) = self.plan_query(q, statement, catalog, params).await?;
                 (Kind::Query(query), Some(columns))
@@ -922,8 +935,20 @@ impl Session {
             Kind::Query(query) => {
                 let columns = prepared.columns.clone().unwrap_or_default();
                 let txn = self.statement_txn();
-                let rows = self.run_query(query, &columns, &prepared.param_types, params, now, txn).await?;
-                Ok(StatementResult::rows(columns, rows))
+                let rows = self.run_query(query, &columns, &prepared.param_types, params.clone(), now, txn).await?;
+                if query.drawn.is_empty() {
+                    return Ok(StatementResult::rows(columns, rows));
+                }
+                // Sequence calls in the select list: drawn for each row, in the order the rows
+                // come (the whole result is collected first).
+                let mut rows = rows.collect_values(&columns).await?;
+                let cx = self.eval_context(&params, now);
+                for row in &mut rows {
+                    for (i, e) in &query.drawn {
+                        row[*i] = e.eval(&NoRow, &cx)?;
+                    }
+                }
+                Ok(StatementResult::rows(columns, RowStream::from_values(rows)))
             }
             Kind::Insert { plan, source } => {
                 let txn = self.statement_txn();
