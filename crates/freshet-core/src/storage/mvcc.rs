@@ -68,8 +68,8 @@ pub enum Change {
     Inserted,
     /// The row existed (its values are still in its slot).
     Deleted,
-    /// Columns had these values; `added` lists the indexes where this change added an entry.
-    Updated { before: Vec<(usize, Value)>, added: Vec<usize> },
+    /// Columns had these values.
+    Updated { before: Vec<(usize, Value)> },
     /// SELECT … FOR UPDATE/SHARE: nothing changed, but the row is claimed.
     Locked,
 }
@@ -216,10 +216,10 @@ impl TableStore {
                 self.set_deleted(row, false);
                 self.stats.live_rows += 1;
             }
-            Change::Updated { before, added } => {
-                let new_keys: Vec<(usize, KeyBuf)> = added.iter().map(|&p| (p, self.key_of(p, row).0)).collect();
+            Change::Updated { before } => {
+                let added = self.keys_added(row, version.older, &before);
                 self.write_values(row, &before);
-                for (position, key) in new_keys {
+                for (position, key) in added {
                     self.indexes[position].remove(&key, row);
                 }
             }
@@ -277,6 +277,45 @@ impl TableStore {
                 self.heads.remove(&row);
             }
         }
+    }
+
+    /// The index entries the newest update of `row` (whose before-image is `before`, and whose
+    /// next older version is `older`) added: each key of the row's current state, in an index
+    /// on a column the update changed, that no older state of the row still held has. Those
+    /// are exactly the entries the update inserted, since every state some transaction may
+    /// see has its entries. Told from the versions rather than recorded by the update, so it
+    /// stays right when the table's indexes change under an open transaction (CREATE INDEX,
+    /// DROP INDEX and ADD PRIMARY KEY renumber them).
+    fn keys_added(&self, row: RowId, older: u32, before: &[(usize, Value)]) -> Vec<(usize, KeyBuf)> {
+        let touched: Vec<usize> = (0..self.indexes.len())
+            .filter(|&p| self.def.indexes[p].columns.iter().any(|c| before.iter().any(|(b, _)| b == c)))
+            .collect();
+        if touched.is_empty() {
+            return Vec::new();
+        }
+        let mut state = self.row_values(row);
+        let newest: Vec<KeyBuf> = touched.iter().map(|&p| key_from(&self.def.indexes[p].columns, &state)).collect();
+        let mut held: Vec<Vec<KeyBuf>> = vec![Vec::new(); touched.len()];
+        let mut apply = |state: &mut Vec<Value>, before: &[(usize, Value)]| {
+            for (c, val) in before {
+                if let Some(slot) = state.get_mut(*c) {
+                    *slot = val.clone();
+                }
+            }
+            for (h, &p) in held.iter_mut().zip(&touched) {
+                h.push(key_from(&self.def.indexes[p].columns, state));
+            }
+        };
+        apply(&mut state, before);
+        let mut cur = older;
+        while cur != NO_VERSION {
+            let v = self.version(cur);
+            if let Change::Updated { before } = &v.change {
+                apply(&mut state, before);
+            }
+            cur = v.older;
+        }
+        touched.into_iter().zip(newest).zip(&held).filter(|((_, key), h)| !h.contains(key)).map(|((p, key), _)| (p, key)).collect()
     }
 
     /// Removes the index entries of the state before an update that no later state shares.

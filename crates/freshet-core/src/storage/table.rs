@@ -489,14 +489,11 @@ impl TableStore {
             }
         }
         self.write_values(row, changes);
-        let mut added = Vec::new();
         for (position, key) in rekeyed {
-            if self.indexes[position].insert(&key, row) {
-                added.push(position);
-            }
+            self.indexes[position].insert(&key, row);
         }
         self.stats.updated += 1;
-        Ok(self.push_version(row, view.id, Change::Updated { before, added }))
+        Ok(self.push_version(row, view.id, Change::Updated { before }))
     }
 
     pub(crate) fn write_values(&mut self, row: RowId, changes: &[(usize, Value)]) {
