@@ -88,6 +88,32 @@ impl IndexDef {
 }
 
 impl TableDef {
+    /// The definition without column `c` (ALTER TABLE … DROP COLUMN, and its replay): the
+    /// indexes that include the column are dropped with it (the primary key too, as in
+    /// PostgreSQL), the sequences it owns go, and positions after it move down by one.
+    pub fn without_column(&self, c: usize) -> TableDef {
+        let shift = |p: usize| if p > c { p - 1 } else { p };
+        let column = &self.columns[c].name;
+        TableDef {
+            id: self.id,
+            name: self.name.clone(),
+            columns: self.columns.iter().enumerate().filter(|(i, _)| *i != c).map(|(_, col)| col.clone()).collect(),
+            indexes: self
+                .indexes
+                .iter()
+                .filter(|i| !i.columns.contains(&c))
+                .map(|i| IndexDef { columns: i.columns.iter().map(|&p| shift(p)).collect(), ..i.clone() })
+                .collect(),
+            partition_key: self.partition_key.map(shift),
+            sequences: self
+                .sequences
+                .iter()
+                .filter(|s| !s.owned_by.as_ref().is_some_and(|(t, owner)| *t == self.name && owner == column))
+                .cloned()
+                .collect(),
+        }
+    }
+
     pub fn column_index(&self, name: &str) -> Option<usize> {
         self.columns.iter().position(|c| c.name == name)
     }

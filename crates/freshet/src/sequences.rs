@@ -185,6 +185,9 @@ pub(crate) fn not_in_queries() -> Error {
         .with_hint("Call them in INSERT … VALUES, in a column default, or in SELECT without FROM.")
 }
 
+/// Select items (by position) the session evaluates for each row a query gives.
+pub(crate) type Drawn = Vec<(usize, freshet_core::sql::expr::Expr)>;
+
 /// `INSERT … SELECT nextval('s'), … FROM t`: the query that feeds the INSERT with each select
 /// item that calls sequence functions (and reads no column) replaced by a NULL of its type,
 /// and those items bound, by position, for the session to evaluate for each row the query
@@ -193,7 +196,7 @@ pub(crate) fn not_in_queries() -> Error {
 pub(crate) fn draw_in_session(
     q: &sqlparser::ast::Query,
     params: &mut Vec<Option<freshet_core::types::DataType>>,
-) -> Result<(sqlparser::ast::Query, Vec<(usize, freshet_core::sql::expr::Expr)>)> {
+) -> Result<(sqlparser::ast::Query, Drawn)> {
     use sqlparser::ast;
     let mut q = q.clone();
     let mut drawn = Vec::new();
@@ -243,7 +246,7 @@ fn is_plain_select(q: &sqlparser::ast::Query) -> bool {
 pub(crate) fn draw_for_select(
     q: &sqlparser::ast::Query,
     params: &mut Vec<Option<freshet_core::types::DataType>>,
-) -> Result<(sqlparser::ast::Query, Vec<(usize, freshet_core::sql::expr::Expr)>, Vec<String>)> {
+) -> Result<(sqlparser::ast::Query, Drawn, Vec<String>)> {
     use sqlparser::ast;
     let ast::SetExpr::Select(select) = q.body.as_ref() else { return Err(not_in_queries()) };
     if select.distinct.is_some() {

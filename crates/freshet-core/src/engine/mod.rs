@@ -324,6 +324,7 @@ impl Engine {
             DdlPlan::Accepted { tag, notices } => Ok(DdlOutcome { tag, notices }),
             DdlPlan::AlterColumnNullable { table, column, nullable } => self.alter_column_nullable(&catalog, &table, &column, nullable).await,
             DdlPlan::RenameColumn { table, from, to } => self.rename_column(&catalog, &table, &from, &to).await,
+            DdlPlan::DropColumn { table, column, if_exists } => self.drop_column(&catalog, &table, &column, if_exists).await,
             DdlPlan::RenameTable { table, to } => self.rename_table(&catalog, &table, &to).await,
             DdlPlan::Truncate { tables, .. } => {
                 let defs = tables.iter().map(|t| catalog.require_table(t).cloned()).collect::<Result<Vec<_>>>()?;
@@ -804,6 +805,46 @@ impl Engine {
             }
         }
         self.replace_def(new_def).await?;
+        Ok(DdlOutcome { tag: "ALTER TABLE", notices: vec![] })
+    }
+
+    /// ALTER TABLE … DROP COLUMN: the column's values leave every partition in one quiesced
+    /// step logged as `RedoRecord::DropColumn`; indexes that include it and sequences it owns
+    /// go with it, as in PostgreSQL ([`TableDef::without_column`]). Refused (0A000) for the
+    /// partition key, for a table's last column, and while a view reads the table (views keep
+    /// their query's text, and PostgreSQL refuses too when the view uses the column).
+    async fn drop_column(&self, catalog: &Catalog, table: &str, column: &str, if_exists: bool) -> Result<DdlOutcome> {
+        let def = catalog.require_table(table)?;
+        let Some(c) = def.column_index(column) else {
+            let message = format!("column \"{column}\" of relation \"{table}\" does not exist");
+            if if_exists {
+                return Ok(DdlOutcome { tag: "ALTER TABLE", notices: vec![format!("{message}, skipping")] });
+            }
+            return Err(Error::new(SqlState::UndefinedColumn, message));
+        };
+        if def.partition_key == Some(c) {
+            return Err(Error::unsupported(format!("dropping column \"{column}\", the partition key of \"{table}\"")));
+        }
+        if def.columns.len() == 1 {
+            return Err(Error::unsupported(format!("dropping the last column of \"{table}\"")));
+        }
+        if let Some(v) = catalog.dependents(table).next() {
+            return Err(Error::new(
+                SqlState::DependentObjectsStillExist,
+                format!("cannot drop column {column} of table {table} because view {} depends on table {table}", v.name),
+            )
+            .with_hint("Drop the view, drop the column, and create the view again."));
+        }
+        let new_def = Arc::new(def.without_column(c));
+        let (id, d) = (def.id, new_def.clone());
+        self.ddl_step(Some(RedoRecord::DropColumn { table: id, column: c as u32 }), move |p| {
+            if let Ok(t) = p.table_mut(id) {
+                t.drop_column(d.clone(), c);
+            }
+            Ok(())
+        })
+        .await?;
+        self.catalog.put_table(new_def);
         Ok(DdlOutcome { tag: "ALTER TABLE", notices: vec![] })
     }
 

@@ -125,6 +125,27 @@ impl Engine {
         Ok(())
     }
 
+    /// Recovery: ALTER TABLE … DROP COLUMN as the live change made it.
+    pub async fn restore_drop_column(&self, id: TableId, column: u32) -> Result<()> {
+        let Some(old) = self.catalog.current().table_by_id(id).cloned() else { return Ok(()) };
+        let c = column as usize;
+        if c >= old.columns.len() || old.columns.len() == 1 {
+            return Err(Error::new(crate::error::SqlState::Internal, format!("corrupt redo record: a logged DROP COLUMN names column {c} of \"{}\", which has {} columns", old.name, old.columns.len())));
+        }
+        let def = Arc::new(old.without_column(c));
+        let d = def.clone();
+        for r in self.on_all(move |p| -> Result<()> {
+            p.table_mut(d.id)?.drop_column(d.clone(), c);
+            Ok(())
+        })
+        .await?
+        {
+            r?;
+        }
+        self.catalog.put_table(def);
+        Ok(())
+    }
+
     /// Recovery: publishes a logged sequence, its counter at its start.
     pub fn restore_put_sequence(&self, def: SequenceDef) {
         self.catalog.ensure_next_table_id(def.id);

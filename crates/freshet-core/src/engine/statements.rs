@@ -698,6 +698,14 @@ fn run_on_partition(
 ) -> Result<OltpResult> {
     let cx = EvalContext { params, now, sequences: None };
     let id = plan.table().id;
+    // Planned before a DROP COLUMN that ran meanwhile: its column positions name other
+    // columns now (a later ADD COLUMN appends, which leaves them right).
+    if p.table(id)?.def().columns.len() < plan.table().columns.len() {
+        return Err(Error::new(
+            SqlState::SerializationFailure,
+            format!("could not serialize access: relation \"{}\" changed during the statement", plan.table().name),
+        ));
+    }
     let records = local.records_reads();
     if records && !matches!(plan.as_ref(), OltpPlan::Select(_)) {
         local.reads.push(ReadPredicate::Filter { table: id, plan: plan.clone(), params: params.into(), bound: None });

@@ -45,6 +45,8 @@ pub enum DdlPlan {
     RenameTable { table: String, to: String },
     /// ALTER TABLE … RENAME COLUMN from TO to.
     RenameColumn { table: String, from: String, to: String },
+    /// ALTER TABLE … DROP COLUMN [IF EXISTS] column [RESTRICT | CASCADE].
+    DropColumn { table: String, column: String, if_exists: bool },
     /// ALTER TABLE … ALTER COLUMN … SET NOT NULL (`nullable` false) or DROP NOT NULL.
     AlterColumnNullable { table: String, column: String, nullable: bool },
     /// A statement accepted without a change (a FOREIGN KEY added under
@@ -466,6 +468,10 @@ pub fn plan_alter_table(at: &ast::AlterTable, foreign_keys: ForeignKeys) -> Resu
             }
             Ok(DdlPlan::AddColumn { table, column, if_not_exists: *if_not_exists })
         }
+        ast::AlterTableOperation::DropColumn { column_names, if_exists, .. } => match column_names.as_slice() {
+            [column] => Ok(DdlPlan::DropColumn { table, column: fold_ident(column), if_exists: *if_exists }),
+            _ => Err(Error::unsupported("DROP COLUMN of several columns in one action")),
+        },
         ast::AlterTableOperation::AddConstraint { constraint: ast::TableConstraint::PrimaryKey(pk), .. } => {
             Ok(DdlPlan::AddPrimaryKey { table, columns: index_column_names(&pk.columns)? })
         }

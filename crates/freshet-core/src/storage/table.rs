@@ -735,6 +735,47 @@ impl TableStore {
         self.def = def;
     }
 
+    /// ALTER TABLE … DROP COLUMN: column `c`'s segment leaves every chunk (a snapshot that
+    /// shares a chunk's segment list keeps its own), the indexes `def` no longer has are
+    /// dropped (the others keep their entries: keys hold values, not positions), and the
+    /// before-images of the row versions lose the column and renumber the columns after it.
+    /// `def` is [`TableDef::without_column`] of the current definition.
+    pub fn drop_column(&mut self, def: Arc<TableDef>, c: usize) {
+        debug_assert_eq!(def.columns.len() + 1, self.types.len());
+        for chunk in &mut self.chunks {
+            Arc::make_mut(&mut chunk.columns).remove(c);
+            chunk.arenas.remove(c);
+        }
+        self.types.remove(c);
+        let shift = |p: usize| if p > c { p - 1 } else { p };
+        let mut old: Vec<Option<(IndexDef, IndexStore)>> =
+            self.def.indexes.iter().cloned().zip(std::mem::take(&mut self.indexes)).map(Some).collect();
+        let mut indexes = Vec::with_capacity(def.indexes.len());
+        for index in &def.indexes {
+            let found = old.iter_mut().find(|o| {
+                o.as_ref().is_some_and(|(d, _)| {
+                    d.name == index.name && !d.columns.contains(&c) && d.columns.iter().map(|&p| shift(p)).eq(index.columns.iter().copied())
+                })
+            });
+            match found.and_then(Option::take) {
+                Some((_, store)) => indexes.push(store),
+                // Not reached (`def` keeps exactly the indexes without the column); built
+                // from the rows if it were.
+                None => indexes.push(self.build_index(index, false).unwrap_or_else(|_| new_index(index))),
+            }
+        }
+        self.indexes = indexes;
+        for version in self.versions.iter_mut().flatten() {
+            if let super::mvcc::Change::Updated { before } = &mut version.change {
+                before.retain(|(col, _)| *col != c);
+                for (col, _) in before.iter_mut() {
+                    *col = shift(*col);
+                }
+            }
+        }
+        self.def = def;
+    }
+
     /// Recovery: puts a row into its logged slot, creating chunks and slots up to it (slots
     /// in between start deleted). Indexes are rebuilt by [`finish_restore`](Self::finish_restore).
     pub fn restore_insert(&mut self, row: RowId, values: &[Value]) {

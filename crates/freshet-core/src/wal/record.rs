@@ -61,6 +61,9 @@ pub enum RedoRecord {
     /// ALTER TABLE … ADD COLUMN: `column` appended to table `table`, every existing slot
     /// holding `fill`.
     AddColumn { table: TableId, column: ColumnDef, fill: Value },
+    /// ALTER TABLE … DROP COLUMN: column `column` (a position) of table `table` removed, the
+    /// definition becoming [`TableDef::without_column`](crate::catalog::TableDef::without_column).
+    DropColumn { table: TableId, column: u32 },
     /// A sequence's counter resumes at `last` (after it, with `called`): logged before the
     /// values it covers are handed out (`sequence` module).
     SequenceValue { id: TableId, last: i64, called: bool },
@@ -131,6 +134,11 @@ pub fn encode(record: &RedoRecord, out: &mut Vec<u8>) {
             encode_column(column, out);
             encode_value(fill, out);
         }
+        RedoRecord::DropColumn { table, column } => {
+            out.push(15);
+            put_u32(out, *table);
+            put_u32(out, *column);
+        }
         RedoRecord::SequenceValue { id, last, called } => {
             out.push(13);
             put_u32(out, *id);
@@ -196,6 +204,7 @@ pub fn decode(bytes: &[u8]) -> Result<RedoRecord> {
         11 => RedoRecord::PutSequence(decode_sequence(&mut r)?),
         12 => RedoRecord::DropSequence(r.string()?),
         14 => RedoRecord::AddColumn { table: r.u32()?, column: decode_column(&mut r)?, fill: decode_value(&mut r)? },
+        15 => RedoRecord::DropColumn { table: r.u32()?, column: r.u32()? },
         13 => RedoRecord::SequenceValue { id: r.u32()?, last: r.u64()? as i64, called: r.u8()? != 0 },
         t => return Err(corrupt(&format!("unknown record type {t}"))),
     };
@@ -641,6 +650,7 @@ mod tests {
                 column: ColumnDef { name: "d".into(), ty: DataType::Text, nullable: true, default: Some(ColumnDefault::Value(Value::Text("x".into()))) },
                 fill: Value::Text("x".into()),
             },
+            RedoRecord::DropColumn { table: 7, column: 2 },
         ];
         for record in records {
             let mut buf = Vec::new();

@@ -469,6 +469,10 @@ impl<'a> Replay<'a> {
                 self.drain()?;
                 futures::executor::block_on(self.engine.restore_add_column(table, column, fill))
             }
+            RedoRecord::DropColumn { table, column } => {
+                self.drain()?;
+                futures::executor::block_on(self.engine.restore_drop_column(table, column))
+            }
             RedoRecord::SequenceValue { id, last, called } => {
                 self.engine.restore_sequence_value(id, last, called);
                 Ok(())
