@@ -79,6 +79,27 @@ pub struct TableDef {
     pub sequences: Vec<Arc<SequenceDef>>,
 }
 
+/// A value of a column whose type ALTER TABLE … ALTER COLUMN … TYPE changes, as the new type:
+/// an assignment cast (as PostgreSQL converts without USING), or with `explicit` (`USING
+/// column::type`) an explicit cast first. NULL stays NULL.
+pub fn convert_column_value(v: Value, ty: DataType, explicit: bool) -> Result<Value> {
+    if v.is_null() {
+        return Ok(v);
+    }
+    if explicit { v.cast(ty)?.assign_to(ty) } else { v.assign_to(ty) }
+}
+
+/// Whether PostgreSQL converts a column of type `from` to `to` without USING (an assignment
+/// cast exists): between numbers, to a string from anything, between strings, and among
+/// dates and timestamps.
+pub fn converts_without_using(from: DataType, to: DataType) -> bool {
+    use crate::types::TypeFamily as F;
+    let number = |f: F| matches!(f, F::Integer | F::Decimal | F::Float);
+    let time = |f: F| matches!(f, F::Date | F::Timestamp);
+    let (a, b) = (from.family(), to.family());
+    a == b || (number(a) && number(b)) || b == F::String || (time(a) && time(b))
+}
+
 impl IndexDef {
     /// Whether the index answers prefixes and ranges of its key in key order; a one-column
     /// primary key answers whole keys only.
@@ -112,6 +133,19 @@ impl TableDef {
                 .cloned()
                 .collect(),
         }
+    }
+
+    /// The definition with column `c` of type `ty` (ALTER TABLE … ALTER COLUMN … TYPE, and its
+    /// replay): a constant default converted as the column's values are
+    /// ([`convert_column_value`]).
+    pub fn with_column_type(&self, c: usize, ty: DataType, explicit: bool) -> Result<TableDef> {
+        let mut def = self.clone();
+        let column = &mut def.columns[c];
+        column.ty = ty;
+        if let Some(ColumnDefault::Value(v)) = &mut column.default {
+            *v = convert_column_value(std::mem::replace(v, Value::Null), ty, explicit)?;
+        }
+        Ok(def)
     }
 
     pub fn column_index(&self, name: &str) -> Option<usize> {

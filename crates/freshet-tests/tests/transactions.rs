@@ -177,11 +177,12 @@ fn rollback_after_indexes_changed_restores_rows_and_index_entries() {
     }
 }
 
-/// DROP COLUMN from another session while a transaction that updated the column and others is
-/// open: the rollback restores the remaining columns (its before-images were renumbered), and
-/// statements prepared before the change are planned again.
+/// DROP COLUMN and ALTER COLUMN … TYPE from another session while a transaction that updated
+/// those columns and others is open: the rollback restores the remaining columns (its
+/// before-images were renumbered and converted), the rebuilt index finds the restored values,
+/// and statements prepared before the change are planned again.
 #[test]
-fn rollback_after_a_column_was_dropped_restores_the_other_columns() {
+fn rollback_after_columns_were_dropped_and_retyped_restores_the_other_columns() {
     let db = Database::open(Config::default()).unwrap();
     let mut s = db.session();
     let mut ddl = db.session();
@@ -192,21 +193,23 @@ fn rollback_after_a_column_was_dropped_restores_the_other_columns() {
     ] {
         s.execute_blocking(sql).unwrap();
     }
-    let point = block_on(s.prepare("SELECT a, c FROM dt WHERE id = $1", &[Some(DataType::Int32)])).unwrap();
+    let point = block_on(s.prepare("SELECT id, a FROM dt WHERE c = $1", &[Some(DataType::Int64)])).unwrap();
     let star = block_on(s.prepare("SELECT * FROM dt WHERE id = $1", &[Some(DataType::Int32)])).unwrap();
     for sql in ["BEGIN", "UPDATE dt SET b = 'changed', c = 101 WHERE id = 1", "UPDATE dt SET a = 21, b = 'too' WHERE id = 2"] {
         s.execute_blocking(sql).unwrap();
     }
     ddl.execute_blocking("ALTER TABLE dt DROP COLUMN b").unwrap();
+    // And the indexed column becomes a bigint: the before-images and the index follow.
+    ddl.execute_blocking("ALTER TABLE dt ALTER COLUMN c TYPE BIGINT").unwrap();
     s.execute_blocking("UPDATE dt SET c = 201 WHERE id = 2").unwrap();
     s.execute_blocking("ROLLBACK").unwrap();
     let ints = |rows: Vec<Vec<Value>>| -> Vec<Vec<i64>> { rows.iter().map(|r| r.iter().map(|v| v.as_i64().unwrap()).collect()).collect() };
     assert_eq!(ints(s.execute_blocking("SELECT * FROM dt ORDER BY id").unwrap().remove(0).rows()), vec![vec![1, 10, 100], vec![2, 20, 200]]);
     assert_eq!(ints(s.execute_blocking("SELECT id FROM dt WHERE c = 100").unwrap().remove(0).rows()), vec![vec![1]]);
     assert!(s.execute_blocking("SELECT id FROM dt WHERE c IN (101, 201)").unwrap().remove(0).rows().is_empty());
-    // Planned again: `c` is the third column now, not the fourth.
-    let r = block_on(s.collect(&point, vec![Value::Int32(2)])).unwrap();
-    assert_eq!(ints(r.rows()), vec![vec![20, 200]]);
+    // Planned again: `c` is the third column now, not the fourth, and a bigint.
+    let r = block_on(s.collect(&point, vec![Value::Int64(200)])).unwrap();
+    assert_eq!(ints(r.rows()), vec![vec![2, 20]]);
     // Its result columns changed: refused, as PostgreSQL refuses it.
     let e = block_on(s.collect(&star, vec![Value::Int32(2)])).unwrap_err();
     assert_eq!((e.state, e.message.as_str()), (SqlState::FeatureNotSupported, "cached plan must not change result type"));

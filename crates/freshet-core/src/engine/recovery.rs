@@ -146,6 +146,27 @@ impl Engine {
         Ok(())
     }
 
+    /// Recovery: ALTER TABLE … ALTER COLUMN … TYPE as the live change made it.
+    pub async fn restore_alter_column_type(&self, id: TableId, column: u32, ty: crate::types::DataType, explicit: bool) -> Result<()> {
+        let Some(old) = self.catalog.current().table_by_id(id).cloned() else { return Ok(()) };
+        let c = column as usize;
+        if c >= old.columns.len() {
+            return Err(Error::new(crate::error::SqlState::Internal, format!("corrupt redo record: a logged ALTER COLUMN … TYPE names column {c} of \"{}\", which has {} columns", old.name, old.columns.len())));
+        }
+        let def = Arc::new(old.with_column_type(c, ty, explicit)?);
+        let d = def.clone();
+        for r in self.on_all(move |p| -> Result<()> {
+            p.table_mut(d.id)?.alter_column_type(d.clone(), c, explicit);
+            Ok(())
+        })
+        .await?
+        {
+            r?;
+        }
+        self.catalog.put_table(def);
+        Ok(())
+    }
+
     /// Recovery: publishes a logged sequence, its counter at its start.
     pub fn restore_put_sequence(&self, def: SequenceDef) {
         self.catalog.ensure_next_table_id(def.id);

@@ -698,9 +698,13 @@ fn run_on_partition(
 ) -> Result<OltpResult> {
     let cx = EvalContext { params, now, sequences: None };
     let id = plan.table().id;
-    // Planned before a DROP COLUMN that ran meanwhile: its column positions name other
-    // columns now (a later ADD COLUMN appends, which leaves them right).
-    if p.table(id)?.def().columns.len() < plan.table().columns.len() {
+    // Planned before a DROP COLUMN or ALTER COLUMN … TYPE that ran meanwhile: its column
+    // positions name other columns, or its types are not the stored ones (a later ADD COLUMN
+    // appends, which leaves them right).
+    let stored = p.table(id)?.def();
+    if !Arc::ptr_eq(stored, plan.table())
+        && (stored.columns.len() < plan.table().columns.len() || stored.columns.iter().zip(&plan.table().columns).any(|(a, b)| a.ty != b.ty))
+    {
         return Err(Error::new(
             SqlState::SerializationFailure,
             format!("could not serialize access: relation \"{}\" changed during the statement", plan.table().name),

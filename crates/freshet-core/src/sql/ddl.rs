@@ -47,6 +47,9 @@ pub enum DdlPlan {
     RenameColumn { table: String, from: String, to: String },
     /// ALTER TABLE … DROP COLUMN [IF EXISTS] column [RESTRICT | CASCADE].
     DropColumn { table: String, column: String, if_exists: bool },
+    /// ALTER TABLE … ALTER COLUMN … [SET DATA] TYPE ty [USING column::ty]: `explicit` when
+    /// USING casts the column (an explicit cast), otherwise an assignment cast.
+    AlterColumnType { table: String, column: String, ty: DataType, explicit: bool },
     /// ALTER TABLE … ALTER COLUMN … SET NOT NULL (`nullable` false) or DROP NOT NULL.
     AlterColumnNullable { table: String, column: String, nullable: bool },
     /// A statement accepted without a change (a FOREIGN KEY added under
@@ -447,6 +450,23 @@ pub fn plan_drop(object_type: &ast::ObjectType, names: &[ast::ObjectName], if_ex
     }
 }
 
+/// Whether the USING of ALTER COLUMN … TYPE casts the column explicitly (`USING c::ty`,
+/// `USING CAST(c AS ty)`) or is the column itself (`USING c`, the same as no USING); any other
+/// expression is refused.
+fn using_cast(e: &ast::Expr, column: &str, ty: DataType) -> Result<bool> {
+    let is_column = |e: &ast::Expr| match e {
+        ast::Expr::Identifier(i) => fold_ident(i) == column,
+        ast::Expr::CompoundIdentifier(parts) => parts.last().is_some_and(|i| fold_ident(i) == column),
+        _ => false,
+    };
+    match e {
+        ast::Expr::Nested(inner) => using_cast(inner, column, ty),
+        e if is_column(e) => Ok(false),
+        ast::Expr::Cast { expr, data_type, .. } if is_column(expr) && sql_type(data_type).is_ok_and(|t| t == ty) => Ok(true),
+        _ => Err(Error::unsupported("ALTER COLUMN … TYPE … USING an expression other than the column cast to the new type")),
+    }
+}
+
 pub fn plan_alter_table(at: &ast::AlterTable, foreign_keys: ForeignKeys) -> Result<DdlPlan> {
     let table = user_relation(&at.name)?;
     let [op] = at.operations.as_slice() else { return Err(Error::unsupported("ALTER TABLE with several actions")) };
@@ -495,12 +515,22 @@ pub fn plan_alter_table(at: &ast::AlterTable, foreign_keys: ForeignKeys) -> Resu
                 ast::AlterColumnOperation::DropDefault => Ok(DdlPlan::AlterColumnDefault { table, column, default: None }),
                 ast::AlterColumnOperation::SetNotNull => Ok(DdlPlan::AlterColumnNullable { table, column, nullable: false }),
                 ast::AlterColumnOperation::DropNotNull => Ok(DdlPlan::AlterColumnNullable { table, column, nullable: true }),
+                ast::AlterColumnOperation::SetDataType { data_type, using, .. } => {
+                    if serial_type(data_type).is_some() {
+                        return Err(Error::new(SqlState::UndefinedObject, format!("type \"{data_type}\" does not exist")));
+                    }
+                    let ty = sql_type(data_type)?;
+                    let explicit = match using {
+                        None => false,
+                        Some(e) => using_cast(e, &column, ty)?,
+                    };
+                    Ok(DdlPlan::AlterColumnType { table, column, ty, explicit })
+                }
                 ast::AlterColumnOperation::AddGenerated { generated_as, sequence_options } => {
                     let options = sequence_options_of(sequence_options.as_deref().unwrap_or_default())?;
                     let always = matches!(generated_as, Some(ast::GeneratedAs::Always));
                     Ok(DdlPlan::AddIdentity { table, column, always, options, name: None })
                 }
-                other => Err(Error::unsupported(format!("ALTER TABLE ALTER COLUMN … {other}"))),
             }
         }
         other => Err(Error::unsupported(format!("ALTER TABLE {other}"))),

@@ -25,7 +25,7 @@ use super::segment::ColumnSegment;
 use super::snapshot::{ChunkSnapshot, TableSnapshot};
 use super::strings::StringArena;
 use super::{RowId, CHUNK_ROWS};
-use crate::catalog::{ColumnDef, IndexDef, TableDef};
+use crate::catalog::{convert_column_value, ColumnDef, IndexDef, TableDef};
 use crate::error::{Error, Result, SqlState};
 use crate::types::{DataType, Value};
 
@@ -774,6 +774,102 @@ impl TableStore {
             }
         }
         self.def = def;
+    }
+
+    /// ALTER TABLE … ALTER COLUMN … TYPE, first part (on every partition before any changes):
+    /// every value of column `c` some transaction may read (the rows, including deleted ones
+    /// an older transaction still sees, and the column's before-images) converts to `ty`, and
+    /// each unique index on the column stays unique among the newest live rows (23505 as
+    /// CREATE UNIQUE INDEX says it).
+    pub fn check_column_type(&self, c: usize, ty: DataType, explicit: bool) -> Result<()> {
+        let mut failure = None;
+        self.for_each_slot(&mut |row| match convert_column_value(self.get(row, c), ty, explicit) {
+            Ok(_) => true,
+            Err(e) => {
+                failure = Some(e);
+                false
+            }
+        });
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        for version in self.versions.iter().flatten() {
+            if let Change::Updated { before } = &version.change {
+                for (_, v) in before.iter().filter(|(col, _)| *col == c) {
+                    convert_column_value(v.clone(), ty, explicit)?;
+                }
+            }
+        }
+        for index in self.def.indexes.iter().filter(|i| i.unique && i.columns.contains(&c)) {
+            let mut seen: HashMap<KeyBuf, ()> = HashMap::new();
+            let mut duplicate = None;
+            self.for_each_slot(&mut |row| {
+                if self.slot_deleted(row) {
+                    return true;
+                }
+                let values: Vec<Value> = index
+                    .columns
+                    .iter()
+                    .map(|&k| if k == c { convert_column_value(self.get(row, k), ty, explicit).unwrap_or(Value::Null) } else { self.get(row, k) })
+                    .collect();
+                let mut key = KeyBuf::new();
+                if encode_key(&values, &mut key) || seen.insert(key, ()).is_none() {
+                    return true;
+                }
+                duplicate = Some(values);
+                false
+            });
+            if let Some(values) = duplicate {
+                let names: Vec<&str> = index.columns.iter().map(|&k| self.def.columns[k].name.as_str()).collect();
+                let texts: Vec<String> = index
+                    .columns
+                    .iter()
+                    .zip(&values)
+                    .map(|(&k, v)| v.to_text(if k == c { ty } else { self.types[k] }).unwrap_or_default())
+                    .collect();
+                return Err(Error::new(SqlState::UniqueViolation, format!("could not create unique index \"{}\"", index.name))
+                    .with_detail(format!("Key ({})=({}) is duplicated.", names.join(", "), texts.join(", "))));
+            }
+        }
+        Ok(())
+    }
+
+    /// ALTER TABLE … ALTER COLUMN … TYPE, second part: column `c`'s segments are rewritten as
+    /// `def`'s type (a snapshot sharing a chunk's segment list keeps the old one), its
+    /// before-images converted, and the indexes that include it rebuilt. A value that does not
+    /// convert ([`check_column_type`](Self::check_column_type) found none that anyone may read)
+    /// is in a slot nobody sees: it gets NULL, or a value of the type in a NOT NULL column.
+    pub fn alter_column_type(&mut self, def: Arc<TableDef>, c: usize, explicit: bool) {
+        let ty = def.columns[c].ty;
+        let unreadable = if def.columns[c].nullable { Value::Null } else { placeholder(ty) };
+        let convert = |v: Value| convert_column_value(v, ty, explicit).unwrap_or_else(|_| unreadable.clone());
+        for ci in 0..self.chunks.len() {
+            let len = self.chunks[ci].len;
+            let mut arena = StringArena::default();
+            let mut segment = ColumnSegment::new(ty.physical(), len.max(1));
+            for slot in 0..len {
+                segment.push(&convert(self.get(RowId::new(ci, slot), c)), &mut arena);
+            }
+            let chunk = &mut self.chunks[ci];
+            Arc::make_mut(&mut chunk.columns)[c] = Arc::new(segment);
+            chunk.arenas[c] = arena;
+        }
+        for version in self.versions.iter_mut().flatten() {
+            if let Change::Updated { before } = &mut version.change {
+                for (_, v) in before.iter_mut().filter(|(col, _)| *col == c) {
+                    *v = convert(std::mem::replace(v, Value::Null));
+                }
+            }
+        }
+        self.types[c] = ty;
+        self.def = def;
+        let rebuilt: Vec<(usize, IndexStore)> = (0..self.def.indexes.len())
+            .filter(|&p| self.def.indexes[p].columns.contains(&c))
+            .map(|p| (p, self.build_index(&self.def.indexes[p], false).unwrap_or_else(|_| new_index(&self.def.indexes[p]))))
+            .collect();
+        for (p, store) in rebuilt {
+            self.indexes[p] = store;
+        }
     }
 
     /// Recovery: puts a row into its logged slot, creating chunks and slots up to it (slots

@@ -64,6 +64,10 @@ pub enum RedoRecord {
     /// ALTER TABLE … DROP COLUMN: column `column` (a position) of table `table` removed, the
     /// definition becoming [`TableDef::without_column`](crate::catalog::TableDef::without_column).
     DropColumn { table: TableId, column: u32 },
+    /// ALTER TABLE … ALTER COLUMN … TYPE: column `column` of table `table` converted to `ty`
+    /// (an explicit cast first with `explicit`), the definition becoming
+    /// [`TableDef::with_column_type`](crate::catalog::TableDef::with_column_type).
+    AlterColumnType { table: TableId, column: u32, ty: DataType, explicit: bool },
     /// A sequence's counter resumes at `last` (after it, with `called`): logged before the
     /// values it covers are handed out (`sequence` module).
     SequenceValue { id: TableId, last: i64, called: bool },
@@ -139,6 +143,13 @@ pub fn encode(record: &RedoRecord, out: &mut Vec<u8>) {
             put_u32(out, *table);
             put_u32(out, *column);
         }
+        RedoRecord::AlterColumnType { table, column, ty, explicit } => {
+            out.push(16);
+            put_u32(out, *table);
+            put_u32(out, *column);
+            encode_type(*ty, out);
+            out.push(*explicit as u8);
+        }
         RedoRecord::SequenceValue { id, last, called } => {
             out.push(13);
             put_u32(out, *id);
@@ -205,6 +216,7 @@ pub fn decode(bytes: &[u8]) -> Result<RedoRecord> {
         12 => RedoRecord::DropSequence(r.string()?),
         14 => RedoRecord::AddColumn { table: r.u32()?, column: decode_column(&mut r)?, fill: decode_value(&mut r)? },
         15 => RedoRecord::DropColumn { table: r.u32()?, column: r.u32()? },
+        16 => RedoRecord::AlterColumnType { table: r.u32()?, column: r.u32()?, ty: decode_type(&mut r)?, explicit: r.u8()? != 0 },
         13 => RedoRecord::SequenceValue { id: r.u32()?, last: r.u64()? as i64, called: r.u8()? != 0 },
         t => return Err(corrupt(&format!("unknown record type {t}"))),
     };
@@ -651,6 +663,7 @@ mod tests {
                 fill: Value::Text("x".into()),
             },
             RedoRecord::DropColumn { table: 7, column: 2 },
+            RedoRecord::AlterColumnType { table: 7, column: 1, ty: DataType::Varchar(Some(12)), explicit: true },
         ];
         for record in records {
             let mut buf = Vec::new();

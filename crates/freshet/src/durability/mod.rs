@@ -469,6 +469,10 @@ impl<'a> Replay<'a> {
                 self.drain()?;
                 futures::executor::block_on(self.engine.restore_add_column(table, column, fill))
             }
+            RedoRecord::AlterColumnType { table, column, ty, explicit } => {
+                self.drain()?;
+                futures::executor::block_on(self.engine.restore_alter_column_type(table, column, ty, explicit))
+            }
             RedoRecord::DropColumn { table, column } => {
                 self.drain()?;
                 futures::executor::block_on(self.engine.restore_drop_column(table, column))
