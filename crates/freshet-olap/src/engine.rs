@@ -260,6 +260,9 @@ impl OlapEngine {
         for f in crate::functions::all() {
             ctx.register_udf(f);
         }
+        for f in crate::ordered_set::all() {
+            ctx.register_udaf(f);
+        }
         let catalog = MemoryCatalogProvider::new();
         let schema = Arc::new(FreshetSchema::new(engine));
         catalog

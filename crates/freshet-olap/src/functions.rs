@@ -1,14 +1,16 @@
 //! Scalar functions PostgreSQL has and DataFusion lacks: `md5(text)`,
 //! `width_bucket(operand, low, high, count)`, `age(timestamp, timestamp)` (the one-argument
-//! `age(t)`, from midnight today, is rewritten into it: `rewrite::postgres_functions`) and
-//! `format(text, …)`.
+//! `age(t)`, from midnight today, is rewritten into it: `rewrite::postgres_functions`),
+//! `format(text, …)`, `justify_hours`, `justify_days`, `justify_interval` and
+//! `make_timestamp`.
 
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int32Builder, IntervalMonthDayNanoBuilder, StringBuilder};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{
-    DataType as ArrowType, Float64Type, Int64Type, IntervalMonthDayNano, IntervalUnit, TimeUnit, TimestampMicrosecondType,
+    DataType as ArrowType, Float64Type, Int64Type, IntervalMonthDayNano, IntervalMonthDayNanoType, IntervalUnit, TimeUnit,
+    TimestampMicrosecondType,
 };
 use datafusion::common::Result as DfResult;
 use datafusion::logical_expr::{ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility};
@@ -26,7 +28,106 @@ pub(crate) fn all() -> Vec<ScalarUDF> {
         ScalarUDF::new_from_impl(WidthBucket { signature: Signature::any(4, Volatility::Immutable) }),
         ScalarUDF::new_from_impl(Age { signature: Signature::any(2, Volatility::Immutable) }),
         ScalarUDF::new_from_impl(Format { signature: Signature::variadic_any(Volatility::Immutable) }),
+        ScalarUDF::new_from_impl(Justify { hours: true, days: false, signature: Signature::any(1, Volatility::Immutable) }),
+        ScalarUDF::new_from_impl(Justify { hours: false, days: true, signature: Signature::any(1, Volatility::Immutable) }),
+        ScalarUDF::new_from_impl(Justify { hours: true, days: true, signature: Signature::any(1, Volatility::Immutable) }),
+        ScalarUDF::new_from_impl(MakeTimestamp { signature: Signature::any(6, Volatility::Immutable) }),
     ]
+}
+
+/// `justify_hours(interval)`, `justify_days(interval)` and `justify_interval(interval)`
+/// ([`freshet_core::types::datetime::Interval::justified`]).
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct Justify {
+    hours: bool,
+    days: bool,
+    signature: Signature,
+}
+
+impl ScalarUDFImpl for Justify {
+    fn name(&self) -> &str {
+        match (self.hours, self.days) {
+            (true, false) => "justify_hours",
+            (false, true) => "justify_days",
+            _ => "justify_interval",
+        }
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, args: &[ArrowType]) -> DfResult<ArrowType> {
+        match args {
+            [ArrowType::Interval(_) | ArrowType::Null] => Ok(ArrowType::Interval(IntervalUnit::MonthDayNano)),
+            _ => Err(no_function_for(self.name(), args)),
+        }
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let scalar = matches!(args.args[0], ColumnarValue::Scalar(_));
+        let n = args.number_rows;
+        let intervals = cast(&args.args[0].to_array(n)?, &ArrowType::Interval(IntervalUnit::MonthDayNano))?;
+        let intervals = intervals.as_primitive::<IntervalMonthDayNanoType>();
+        let mut out = IntervalMonthDayNanoBuilder::with_capacity(n);
+        for i in 0..n {
+            if intervals.is_null(i) {
+                out.append_null();
+                continue;
+            }
+            let v = intervals.value(i);
+            let iv = freshet_core::types::datetime::Interval { months: v.months, days: v.days, micros: v.nanoseconds / 1_000 };
+            let j = iv.justified(self.hours, self.days).map_err(to_datafusion)?;
+            out.append_value(IntervalMonthDayNano::new(j.months, j.days, j.micros * 1_000));
+        }
+        columnar(Arc::new(out.finish()), scalar)
+    }
+}
+
+/// `make_timestamp(year, month, day, hour, min, sec) → timestamp`
+/// ([`freshet_core::types::datetime::make_timestamp`]).
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct MakeTimestamp {
+    signature: Signature,
+}
+
+impl ScalarUDFImpl for MakeTimestamp {
+    fn name(&self) -> &str {
+        "make_timestamp"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, args: &[ArrowType]) -> DfResult<ArrowType> {
+        let number = |t: &ArrowType| t.is_numeric() || matches!(t, ArrowType::Null);
+        if args.iter().all(number) {
+            Ok(ArrowType::Timestamp(TimeUnit::Microsecond, None))
+        } else {
+            Err(no_function_for("make_timestamp", args))
+        }
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let scalar = args.args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        let n = args.number_rows;
+        let ints = (0..5).map(|i| Ok(cast(&args.args[i].to_array(n)?, &ArrowType::Int64)?)).collect::<DfResult<Vec<ArrayRef>>>()?;
+        let ints: Vec<_> = ints.iter().map(|a| a.as_primitive::<Int64Type>()).collect();
+        let seconds = cast(&args.args[5].to_array(n)?, &ArrowType::Float64)?;
+        let seconds = seconds.as_primitive::<Float64Type>();
+        let mut out = datafusion::arrow::array::TimestampMicrosecondBuilder::with_capacity(n);
+        for i in 0..n {
+            if ints.iter().any(|a| a.is_null(i)) || seconds.is_null(i) {
+                out.append_null();
+                continue;
+            }
+            let f = |k: usize| ints[k].value(i);
+            let at = freshet_core::types::datetime::make_timestamp(f(0), f(1), f(2), f(3), f(4), seconds.value(i)).map_err(to_datafusion)?;
+            out.append_value(at);
+        }
+        columnar(Arc::new(out.finish()), scalar)
+    }
 }
 
 /// `md5(text) → text`: the MD5 digest of the text's UTF-8 bytes in lower-case hex.

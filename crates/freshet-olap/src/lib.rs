@@ -15,6 +15,7 @@ pub mod error;
 pub mod fork;
 mod functions;
 mod interval;
+mod ordered_set;
 pub mod join_order;
 pub mod provider;
 pub mod prune;

@@ -297,6 +297,42 @@ impl Interval {
         Interval { months: -self.months, days: -self.days, micros: -self.micros }
     }
 
+    /// `justify_hours` (`hours`: whole 24-hour periods of the time become days),
+    /// `justify_days` (`days`: whole 30-day periods become months) or both
+    /// (`justify_interval`), as PostgreSQL's: the parts then share one sign, except that
+    /// `justify_hours` and `justify_days` align only the two fields they move between.
+    pub fn justified(self, hours: bool, days: bool) -> Result<Interval> {
+        let out_of_range = || Error::new(SqlState::DatetimeFieldOverflow, "interval out of range");
+        let (mut months, mut d, mut time) = (self.months as i64, self.days as i64, self.micros);
+        if hours {
+            d += time / MICROS_PER_DAY;
+            time %= MICROS_PER_DAY;
+        }
+        if days {
+            months += d / 30;
+            d %= 30;
+            let later_negative = d < 0 || (hours && d == 0 && time < 0);
+            let later_positive = d > 0 || (hours && d == 0 && time > 0);
+            if months > 0 && later_negative {
+                d += 30;
+                months -= 1;
+            } else if months < 0 && later_positive {
+                d -= 30;
+                months += 1;
+            }
+        }
+        if hours {
+            if d > 0 && time < 0 {
+                time += MICROS_PER_DAY;
+                d -= 1;
+            } else if d < 0 && time > 0 {
+                time -= MICROS_PER_DAY;
+                d += 1;
+            }
+        }
+        Ok(Interval { months: i32::try_from(months).map_err(|_| out_of_range())?, days: i32::try_from(d).map_err(|_| out_of_range())?, micros: time })
+    }
+
     /// `interval * factor`, or `interval / factor` when `divide`, as PostgreSQL computes them
     /// (`interval_mul`, `interval_div`): months and days are scaled and truncated toward zero;
     /// the fraction of a month cascades down as 30 days and the fraction of a day as 24 hours
@@ -330,6 +366,31 @@ impl Interval {
         }
         Ok(Interval { months, days, micros: micros as i64 })
     }
+}
+
+/// `make_timestamp(year, month, day, hour, min, sec)`: microseconds since 1970, as PostgreSQL
+/// checks the fields (22008 naming the date or the time that is out of range; a negative year
+/// is BC, year 0 does not exist; 24:00:00 is the next midnight).
+pub fn make_timestamp(year: i64, month: i64, day: i64, hour: i64, minute: i64, second: f64) -> Result<i64> {
+    let date_error = || Error::new(SqlState::DatetimeFieldOverflow, format!("date field value out of range: {year}-{month:02}-{day:02}"));
+    let time_error = || Error::new(SqlState::DatetimeFieldOverflow, format!("time field value out of range: {hour}:{minute:02}:{second:02}"));
+    let y = i32::try_from(year).map_err(|_| date_error())?;
+    let y = match y {
+        0 => return Err(date_error()),
+        y if y < 0 => y + 1,
+        y => y,
+    };
+    if !(1..=12).contains(&month) || day < 1 || day > days_in_month(y, month as u32) as i64 {
+        return Err(date_error());
+    }
+    let micros = (second * 1e6).round_ties_even();
+    let in_day = (0..24).contains(&hour) && (0..60).contains(&minute) && (0.0..=60.0 * 1e6).contains(&micros);
+    let midnight = hour == 24 && minute == 0 && micros == 0.0;
+    if !(in_day || midnight) || second.is_nan() {
+        return Err(time_error());
+    }
+    let days = days_from_civil(y, month as u32, day as u32) as i64;
+    Ok(days * MICROS_PER_DAY + (hour * 60 + minute) * 60 * MICROS_PER_SECOND + micros as i64)
 }
 
 /// Parses interval input: quantities with units (`1 day`, `-2 hours 30 minutes`, `1.5 years`,
