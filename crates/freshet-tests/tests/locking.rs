@@ -165,3 +165,33 @@ fn an_update_from_waits_for_a_locked_row_then_changes_its_newest_value() {
     assert_eq!(value(&mut s, 1), Value::Int32(105), "applied to the committed 100, not the 10 it saw first");
     assert_eq!(value(&mut s, 2), Value::Int32(27));
 }
+
+/// A job queue's consumers: SELECT … FOR UPDATE SKIP LOCKED leaves out the rows another open
+/// transaction claimed or changed (before LIMIT counts them), and NOWAIT fails with 55P03 on
+/// such a row instead of waiting. Each answer is the one PostgreSQL 15 gives.
+#[test]
+fn skip_locked_leaves_out_claimed_rows_and_nowait_fails_at_once() {
+    let db = db();
+    let mut setup = db.session();
+    setup.execute_blocking("CREATE TABLE jobs (id INT PRIMARY KEY, state TEXT NOT NULL)").unwrap();
+    setup.execute_blocking("INSERT INTO jobs SELECT g, 'new' FROM generate_series(1, 6) g").unwrap();
+    let ids = |s: &mut Session, sql: &str| -> Vec<i64> { s.execute_blocking(sql).unwrap()[0].rows().iter().map(|r| r[0].as_i64().unwrap()).collect() };
+    let take = "SELECT id FROM jobs WHERE state = 'new' ORDER BY id LIMIT 2 FOR UPDATE SKIP LOCKED";
+    let mut first = db.session();
+    first.execute_blocking("BEGIN").unwrap();
+    assert_eq!(ids(&mut first, take), [1, 2]);
+    let mut second = db.session();
+    second.execute_blocking("BEGIN").unwrap();
+    // Changed, not only claimed, by the first: also held.
+    first.execute_blocking("UPDATE jobs SET state = 'running' WHERE id = 5").unwrap();
+    assert_eq!(ids(&mut second, take), [3, 4]);
+    let mut third = db.session();
+    assert_eq!(ids(&mut third, "SELECT id FROM jobs WHERE state = 'new' ORDER BY id FOR UPDATE SKIP LOCKED"), [6]);
+    let e = third.execute_blocking("SELECT id FROM jobs WHERE id = 1 FOR UPDATE NOWAIT").unwrap_err();
+    assert_eq!((e.state, e.message.as_str()), (SqlState::LockNotAvailable, "could not obtain lock on row in relation \"jobs\""));
+    assert_eq!(ids(&mut third, "SELECT id FROM jobs WHERE id = 6 FOR UPDATE NOWAIT"), [6]);
+    first.execute_blocking("COMMIT").unwrap();
+    second.execute_blocking("ROLLBACK").unwrap();
+    // The first's claims ended with it; the second's rows are free again.
+    assert_eq!(ids(&mut third, "SELECT id FROM jobs WHERE state = 'new' ORDER BY id LIMIT 3 FOR UPDATE SKIP LOCKED"), [1, 2, 3]);
+}

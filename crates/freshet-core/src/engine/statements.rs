@@ -723,8 +723,16 @@ fn run_on_partition(
                 if s.lock {
                     let table = p.table_mut(id)?;
                     for row in ids {
-                        if let Some(v) = table.lock(row, &local.view)? {
-                            local.versions.push((id, v));
+                        match table.lock(row, &local.view) {
+                            Ok(Some(v)) => local.versions.push((id, v)),
+                            Ok(None) => {}
+                            Err(e) if e.blocked_by.is_some() && s.lock_wait == crate::sql::plan::LockWait::NoWait => {
+                                return Err(Error::new(
+                                    SqlState::LockNotAvailable,
+                                    format!("could not obtain lock on row in relation \"{}\"", s.table.name),
+                                ));
+                            }
+                            Err(e) => return Err(e),
                         }
                     }
                 }

@@ -562,11 +562,17 @@ pub fn run_select(table: &TableStore, plan: &SelectPlan, view: &TxnView, cx: &Ev
     let mut examined = 0usize;
     let mut too_large = false;
     let mut bound = None;
+    let skip_locked = plan.lock_wait == crate::sql::plan::LockWait::SkipLocked;
     for_each_candidate(table, &plan.access, in_order == Some(true), plan.reads, view, cx, &mut |row, version| {
         examined += 1;
         if examined > budget {
             too_large = true;
             return Ok(false);
+        }
+        // SKIP LOCKED: a row another running transaction holds (changed or claimed) is left
+        // out before LIMIT counts it.
+        if skip_locked && table.head(row).is_some_and(|v| v.ts >= crate::storage::TXN_ID_BASE && v.ts != view.id) {
+            return Ok(true);
         }
         if matches(&version, plan.residual.as_ref(), cx)? {
             let out = crate::try_vec(plan.projection.iter().map(|e| e.eval(&version, cx)))?;

@@ -194,6 +194,9 @@ pub struct SelectPlan {
     pub offset: Option<Expr>,
     /// SELECT … FOR UPDATE / FOR SHARE: claim the rows returned.
     pub lock: bool,
+    /// How a claim meets a row another transaction holds: wait (the default), fail (NOWAIT,
+    /// 55P03) or leave the row out (SKIP LOCKED).
+    pub lock_wait: LockWait,
     /// The columns the executor reads of each row it reaches ([`columns_read`]): prefetched
     /// for a row reached through an index.
     pub reads: u64,
@@ -593,6 +596,19 @@ pub fn plan_delete(catalog: &Catalog, delete: &ast::Delete, params: &mut Vec<Opt
     Ok(DeletePlan { table, filter, residual, access, returning, reads })
 }
 
+/// What SELECT … FOR UPDATE does with a row another running transaction holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LockWait {
+    /// Waits for that transaction to end (`freshet.lock_wait`), as a write does.
+    #[default]
+    Wait,
+    /// NOWAIT: fails with 55P03.
+    NoWait,
+    /// SKIP LOCKED: the row is not returned (before LIMIT counts it), as a job queue's
+    /// consumers want.
+    SkipLocked,
+}
+
 /// Plans a SELECT for the short path, or returns `None` when it belongs to the analytical
 /// side (no index path, joins, aggregates, or anything the short path does not evaluate).
 pub fn plan_select(catalog: &Catalog, query: &ast::Query, params: &mut Vec<Option<DataType>>) -> Result<Option<SelectPlan>> {
@@ -600,9 +616,6 @@ pub fn plan_select(catalog: &Catalog, query: &ast::Query, params: &mut Vec<Optio
         return Ok(None);
     }
     let lock = !query.locks.is_empty();
-    if query.locks.iter().any(|l| matches!(l.nonblock, Some(ast::NonBlock::SkipLocked))) {
-        return Err(Error::unsupported("SKIP LOCKED"));
-    }
     let ast::SetExpr::Select(select) = query.body.as_ref() else { return declined(lock) };
     let plain = select.distinct.is_none()
         && select.top.is_none()
@@ -748,9 +761,22 @@ fn try_plan_select(
         limit,
         offset,
         lock,
+        lock_wait: lock_wait(query),
         reads,
         aggregates,
     }))
+}
+
+/// The query's [`LockWait`]: SKIP LOCKED or NOWAIT if any of its locking clauses says so.
+fn lock_wait(query: &ast::Query) -> LockWait {
+    let said = |n: ast::NonBlock| query.locks.iter().any(|l| l.nonblock == Some(n));
+    if said(ast::NonBlock::SkipLocked) {
+        LockWait::SkipLocked
+    } else if said(ast::NonBlock::Nowait) {
+        LockWait::NoWait
+    } else {
+        LockWait::Wait
+    }
 }
 
 /// Bit `c` of a column set; columns past 63 set every bit.
