@@ -618,7 +618,7 @@ fn contains_aggregate(e: &Expr) -> bool {
 /// DataFusion knows by another name ([`other_name`]), timestamp constants
 /// ([`timestamp_literal`]), interval constants (PostgreSQL's input forms), `LOCALTIMESTAMP`, row comparisons ([`row_comparison`]),
 /// `op ANY/ALL (subquery)` ([`quantified_subquery`]), `FETCH FIRST n ROWS ONLY` (LIMIT),
-/// `SIMILAR TO` (see [`crate::similar`])
+/// `SIMILAR TO` (see [`crate::similar`]), EXISTS outside WHERE ([`ExistsAsCount`])
 /// and `generate_series(…)` as a whole select-list item, which PostgreSQL expands into rows
 /// (DataFusion's gives one array): it becomes `unnest(generate_series(…))`. The select list
 /// keeps PostgreSQL's result names (the session takes them from the statement as written).
@@ -726,6 +726,76 @@ pub fn postgres_functions(statement: &mut ast::Statement) {
         }
     }
     let _ = statement.visit(&mut FetchFirst);
+    let _ = statement.visit(&mut ExistsAsCount);
+}
+
+/// `EXISTS (SELECT … FROM … WHERE …)` in a select list (or an ORDER BY), which DataFusion plans
+/// only in WHERE (as a semi-join; elsewhere its physical planner refuses it): the same rows
+/// counted, `((SELECT count(*) FROM … WHERE …) > 0)`, a scalar subquery it plans correlated or
+/// not. The subquery's own select list, ORDER BY, LIMIT and OFFSET do not change whether a row
+/// exists (a LIMIT of 0 aside, which keeps its EXISTS); one with GROUP BY, HAVING, DISTINCT or
+/// a set operation keeps its EXISTS.
+struct ExistsAsCount;
+
+impl VisitorMut for ExistsAsCount {
+    type Break = ();
+    fn pre_visit_query(&mut self, q: &mut ast::Query) -> ControlFlow<()> {
+        let ast::SetExpr::Select(select) = q.body.as_mut() else { return ControlFlow::Continue(()) };
+        for item in &mut select.projection {
+            if let ast::SelectItem::UnnamedExpr(e) | ast::SelectItem::ExprWithAlias { expr: e, .. } = item {
+                exists_as_count(e);
+            }
+        }
+        if let Some(ast::OrderBy { kind: ast::OrderByKind::Expressions(exprs), .. }) = &mut q.order_by {
+            for o in exprs {
+                exists_as_count(&mut o.expr);
+            }
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+fn exists_as_count(e: &mut Expr) {
+    let _ = ast::visit_expressions_mut(e, |e| {
+        if let Expr::Exists { subquery, negated } = e
+            && let Some(counted) = counted(subquery)
+        {
+            let test = Expr::BinaryOp {
+                left: Box::new(Expr::Subquery(Box::new(counted))),
+                op: ast::BinaryOperator::Gt,
+                right: Box::new(Expr::Value(ast::Value::Number("0".into(), false).into())),
+            };
+            let test = Expr::Nested(Box::new(test));
+            *e = if *negated { Expr::UnaryOp { op: ast::UnaryOperator::Not, expr: Box::new(test) } } else { test };
+        }
+        ControlFlow::<()>::Continue(())
+    });
+}
+
+/// The query counting the rows of an EXISTS subquery, if it is a plain SELECT.
+fn counted(q: &ast::Query) -> Option<ast::Query> {
+    let ast::SetExpr::Select(select) = q.body.as_ref() else { return None };
+    let plain = q.with.is_none()
+        && q.fetch.is_none()
+        && select.distinct.is_none()
+        && select.having.is_none()
+        && matches!(&select.group_by, ast::GroupByExpr::Expressions(e, m) if e.is_empty() && m.is_empty())
+        && !select.projection.iter().any(|item| matches!(item, ast::SelectItem::UnnamedExpr(e) | ast::SelectItem::ExprWithAlias { expr: e, .. } if contains_aggregate(e)));
+    let limit_zero = matches!(&q.limit_clause, Some(ast::LimitClause::LimitOffset { limit: Some(Expr::Value(v)), .. }) if v.value == ast::Value::Number("0".into(), false));
+    if !plain || limit_zero {
+        return None;
+    }
+    let mut counted = q.clone();
+    counted.order_by = None;
+    counted.limit_clause = None;
+    if let ast::SetExpr::Select(select) = counted.body.as_mut() {
+        let mut count = call_with("count", vec![]);
+        if let Expr::Function(ast::Function { args: ast::FunctionArguments::List(list), .. }) = &mut count {
+            list.args.push(ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Wildcard));
+        }
+        select.projection = vec![ast::SelectItem::UnnamedExpr(count)];
+    }
+    Some(counted)
 }
 
 /// Integer literals that fit in 32 bits are `integer`, as PostgreSQL types them (DataFusion

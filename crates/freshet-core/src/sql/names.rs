@@ -86,7 +86,8 @@ fn figure(e: &ast::Expr) -> (String, u8) {
         A::Position { .. } => strong("position".into()),
         A::Ceil { .. } => strong("ceil".into()),
         A::Floor { .. } => strong("floor".into()),
-        A::Exists { .. } => strong("exists".into()),
+        // NOT EXISTS is an operator over EXISTS in PostgreSQL's grammar: no name of its own.
+        A::Exists { negated: false, .. } => strong("exists".into()),
         A::Subquery(q) => match q.body.as_ref() {
             ast::SetExpr::Select(s) if s.projection.len() == 1 => match &s.projection[0] {
                 ast::SelectItem::UnnamedExpr(e) => strong(column_name(e)),
