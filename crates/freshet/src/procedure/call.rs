@@ -799,7 +799,9 @@ async fn run_instructions<S: RoutineStatements>(
                 let prepared = &compiled.prepared[*i];
                 let params = freshet_core::try_vec(unit.params.iter().map(|p| source_value(p, vars, now)))?;
                 let (rows, count) = statements.run(prepared, params).await?;
-                vars.set(r.found, Value::Bool(count > 0));
+                if !unit.expression {
+                    vars.set(r.found, Value::Bool(count > 0));
+                }
                 if !unit.into.is_empty() {
                     if unit.strict && rows.len() != 1 {
                         return Err(if rows.is_empty() {

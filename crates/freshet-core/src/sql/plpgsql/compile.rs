@@ -54,6 +54,9 @@ pub struct SqlUnit {
     pub into: Vec<usize>,
     /// INTO STRICT: exactly one row, or P0002/P0003.
     pub strict: bool,
+    /// An expression with a subquery evaluated as `SELECT e` ([`Compiler::expr`]): it does not
+    /// set FOUND.
+    pub expression: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -438,11 +441,13 @@ impl Compiler<'_> {
             SynStmt::While { cond, body } => {
                 let start = self.here();
                 let cond = self.expr(cond, Some(DataType::Bool))?;
+                // After the statement that evaluates a condition with a subquery, if any.
+                let test = self.here();
                 self.code.push(Instr::JumpIfNot { cond, target: PATCH });
                 let patches = self.loop_body(body)?;
                 self.code.push(Instr::Jump(start));
                 let end = self.here();
-                self.patch(start, end);
+                self.patch(test, end);
                 self.close_loop(patches, start, end);
             }
             SynStmt::Loop { body } => {
@@ -559,8 +564,41 @@ impl Compiler<'_> {
         }
     }
 
-    /// Replaces variable references in `e` and binds it.
-    fn expr(&self, e: &ast::Expr, hint: Option<DataType>) -> Result<ExprUnit> {
+    /// Replaces variable references in `e` and binds it. An expression with a subquery
+    /// (`IF EXISTS (SELECT …)`, `x := (SELECT max(…) FROM …)`) of a known type (`hint`) runs as
+    /// the statement `SELECT e` into a hidden variable, placed right before the instruction
+    /// that uses it, which reads that variable; it leaves FOUND as it was, as PostgreSQL's
+    /// expressions do.
+    fn expr(&mut self, e: &ast::Expr, hint: Option<DataType>) -> Result<ExprUnit> {
+        if let Some(ty) = hint
+            && has_subquery(e)
+        {
+            let slot = self.slots.len();
+            self.slots.push(Slot { name: String::new(), ty: PlType::Scalar(ty) });
+            let text = format!("SELECT {e}");
+            let mut parsed = crate::sql::parse::parse("SELECT NULL")?;
+            let Some(mut statement) = parsed.pop() else { return Err(Error::internal("SELECT NULL did not parse")) };
+            if let ast::Statement::Query(q) = &mut statement
+                && let ast::SetExpr::Select(select) = q.body.as_mut()
+            {
+                select.projection = vec![ast::SelectItem::UnnamedExpr(e.clone())];
+            }
+            let mut unit = self.sql_unit(&statement, &text, vec![slot], false)?;
+            unit.expression = true;
+            self.sql.push(unit);
+            self.code.push(Instr::Sql(self.sql.len() - 1));
+            return Ok(ExprUnit {
+                expr: Expr::Param { index: 0, ty },
+                params: vec![ParamSource::Var(slot)],
+                ty,
+                on_slots: Some(Expr::Param { index: slot, ty }),
+            });
+        }
+        self.bound_expr(e, hint)
+    }
+
+    /// [`expr`](Self::expr) of an expression without a subquery.
+    fn bound_expr(&self, e: &ast::Expr, hint: Option<DataType>) -> Result<ExprUnit> {
         let mut e = e.clone();
         let params = self.rewrite(&mut e)?;
         let mut types: Vec<Option<DataType>> = params.iter().map(|p| Some(self.source_type(p))).collect();
@@ -592,7 +630,7 @@ impl Compiler<'_> {
         let mut statement = statement.clone();
         let params = self.rewrite(&mut statement)?;
         let param_types = params.iter().map(|p| self.source_type(p)).collect();
-        Ok(SqlUnit { statement, text: text.to_string(), params, param_types, into, strict })
+        Ok(SqlUnit { statement, text: text.to_string(), params, param_types, into, strict, expression: false })
     }
 
     fn source_type(&self, p: &ParamSource) -> DataType {
@@ -606,6 +644,15 @@ impl Compiler<'_> {
             ParamSource::Length { .. } => DataType::Int32,
         }
     }
+}
+
+/// Whether an expression contains a subquery (which the short path's binder does not bind).
+fn has_subquery(e: &ast::Expr) -> bool {
+    ast::visit_expressions(e, |e| match e {
+        ast::Expr::Subquery(_) | ast::Expr::Exists { .. } | ast::Expr::InSubquery { .. } => std::ops::ControlFlow::Break(()),
+        _ => std::ops::ControlFlow::Continue(()),
+    })
+    .is_break()
 }
 
 /// The variable an expression is, if it is a bare variable.
@@ -674,7 +721,7 @@ impl Rewriter<'_, '_> {
                 let [ast::AccessExpr::Subscript(ast::Subscript::Index { index })] = access_chain.as_slice() else {
                     return Err(Error::unsupported("array slices and multi-dimensional subscripts"));
                 };
-                let index = Box::new(self.c.expr(index, Some(DataType::Int32))?);
+                let index = Box::new(self.c.bound_expr(index, Some(DataType::Int32))?);
                 *expr = self.placeholder(ParamSource::Element { array, index });
             }
             ast::Expr::Function(f) => {
