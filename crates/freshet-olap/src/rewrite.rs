@@ -755,21 +755,51 @@ impl VisitorMut for ExistsAsCount {
     }
 }
 
+/// Rewrites the EXISTS of one select-list or ORDER BY expression, through the operators,
+/// CASE, casts and function calls around it but not into subqueries: a subquery's own select
+/// list is its own query's (EXISTS in a subquery's WHERE is a semi-join there, which
+/// DataFusion plans, also when correlated).
 fn exists_as_count(e: &mut Expr) {
-    let _ = ast::visit_expressions_mut(e, |e| {
-        if let Expr::Exists { subquery, negated } = e
-            && let Some(counted) = counted(subquery)
-        {
-            let test = Expr::BinaryOp {
-                left: Box::new(Expr::Subquery(Box::new(counted))),
-                op: ast::BinaryOperator::Gt,
-                right: Box::new(Expr::Value(ast::Value::Number("0".into(), false).into())),
-            };
-            let test = Expr::Nested(Box::new(test));
-            *e = if *negated { Expr::UnaryOp { op: ast::UnaryOperator::Not, expr: Box::new(test) } } else { test };
+    match e {
+        Expr::Exists { subquery, negated } => {
+            if let Some(counted) = counted(subquery) {
+                let test = Expr::BinaryOp {
+                    left: Box::new(Expr::Subquery(Box::new(counted))),
+                    op: ast::BinaryOperator::Gt,
+                    right: Box::new(Expr::Value(ast::Value::Number("0".into(), false).into())),
+                };
+                let test = Expr::Nested(Box::new(test));
+                *e = if *negated { Expr::UnaryOp { op: ast::UnaryOperator::Not, expr: Box::new(test) } } else { test };
+            }
         }
-        ControlFlow::<()>::Continue(())
-    });
+        Expr::Nested(inner) | Expr::UnaryOp { expr: inner, .. } | Expr::Cast { expr: inner, .. } => exists_as_count(inner),
+        Expr::IsNull(inner) | Expr::IsNotNull(inner) | Expr::IsTrue(inner) | Expr::IsFalse(inner) | Expr::IsNotTrue(inner) | Expr::IsNotFalse(inner) => {
+            exists_as_count(inner)
+        }
+        Expr::BinaryOp { left, right, .. } => {
+            exists_as_count(left);
+            exists_as_count(right);
+        }
+        Expr::Case { operand, conditions, else_result, .. } => {
+            for x in operand.iter_mut().map(|o| o.as_mut()).chain(else_result.iter_mut().map(|o| o.as_mut())) {
+                exists_as_count(x);
+            }
+            for w in conditions {
+                exists_as_count(&mut w.condition);
+                exists_as_count(&mut w.result);
+            }
+        }
+        Expr::Function(f) => {
+            if let ast::FunctionArguments::List(list) = &mut f.args {
+                for a in &mut list.args {
+                    if let ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(x)) | ast::FunctionArg::Named { arg: ast::FunctionArgExpr::Expr(x), .. } = a {
+                        exists_as_count(x);
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
 }
 
 /// The query counting the rows of an EXISTS subquery, if it is a plain SELECT.
