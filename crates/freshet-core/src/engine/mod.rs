@@ -813,7 +813,7 @@ impl Engine {
     /// step logged as `RedoRecord::DropColumn`; indexes that include it and sequences it owns
     /// go with it, as in PostgreSQL ([`TableDef::without_column`]). Refused (0A000) for the
     /// partition key, for a table's last column, and while a view reads the table (views keep
-    /// their query's text, and PostgreSQL refuses too when the view uses the column).
+    /// their query's text; PostgreSQL refuses with 2BP01 when the view uses the column).
     async fn drop_column(&self, catalog: &Catalog, table: &str, column: &str, if_exists: bool) -> Result<DdlOutcome> {
         let def = catalog.require_table(table)?;
         let Some(c) = def.column_index(column) else {
@@ -830,8 +830,10 @@ impl Engine {
             return Err(Error::unsupported(format!("dropping the last column of \"{table}\"")));
         }
         if let Some(v) = catalog.dependents(table).next() {
+            // 0A000 rather than PostgreSQL's 2BP01: views keep their query as text, so even a
+            // view that does not use the column is in the way here.
             return Err(Error::new(
-                SqlState::DependentObjectsStillExist,
+                SqlState::FeatureNotSupported,
                 format!("cannot drop column {column} of table {table} because view {} depends on table {table}", v.name),
             )
             .with_hint("Drop the view, drop the column, and create the view again."));
