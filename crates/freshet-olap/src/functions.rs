@@ -75,10 +75,8 @@ impl ScalarUDFImpl for Justify {
                 out.append_null();
                 continue;
             }
-            let v = intervals.value(i);
-            let iv = freshet_core::types::datetime::Interval { months: v.months, days: v.days, micros: v.nanoseconds / 1_000 };
-            let j = iv.justified(self.hours, self.days).map_err(to_datafusion)?;
-            out.append_value(IntervalMonthDayNano::new(j.months, j.days, j.micros * 1_000));
+            let justified = crate::interval::from_arrow(intervals.value(i)).justified(self.hours, self.days).map_err(to_datafusion)?;
+            out.append_value(crate::interval::to_arrow(justified)?);
         }
         columnar(Arc::new(out.finish()), scalar)
     }

@@ -91,6 +91,18 @@ impl ExprPlanner for IntervalArithmetic {
     }
 }
 
+/// An Arrow interval as Freshet's: Arrow keeps nanoseconds, PostgreSQL microseconds (a
+/// result is therefore rounded to a microsecond, as PostgreSQL's is).
+pub(crate) fn from_arrow(v: IntervalMonthDayNano) -> Interval {
+    Interval { months: v.months, days: v.days, micros: v.nanoseconds / 1_000 }
+}
+
+/// Freshet's interval as Arrow's (22008 if its time does not fit in nanoseconds).
+pub(crate) fn to_arrow(iv: Interval) -> DfResult<IntervalMonthDayNano> {
+    let nanos = iv.micros.checked_mul(1_000).ok_or_else(|| to_datafusion(Error::new(SqlState::DatetimeFieldOverflow, "interval out of range")))?;
+    Ok(IntervalMonthDayNano::new(iv.months, iv.days, nanos))
+}
+
 /// `freshet_interval_mul(interval, float8)` and `freshet_interval_div(interval, float8)`.
 #[derive(Debug, PartialEq, Eq, Hash)]
 struct ScaleInterval {
@@ -126,13 +138,8 @@ impl ScalarUDFImpl for ScaleInterval {
                 out.append_null();
                 continue;
             }
-            let v = intervals.value(i);
-            // Arrow keeps nanoseconds, PostgreSQL microseconds: the product is rounded to a
-            // microsecond as PostgreSQL's is.
-            let interval = Interval { months: v.months, days: v.days, micros: v.nanoseconds / 1_000 };
-            let scaled = interval.scaled(factors.value(i), self.divide).map_err(to_datafusion)?;
-            let nanos = scaled.micros.checked_mul(1_000).ok_or_else(|| to_datafusion(Error::new(SqlState::DatetimeFieldOverflow, "interval out of range")))?;
-            out.append_value(IntervalMonthDayNano::new(scaled.months, scaled.days, nanos));
+            let scaled = from_arrow(intervals.value(i)).scaled(factors.value(i), self.divide).map_err(to_datafusion)?;
+            out.append_value(to_arrow(scaled)?);
         }
         let result: ArrayRef = Arc::new(out.finish());
         columnar(result, scalar)

@@ -935,12 +935,13 @@ impl Session {
             Kind::Query(query) => {
                 let columns = prepared.columns.clone().unwrap_or_default();
                 let txn = self.statement_txn();
-                let rows = self.run_query(query, &columns, &prepared.param_types, params.clone(), now, txn).await?;
                 if query.drawn.is_empty() {
+                    let rows = self.run_query(query, &columns, &prepared.param_types, params, now, txn).await?;
                     return Ok(StatementResult::rows(columns, rows));
                 }
                 // Sequence calls in the select list: drawn for each row, in the order the rows
                 // come (the whole result is collected first).
+                let rows = self.run_query(query, &columns, &prepared.param_types, params.clone(), now, txn).await?;
                 let mut rows = rows.collect_values(&columns).await?;
                 let cx = self.eval_context(&params, now);
                 for row in &mut rows {

@@ -111,55 +111,41 @@ impl Engine {
         let Some(old) = self.catalog.current().table_by_id(id).cloned() else { return Ok(()) };
         let mut def = (*old).clone();
         def.columns.push(column);
-        let def = Arc::new(def);
-        let d = def.clone();
-        for r in self.on_all(move |p| -> Result<()> {
-            p.table_mut(d.id)?.add_column(d.clone(), &fill);
-            Ok(())
-        })
-        .await?
-        {
-            r?;
-        }
-        self.catalog.put_table(def);
-        Ok(())
+        self.restore_layout_change(def, move |t, d| t.add_column(d, &fill)).await
     }
 
     /// Recovery: ALTER TABLE … DROP COLUMN as the live change made it.
     pub async fn restore_drop_column(&self, id: TableId, column: u32) -> Result<()> {
         let Some(old) = self.catalog.current().table_by_id(id).cloned() else { return Ok(()) };
-        let c = column as usize;
-        if c >= old.columns.len() || old.columns.len() == 1 {
-            return Err(Error::new(crate::error::SqlState::Internal, format!("corrupt redo record: a logged DROP COLUMN names column {c} of \"{}\", which has {} columns", old.name, old.columns.len())));
+        let c = logged_column(&old, column, "DROP COLUMN")?;
+        if old.columns.len() == 1 {
+            return Err(corrupt_column(&old, column, "DROP COLUMN"));
         }
-        let def = Arc::new(old.without_column(c));
-        let d = def.clone();
-        for r in self.on_all(move |p| -> Result<()> {
-            p.table_mut(d.id)?.drop_column(d.clone(), c);
-            Ok(())
-        })
-        .await?
-        {
-            r?;
-        }
-        self.catalog.put_table(def);
-        Ok(())
+        self.restore_layout_change(old.without_column(c), move |t, d| t.drop_column(d, c)).await
     }
 
     /// Recovery: ALTER TABLE … ALTER COLUMN … TYPE as the live change made it.
     pub async fn restore_alter_column_type(&self, id: TableId, column: u32, ty: crate::types::DataType, explicit: bool) -> Result<()> {
         let Some(old) = self.catalog.current().table_by_id(id).cloned() else { return Ok(()) };
-        let c = column as usize;
-        if c >= old.columns.len() {
-            return Err(Error::new(crate::error::SqlState::Internal, format!("corrupt redo record: a logged ALTER COLUMN … TYPE names column {c} of \"{}\", which has {} columns", old.name, old.columns.len())));
-        }
-        let def = Arc::new(old.with_column_type(c, ty, explicit)?);
+        let c = logged_column(&old, column, "ALTER COLUMN … TYPE")?;
+        self.restore_layout_change(old.with_column_type(c, ty, explicit)?, move |t, d| t.alter_column_type(d, c, explicit)).await
+    }
+
+    /// Applies a logged change of a table's columns to its store on every partition (`change`
+    /// gets the store and the new definition), then publishes the definition.
+    async fn restore_layout_change<F>(&self, def: TableDef, change: F) -> Result<()>
+    where
+        F: Fn(&mut crate::storage::TableStore, Arc<TableDef>) + Send + Sync + 'static,
+    {
+        let def = Arc::new(def);
         let d = def.clone();
-        for r in self.on_all(move |p| -> Result<()> {
-            p.table_mut(d.id)?.alter_column_type(d.clone(), c, explicit);
-            Ok(())
-        })
-        .await?
+        let change = Arc::new(change);
+        for r in self
+            .on_all(move |p| -> Result<()> {
+                change(p.table_mut(d.id)?, d.clone());
+                Ok(())
+            })
+            .await?
         {
             r?;
         }
@@ -303,4 +289,20 @@ impl Engine {
         }).collect();
         Ok(CheckpointImage { tables, partitions, ts, start: step.take_durable(), procedures, views, sequences, sequence_values })
     }
+}
+
+/// The position a logged column change names, checked against the table it applies to.
+fn logged_column(def: &TableDef, column: u32, what: &str) -> Result<usize> {
+    let c = column as usize;
+    if c >= def.columns.len() {
+        return Err(corrupt_column(def, column, what));
+    }
+    Ok(c)
+}
+
+fn corrupt_column(def: &TableDef, column: u32, what: &str) -> Error {
+    Error::new(
+        crate::error::SqlState::Internal,
+        format!("corrupt redo record: a logged {what} names column {column} of \"{}\", which has {} columns", def.name, def.columns.len()),
+    )
 }

@@ -801,7 +801,7 @@ impl TableStore {
             }
         }
         for index in self.def.indexes.iter().filter(|i| i.unique && i.columns.contains(&c)) {
-            let mut seen: HashMap<KeyBuf, ()> = HashMap::new();
+            let mut seen: hashbrown::HashSet<KeyBuf> = hashbrown::HashSet::new();
             let mut duplicate = None;
             self.for_each_slot(&mut |row| {
                 if self.slot_deleted(row) {
@@ -813,7 +813,7 @@ impl TableStore {
                     .map(|&k| if k == c { convert_column_value(self.get(row, k), ty, explicit).unwrap_or(Value::Null) } else { self.get(row, k) })
                     .collect();
                 let mut key = KeyBuf::new();
-                if encode_key(&values, &mut key) || seen.insert(key, ()).is_none() {
+                if encode_key(&values, &mut key) || seen.insert(key) {
                     return true;
                 }
                 duplicate = Some(values);
