@@ -185,7 +185,7 @@ impl ReadPredicate {
             ReadPredicate::Table(_) => true,
             ReadPredicate::Filter { plan, params, bound, .. } => {
                 let filter = plan.filter();
-                let cx = EvalContext { params, now: 0, sequences: None };
+                let cx = EvalContext { params, now: 0, session: None };
                 // An error while evaluating counts as a match: abort rather than miss a conflict.
                 filter.is_none_or(|f| f.eval_predicate(&SliceRow(row), &cx).unwrap_or(true))
                     && bound.as_ref().is_none_or(|b| b.covers(plan.table(), row))

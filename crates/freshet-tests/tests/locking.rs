@@ -195,3 +195,63 @@ fn skip_locked_leaves_out_claimed_rows_and_nowait_fails_at_once() {
     // The first's claims ended with it; the second's rows are free again.
     assert_eq!(ids(&mut third, "SELECT id FROM jobs WHERE state = 'new' ORDER BY id LIMIT 3 FOR UPDATE SKIP LOCKED"), [1, 2, 3]);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Advisory locks (their try variants and scopes: slt/advisory.slt)
+
+#[test]
+fn an_advisory_lock_waits_for_its_holder_and_the_session_end_releases_it() {
+    let db = db();
+    let mut a = db.session();
+    a.execute_blocking("SELECT pg_advisory_lock(1)").unwrap();
+    let b = spawn(&db, &["SELECT pg_advisory_lock(1)", "SELECT pg_advisory_unlock(1)"]);
+    assert!(blocked(&b), "the second session waits for the lock");
+    let rows = a.execute_blocking("SELECT pg_advisory_unlock(1)").unwrap();
+    assert_eq!(rows[0].rows(), vec![vec![Value::Bool(true)]]);
+    assert_eq!(b.recv().unwrap().unwrap(), "SELECT 1");
+    // A transaction-level lock is held until COMMIT; a session that ends releases all it holds.
+    a.execute_blocking("BEGIN").unwrap();
+    a.execute_blocking("SELECT pg_advisory_xact_lock(2)").unwrap();
+    let b = spawn(&db, &["SELECT pg_advisory_lock_shared(2)"]);
+    assert!(blocked(&b));
+    a.execute_blocking("COMMIT").unwrap();
+    assert_eq!(b.recv().unwrap().unwrap(), "SELECT 1");
+    a.execute_blocking("SELECT pg_advisory_lock(3)").unwrap();
+    let b = spawn(&db, &["SELECT pg_advisory_lock(3)"]);
+    assert!(blocked(&b));
+    drop(a);
+    assert_eq!(b.recv().unwrap().unwrap(), "SELECT 1");
+}
+
+#[test]
+fn advisory_lock_waits_end_in_a_deadlock_or_at_a_timeout() {
+    let db = db();
+    let mut a = db.session();
+    a.execute_blocking("SELECT pg_advisory_lock(1)").unwrap();
+    let b = spawn(&db, &["SELECT pg_advisory_lock(2)", "SELECT pg_advisory_lock(1)"]);
+    assert!(blocked(&b), "b holds 2 and waits for 1");
+    let err = a.execute_blocking("SELECT pg_advisory_lock(2)").unwrap_err();
+    assert_eq!(err.state, SqlState::DeadlockDetected, "{err:?}");
+    a.execute_blocking("SELECT pg_advisory_unlock(1)").unwrap();
+    assert_eq!(b.recv().unwrap().unwrap(), "SELECT 1");
+
+    let mut c = db.session();
+    c.execute_blocking("SELECT pg_advisory_lock(5)").unwrap();
+    a.execute_blocking("SET lock_timeout = '100ms'").unwrap();
+    let err = a.execute_blocking("SELECT pg_advisory_lock(5)").unwrap_err();
+    assert_eq!((err.state, err.message.as_str()), (SqlState::LockNotAvailable, "canceling statement due to lock timeout"));
+    a.execute_blocking("SET lock_timeout = 0").unwrap();
+    a.execute_blocking("SET statement_timeout = '100ms'").unwrap();
+    let err = a.execute_blocking("SELECT pg_advisory_lock_shared(5)").unwrap_err();
+    assert_eq!((err.state, err.message.as_str()), (SqlState::QueryCanceled, "canceling statement due to statement timeout"));
+    let err = a.execute_blocking("SELECT pg_sleep(5)").unwrap_err();
+    assert_eq!(err.state, SqlState::QueryCanceled);
+    a.execute_blocking("SET statement_timeout = 0").unwrap();
+    let started = std::time::Instant::now();
+    a.execute_blocking("SELECT pg_sleep(0.2)").unwrap();
+    assert!(started.elapsed() >= Duration::from_millis(200));
+    // The waits that ended left nothing behind: the lock is free once its holder lets it go.
+    c.execute_blocking("SELECT pg_advisory_unlock(5)").unwrap();
+    let rows = a.execute_blocking("SELECT pg_try_advisory_lock(5)").unwrap();
+    assert_eq!(rows[0].rows(), vec![vec![Value::Bool(true)]]);
+}

@@ -634,6 +634,24 @@ async fn cancel_stops_a_long_analytical_query() {
     assert_eq!(n, 1000);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_ends_an_advisory_lock_wait_and_a_sleep() {
+    let server = TestServer::start().await;
+    let holder = server.client().await;
+    let client = server.client().await;
+    let token = client.cancel_token();
+    holder.simple_query("SELECT pg_advisory_lock(42)").await.unwrap();
+    let (err, took) = cancel_until_done(&token, client.simple_query("SELECT pg_advisory_lock(42)")).await;
+    assert_eq!(code(&err), &SqlState::QUERY_CANCELED);
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+    let (err, _) = cancel_until_done(&token, client.query("SELECT pg_sleep(600)", &[])).await;
+    assert_eq!(code(&err), &SqlState::QUERY_CANCELED);
+    // The cancelled wait is gone: when the holder lets go, the lock is the client's.
+    holder.simple_query("SELECT pg_advisory_unlock(42)").await.unwrap();
+    let got: bool = client.query_one("SELECT pg_try_advisory_lock($1)", &[&42i64]).await.unwrap().get(0);
+    assert!(got);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Raw protocol
 

@@ -226,7 +226,7 @@ impl CopyIn {
     }
 
     fn default_row(&self) -> Result<Vec<Value>> {
-        let cx = freshet_core::sql::expr::EvalContext { params: &[], now: self.now, sequences: Some(&*self.sequences) };
+        let cx = freshet_core::sql::expr::EvalContext { params: &[], now: self.now, session: Some(&*self.sequences) };
         let mut row = vec![Value::Null; self.table.columns.len()];
         for &c in &self.defaulted {
             row[c] = crate::session::default_value(&self.table.columns[c], &cx)?;

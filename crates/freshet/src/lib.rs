@@ -16,6 +16,7 @@
 //! snapshot through the analytical engine. The PostgreSQL server (`freshet-server`) is a thin
 //! protocol layer over [`Session`].
 
+mod advisory;
 mod copy;
 mod pg_catalog;
 mod database;

@@ -12,16 +12,33 @@ use std::sync::Arc;
 use freshet_core::catalog::TableId;
 use freshet_core::engine::Engine;
 use freshet_core::sequence::SequenceDef;
-use freshet_core::sql::expr::{Func, SequenceFns};
+use freshet_core::sql::expr::{Func, SessionFns};
 use freshet_core::types::Value;
 use freshet_core::wal::Lsn;
 use freshet_core::{Error, Result, SqlState};
 use parking_lot::Mutex;
 
-/// One session's sequence state.
+/// One session's sequence state, and the advisory locks it holds: the state of the
+/// functions only the session evaluates ([`SessionFns`]).
 pub(crate) struct SessionSequences {
     engine: Arc<Engine>,
     state: Mutex<State>,
+    pub(crate) locks: crate::advisory::SessionLocks,
+    sleep: Mutex<Sleep>,
+    /// Set while a routine of this session runs as one executor job, which must not take or
+    /// release advisory locks or sleep: a job that gives up runs again statement by statement,
+    /// and would take a lock twice.
+    in_job: std::sync::atomic::AtomicBool,
+    /// A call refused because a job ran it (the job gives up).
+    refused_in_job: std::sync::atomic::AtomicBool,
+}
+
+/// `pg_sleep`'s state: the sleep a call asked for, which the session then waits out, and
+/// whether it has (so that the call, evaluated again, returns).
+#[derive(Default)]
+struct Sleep {
+    asked: Option<std::time::Duration>,
+    slept: bool,
 }
 
 #[derive(Default)]
@@ -35,8 +52,51 @@ struct State {
 }
 
 impl SessionSequences {
-    pub(crate) fn new(engine: Arc<Engine>) -> Self {
-        SessionSequences { engine, state: Mutex::new(State::default()) }
+    pub(crate) fn new(engine: Arc<Engine>, locks: crate::advisory::SessionLocks) -> Self {
+        SessionSequences {
+            engine,
+            state: Mutex::new(State::default()),
+            locks,
+            sleep: Mutex::default(),
+            in_job: Default::default(),
+            refused_in_job: Default::default(),
+        }
+    }
+
+    /// A routine of this session starts running as one executor job.
+    pub(crate) fn enter_job(&self) {
+        self.refused_in_job.store(false, std::sync::atomic::Ordering::Relaxed);
+        self.in_job.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The job ended; returns whether it called a function a job cannot run (it must give up).
+    pub(crate) fn leave_job(&self) -> bool {
+        self.in_job.store(false, std::sync::atomic::Ordering::Relaxed);
+        self.refused_in_job.swap(false, std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The sleep the last `pg_sleep` call asked for and could not take where it ran, if any
+    /// (and forgets it).
+    pub(crate) fn take_sleep(&self) -> Option<std::time::Duration> {
+        self.sleep.lock().asked.take()
+    }
+
+    /// The session slept as asked: the call, evaluated again, returns.
+    pub(crate) fn slept(&self) {
+        self.sleep.lock().slept = true;
+    }
+
+    /// `pg_sleep(seconds)`: returns if the session has slept for this call; otherwise asks for
+    /// the sleep and fails (0A000), which a caller that cannot wait (anything but a SELECT
+    /// without FROM) reports.
+    fn pg_sleep(&self, seconds: &Value) -> Result<Value> {
+        let seconds = seconds.as_f64().ok_or_else(|| Error::mismatch("pg_sleep takes a number of seconds"))?;
+        let mut sleep = self.sleep.lock();
+        if std::mem::take(&mut sleep.slept) || seconds.is_nan() || seconds <= 0.0 {
+            return Ok(Value::Text(String::new()));
+        }
+        sleep.asked = Some(std::time::Duration::try_from_secs_f64(seconds).unwrap_or(std::time::Duration::MAX));
+        Err(Error::unsupported("pg_sleep here").with_hint("It waits in SELECT without FROM (PERFORM pg_sleep(…) in a function)."))
     }
 
     /// The LSN of the newest sequence record the session queued since it last asked: it must
@@ -140,9 +200,9 @@ impl SessionSequences {
 }
 
 /// Whether a statement or query calls a function that reads or changes a sequence's counter
-/// (nextval, currval, setval, lastval) anywhere.
+/// (nextval, currval, setval, lastval) or an advisory lock function anywhere.
 pub(crate) fn calls_sequence_functions<T: sqlparser::ast::Visit>(node: &T) -> bool {
-    calls(node, |f| f.is_sequence() && f != Func::PgGetSerialSequence)
+    calls(node, |f| f.is_session() && f != Func::PgGetSerialSequence)
 }
 
 fn calls<T: sqlparser::ast::Visit>(node: &T, wanted: impl Fn(Func) -> bool) -> bool {
@@ -181,8 +241,8 @@ pub(crate) fn session_select(
 /// Sequence functions where they cannot run: in a query over tables (which runs on the
 /// analytical side or on an executor, away from the session).
 pub(crate) fn not_in_queries() -> Error {
-    Error::unsupported("sequence functions (nextval, currval, setval, lastval) in a query that reads tables")
-        .with_hint("Call them in INSERT … VALUES, in a column default, or in SELECT without FROM.")
+    Error::unsupported("sequence functions (nextval, currval, setval, lastval) or advisory lock functions in a query that reads tables")
+        .with_hint("Call them in SELECT without FROM (sequence functions also in INSERT … VALUES and column defaults).")
 }
 
 /// Select items (by position) the session evaluates for each row a query gives.
@@ -295,14 +355,22 @@ pub(crate) fn plan_select(
     Ok((items, columns))
 }
 
-impl SequenceFns for SessionSequences {
+impl SessionFns for SessionSequences {
     fn call(&self, func: Func, args: &[Value]) -> Result<Value> {
         // The functions are strict: a NULL argument gives NULL.
         if args.iter().any(Value::is_null) {
             return Ok(Value::Null);
         }
-        let arg = |i: usize| args.get(i).ok_or_else(|| Error::internal("sequence function argument missing"));
+        if matches!(func, Func::Advisory(_) | Func::PgSleep) && self.in_job.load(std::sync::atomic::Ordering::Relaxed) {
+            self.refused_in_job.store(true, std::sync::atomic::Ordering::Relaxed);
+            return Err(Error::new(SqlState::QueryCanceled, "the transaction cannot run as one job"));
+        }
+        if let Func::Advisory(f) = func {
+            return self.locks.call(f, args);
+        }
+        let arg = |i: usize| args.get(i).ok_or_else(|| Error::internal("session function argument missing"));
         match func {
+            Func::PgSleep => self.pg_sleep(arg(0)?),
             Func::Nextval => self.nextval(arg(0)?),
             Func::Currval => self.currval(arg(0)?),
             Func::Setval => self.setval(arg(0)?, arg(1)?, args.get(2)),

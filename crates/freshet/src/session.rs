@@ -259,7 +259,8 @@ impl Session {
         }
         let settings = Settings::with_defaults(defaults);
         db.inner.activity.sessions.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let sequences = Arc::new(SessionSequences::new(db.inner.engine.clone()));
+        let locks = crate::advisory::SessionLocks::new(db.inner.advisory.clone(), id);
+        let sequences = Arc::new(SessionSequences::new(db.inner.engine.clone(), locks));
         Session { db, id, settings, txn: None, procedures: Default::default(), sequences }
     }
 
@@ -881,6 +882,10 @@ impl Session {
         {
             self.db.inner.activity.deadlocks.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
+        if self.txn.is_none() {
+            // A statement outside a block, or COMMIT or ROLLBACK, ended a transaction.
+            self.sequences.locks.end_transaction();
+        }
         if !matches!(prepared.kind, Kind::Transaction(_)) {
             if self.txn.is_none() {
                 // A statement outside a block is a transaction of its own, which ends with its
@@ -899,9 +904,44 @@ impl Session {
     }
 
     /// The context of expressions the session evaluates itself (INSERT … VALUES, defaults):
-    /// sequence functions run there.
+    /// sequence and advisory lock functions run there.
     fn eval_context<'a>(&'a self, params: &'a [Value], now: i64) -> EvalContext<'a> {
-        EvalContext { params, now, sequences: Some(&*self.sequences) }
+        EvalContext { params, now, session: Some(&*self.sequences) }
+    }
+
+    /// Evaluates a select item of a SELECT the session answers itself. An advisory lock that
+    /// another session holds is waited for (see `advisory`), as is `pg_sleep`'s time, and
+    /// then the item is evaluated again. A lock wait ends with an error at `lock_timeout`
+    /// (55P03, from the wait's start); either ends at `statement_timeout` (57014, from
+    /// `started`).
+    async fn eval_waiting(&self, e: &freshet_core::sql::expr::Expr, params: &[Value], now: i64, started: std::time::Instant) -> Result<Value> {
+        let (locks, sequences) = (&self.sequences.locks, &self.sequences);
+        let statement = || {
+            self.settings.statement_timeout().map(|t| (started + t, Error::new(SqlState::QueryCanceled, "canceling statement due to statement timeout")))
+        };
+        loop {
+            locks.take_blocked();
+            sequences.take_sleep();
+            // Evaluated before the match: the context is not `Send` and must not live across
+            // the wait.
+            let value = e.eval(&NoRow, &self.eval_context(params, now));
+            let Err(err) = value else { return value };
+            if let Some(blocked) = locks.take_blocked() {
+                let lock = self.settings.lock_timeout().map(|t| {
+                    (std::time::Instant::now() + t, Error::new(SqlState::LockNotAvailable, "canceling statement due to lock timeout"))
+                });
+                let deadline = match (lock, statement()) {
+                    (Some(l), Some(s)) => Some(if l.0 <= s.0 { l } else { s }),
+                    (l, s) => l.or(s),
+                };
+                locks.wait(blocked, deadline).await?;
+            } else if let Some(d) = sequences.take_sleep() {
+                crate::advisory::sleep(d, statement()).await?;
+                sequences.slept();
+            } else {
+                return Err(err);
+            }
+        }
     }
 
     async fn replan(&mut self, prepared: &Arc<Prepared>) -> Result<Arc<Prepared>> {
@@ -943,13 +983,14 @@ impl Session {
                 // come (the whole result is collected first).
                 let rows = self.run_query(query, &columns, &prepared.param_types, params.clone(), now, txn).await?;
                 let mut rows = rows.collect_values(&columns).await?;
-                let cx = self.eval_context(&params, now);
+                let started = std::time::Instant::now();
                 for row in &mut rows {
                     for (i, e) in &query.drawn {
-                        row[*i] = e.eval(&NoRow, &cx)?;
+                        row[*i] = self.eval_waiting(e, &params, now, started).await?;
                     }
                 }
-                Ok(StatementResult::rows(columns, RowStream::from_values(rows)))
+                let warnings = self.sequences.locks.take_warnings();
+                Ok(StatementResult::rows(columns, RowStream::from_values(rows)).with_notices(warnings))
             }
             Kind::Insert { plan, source } => {
                 let txn = self.statement_txn();
@@ -1076,9 +1117,13 @@ impl Session {
                 Ok(result)
             }
             Kind::SessionSelect(items) => {
-                let cx = self.eval_context(&params, now);
-                let row = freshet_core::try_vec(items.iter().map(|e| e.eval(&NoRow, &cx)))?;
-                Ok(StatementResult::rows(prepared.columns.clone().unwrap_or_default(), RowStream::from_values(vec![row])))
+                let started = std::time::Instant::now();
+                let mut row = Vec::with_capacity(items.len());
+                for e in items {
+                    row.push(self.eval_waiting(e, &params, now, started).await?);
+                }
+                let warnings = self.sequences.locks.take_warnings();
+                Ok(StatementResult::rows(prepared.columns.clone().unwrap_or_default(), RowStream::from_values(vec![row])).with_notices(warnings))
             }
             Kind::Call(call) => self.run_call(call, &prepared.param_types, params, prepared.columns.clone()).await,
             Kind::CopyTo { query, format } => {
@@ -1993,7 +2038,7 @@ pub(crate) fn run_in_job(prepared: &Prepared, params: Vec<Value>, now: i64, cata
             if insert_uses_sequences(plan) {
                 return Err(job.give_up());
             }
-            let cx = EvalContext { params: &params, now, sequences: None };
+            let cx = EvalContext { params: &params, now, session: None };
             let supplied = values_rows(plan, &cx)?;
             if let Some(on) = &plan.on_conflict {
                 let full_rows = whole_rows(plan, supplied, &cx)?;

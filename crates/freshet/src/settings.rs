@@ -35,7 +35,7 @@ const KNOWN: &[Known] = &[
     Known { name: "session_authorization", default: "freshet", reported: true, description: "Session user." },
     Known { name: "standard_conforming_strings", default: "on", reported: true, description: "Backslashes are literal in ordinary strings." },
     Known { name: "statement_timeout", default: "0", reported: false, description: "Longest time an analytical query may run before it is cancelled (57014); 0: no limit." },
-    Known { name: "lock_timeout", default: "0", reported: false, description: "Accepted; Freshet does not wait for locks." },
+    Known { name: "lock_timeout", default: "0", reported: false, description: "Longest wait for an advisory lock (pg_advisory_lock and its family) before the statement fails with 55P03; 0: no limit. Row-lock waits (freshet.lock_wait) do not use it." },
     Known { name: "idle_in_transaction_session_timeout", default: "0", reported: false, description: "Accepted; not enforced." },
     Known { name: "timezone", default: "UTC", reported: true, description: "Time zone of the session. Kept and reported, but timestamp with time zone values are read and shown in UTC whatever it is (no time zone database); timestamps without time zone ignore it." },
     Known { name: "transaction_isolation", default: "serializable", reported: false, description: "Isolation level of the current transaction (SHOW only; use SET TRANSACTION)." },
@@ -172,6 +172,11 @@ impl Settings {
         self.get("statement_timeout").and_then(|v| crate::snapshots::parse_duration(&v)).filter(|d| !d.is_zero())
     }
 
+    /// `lock_timeout`, if one is set.
+    pub fn lock_timeout(&self) -> Option<std::time::Duration> {
+        self.get("lock_timeout").and_then(|v| crate::snapshots::parse_duration(&v)).filter(|d| !d.is_zero())
+    }
+
     pub fn lock_wait(&self) -> bool {
         self.get("freshet.lock_wait").is_none_or(|v| v != "off")
     }
@@ -216,7 +221,7 @@ fn normalize(name: &str, value: &str) -> Result<String> {
             "off" | "false" | "0" => "off".into(),
             _ => return Err(invalid("Use on or off.")),
         },
-        "freshet.max_staleness" | "statement_timeout" => match crate::snapshots::parse_duration(value) {
+        "freshet.max_staleness" | "statement_timeout" | "lock_timeout" => match crate::snapshots::parse_duration(value) {
             Some(d) => crate::snapshots::format_duration(d),
             None => return Err(crate::snapshots::invalid_duration(name, value)),
         },

@@ -61,7 +61,7 @@ impl Engine {
             OltpPlan::Update(u) => u.filter.as_ref(),
             OltpPlan::Delete(d) => d.filter.as_ref(),
         };
-        let cx = EvalContext { params, now, sequences: None };
+        let cx = EvalContext { params, now, session: None };
         if let Some(v) = filter.and_then(|f| pinned_key(f, key)) {
             return Ok(vec![self.partition_of_key(table, &v.eval(&NoRow, &cx)?)]);
         }

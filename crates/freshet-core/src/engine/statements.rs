@@ -159,7 +159,7 @@ impl Engine {
         let params: Arc<[Value]> = params.into();
         let f: StatementFn<(u64, Vec<Vec<Value>>)> = Arc::new(move |p, local| {
             let rows = by_id.iter().find(|(part, _)| *part == p.id).map(|(_, r)| r.clone()).unwrap_or_default();
-            exec::upsert_rows(p.table_mut(id)?, &rows, &on, returning, &EvalContext { params: &params, now, sequences: None }, local)
+            exec::upsert_rows(p.table_mut(id)?, &rows, &on, returning, &EvalContext { params: &params, now, session: None }, local)
         });
         let mut results = self.run_on(parts, txn, sync, f).await?;
         if table.partition_key.is_none() {
@@ -466,7 +466,7 @@ impl JobStatements for JobTxn<'_> {
         if !self.stores(table) {
             return Err(self.give_up());
         }
-        let written = exec::upsert_rows(self.part.table_mut(table.id)?, rows, on, returning, &EvalContext { params, now, sequences: None }, self.local);
+        let written = exec::upsert_rows(self.part.table_mut(table.id)?, rows, on, returning, &EvalContext { params, now, session: None }, self.local);
         self.or_give_up(written)
     }
 
@@ -696,7 +696,7 @@ fn run_on_partition(
     now: i64,
     budget: usize,
 ) -> Result<OltpResult> {
-    let cx = EvalContext { params, now, sequences: None };
+    let cx = EvalContext { params, now, session: None };
     let id = plan.table().id;
     // Planned before a DROP COLUMN or ALTER COLUMN … TYPE that ran meanwhile: its column
     // positions name other columns, or its types are not the stored ones (a later ADD COLUMN

@@ -547,8 +547,8 @@ impl<'a> Binder<'a> {
         let typed: Vec<DataType> = items.iter().filter_map(|i| if let Item::Typed(e) = i { Some(e.ty()) } else { None }).collect();
         let default = match func {
             Func::Coalesce | Func::Greatest | Func::Least | Func::NullIf if !typed.is_empty() => functions::common_type(&typed)?,
-            Func::Abs | Func::Round | Func::Floor | Func::Ceil => DataType::Float64,
-            Func::Mod => DataType::Int64,
+            Func::Abs | Func::Round | Func::Floor | Func::Ceil | Func::PgSleep => DataType::Float64,
+            Func::Mod | Func::Advisory(_) => DataType::Int64,
             _ => DataType::Text,
         };
         let mut bound = Vec::with_capacity(items.len());

@@ -308,7 +308,7 @@ fn sequence_options_of(options: &[ast::SequenceOptions]) -> Result<SequenceOptio
     let int = |e: &ast::Expr| -> Result<i64> {
         let mut params = Vec::new();
         let bound = Binder::new(None, &mut params).bind_assignment(e, DataType::Int64, "sequence option")?;
-        bound.eval(&NoRow, &EvalContext { params: &[], now: 0, sequences: None })?.as_i64().ok_or_else(|| Error::syntax(format!("a sequence option needs an integer, not {e}")))
+        bound.eval(&NoRow, &EvalContext { params: &[], now: 0, session: None })?.as_i64().ok_or_else(|| Error::syntax(format!("a sequence option needs an integer, not {e}")))
     };
     for o in options {
         match o {
@@ -417,7 +417,7 @@ pub fn column_default(e: &ast::Expr, ty: DataType, column: &str) -> Result<Optio
         }
         return Ok(Some(ColumnDefault::CurrentTimestamp));
     }
-    let v = bound.eval(&NoRow, &EvalContext { params: &[], now: 0, sequences: None })?.assign_to(ty)?;
+    let v = bound.eval(&NoRow, &EvalContext { params: &[], now: 0, session: None })?.assign_to(ty)?;
     Ok(if v.is_null() { None } else { Some(ColumnDefault::Value(v)) })
 }
 

@@ -95,12 +95,18 @@ pub enum Func {
     Repeat,
     Extract,
     /// Sequence functions: they change or read a sequence, so they run only where the
-    /// context gives [`EvalContext::sequences`] (in the session).
+    /// context gives [`EvalContext::session`] (in the session).
     Nextval,
     Currval,
     Setval,
     Lastval,
     PgGetSerialSequence,
+    /// The advisory lock functions (`pg_advisory_lock` and its family): they take or release
+    /// locks the session holds, so they run only where the context gives
+    /// [`EvalContext::session`], as the sequence functions do.
+    Advisory(AdvisoryFn),
+    /// `pg_sleep(seconds)`: the session waits (only a session can, as for the advisory locks).
+    PgSleep,
     /// `t ± INTERVAL '…'` for a constant interval: (timestamp, months, days, microseconds),
     /// the interval already negated for `-`; a scaled interval (`t + n * INTERVAL '…'`) adds
     /// the factor (float8) and whether it divides. Not callable by name.
@@ -108,15 +114,76 @@ pub enum Func {
 }
 
 impl Func {
-    /// Whether the function works with sequences ([`SequenceFns`]).
+    /// Whether the function works with sequences ([`SessionFns`]).
     pub fn is_sequence(self) -> bool {
         matches!(self, Func::Nextval | Func::Currval | Func::Setval | Func::Lastval | Func::PgGetSerialSequence)
     }
+
+    /// Whether only a session can evaluate the function ([`SessionFns`]): the sequence and
+    /// advisory lock functions.
+    pub fn is_session(self) -> bool {
+        self.is_sequence() || matches!(self, Func::Advisory(_) | Func::PgSleep)
+    }
 }
 
-/// What evaluates the sequence functions: the session, which knows the catalog, the log and
-/// the session's last values (`currval`, `lastval`).
-pub trait SequenceFns {
+/// One advisory lock function: what it does, in which mode and for how long. The lock is
+/// named by one bigint or by two integers (two separate key spaces, as in PostgreSQL).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AdvisoryFn {
+    pub op: AdvisoryOp,
+    /// A shared lock (`…_shared`) rather than an exclusive one.
+    pub shared: bool,
+    /// Held until the transaction ends (`…_xact_…`) rather than until unlocked or the session
+    /// ends.
+    pub xact: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AdvisoryOp {
+    /// Takes the lock, waiting for it if another session holds it in a conflicting mode.
+    Lock,
+    /// Takes the lock if it is free at once; returns whether it did.
+    TryLock,
+    /// Releases one hold of a session-level lock; returns whether the session held it.
+    Unlock,
+    /// Releases every session-level lock the session holds.
+    UnlockAll,
+}
+
+impl AdvisoryFn {
+    /// The function a name calls, if it is an advisory lock function.
+    pub fn by_name(name: &str) -> Option<AdvisoryFn> {
+        let (op, rest) = if let Some(r) = name.strip_prefix("pg_try_advisory_") {
+            (AdvisoryOp::TryLock, r)
+        } else if name == "pg_advisory_unlock_all" {
+            return Some(AdvisoryFn { op: AdvisoryOp::UnlockAll, shared: false, xact: false });
+        } else if let Some(r) = name.strip_prefix("pg_advisory_unlock") {
+            (AdvisoryOp::Unlock, r)
+        } else if let Some(r) = name.strip_prefix("pg_advisory_") {
+            (AdvisoryOp::Lock, r)
+        } else {
+            return None;
+        };
+        let (xact, rest) = match rest.strip_prefix("xact_") {
+            Some(r) if op != AdvisoryOp::Unlock => (true, r),
+            _ => (false, rest),
+        };
+        let rest = if op == AdvisoryOp::Unlock { rest } else { rest.strip_prefix("lock")? };
+        let shared = match rest {
+            "" => false,
+            "_shared" => true,
+            _ => return None,
+        };
+        Some(AdvisoryFn { op, shared, xact })
+    }
+}
+
+/// What evaluates the functions only a session can ([`Func::is_session`]): the sequence
+/// functions, with the catalog, the log and the session's last values (`currval`,
+/// `lastval`); the advisory lock functions, with the locks the session holds; and
+/// `pg_sleep`. A function that must wait (a lock another session holds, a sleep) fails, and
+/// the session, where it can wait, waits and evaluates the expression again.
+pub trait SessionFns {
     fn call(&self, func: Func, args: &[Value]) -> Result<Value>;
 }
 
@@ -145,8 +212,9 @@ pub struct EvalContext<'a> {
     pub params: &'a [Value],
     /// The statement's start time (microseconds since 1970), for now() and CURRENT_DATE.
     pub now: i64,
-    /// Sequence functions, where they may run (`None`: they are refused with 0A000).
-    pub sequences: Option<&'a dyn SequenceFns>,
+    /// The session's functions (sequences, advisory locks), where they may run (`None`: they
+    /// are refused with 0A000).
+    pub session: Option<&'a dyn SessionFns>,
 }
 
 /// Read access to the current row's columns.
@@ -691,6 +759,26 @@ mod tests {
     }
 
     #[test]
+    fn advisory_lock_functions_by_name() {
+        use AdvisoryOp::*;
+        let f = |op, shared, xact| Some(AdvisoryFn { op, shared, xact });
+        assert_eq!(AdvisoryFn::by_name("pg_advisory_lock"), f(Lock, false, false));
+        assert_eq!(AdvisoryFn::by_name("pg_advisory_lock_shared"), f(Lock, true, false));
+        assert_eq!(AdvisoryFn::by_name("pg_advisory_xact_lock"), f(Lock, false, true));
+        assert_eq!(AdvisoryFn::by_name("pg_advisory_xact_lock_shared"), f(Lock, true, true));
+        assert_eq!(AdvisoryFn::by_name("pg_try_advisory_lock"), f(TryLock, false, false));
+        assert_eq!(AdvisoryFn::by_name("pg_try_advisory_lock_shared"), f(TryLock, true, false));
+        assert_eq!(AdvisoryFn::by_name("pg_try_advisory_xact_lock"), f(TryLock, false, true));
+        assert_eq!(AdvisoryFn::by_name("pg_try_advisory_xact_lock_shared"), f(TryLock, true, true));
+        assert_eq!(AdvisoryFn::by_name("pg_advisory_unlock"), f(Unlock, false, false));
+        assert_eq!(AdvisoryFn::by_name("pg_advisory_unlock_shared"), f(Unlock, true, false));
+        assert_eq!(AdvisoryFn::by_name("pg_advisory_unlock_all"), f(UnlockAll, false, false));
+        for other in ["pg_advisory_xact_unlock", "pg_advisory_lockx", "pg_advisory_unlock_xact", "pg_try_advisory_unlock", "pg_advisory"] {
+            assert_eq!(AdvisoryFn::by_name(other), None, "{other}");
+        }
+    }
+
+    #[test]
     fn arithmetic_types_follow_the_analytical_side() {
         use DataType::*;
         assert_eq!(arithmetic_type(BinaryOp::Add, Int32, Int32).unwrap(), Int32);
@@ -713,7 +801,7 @@ mod tests {
 
     #[test]
     fn three_valued_logic() {
-        let cx = EvalContext { params: &[], now: 0, sequences: None };
+        let cx = EvalContext { params: &[], now: 0, session: None };
         let t = || Box::new(Expr::literal(Value::Bool(true), DataType::Bool));
         let f = || Box::new(Expr::literal(Value::Bool(false), DataType::Bool));
         let n = || Box::new(Expr::literal(Value::Null, DataType::Bool));

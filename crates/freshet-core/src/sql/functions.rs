@@ -3,7 +3,7 @@
 
 use std::cmp::Ordering;
 
-use super::expr::{date_of, extract, EvalContext, Func};
+use super::expr::{date_of, extract, AdvisoryFn, AdvisoryOp, EvalContext, Func};
 use crate::error::{Error, Result, SqlState};
 use crate::types::datetime::{self, MICROS_PER_DAY};
 use crate::types::{DataType, Decimal, TypeFamily, Value, MAX_DECIMAL_PRECISION};
@@ -40,7 +40,8 @@ pub fn lookup(name: &str) -> Option<Func> {
         "setval" => Func::Setval,
         "lastval" => Func::Lastval,
         "pg_get_serial_sequence" => Func::PgGetSerialSequence,
-        _ => return None,
+        "pg_sleep" => Func::PgSleep,
+        _ => return AdvisoryFn::by_name(name).map(Func::Advisory),
     })
 }
 
@@ -57,6 +58,9 @@ fn arity(func: Func, n: usize) -> bool {
         Func::Setval => n == 2 || n == 3,
         Func::PgGetSerialSequence => n == 2,
         Func::AddInterval => n == 4 || n == 6,
+        Func::Advisory(f) if f.op == AdvisoryOp::UnlockAll => n == 0,
+        Func::Advisory(_) => n == 1 || n == 2,
+        Func::PgSleep => n == 1,
     }
 }
 
@@ -138,6 +142,18 @@ pub fn result_type(name: &str, func: Func, args: &[DataType]) -> Result<DataType
             need(args.iter().all(|t| t.is_string()))?;
             DataType::Text
         }
+        Func::Advisory(f) => {
+            need(args.iter().all(|t| t.family() == TypeFamily::Integer))?;
+            match f.op {
+                AdvisoryOp::TryLock | AdvisoryOp::Unlock => DataType::Bool,
+                // PostgreSQL's void, which a client shows as an empty value.
+                AdvisoryOp::Lock | AdvisoryOp::UnlockAll => DataType::Text,
+            }
+        }
+        Func::PgSleep => {
+            need(args[0].is_numeric())?;
+            DataType::Text
+        }
     })
 }
 
@@ -162,11 +178,13 @@ pub fn common_type(types: &[DataType]) -> Result<DataType> {
 }
 
 pub fn call(func: Func, args: Vec<Value>, ty: DataType, cx: &EvalContext) -> Result<Value> {
-    if func.is_sequence() {
-        return match cx.sequences {
+    if func.is_session() {
+        return match cx.session {
             Some(s) => s.call(func, &args),
-            None => Err(Error::unsupported("sequence functions (nextval, currval, setval, lastval) here")
+            None if func.is_sequence() => Err(Error::unsupported("sequence functions (nextval, currval, setval, lastval) here")
                 .with_hint("They run in INSERT … VALUES, column defaults and SELECT without FROM.")),
+            None => Err(Error::unsupported(format!("{} here", if func == Func::PgSleep { "pg_sleep" } else { "advisory lock functions" }))
+                .with_hint("They run in SELECT without FROM.")),
         };
     }
     if matches!(func, Func::Now) {
@@ -244,7 +262,9 @@ pub fn call(func: Func, args: Vec<Value>, ty: DataType, cx: &EvalContext) -> Res
         | Func::Currval
         | Func::Setval
         | Func::Lastval
-        | Func::PgGetSerialSequence => return Err(Error::internal("handled above")),
+        | Func::PgGetSerialSequence
+        | Func::Advisory(_)
+        | Func::PgSleep => return Err(Error::internal("handled above")),
     })
 }
 
@@ -353,7 +373,7 @@ mod tests {
     use super::*;
 
     fn cx() -> EvalContext<'static> {
-        EvalContext { params: &[], now: 0, sequences: None }
+        EvalContext { params: &[], now: 0, session: None }
     }
 
     #[test]

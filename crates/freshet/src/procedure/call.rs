@@ -244,7 +244,7 @@ pub(crate) fn stored_function_in_query(q: &ast::Query, catalog: &Catalog) -> Opt
 fn eval_arg(e: &ast::Expr, ty: DataType, param_types: &[DataType], params: &[Value], now: i64) -> Result<Value> {
     let mut types: Vec<Option<DataType>> = param_types.iter().copied().map(Some).collect();
     let expr = Binder::new(None, &mut types).bind_expr(e, Some(ty))?;
-    expr.eval(&NoRow, &EvalContext { params, now, sequences: None })?.cast(ty)
+    expr.eval(&NoRow, &EvalContext { params, now, session: None })?.cast(ty)
 }
 
 fn eval_array_arg(e: &ast::Expr, elem: DataType, param_types: &[DataType], params: &[Value], now: i64) -> Result<PlValue> {
@@ -276,7 +276,7 @@ fn routine_args(def: &ProcedureDef, args: &[ast::Expr], param_types: &[DataType]
 #[derive(Clone, Copy)]
 struct Clock<'a> {
     at: i64,
-    sequences: Option<&'a (dyn freshet_core::sql::expr::SequenceFns + Sync)>,
+    sequences: Option<&'a (dyn freshet_core::sql::expr::SessionFns + Sync)>,
 }
 
 /// A running routine's variables, by slot: the value of each scalar slot (NULL in an array
@@ -349,7 +349,7 @@ fn source_value(p: &ParamSource, vars: &Vars, now: Clock) -> Result<Value> {
 }
 
 fn eval(unit: &ExprUnit, vars: &Vars, now: Clock) -> Result<Value> {
-    let cx = |params| EvalContext { params, now: now.at, sequences: now.sequences.map(|s| s as &dyn freshet_core::sql::expr::SequenceFns) };
+    let cx = |params| EvalContext { params, now: now.at, session: now.sequences.map(|s| s as &dyn freshet_core::sql::expr::SessionFns) };
     // Every parameter a scalar variable, as most are: evaluated over the slots' values where
     // they are.
     if let Some(e) = &unit.on_slots {
@@ -594,9 +594,12 @@ impl Session {
             .run_as_one_job(sync, move |job| {
                 let started = std::time::Instant::now();
                 let mut statements = InJob { job, started, now, catalog, routines, deadline, depth: 1, sequences: sequences.clone() };
-                match interpret(&def, &compiled, args, deadline, now, sequences, &mut statements).now_or_never() {
-                    Some(result) => result,
-                    None => Err(statements.job.give_up()),
+                sequences.enter_job();
+                let result = interpret(&def, &compiled, args, deadline, now, sequences.clone(), &mut statements).now_or_never();
+                // A call of an advisory lock function or pg_sleep gives the job up too.
+                match (result, sequences.leave_job()) {
+                    (Some(result), false) => result,
+                    _ => Err(statements.job.give_up()),
                 }
             })
             .await?;
@@ -998,5 +1001,5 @@ fn native_arg(e: &ast::Expr, param_types: &[DataType], params: &[Value], now: i6
     }
     // Typed as the expression is (a number stays a number; a quoted literal is text).
     let mut types: Vec<Option<DataType>> = param_types.iter().copied().map(Some).collect();
-    Binder::new(None, &mut types).bind_expr(e, None)?.eval(&NoRow, &EvalContext { params, now, sequences: None })
+    Binder::new(None, &mut types).bind_expr(e, None)?.eval(&NoRow, &EvalContext { params, now, session: None })
 }
