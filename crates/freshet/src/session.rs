@@ -11,6 +11,7 @@
 //! `execute` runs a prepared statement with parameter values. A prepared statement remembers
 //! the catalog version it was planned against and is planned again when the catalog changed.
 
+use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -152,6 +153,12 @@ enum Kind {
     /// A SELECT without FROM that calls sequence functions (`SELECT nextval('s')`): its
     /// items, evaluated in the session.
     SessionSelect(Vec<freshet_core::sql::expr::Expr>),
+    /// `PREPARE name [(types)] AS statement`: planned when it runs, kept by the session.
+    PrepareSql { name: String, statement: Box<Statement>, declared: Vec<Option<DataType>> },
+    /// `EXECUTE name [(arguments)]` of a statement PREPARE made.
+    ExecuteSql { name: String, args: Vec<ast::Expr> },
+    /// `DEALLOCATE [PREPARE] name | ALL` (`None`: all).
+    DeallocateSql(Option<String>),
 }
 
 /// A statement that starts or ends a transaction block or works with savepoints.
@@ -222,6 +229,9 @@ pub struct Session {
     pub(crate) procedures: crate::procedure::SessionProcedures,
     /// currval/lastval, and sequence records to wait for.
     pub(crate) sequences: Arc<SessionSequences>,
+    /// Statements prepared by the SQL statement PREPARE, by name (the protocol's prepared
+    /// statements are the server's).
+    prepared_sql: HashMap<String, Arc<Prepared>>,
 }
 
 impl Drop for Session {
@@ -261,7 +271,7 @@ impl Session {
         db.inner.activity.sessions.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let locks = crate::advisory::SessionLocks::new(db.inner.advisory.clone(), id);
         let sequences = Arc::new(SessionSequences::new(db.inner.engine.clone(), locks));
-        Session { db, id, settings, txn: None, procedures: Default::default(), sequences }
+        Session { db, id, settings, txn: None, procedures: Default::default(), sequences, prepared_sql: HashMap::new() }
     }
 
     pub fn id(&self) -> u32 {
@@ -656,6 +666,19 @@ impl Session {
                 };
                 (Kind::Utility, Some(columns))
             }
+            Statement::Prepare { name, data_types, statement } => {
+                let declared = data_types.iter().map(|t| freshet_core::sql::bind::sql_type(t).map(Some)).collect::<Result<_>>()?;
+                (Kind::PrepareSql { name: fold_ident(name), statement: statement.clone(), declared }, None)
+            }
+            Statement::Execute { name: Some(name), parameters, immediate: false, into, using, .. } if into.is_empty() && using.is_empty() => {
+                let name = name.0.iter().filter_map(|p| p.as_ident()).map(fold_ident).collect::<Vec<_>>().join(".");
+                let target = self.prepared_sql.get(&name).ok_or_else(|| no_prepared(&name))?;
+                (Kind::ExecuteSql { name, args: parameters.clone() }, target.columns.as_ref().map(|c| c.to_vec()))
+            }
+            Statement::Deallocate { name, .. } => {
+                let name = fold_ident(name);
+                (Kind::DeallocateSql((name != "all").then_some(name)), None)
+            }
             Statement::Set(_)
             | Statement::Reset(_)
             | Statement::Discard { .. }
@@ -909,6 +932,33 @@ impl Session {
         EvalContext { params, now, session: Some(&*self.sequences) }
     }
 
+    /// `EXECUTE name (arguments)`: the arguments, constant expressions (or the outer
+    /// statement's parameters), are evaluated and assigned to the prepared statement's
+    /// parameter types, and the statement runs with them (planned again first if the catalog
+    /// changed since it was prepared).
+    async fn execute_sql_prepared(&mut self, name: &str, args: &[ast::Expr], outer: &[Value], now: i64) -> Result<StatementResult> {
+        let mut target = self.prepared_sql.get(name).cloned().ok_or_else(|| no_prepared(name))?;
+        if args.len() != target.param_types.len() {
+            return Err(Error::new(
+                SqlState::SyntaxError,
+                format!("wrong number of parameters for prepared statement \"{name}\"")
+            )
+            .with_detail(format!("Expected {} parameters but got {}.", target.param_types.len(), args.len())));
+        }
+        let mut outer_types: Vec<Option<DataType>> = outer.iter().map(|v| v.data_type()).collect();
+        let mut values = Vec::with_capacity(args.len());
+        for (e, ty) in args.iter().zip(&target.param_types) {
+            let bound = freshet_core::sql::bind::Binder::new(None, &mut outer_types).bind_expr(e, Some(*ty))?;
+            let value = bound.eval(&NoRow, &self.eval_context(outer, now))?;
+            values.push(value.assign_to(*ty)?);
+        }
+        if target.catalog_version != self.catalog_version() && needs_catalog(&target.kind) {
+            target = self.replan(&target).await?;
+            self.prepared_sql.insert(name.to_string(), target.clone());
+        }
+        self.execute_planned(&target, values).await
+    }
+
     /// Evaluates a select item of a SELECT the session answers itself. An advisory lock that
     /// another session holds is waited for (see `advisory`), as is `pg_sleep`'s time, and
     /// then the item is evaluated again. A lock wait ends with an error at `lock_timeout`
@@ -1150,7 +1200,29 @@ impl Session {
             }
             Kind::Utility => {
                 let statement = prepared.statement.as_ref().ok_or_else(|| Error::internal("statement missing"))?;
+                if matches!(statement, Statement::Discard { .. }) {
+                    self.prepared_sql.clear();
+                }
                 self.run_utility(statement, prepared.columns.clone())
+            }
+            Kind::PrepareSql { name, statement, declared } => {
+                if self.prepared_sql.contains_key(name) {
+                    return Err(Error::new(SqlState::DuplicatePreparedStatement, format!("prepared statement \"{name}\" already exists")));
+                }
+                let sql = statement.to_string();
+                let planned = Box::pin(self.prepare_statement((**statement).clone(), &sql, declared)).await?;
+                self.prepared_sql.insert(name.clone(), planned);
+                Ok(StatementResult::command("PREPARE"))
+            }
+            Kind::ExecuteSql { name, args } => Box::pin(self.execute_sql_prepared(name, args, &params, now)).await,
+            Kind::DeallocateSql(name) => {
+                match name {
+                    Some(name) => {
+                        self.prepared_sql.remove(name).ok_or_else(|| no_prepared(name))?;
+                    }
+                    None => self.prepared_sql.clear(),
+                }
+                Ok(StatementResult::command(if name.is_some() { "DEALLOCATE" } else { "DEALLOCATE ALL" }))
             }
             Kind::Checkpoint => {
                 // Writing a checkpoint takes seconds on a large database: it runs on a thread
@@ -1806,6 +1878,11 @@ fn show_name(variable: &[ast::Ident]) -> String {
     let words: Vec<String> = variable.iter().map(fold_ident).collect();
     let spaced = words.join(" ");
     if words.len() == 2 && !matches!(spaced.as_str(), "time zone") { words.join(".") } else { spaced }
+}
+
+/// 26000, as PostgreSQL reports an unknown prepared statement name.
+fn no_prepared(name: &str) -> Error {
+    Error::new(SqlState::InvalidSqlStatementName, format!("prepared statement \"{name}\" does not exist"))
 }
 
 /// What a statement kind changes, if anything (for read-only transactions).
