@@ -26,6 +26,8 @@ pub enum ColumnDefault {
     Value(Value),
     /// CURRENT_TIMESTAMP / now(): the statement's start time.
     CurrentTimestamp,
+    /// `gen_random_uuid()`: a new random uuid for each row.
+    RandomUuid,
     /// `nextval('name')` (a SERIAL column's default, or one written out).
     Nextval(String),
     /// An identity column (`GENERATED {ALWAYS | BY DEFAULT} AS IDENTITY`): the next value of

@@ -252,12 +252,13 @@ impl OlapEngine {
             .map_err(from_datafusion)?;
         let mut ctx = SessionContext::new_with_config_rt(config, runtime_env);
         ctx.add_analyzer_rule(Arc::new(crate::checked::CheckedIntegerArithmetic::default()));
+        ctx.add_analyzer_rule(Arc::new(crate::uuid::UuidLiterals));
         datafusion::execution::FunctionRegistry::register_expr_planner(&mut ctx, Arc::new(crate::interval::IntervalArithmetic::default()))
             .map_err(from_datafusion)?;
         // PostgreSQL's template patterns in place of DataFusion's chrono formats.
         ctx.register_udf(datafusion::logical_expr::ScalarUDF::new_from_impl(crate::to_char::ToChar::new()));
         ctx.register_udf(datafusion::logical_expr::ScalarUDF::new_from_impl(crate::similar::SimilarRegex::new()));
-        for f in crate::functions::all() {
+        for f in crate::functions::all().into_iter().chain(crate::uuid::functions()) {
             ctx.register_udf(f);
         }
         for f in crate::ordered_set::all() {

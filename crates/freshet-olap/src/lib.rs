@@ -24,6 +24,7 @@ pub mod scan;
 pub mod similar;
 mod to_char;
 pub mod types;
+pub mod uuid;
 pub mod values;
 
 pub use datafusion;

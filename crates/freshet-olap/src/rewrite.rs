@@ -409,6 +409,7 @@ fn catalog_cast(expr: &Expr, data_type: &ast::DataType) -> Option<Expr> {
     use ast::DataType as T;
     let type_name = match data_type {
         T::Regclass => "regclass".to_string(),
+        T::Uuid => "uuid".to_string(),
         T::Custom(name, modifiers) if modifiers.is_empty() => {
             let ident = match name.0.as_slice() {
                 [n] => n.as_ident()?.clone(),
@@ -422,6 +423,7 @@ fn catalog_cast(expr: &Expr, data_type: &ast::DataType) -> Option<Expr> {
     match type_name.as_str() {
         // A name, a number, or a parameter holding either: looked up.
         "regclass" => Some(call(REGCLASS_FUNCTION, expr.clone())),
+        "uuid" => Some(call(crate::uuid::CAST_FUNCTION, expr.clone())),
         "oid" | "regtype" | "regnamespace" | "regproc" | "regprocedure" | "regrole" | "regoper" | "xid" | "cid" => cast(T::BigInt(None)),
         "name" | "char" | "bpchar" | "text" => cast(T::Text),
         "varchar" => cast(T::Varchar(None)),

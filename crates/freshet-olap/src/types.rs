@@ -16,7 +16,7 @@ pub fn arrow_type(ty: DataType) -> ArrowType {
         DataType::Float32 => ArrowType::Float32,
         DataType::Float64 => ArrowType::Float64,
         DataType::Decimal { precision, scale } => ArrowType::Decimal128(precision, scale as i8),
-        DataType::Char(_) | DataType::Varchar(_) | DataType::Text => ArrowType::Utf8View,
+        DataType::Char(_) | DataType::Varchar(_) | DataType::Text | DataType::Uuid => ArrowType::Utf8View,
         DataType::Date => ArrowType::Date32,
         DataType::Timestamp => ArrowType::Timestamp(TimeUnit::Microsecond, None),
         DataType::TimestampTz => ArrowType::Timestamp(TimeUnit::Microsecond, Some(UTC.into())),
@@ -27,8 +27,8 @@ pub fn arrow_type(ty: DataType) -> ArrowType {
 /// session's time zone is UTC (DataFusion's default `datafusion.execution.time_zone`).
 pub const UTC: &str = "+00:00";
 
-/// Field metadata key holding the SQL type of a column, so that results keep e.g. CHAR(n)
-/// and VARCHAR(n) where Arrow only knows "string".
+/// Field metadata key holding the SQL type of a column, so that results keep e.g. CHAR(n),
+/// VARCHAR(n) and uuid (canonical text) where Arrow only knows "string".
 pub const SQL_TYPE_KEY: &str = "freshet.sql_type";
 
 pub fn table_schema(def: &TableDef) -> SchemaRef {
@@ -37,7 +37,7 @@ pub fn table_schema(def: &TableDef) -> SchemaRef {
         .iter()
         .map(|c| {
             let mut f = Field::new(&c.name, arrow_type(c.ty), c.nullable);
-            if matches!(c.ty, DataType::Char(_) | DataType::Varchar(Some(_))) {
+            if matches!(c.ty, DataType::Char(_) | DataType::Varchar(Some(_)) | DataType::Uuid) {
                 f = f.with_metadata([(SQL_TYPE_KEY.to_string(), encode_sql_type(c.ty))].into());
             }
             f
@@ -50,6 +50,7 @@ fn encode_sql_type(ty: DataType) -> String {
     match ty {
         DataType::Char(n) => format!("char:{n}"),
         DataType::Varchar(Some(n)) => format!("varchar:{n}"),
+        DataType::Uuid => "uuid:".to_string(),
         _ => String::new(),
     }
 }
@@ -57,6 +58,10 @@ fn encode_sql_type(ty: DataType) -> String {
 /// The SQL type of a result field: its recorded SQL type if any, else the nearest type of its
 /// Arrow type. Types without a SQL counterpart are sent as text.
 pub fn sql_type(field: &Field) -> DataType {
+    let text = matches!(field.data_type(), ArrowType::Utf8View | ArrowType::Utf8);
+    if text && field.metadata().get(SQL_TYPE_KEY).is_some_and(|t| t == "uuid:") {
+        return DataType::Uuid;
+    }
     if let Some(t) = field.metadata().get(SQL_TYPE_KEY)
         && let Some((kind, n)) = t.split_once(':')
             && let Ok(n) = n.parse() {

@@ -218,7 +218,7 @@ pub fn build_array(rows: &[Vec<Value>], column: usize, ty: DataType) -> ArrayRef
                 datafusion::arrow::array::Decimal128Array::new_null(rows.len())
             }))
         }
-        DataType::Char(_) | DataType::Varchar(_) | DataType::Text => {
+        DataType::Char(_) | DataType::Varchar(_) | DataType::Text | DataType::Uuid => {
             build!(StringViewBuilder::new(), Value::Text(x) => x)
         }
         DataType::Date => build!(Date32Builder::new(), Value::Date(x) => x),

@@ -79,6 +79,7 @@ pub fn decode_binary(index: usize, raw: &[u8], wire: DataType) -> Result<Value, 
         DataType::Float64 => Value::Float64(f64::from_be_bytes(fixed(index, raw)?)),
         DataType::Decimal { .. } => Value::Decimal(numeric::decode(raw, index)?),
         DataType::Char(_) | DataType::Varchar(_) | DataType::Text => Value::Text(utf8(raw)?.to_string()),
+        DataType::Uuid => Value::Text(freshet_core::types::uuid::format(&fixed(index, raw)?)),
         DataType::Date => {
             let days = i32::from_be_bytes(fixed(index, raw)?);
             Value::Date(days.checked_add(PG_EPOCH_DAYS).ok_or_else(|| out_of_range("date"))?)

@@ -83,6 +83,30 @@ struct PgTimestamp(i64);
 #[derive(Debug, PartialEq)]
 struct PgNumeric(String);
 
+/// A uuid's 16 bytes (the binary form).
+#[derive(Debug, PartialEq)]
+struct PgUuid([u8; 16]);
+
+impl<'a> FromSql<'a> for PgUuid {
+    fn from_sql(_: &Type, raw: &'a [u8]) -> Result<Self, BoxError> {
+        Ok(PgUuid(raw.try_into()?))
+    }
+    fn accepts(ty: &Type) -> bool {
+        *ty == Type::UUID
+    }
+}
+
+impl ToSql for PgUuid {
+    fn to_sql(&self, _: &Type, out: &mut BytesMut) -> Result<IsNull, BoxError> {
+        out.put_slice(&self.0);
+        Ok(IsNull::No)
+    }
+    fn accepts(ty: &Type) -> bool {
+        *ty == Type::UUID
+    }
+    to_sql_checked!();
+}
+
 impl<'a> FromSql<'a> for PgDate {
     fn from_sql(_: &Type, raw: &'a [u8]) -> Result<Self, BoxError> {
         Ok(PgDate(i32::from_be_bytes(raw.try_into()?)))
@@ -321,6 +345,31 @@ async fn every_type_round_trips_in_binary_on_both_paths() {
         Type::BPCHAR, Type::VARCHAR, Type::TEXT, Type::DATE, Type::TIMESTAMP, Type::BOOL, Type::TIMESTAMPTZ,
     ];
     assert_eq!(types, expected);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uuid_parameters_and_results_in_binary_on_both_paths() {
+    let server = TestServer::start().await;
+    let client = server.client().await;
+    client.batch_execute("CREATE TABLE u (id UUID PRIMARY KEY, n INT)").await.unwrap();
+    let a = PgUuid([0xa0, 0xee, 0xbc, 0x99, 0x9c, 0x0b, 0x4e, 0xf8, 0xbb, 0x6d, 0x6b, 0xb9, 0xbd, 0x38, 0x0a, 0x11]);
+    assert_eq!(client.execute("INSERT INTO u VALUES ($1, 1)", &[&a]).await.unwrap(), 1);
+    // A text parameter in another accepted form is the same uuid.
+    client.execute("INSERT INTO u VALUES ($1::text::uuid, 2)", &[&"{00000000000000000000000000000002}"]).await.unwrap();
+    let statement = client.prepare("SELECT id, n FROM u WHERE id = $1").await.unwrap();
+    assert_eq!(statement.params(), &[Type::UUID]);
+    assert_eq!(statement.columns()[0].type_(), &Type::UUID);
+    for path in ["on", "off"] {
+        client.batch_execute(&format!("SET freshet.short_path = {path}")).await.unwrap();
+        let row = client.query_one(&statement, &[&a]).await.unwrap();
+        assert_eq!((row.get::<_, PgUuid>(0), row.get::<_, i32>(1)), (PgUuid(a.0), 1));
+        let ids: Vec<PgUuid> = client.query("SELECT id FROM u ORDER BY id", &[]).await.unwrap().iter().map(|r| r.get(0)).collect();
+        let mut two = [0u8; 16];
+        two[15] = 2;
+        assert_eq!(ids, vec![PgUuid(two), PgUuid(a.0)]);
+    }
+    let text = text_rows(&client, "SELECT id FROM u WHERE n = 1").await;
+    assert_eq!(text, vec![vec![Some("a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11".to_string())]]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -539,6 +539,7 @@ fn rows(name: &str, catalog: &Catalog) -> Vec<Vec<V>> {
                 table.columns.iter().enumerate().filter_map(move |(c, column)| {
                     let text = match column.default.as_ref()? {
                         ColumnDefault::CurrentTimestamp => "CURRENT_TIMESTAMP".to_string(),
+                        ColumnDefault::RandomUuid => "gen_random_uuid()".to_string(),
                         ColumnDefault::Value(v) => literal(v, column.ty),
                         ColumnDefault::Nextval(s) => format!("nextval('{s}'::regclass)"),
                         // An identity column has no default expression in PostgreSQL's catalog.
@@ -695,6 +696,7 @@ const TYPES: &[(i64, &str, i64, &str)] = &[
     (1114, "timestamp", 8, "D"),
     (1184, "timestamptz", 8, "D"),
     (1700, "numeric", -1, "N"),
+    (2950, "uuid", 16, "U"),
     (1005, "_int2", -1, "A"),
     (1009, "_text", -1, "A"),
     (1016, "_int8", -1, "A"),

@@ -103,7 +103,8 @@ pub fn sql_type_ast(ty: DataType) -> ast::DataType {
         DataType::Decimal { precision, scale } => {
             T::Numeric(ast::ExactNumberInfo::PrecisionAndScale(precision as u64, scale as i64))
         }
-        DataType::Char(_) | DataType::Varchar(_) | DataType::Text => T::Text,
+        // A uuid value is its canonical text, which compares with a uuid column as it is.
+        DataType::Char(_) | DataType::Varchar(_) | DataType::Text | DataType::Uuid => T::Text,
         DataType::Date => T::Date,
         DataType::Timestamp => T::Timestamp(None, ast::TimezoneInfo::None),
         DataType::TimestampTz => T::Timestamp(None, ast::TimezoneInfo::WithTimeZone),

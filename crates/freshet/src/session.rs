@@ -52,6 +52,7 @@ pub fn default_value(col: &ColumnDef, cx: &EvalContext) -> Result<Value> {
         None => Ok(Value::Null),
         Some(ColumnDefault::Value(v)) => Ok(v.clone()),
         Some(ColumnDefault::CurrentTimestamp) => Value::Timestamp(cx.now).cast(col.ty),
+        Some(ColumnDefault::RandomUuid) => Value::Text(freshet_core::types::uuid::random()).assign_to(col.ty),
         Some(d @ (ColumnDefault::Nextval(_) | ColumnDefault::Identity { .. })) => {
             plan::nextval_expr(d.sequence().unwrap_or_default()).eval(&NoRow, cx)?.assign_to(col.ty)
         }
@@ -678,6 +679,14 @@ impl Session {
             Statement::Deallocate { name, .. } => {
                 let name = fold_ident(name);
                 (Kind::DeallocateSql((name != "all").then_some(name)), None)
+            }
+            Statement::CreateExtension(ce) => {
+                let name = fold_ident(&ce.name);
+                if !BUILT_IN_EXTENSIONS.contains(&name.as_str()) {
+                    return Err(Error::new(SqlState::FeatureNotSupported, format!("extension \"{name}\" is not available"))
+                        .with_hint(format!("Freshet has the functions of {} built in; other extensions cannot be installed.", BUILT_IN_EXTENSIONS.join(", "))));
+                }
+                (Kind::Utility, None)
             }
             Statement::Set(_)
             | Statement::Reset(_)
@@ -1585,6 +1594,17 @@ impl Session {
 
     fn run_utility(&mut self, statement: &Statement, columns: Option<Arc<Vec<ColumnInfo>>>) -> Result<StatementResult> {
         match statement {
+            // The extensions whose functions Freshet has (gen_random_uuid, uuid_generate_v4,
+            // PL/pgSQL) are always there: creating one does nothing, as a second CREATE
+            // EXTENSION IF NOT EXISTS does in PostgreSQL.
+            Statement::CreateExtension(ce) => {
+                let result = StatementResult::command("CREATE EXTENSION");
+                Ok(if ce.if_not_exists {
+                    result.with_notices(vec![format!("extension \"{}\" already exists, skipping", fold_ident(&ce.name))])
+                } else {
+                    result
+                })
+            }
             Statement::ShowVariable { variable } => {
                 let name = show_name(variable);
                 let rows = if name == "all" {
@@ -1879,6 +1899,11 @@ fn show_name(variable: &[ast::Ident]) -> String {
     let spaced = words.join(" ");
     if words.len() == 2 && !matches!(spaced.as_str(), "time zone") { words.join(".") } else { spaced }
 }
+
+/// Extensions whose functions Freshet has built in (`CREATE EXTENSION` accepts them): the
+/// uuid generators of uuid-ossp (`uuid_generate_v4`) and pgcrypto (`gen_random_uuid`), and
+/// PL/pgSQL. Only those functions are there, not the extensions' others.
+const BUILT_IN_EXTENSIONS: &[&str] = &["plpgsql", "uuid-ossp", "pgcrypto"];
 
 /// 26000, as PostgreSQL reports an unknown prepared statement name.
 fn no_prepared(name: &str) -> Error {

@@ -767,6 +767,7 @@ pub fn sql_type(t: &ast::DataType) -> Result<DataType> {
         T::Varchar(l) | T::CharacterVarying(l) | T::CharVarying(l) => DataType::from_sql_name("varchar", &len(l)),
         T::Text | T::String(_) => DataType::from_sql_name("text", &[]),
         T::Date => DataType::from_sql_name("date", &[]),
+        T::Uuid => DataType::from_sql_name("uuid", &[]),
         // A relation named by text: what the sequence functions take (`nextval('s'::regclass)`,
         // as pg_dump and psql's \d write column defaults).
         T::Regclass => Ok(DataType::Text),

@@ -374,7 +374,8 @@ pub fn sequence_name(text: &str) -> Result<String> {
     }
 }
 
-/// A DEFAULT must be a constant, CURRENT_TIMESTAMP / now(), or `nextval('sequence')`.
+/// A DEFAULT must be a constant, CURRENT_TIMESTAMP / now(), `nextval('sequence')` or
+/// `gen_random_uuid()`.
 pub fn column_default(e: &ast::Expr, ty: DataType, column: &str) -> Result<Option<ColumnDefault>> {
     let mut params = Vec::new();
     let bound = Binder::new(None, &mut params).bind_assignment(e, ty, column)?;
@@ -397,6 +398,18 @@ pub fn column_default(e: &ast::Expr, ty: DataType, column: &str) -> Result<Optio
             [Expr::Literal { value: crate::types::Value::Text(name), .. }] => Ok(Some(ColumnDefault::Nextval(sequence_name(name)?))),
             _ => Err(Error::unsupported("a DEFAULT of nextval() whose argument is not a constant")),
         };
+    }
+    let random_uuid = |e: &Expr| matches!(e, Expr::Func { func: Func::GenRandomUuid, .. });
+    if random_uuid(&bound) || matches!(&bound, Expr::Cast { expr, .. } if random_uuid(expr)) {
+        if ty != DataType::Uuid && !ty.is_string() {
+            return Err(Error::mismatch(format!("column \"{column}\" is of type {} but default expression is of type uuid", ty.pg_name())));
+        }
+        return Ok(Some(ColumnDefault::RandomUuid));
+    }
+    let mut volatile = false;
+    bound.visit(&mut |n| volatile |= random_uuid(n));
+    if volatile {
+        return Err(Error::unsupported("a DEFAULT with gen_random_uuid() inside a larger expression"));
     }
     let mut time_dependent = false;
     let mut sequence = false;

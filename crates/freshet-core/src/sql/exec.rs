@@ -140,6 +140,10 @@ pub fn key_value(v: Value, ty: DataType) -> Option<Value> {
             Value::Text(s) => Some(Value::Text(s)),
             _ => None,
         },
+        TypeFamily::Uuid => match v {
+            Value::Text(s) => crate::types::uuid::parse(&s).ok().map(Value::Text),
+            _ => None,
+        },
         TypeFamily::Date => match v {
             Value::Date(d) => Some(Value::Date(d)),
             Value::Timestamp(t) | Value::TimestampTz(t) => {

@@ -105,6 +105,8 @@ pub enum Func {
     /// locks the session holds, so they run only where the context gives
     /// [`EvalContext::session`], as the sequence functions do.
     Advisory(AdvisoryFn),
+    /// `gen_random_uuid()`: a random (version 4) uuid, a new one at every call.
+    GenRandomUuid,
     /// `pg_sleep(seconds)`: the session waits (only a session can, as for the advisory locks).
     PgSleep,
     /// `t ± INTERVAL '…'` for a constant interval: (timestamp, months, days, microseconds),

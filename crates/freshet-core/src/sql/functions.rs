@@ -41,6 +41,7 @@ pub fn lookup(name: &str) -> Option<Func> {
         "lastval" => Func::Lastval,
         "pg_get_serial_sequence" => Func::PgGetSerialSequence,
         "pg_sleep" => Func::PgSleep,
+        "gen_random_uuid" | "uuid_generate_v4" => Func::GenRandomUuid,
         _ => return AdvisoryFn::by_name(name).map(Func::Advisory),
     })
 }
@@ -53,7 +54,7 @@ fn arity(func: Func, n: usize) -> bool {
         Func::Btrim | Func::Ltrim | Func::Rtrim | Func::Round => n == 1 || n == 2,
         Func::Replace => n == 3,
         Func::Coalesce | Func::Greatest | Func::Least | Func::Concat => n >= 1,
-        Func::Now | Func::CurrentDate | Func::Lastval => n == 0,
+        Func::Now | Func::CurrentDate | Func::Lastval | Func::GenRandomUuid => n == 0,
         Func::Nextval | Func::Currval => n == 1,
         Func::Setval => n == 2 || n == 3,
         Func::PgGetSerialSequence => n == 2,
@@ -154,6 +155,7 @@ pub fn result_type(name: &str, func: Func, args: &[DataType]) -> Result<DataType
             need(args[0].is_numeric())?;
             DataType::Text
         }
+        Func::GenRandomUuid => DataType::Uuid,
     })
 }
 
@@ -189,6 +191,9 @@ pub fn call(func: Func, args: Vec<Value>, ty: DataType, cx: &EvalContext) -> Res
     }
     if matches!(func, Func::Now) {
         return Ok(Value::TimestampTz(cx.now));
+    }
+    if func == Func::GenRandomUuid {
+        return Ok(Value::Text(crate::types::uuid::random()));
     }
     if matches!(func, Func::CurrentDate) {
         return Ok(Value::Date(date_of(cx.now)));
@@ -264,7 +269,8 @@ pub fn call(func: Func, args: Vec<Value>, ty: DataType, cx: &EvalContext) -> Res
         | Func::Lastval
         | Func::PgGetSerialSequence
         | Func::Advisory(_)
-        | Func::PgSleep => return Err(Error::internal("handled above")),
+        | Func::PgSleep
+        | Func::GenRandomUuid => return Err(Error::internal("handled above")),
     })
 }
 

@@ -459,6 +459,10 @@ pub fn default_expr(default: Option<&ColumnDefault>, ty: DataType) -> Expr {
             expr: Box::new(nextval_expr(d.sequence().unwrap_or_default())),
             to: ty,
         },
+        Some(ColumnDefault::RandomUuid) => Expr::Cast {
+            expr: Box::new(Expr::Func { func: super::expr::Func::GenRandomUuid, args: vec![], ty: DataType::Uuid }),
+            to: ty,
+        },
         None => Expr::literal(Value::Null, ty),
     }
 }
@@ -980,7 +984,7 @@ pub fn residual_filter(table: &TableDef, filter: Option<&Expr>, access: &Access)
     let exact = |col: usize, value: &Expr| -> bool {
         let ty = table.columns[col].ty;
         let exact = match ty.family() {
-            TypeFamily::Integer | TypeFamily::Decimal | TypeFamily::Date | TypeFamily::Timestamp | TypeFamily::Bool => true,
+            TypeFamily::Integer | TypeFamily::Decimal | TypeFamily::Date | TypeFamily::Timestamp | TypeFamily::Bool | TypeFamily::Uuid => true,
             TypeFamily::String => !matches!(ty, DataType::Char(_)) && !matches!(value.ty(), DataType::Char(_)),
             TypeFamily::Float => false,
         };

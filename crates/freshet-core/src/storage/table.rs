@@ -1017,6 +1017,7 @@ fn placeholder(ty: DataType) -> Value {
         DataType::Float64 => Value::Float64(0.0),
         DataType::Decimal { scale, .. } => Value::Decimal(crate::types::Decimal { value: 0, scale }),
         DataType::Char(_) | DataType::Varchar(_) | DataType::Text => Value::Text(String::new()),
+        DataType::Uuid => Value::Text(crate::types::uuid::format(&[0; 16])),
         DataType::Date => Value::Date(0),
         DataType::Timestamp => Value::Timestamp(0),
         DataType::TimestampTz => Value::TimestampTz(0),

@@ -9,6 +9,7 @@
 pub mod datetime;
 pub mod decimal;
 pub mod float;
+pub mod uuid;
 pub mod value;
 
 pub use decimal::Decimal;
@@ -55,6 +56,9 @@ pub enum DataType {
     Timestamp,
     /// `timestamp with time zone`: an instant, microseconds since 1970-01-01 00:00:00 UTC.
     TimestampTz,
+    /// `uuid`: stored as its canonical text (36 lower-case characters, see [`uuid`]), whose
+    /// byte order is the order of the 128-bit values.
+    Uuid,
 }
 
 /// How a column is laid out in storage.
@@ -81,6 +85,7 @@ pub enum TypeFamily {
     String,
     Date,
     Timestamp,
+    Uuid,
 }
 
 impl DataType {
@@ -93,7 +98,7 @@ impl DataType {
             DataType::Float32 => PhysicalType::F32,
             DataType::Float64 => PhysicalType::F64,
             DataType::Decimal { .. } => PhysicalType::I128,
-            DataType::Char(_) | DataType::Varchar(_) | DataType::Text => PhysicalType::Utf8,
+            DataType::Char(_) | DataType::Varchar(_) | DataType::Text | DataType::Uuid => PhysicalType::Utf8,
         }
     }
 
@@ -106,6 +111,7 @@ impl DataType {
             DataType::Char(_) | DataType::Varchar(_) | DataType::Text => TypeFamily::String,
             DataType::Date => TypeFamily::Date,
             DataType::Timestamp | DataType::TimestampTz => TypeFamily::Timestamp,
+            DataType::Uuid => TypeFamily::Uuid,
         }
     }
 
@@ -133,6 +139,7 @@ impl DataType {
             DataType::Date => 1082,
             DataType::Timestamp => 1114,
             DataType::TimestampTz => 1184,
+            DataType::Uuid => 2950,
         }
     }
 
@@ -152,6 +159,7 @@ impl DataType {
             1082 => DataType::Date,
             1114 => DataType::Timestamp,
             1184 => DataType::TimestampTz,
+            2950 => DataType::Uuid,
             _ => return None,
         })
     }
@@ -172,6 +180,7 @@ impl DataType {
             DataType::Int16 => 2,
             DataType::Int32 | DataType::Float32 | DataType::Date => 4,
             DataType::Int64 | DataType::Float64 | DataType::Timestamp | DataType::TimestampTz => 8,
+            DataType::Uuid => 16,
             _ => -1,
         }
     }
@@ -192,6 +201,7 @@ impl DataType {
             DataType::Date => "date",
             DataType::Timestamp => "timestamp without time zone",
             DataType::TimestampTz => "timestamp with time zone",
+            DataType::Uuid => "uuid",
         }
     }
 
@@ -235,6 +245,7 @@ impl DataType {
             "date" => no_mods(DataType::Date),
             "timestamp" | "timestamp without time zone" | "datetime" => no_mods(DataType::Timestamp),
             "timestamptz" | "timestamp with time zone" => no_mods(DataType::TimestampTz),
+            "uuid" => no_mods(DataType::Uuid),
             other => Err(Error::new(
                 SqlState::UndefinedObject,
                 format!("type \"{other}\" does not exist"),

@@ -171,6 +171,7 @@ impl Value {
             DataType::Date => Value::Date(datetime::parse_date(text)?),
             DataType::Timestamp => Value::Timestamp(datetime::parse_timestamp(text)?),
             DataType::TimestampTz => Value::TimestampTz(datetime::parse_timestamptz(text)?),
+            DataType::Uuid => Value::Text(super::uuid::parse(text)?),
         })
     }
 
@@ -459,6 +460,7 @@ pub fn assignable(from: TypeFamily, to: DataType) -> bool {
         String => true,
         Bool => from == Bool,
         Date | Timestamp => matches!(from, Date | Timestamp | String),
+        Uuid => matches!(from, Uuid | String),
     }
 }
 

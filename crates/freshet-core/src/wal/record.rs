@@ -365,6 +365,7 @@ fn encode_type(t: DataType, out: &mut Vec<u8>) {
         DataType::Date => (12, 0, 0),
         DataType::Timestamp => (13, 0, 0),
         DataType::TimestampTz => (14, 0, 0),
+        DataType::Uuid => (15, 0, 0),
     };
     out.push(tag);
     put_u32(out, a);
@@ -388,6 +389,7 @@ fn decode_type(r: &mut Reader) -> Result<DataType> {
         12 => DataType::Date,
         13 => DataType::Timestamp,
         14 => DataType::TimestampTz,
+        15 => DataType::Uuid,
         t => return Err(corrupt(&format!("unknown type tag {t}"))),
     })
 }
@@ -438,6 +440,7 @@ fn encode_column(c: &ColumnDef, out: &mut Vec<u8>) {
             encode_value(v, out);
         }
         Some(ColumnDefault::CurrentTimestamp) => out.push(2),
+        Some(ColumnDefault::RandomUuid) => out.push(6),
         Some(ColumnDefault::Nextval(seq)) => {
             out.push(3);
             put_str(out, seq);
@@ -459,6 +462,7 @@ fn decode_column(r: &mut Reader) -> Result<ColumnDef> {
         2 => Some(ColumnDefault::CurrentTimestamp),
         3 => Some(ColumnDefault::Nextval(r.string()?)),
         t @ (4 | 5) => Some(ColumnDefault::Identity { sequence: r.string()?, always: t == 4 }),
+        6 => Some(ColumnDefault::RandomUuid),
         t => return Err(corrupt(&format!("unknown column default {t}"))),
     };
     Ok(ColumnDef { name, ty, nullable, default })

@@ -137,6 +137,9 @@ impl ColumnView<'_> {
             (Kind::Decimal(a, s, _), DataType::Decimal { scale, .. }) => {
                 binary::decimal(Decimal::new(a.value(i), *s), scale, ty, out)
             }
+            (Kind::Utf8(a), DataType::Uuid) => return binary::uuid(a.value(i), out),
+            (Kind::LargeUtf8(a), DataType::Uuid) => return binary::uuid(a.value(i), out),
+            (Kind::Utf8View(a), DataType::Uuid) => return binary::uuid(a.value(i), out),
             (Kind::Utf8(a), t) if t.is_string() => binary::text(a.value(i), ty, out),
             (Kind::LargeUtf8(a), t) if t.is_string() => binary::text(a.value(i), ty, out),
             (Kind::Utf8View(a), t) if t.is_string() => binary::text(a.value(i), ty, out),

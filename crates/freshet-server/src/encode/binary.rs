@@ -39,6 +39,7 @@ fn write_exact(v: &Value, ty: DataType, out: &mut BytesMut) -> bool {
         (Value::Float64(x), DataType::Float64) => out.put_f64(*x),
         (Value::Decimal(d), DataType::Decimal { scale, .. }) => decimal(*d, scale, ty, out),
         (Value::Text(s), DataType::Char(_) | DataType::Varchar(_) | DataType::Text) => text(s, ty, out),
+        (Value::Text(s), DataType::Uuid) => return uuid(s, out),
         (Value::Date(d), DataType::Date) => date(*d, out),
         (Value::Timestamp(t), DataType::Timestamp) | (Value::TimestampTz(t), DataType::TimestampTz) => timestamp(*t, out),
         _ => return false,
@@ -56,6 +57,17 @@ pub fn decimal(d: Decimal, scale: u8, ty: DataType, out: &mut BytesMut) {
 pub fn text(s: &str, ty: DataType, out: &mut BytesMut) {
     out.put_slice(s.as_bytes());
     super::pad_char(s, ty, out);
+}
+
+/// A uuid's 16 bytes, from its text; `false` (nothing written) if the text is not a uuid.
+pub fn uuid(s: &str, out: &mut BytesMut) -> bool {
+    match freshet_core::types::uuid::to_bytes(s) {
+        Ok(b) => {
+            out.put_slice(&b);
+            true
+        }
+        Err(_) => false,
+    }
 }
 
 pub fn date(days: i32, out: &mut BytesMut) {
