@@ -166,6 +166,9 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(net_threads)
         .thread_name("freshet-net")
+        // Sessions run on these threads; planning a statement and nested procedure calls need
+        // more than the default 2 MiB in a debug build (see .cargo/config.toml).
+        .thread_stack_size(8 << 20)
         .enable_all()
         .build()
         .context("cannot start the network runtime")?;

@@ -78,6 +78,15 @@ pub fn negotiate_protocol_version(out: &mut BytesMut, minor: i32, unrecognized: 
     finish(out, at);
 }
 
+/// NotificationResponse: a notification on a channel the session listens on.
+pub fn notification_response(out: &mut BytesMut, process_id: u32, channel: &str, payload: &str) {
+    let at = begin(out, b'A');
+    out.put_i32(process_id as i32);
+    put_cstr(out, channel);
+    put_cstr(out, payload);
+    finish(out, at);
+}
+
 pub fn ready_for_query(out: &mut BytesMut, status: u8) {
     let at = begin(out, b'Z');
     out.put_u8(status);

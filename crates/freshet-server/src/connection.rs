@@ -11,6 +11,8 @@
 //!   would wait for the client again (see [`crate::cancel`]).
 //! - CopyData, CopyDone and CopyFail outside COPY are ignored: they are what a client still
 //!   sends after its COPY failed.
+//! - Notifications (LISTEN) are written only between transactions: before ReadyForQuery when
+//!   the session is idle, and while an idle session waits for the client, as they arrive.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -59,11 +61,26 @@ impl<'a> Connection<'a> {
 
     /// Handles messages until the client terminates or disconnects.
     pub async fn run(&mut self) -> Result<(), ConnError> {
+        let inbox = self.session.notification_inbox();
         loop {
             if !self.wire.has_message() {
                 self.cancel.set_busy(false);
             }
-            let Some((tag, body)) = self.wire.read_message().await? else { return Ok(()) };
+            let message = if self.wire.has_message() || self.session.transaction_status() != freshet::TransactionStatus::Idle {
+                self.wire.read_message().await?
+            } else {
+                // Idle: notifications are sent as they arrive while the client is quiet.
+                loop {
+                    tokio::select! {
+                        m = self.wire.read_message() => break m?,
+                        () = inbox.arrived() => {
+                            self.write_notifications();
+                            self.wire.flush().await?;
+                        }
+                    }
+                }
+            };
+            let Some((tag, body)) = message else { return Ok(()) };
             self.cancel.set_busy(true);
             let message = Message::decode(tag, body)?;
             if self.skipping && !matches!(message, Message::Sync | Message::Terminate) {
@@ -135,7 +152,17 @@ impl<'a> Connection<'a> {
         self.ready_for_query().await
     }
 
+    /// NotificationResponse for each notification the session has received.
+    fn write_notifications(&mut self) {
+        for n in self.session.notifications() {
+            backend::notification_response(&mut self.wire.out, n.process_id, &n.channel, &n.payload);
+        }
+    }
+
     pub async fn ready_for_query(&mut self) -> Result<(), ConnError> {
+        if self.session.transaction_status() == freshet::TransactionStatus::Idle {
+            self.write_notifications();
+        }
         let status = backend::transaction_byte(self.session.transaction_status());
         backend::ready_for_query(&mut self.wire.out, status);
         self.wire.flush().await

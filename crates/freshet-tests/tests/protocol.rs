@@ -701,6 +701,33 @@ async fn cancel_ends_an_advisory_lock_wait_and_a_sleep() {
     assert!(got);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn notifications_reach_an_idle_listener_over_the_wire() {
+    let server = TestServer::start().await;
+    let (listener, mut connection) = tokio_postgres::connect(&server.conninfo(), NoTls).await.expect("connect");
+    let (tx, mut received) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Some(message) = futures::future::poll_fn(|cx| connection.poll_message(cx)).await {
+            if let Ok(tokio_postgres::AsyncMessage::Notification(n)) = message {
+                let _ = tx.send((n.channel().to_string(), n.payload().to_string()));
+            }
+        }
+    });
+    listener.batch_execute("LISTEN orders").await.unwrap();
+    let sender = server.client().await;
+    sender.batch_execute("BEGIN; NOTIFY orders, 'o-1'; SELECT pg_notify('orders', 'o-2'); COMMIT").await.unwrap();
+    // The listener sends nothing: the notifications arrive while it is idle.
+    for want in ["o-1", "o-2"] {
+        let got = tokio::time::timeout(Duration::from_secs(10), received.recv()).await.expect("a notification in time");
+        assert_eq!(got, Some(("orders".to_string(), want.to_string())));
+    }
+    sender.batch_execute("NOTIFY other, 'x'").await.unwrap();
+    listener.batch_execute("UNLISTEN orders").await.unwrap();
+    sender.batch_execute("NOTIFY orders, 'unheard'").await.unwrap();
+    listener.batch_execute("SELECT 1").await.unwrap();
+    assert!(received.try_recv().is_err(), "nothing on channels it does not listen on");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Raw protocol
 

@@ -214,3 +214,42 @@ fn rollback_after_columns_were_dropped_and_retyped_restores_the_other_columns() 
     let e = block_on(s.collect(&star, vec![Value::Int32(2)])).unwrap_err();
     assert_eq!((e.state, e.message.as_str()), (SqlState::FeatureNotSupported, "cached plan must not change result type"));
 }
+
+// ---------------------------------------------------------------------------------------------
+// LISTEN / NOTIFY
+
+#[test]
+fn notifications_arrive_when_the_sender_commits() {
+    let db = freshet::Database::open(freshet::Config { olap_threads: 1, ..freshet::Config::default() }).unwrap();
+    let (mut listener, mut sender) = (db.session(), db.session());
+    listener.execute_blocking("LISTEN jobs").unwrap();
+    sender.execute_blocking("LISTEN jobs").unwrap();
+    let payloads = |s: &freshet::Session| s.notifications().into_iter().map(|n| (n.channel, n.payload)).collect::<Vec<_>>();
+    let pair = |c: &str, p: &str| (c.to_string(), p.to_string());
+    sender.execute_blocking("BEGIN").unwrap();
+    sender.execute_blocking("NOTIFY jobs, 'a'").unwrap();
+    sender.execute_blocking("SELECT pg_notify('jobs', 'b'), pg_notify('jobs', 'a')").unwrap();
+    assert!(payloads(&listener).is_empty(), "nothing before the commit");
+    sender.execute_blocking("COMMIT").unwrap();
+    assert_eq!(payloads(&listener), vec![pair("jobs", "a"), pair("jobs", "b")], "in order, each once");
+    let sender_id = sender.id();
+    let own = sender.notifications();
+    assert_eq!(own.len(), 2, "the sender listens too");
+    assert!(own.iter().all(|n| n.process_id == sender_id));
+    // A rollback, or a failed block's COMMIT, sends nothing; a statement outside a block sends
+    // when it succeeds.
+    sender.execute_blocking("BEGIN").unwrap();
+    sender.execute_blocking("NOTIFY jobs, 'rolled back'").unwrap();
+    sender.execute_blocking("ROLLBACK").unwrap();
+    sender.execute_blocking("BEGIN").unwrap();
+    sender.execute_blocking("NOTIFY jobs, 'failed'").unwrap();
+    assert!(sender.execute_blocking("SELECT 1/0").is_err());
+    sender.execute_blocking("COMMIT").unwrap();
+    sender.execute_blocking("NOTIFY JOBS").unwrap();
+    assert_eq!(payloads(&listener), vec![pair("jobs", "")]);
+    listener.execute_blocking("UNLISTEN *").unwrap();
+    sender.execute_blocking("NOTIFY jobs, 'unheard'").unwrap();
+    assert!(payloads(&listener).is_empty());
+    let err = sender.execute_blocking("SELECT pg_notify('', 'x')").unwrap_err();
+    assert_eq!(err.message, "channel name cannot be empty");
+}

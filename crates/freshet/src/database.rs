@@ -139,6 +139,8 @@ pub(crate) struct Inner {
     pub activity: Arc<crate::pg_catalog::Activity>,
     /// The advisory locks sessions hold.
     pub advisory: Arc<crate::advisory::AdvisoryLocks>,
+    /// The sessions listening on each notification channel.
+    pub channels: Arc<crate::notify::Channels>,
 }
 
 impl Drop for Inner {
@@ -197,7 +199,7 @@ impl Database {
         let call_counts = crate::procedure::CallCounts::default();
         let view = crate::procedure::ProceduresView { engine: engine.clone(), natives: natives.clone(), call_counts: call_counts.clone() };
         olap.register_system_table("freshet_procedures", Arc::new(view));
-        let inner = Inner { engine, olap, config, data, recovery, snapshots, next_session: AtomicU32::new(1), natives, call_counts, activity, advisory: Default::default() };
+        let inner = Inner { engine, olap, config, data, recovery, snapshots, next_session: AtomicU32::new(1), natives, call_counts, activity, advisory: Default::default(), channels: Default::default() };
         Ok(Database { inner: Arc::new(inner) })
     }
 

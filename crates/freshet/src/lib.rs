@@ -18,6 +18,7 @@
 
 mod advisory;
 mod copy;
+pub mod notify;
 mod pg_catalog;
 mod database;
 pub mod durability;
@@ -34,6 +35,7 @@ mod views;
 
 pub use copy::{CopyFormat, CopyIn, CopyOut};
 pub use database::{Config, Database};
+pub use notify::Notification;
 pub use freshet_core::sql::ddl::ForeignKeys;
 pub use freshet_core::types::{shown_decimal, DataType, Decimal, Value};
 pub use freshet_core::{Error, Result, SqlState};

@@ -24,6 +24,8 @@ pub(crate) struct SessionSequences {
     engine: Arc<Engine>,
     state: Mutex<State>,
     pub(crate) locks: crate::advisory::SessionLocks,
+    /// LISTEN/NOTIFY: the channels listened on, the inbox, the notifications to send.
+    pub(crate) notify: crate::notify::SessionNotify,
     sleep: Mutex<Sleep>,
     /// Set while a routine of this session runs as one executor job, which must not take or
     /// release advisory locks or sleep: a job that gives up runs again statement by statement,
@@ -52,11 +54,12 @@ struct State {
 }
 
 impl SessionSequences {
-    pub(crate) fn new(engine: Arc<Engine>, locks: crate::advisory::SessionLocks) -> Self {
+    pub(crate) fn new(engine: Arc<Engine>, locks: crate::advisory::SessionLocks, notify: crate::notify::SessionNotify) -> Self {
         SessionSequences {
             engine,
             state: Mutex::new(State::default()),
             locks,
+            notify,
             sleep: Mutex::default(),
             in_job: Default::default(),
             refused_in_job: Default::default(),
@@ -73,6 +76,17 @@ impl SessionSequences {
     pub(crate) fn leave_job(&self) -> bool {
         self.in_job.store(false, std::sync::atomic::Ordering::Relaxed);
         self.refused_in_job.swap(false, std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// `pg_notify(channel, payload)`: queued until the transaction ends.
+    fn call_notify(&self, channel: Value, payload: Value) -> Result<Value> {
+        if self.in_job.load(std::sync::atomic::Ordering::Relaxed) {
+            self.refused_in_job.store(true, std::sync::atomic::Ordering::Relaxed);
+            return Err(Error::new(SqlState::QueryCanceled, "the transaction cannot run as one job"));
+        }
+        let text = |v: &Value| v.as_str().map(str::to_string).ok_or_else(|| Error::mismatch("pg_notify takes text"));
+        self.notify.notify(&text(&channel)?, &text(&payload)?)?;
+        Ok(Value::Text(String::new()))
     }
 
     /// The sleep the last `pg_sleep` call asked for and could not take where it ran, if any
@@ -357,11 +371,16 @@ pub(crate) fn plan_select(
 
 impl SessionFns for SessionSequences {
     fn call(&self, func: Func, args: &[Value]) -> Result<Value> {
+        if func == Func::PgNotify {
+            // Not strict: a NULL channel is an empty one (an error), a NULL payload is empty.
+            let or_empty = |v: Option<&Value>| v.filter(|v| !v.is_null()).cloned().unwrap_or(Value::Text(String::new()));
+            return self.call_notify(or_empty(args.first()), or_empty(args.get(1)));
+        }
         // The functions are strict: a NULL argument gives NULL.
         if args.iter().any(Value::is_null) {
             return Ok(Value::Null);
         }
-        if matches!(func, Func::Advisory(_) | Func::PgSleep) && self.in_job.load(std::sync::atomic::Ordering::Relaxed) {
+        if matches!(func, Func::Advisory(_) | Func::PgSleep | Func::PgNotify) && self.in_job.load(std::sync::atomic::Ordering::Relaxed) {
             self.refused_in_job.store(true, std::sync::atomic::Ordering::Relaxed);
             return Err(Error::new(SqlState::QueryCanceled, "the transaction cannot run as one job"));
         }
@@ -371,6 +390,7 @@ impl SessionFns for SessionSequences {
         let arg = |i: usize| args.get(i).ok_or_else(|| Error::internal("session function argument missing"));
         match func {
             Func::PgSleep => self.pg_sleep(arg(0)?),
+
             Func::Nextval => self.nextval(arg(0)?),
             Func::Currval => self.currval(arg(0)?),
             Func::Setval => self.setval(arg(0)?, arg(1)?, args.get(2)),

@@ -271,7 +271,8 @@ impl Session {
         let settings = Settings::with_defaults(defaults);
         db.inner.activity.sessions.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let locks = crate::advisory::SessionLocks::new(db.inner.advisory.clone(), id);
-        let sequences = Arc::new(SessionSequences::new(db.inner.engine.clone(), locks));
+        let notify = crate::notify::SessionNotify::new(db.inner.channels.clone(), id);
+        let sequences = Arc::new(SessionSequences::new(db.inner.engine.clone(), locks, notify));
         Session { db, id, settings, txn: None, procedures: Default::default(), sequences, prepared_sql: HashMap::new() }
     }
 
@@ -289,6 +290,19 @@ impl Session {
 
     pub fn database(&self) -> &Database {
         &self.db
+    }
+
+    /// The notifications this session has received on the channels it listens on (LISTEN) and
+    /// not yet taken, oldest first. A notification arrives when its sender's transaction
+    /// commits.
+    pub fn notifications(&self) -> Vec<crate::Notification> {
+        self.sequences.notify.inbox.take()
+    }
+
+    /// The inbox of this session's notifications, to wait for one
+    /// ([`crate::notify::Inbox::arrived`]) while the session is idle.
+    pub fn notification_inbox(&self) -> Arc<crate::notify::Inbox> {
+        self.sequences.notify.inbox.clone()
     }
 
     pub fn transaction_status(&self) -> TransactionStatus {
@@ -667,29 +681,16 @@ impl Session {
                 };
                 (Kind::Utility, Some(columns))
             }
-            Statement::Prepare { name, data_types, statement } => {
-                let declared = data_types.iter().map(|t| freshet_core::sql::bind::sql_type(t).map(Some)).collect::<Result<_>>()?;
-                (Kind::PrepareSql { name: fold_ident(name), statement: statement.clone(), declared }, None)
-            }
-            Statement::Execute { name: Some(name), parameters, immediate: false, into, using, .. } if into.is_empty() && using.is_empty() => {
-                let name = name.0.iter().filter_map(|p| p.as_ident()).map(fold_ident).collect::<Vec<_>>().join(".");
-                let target = self.prepared_sql.get(&name).ok_or_else(|| no_prepared(&name))?;
-                (Kind::ExecuteSql { name, args: parameters.clone() }, target.columns.as_ref().map(|c| c.to_vec()))
-            }
-            Statement::Deallocate { name, .. } => {
-                let name = fold_ident(name);
-                (Kind::DeallocateSql((name != "all").then_some(name)), None)
-            }
-            Statement::CreateExtension(ce) => {
-                let name = fold_ident(&ce.name);
-                if !BUILT_IN_EXTENSIONS.contains(&name.as_str()) {
-                    return Err(Error::new(SqlState::FeatureNotSupported, format!("extension \"{name}\" is not available"))
-                        .with_hint(format!("Freshet has the functions of {} built in; other extensions cannot be installed.", BUILT_IN_EXTENSIONS.join(", "))));
-                }
-                (Kind::Utility, None)
+            Statement::Prepare { .. } | Statement::Execute { .. } | Statement::Deallocate { .. } | Statement::CreateExtension(_)
+                if let Some(planned) = self.plan_session_statement(statement)? =>
+            {
+                planned
             }
             Statement::Set(_)
             | Statement::Reset(_)
+            | Statement::LISTEN { .. }
+            | Statement::UNLISTEN { .. }
+            | Statement::NOTIFY { .. }
             | Statement::Discard { .. }
             | Statement::Vacuum(_)
             | Statement::Analyze(_) => (Kind::Utility, None),
@@ -917,6 +918,7 @@ impl Session {
         if self.txn.is_none() {
             // A statement outside a block, or COMMIT or ROLLBACK, ended a transaction.
             self.sequences.locks.end_transaction();
+            self.sequences.notify.end_transaction(committed(&prepared.kind, &result));
         }
         if !matches!(prepared.kind, Kind::Transaction(_)) {
             if self.txn.is_none() {
@@ -939,6 +941,63 @@ impl Session {
     /// sequence and advisory lock functions run there.
     fn eval_context<'a>(&'a self, params: &'a [Value], now: i64) -> EvalContext<'a> {
         EvalContext { params, now, session: Some(&*self.sequences) }
+    }
+
+    /// The plan of the statements about the session's own state: PREPARE, EXECUTE and
+    /// DEALLOCATE, and CREATE EXTENSION of a built-in one (`None` for other forms). Apart from
+    /// `plan`, whose poll frame is on the stack of every nested call's planning.
+    fn plan_session_statement(&self, statement: &Statement) -> Result<Option<(Kind, Option<Vec<ColumnInfo>>)>> {
+        Ok(Some(match statement {
+            Statement::Prepare { name, data_types, statement } => {
+                let declared = data_types.iter().map(|t| freshet_core::sql::bind::sql_type(t).map(Some)).collect::<Result<_>>()?;
+                (Kind::PrepareSql { name: fold_ident(name), statement: statement.clone(), declared }, None)
+            }
+            Statement::Execute { name: Some(name), parameters, immediate: false, into, using, .. } if into.is_empty() && using.is_empty() => {
+                let name = name.0.iter().filter_map(|p| p.as_ident()).map(fold_ident).collect::<Vec<_>>().join(".");
+                let target = self.prepared_sql.get(&name).ok_or_else(|| no_prepared(&name))?;
+                (Kind::ExecuteSql { name, args: parameters.clone() }, target.columns.as_ref().map(|c| c.to_vec()))
+            }
+            Statement::Deallocate { name, .. } => {
+                let name = fold_ident(name);
+                (Kind::DeallocateSql((name != "all").then_some(name)), None)
+            }
+            Statement::CreateExtension(ce) => {
+                let name = fold_ident(&ce.name);
+                if !BUILT_IN_EXTENSIONS.contains(&name.as_str()) {
+                    return Err(Error::new(SqlState::FeatureNotSupported, format!("extension \"{name}\" is not available"))
+                        .with_hint(format!("Freshet has the functions of {} built in; other extensions cannot be installed.", BUILT_IN_EXTENSIONS.join(", "))));
+                }
+                (Kind::Utility, None)
+            }
+            _ => return Ok(None),
+        }))
+    }
+
+    /// `PREPARE name AS statement`: plans the statement and keeps it (42P05 if the name is
+    /// taken). (The SQL-level statements run in functions of their own, out of
+    /// `execute_planned`, whose poll frame every nested call adds to the stack.)
+    async fn prepare_sql(&mut self, name: &str, statement: &Statement, declared: &[Option<DataType>]) -> Result<StatementResult> {
+        if self.prepared_sql.contains_key(name) {
+            return Err(Error::new(SqlState::DuplicatePreparedStatement, format!("prepared statement \"{name}\" already exists")));
+        }
+        let sql = statement.to_string();
+        let planned = self.prepare_statement(statement.clone(), &sql, declared).await?;
+        self.prepared_sql.insert(name.to_string(), planned);
+        Ok(StatementResult::command("PREPARE"))
+    }
+
+    /// `DEALLOCATE name` (26000 if there is none) or `DEALLOCATE ALL` (`None`).
+    fn deallocate_sql(&mut self, name: Option<&str>) -> Result<StatementResult> {
+        match name {
+            Some(name) => {
+                self.prepared_sql.remove(name).ok_or_else(|| no_prepared(name))?;
+                Ok(StatementResult::command("DEALLOCATE"))
+            }
+            None => {
+                self.prepared_sql.clear();
+                Ok(StatementResult::command("DEALLOCATE ALL"))
+            }
+        }
     }
 
     /// `EXECUTE name (arguments)`: the arguments, constant expressions (or the outer
@@ -966,6 +1025,29 @@ impl Session {
             self.prepared_sql.insert(name.to_string(), target.clone());
         }
         self.execute_planned(&target, values).await
+    }
+
+    /// Sets each row's items `items` (position, expression) to the expressions' values, row
+    /// after row, as [`Self::eval_waiting`] evaluates them; a row shorter than a position grows
+    /// to it (a SELECT without FROM starts from one empty row).
+    async fn eval_rows<'e>(
+        &self,
+        mut rows: Vec<Vec<Value>>,
+        items: impl Iterator<Item = (usize, &'e freshet_core::sql::expr::Expr)> + Clone,
+        params: &[Value],
+        now: i64,
+    ) -> Result<Vec<Vec<Value>>> {
+        let started = std::time::Instant::now();
+        for row in &mut rows {
+            for (i, e) in items.clone() {
+                let v = self.eval_waiting(e, params, now, started).await?;
+                if row.len() <= i {
+                    row.resize(i + 1, Value::Null);
+                }
+                row[i] = v;
+            }
+        }
+        Ok(rows)
     }
 
     /// Evaluates a select item of a SELECT the session answers itself. An advisory lock that
@@ -1041,15 +1123,10 @@ impl Session {
                 // Sequence calls in the select list: drawn for each row, in the order the rows
                 // come (the whole result is collected first).
                 let rows = self.run_query(query, &columns, &prepared.param_types, params.clone(), now, txn).await?;
-                let mut rows = rows.collect_values(&columns).await?;
-                let started = std::time::Instant::now();
-                for row in &mut rows {
-                    for (i, e) in &query.drawn {
-                        row[*i] = self.eval_waiting(e, &params, now, started).await?;
-                    }
-                }
-                let warnings = self.sequences.locks.take_warnings();
-                Ok(StatementResult::rows(columns, RowStream::from_values(rows)).with_notices(warnings))
+                let rows = rows.collect_values(&columns).await?;
+                let drawn = query.drawn.iter().map(|(i, e)| (*i, e));
+                let rows = Box::pin(self.eval_rows(rows, drawn, &params, now)).await?;
+                Ok(StatementResult::rows(columns, RowStream::from_values(rows)).with_notices(self.sequences.locks.take_warnings()))
             }
             Kind::Insert { plan, source } => {
                 let txn = self.statement_txn();
@@ -1176,13 +1253,9 @@ impl Session {
                 Ok(result)
             }
             Kind::SessionSelect(items) => {
-                let started = std::time::Instant::now();
-                let mut row = Vec::with_capacity(items.len());
-                for e in items {
-                    row.push(self.eval_waiting(e, &params, now, started).await?);
-                }
-                let warnings = self.sequences.locks.take_warnings();
-                Ok(StatementResult::rows(prepared.columns.clone().unwrap_or_default(), RowStream::from_values(vec![row])).with_notices(warnings))
+                let columns = prepared.columns.clone().unwrap_or_default();
+                let rows = Box::pin(self.eval_rows(vec![Vec::new()], items.iter().enumerate(), &params, now)).await?;
+                Ok(StatementResult::rows(columns, RowStream::from_values(rows)).with_notices(self.sequences.locks.take_warnings()))
             }
             Kind::Call(call) => self.run_call(call, &prepared.param_types, params, prepared.columns.clone()).await,
             Kind::CopyTo { query, format } => {
@@ -1209,30 +1282,11 @@ impl Session {
             }
             Kind::Utility => {
                 let statement = prepared.statement.as_ref().ok_or_else(|| Error::internal("statement missing"))?;
-                if matches!(statement, Statement::Discard { .. }) {
-                    self.prepared_sql.clear();
-                }
                 self.run_utility(statement, prepared.columns.clone())
             }
-            Kind::PrepareSql { name, statement, declared } => {
-                if self.prepared_sql.contains_key(name) {
-                    return Err(Error::new(SqlState::DuplicatePreparedStatement, format!("prepared statement \"{name}\" already exists")));
-                }
-                let sql = statement.to_string();
-                let planned = Box::pin(self.prepare_statement((**statement).clone(), &sql, declared)).await?;
-                self.prepared_sql.insert(name.clone(), planned);
-                Ok(StatementResult::command("PREPARE"))
-            }
+            Kind::PrepareSql { name, statement, declared } => Box::pin(self.prepare_sql(name, statement, declared)).await,
             Kind::ExecuteSql { name, args } => Box::pin(self.execute_sql_prepared(name, args, &params, now)).await,
-            Kind::DeallocateSql(name) => {
-                match name {
-                    Some(name) => {
-                        self.prepared_sql.remove(name).ok_or_else(|| no_prepared(name))?;
-                    }
-                    None => self.prepared_sql.clear(),
-                }
-                Ok(StatementResult::command(if name.is_some() { "DEALLOCATE" } else { "DEALLOCATE ALL" }))
-            }
+            Kind::DeallocateSql(name) => self.deallocate_sql(name.as_deref()),
             Kind::Checkpoint => {
                 // Writing a checkpoint takes seconds on a large database: it runs on a thread
                 // of its own while this session waits without holding up its caller's runtime.
@@ -1594,6 +1648,19 @@ impl Session {
 
     fn run_utility(&mut self, statement: &Statement, columns: Option<Arc<Vec<ColumnInfo>>>) -> Result<StatementResult> {
         match statement {
+            Statement::LISTEN { channel } => {
+                self.sequences.notify.listen(&fold_ident(channel))?;
+                Ok(StatementResult::command("LISTEN"))
+            }
+            Statement::UNLISTEN { channel } => {
+                let name = fold_ident(channel);
+                self.sequences.notify.unlisten((name != "*").then_some(name.as_str()));
+                Ok(StatementResult::command("UNLISTEN"))
+            }
+            Statement::NOTIFY { channel, payload } => {
+                self.sequences.notify.notify(&fold_ident(channel), payload.as_deref().unwrap_or(""))?;
+                Ok(StatementResult::command("NOTIFY"))
+            }
             // The extensions whose functions Freshet has (gen_random_uuid, uuid_generate_v4,
             // PL/pgSQL) are always there: creating one does nothing, as a second CREATE
             // EXTENSION IF NOT EXISTS does in PostgreSQL.
@@ -1628,6 +1695,7 @@ impl Session {
             }
             Statement::Discard { .. } => {
                 self.settings.reset_all();
+                self.prepared_sql.clear();
                 Ok(StatementResult::command("DISCARD ALL"))
             }
             // Nothing to reclaim or collect: deleted slots are reused as soon as the delete
@@ -1904,6 +1972,17 @@ fn show_name(variable: &[ast::Ident]) -> String {
 /// uuid generators of uuid-ossp (`uuid_generate_v4`) and pgcrypto (`gen_random_uuid`), and
 /// PL/pgSQL. Only those functions are there, not the extensions' others.
 const BUILT_IN_EXTENSIONS: &[&str] = &["plpgsql", "uuid-ossp", "pgcrypto"];
+
+/// Whether the transaction a statement ended (outside a block: its own; COMMIT or ROLLBACK:
+/// the block's) committed: it succeeded and was not a ROLLBACK, or a COMMIT of a failed block,
+/// which rolls back.
+fn committed(kind: &Kind, result: &Result<StatementResult>) -> bool {
+    match (kind, result) {
+        (_, Err(_)) | (Kind::Transaction(TxnStatement::Rollback), _) => false,
+        (_, Ok(StatementResult { output: Output::Command { tag }, .. })) => tag != "ROLLBACK",
+        _ => true,
+    }
+}
 
 /// 26000, as PostgreSQL reports an unknown prepared statement name.
 fn no_prepared(name: &str) -> Error {

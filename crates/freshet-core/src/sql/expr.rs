@@ -105,6 +105,9 @@ pub enum Func {
     /// locks the session holds, so they run only where the context gives
     /// [`EvalContext::session`], as the sequence functions do.
     Advisory(AdvisoryFn),
+    /// `pg_notify(channel, payload)`: a notification the session's transaction sends when it
+    /// commits (only a session can queue one).
+    PgNotify,
     /// `gen_random_uuid()`: a random (version 4) uuid, a new one at every call.
     GenRandomUuid,
     /// `pg_sleep(seconds)`: the session waits (only a session can, as for the advisory locks).
@@ -124,7 +127,7 @@ impl Func {
     /// Whether only a session can evaluate the function ([`SessionFns`]): the sequence and
     /// advisory lock functions.
     pub fn is_session(self) -> bool {
-        self.is_sequence() || matches!(self, Func::Advisory(_) | Func::PgSleep)
+        self.is_sequence() || matches!(self, Func::Advisory(_) | Func::PgSleep | Func::PgNotify)
     }
 }
 

@@ -41,6 +41,7 @@ pub fn lookup(name: &str) -> Option<Func> {
         "lastval" => Func::Lastval,
         "pg_get_serial_sequence" => Func::PgGetSerialSequence,
         "pg_sleep" => Func::PgSleep,
+        "pg_notify" => Func::PgNotify,
         "gen_random_uuid" | "uuid_generate_v4" => Func::GenRandomUuid,
         _ => return AdvisoryFn::by_name(name).map(Func::Advisory),
     })
@@ -62,6 +63,7 @@ fn arity(func: Func, n: usize) -> bool {
         Func::Advisory(f) if f.op == AdvisoryOp::UnlockAll => n == 0,
         Func::Advisory(_) => n == 1 || n == 2,
         Func::PgSleep => n == 1,
+        Func::PgNotify => n == 2,
     }
 }
 
@@ -156,6 +158,10 @@ pub fn result_type(name: &str, func: Func, args: &[DataType]) -> Result<DataType
             DataType::Text
         }
         Func::GenRandomUuid => DataType::Uuid,
+        Func::PgNotify => {
+            need(args.iter().all(|t| t.is_string()))?;
+            DataType::Text
+        }
     })
 }
 
@@ -185,7 +191,11 @@ pub fn call(func: Func, args: Vec<Value>, ty: DataType, cx: &EvalContext) -> Res
             Some(s) => s.call(func, &args),
             None if func.is_sequence() => Err(Error::unsupported("sequence functions (nextval, currval, setval, lastval) here")
                 .with_hint("They run in INSERT … VALUES, column defaults and SELECT without FROM.")),
-            None => Err(Error::unsupported(format!("{} here", if func == Func::PgSleep { "pg_sleep" } else { "advisory lock functions" }))
+            None => Err(Error::unsupported(format!("{} here", match func {
+                Func::PgSleep => "pg_sleep",
+                Func::PgNotify => "pg_notify",
+                _ => "advisory lock functions",
+            }))
                 .with_hint("They run in SELECT without FROM.")),
         };
     }
@@ -270,6 +280,7 @@ pub fn call(func: Func, args: Vec<Value>, ty: DataType, cx: &EvalContext) -> Res
         | Func::PgGetSerialSequence
         | Func::Advisory(_)
         | Func::PgSleep
+        | Func::PgNotify
         | Func::GenRandomUuid => return Err(Error::internal("handled above")),
     })
 }

@@ -399,7 +399,7 @@ impl Session {
                 ));
             }
             self.procedures.depth += 1;
-            let result = self.run_call_inner(plan, param_types, params, columns).await;
+            let result = GrowStack(Box::pin(self.run_call_inner(plan, param_types, params, columns))).await;
             self.procedures.depth -= 1;
             result
         })
@@ -604,6 +604,24 @@ impl Session {
             })
             .await?;
         Ok(outcome.done())
+    }
+}
+
+/// A call's future polled with room on the stack: a nested call polls the whole statement
+/// path again inside its caller's poll, and in a debug build each level takes about half a
+/// MiB of a thread's 2 MiB. When less than [`STACK_RED_ZONE`] is left, the poll runs on a new
+/// stack segment of [`STACK_SEGMENT`] (`stacker`), so the depth a session can nest to does not
+/// depend on the thread that polls it.
+struct GrowStack<F>(Pin<Box<F>>);
+
+const STACK_RED_ZONE: usize = 1024 * 1024;
+const STACK_SEGMENT: usize = 4 * 1024 * 1024;
+
+impl<F: Future> Future for GrowStack<F> {
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<F::Output> {
+        stacker::maybe_grow(STACK_RED_ZONE, STACK_SEGMENT, || self.0.as_mut().poll(cx))
     }
 }
 

@@ -174,10 +174,10 @@ pub(crate) struct SessionProcedures {
 }
 
 /// How deeply calls may nest. A nested call re-enters `Session::execute`, so each level adds
-/// the poll frames of the whole statement path to the thread's stack (over 128 KiB per level
-/// in a debug build; threads have 2 MiB). PostgreSQL's equivalent guard is
-/// `max_stack_depth` (54001). Lifting it needs nested PL/pgSQL calls to push a frame in the
-/// interpreter instead of recursing.
+/// the poll frames of the whole statement path to the stack (about half a MiB per level in a
+/// debug build; a call that finds little stack left continues on a new segment,
+/// `call::GrowStack`). PostgreSQL's equivalent guard is `max_stack_depth` (54001). Lifting it
+/// needs nested PL/pgSQL calls to push a frame in the interpreter instead of recursing.
 pub(crate) const MAX_CALL_DEPTH: u32 = 4;
 
 /// RAISE's message: each `%` replaced by the next argument's text (NULL as `<NULL>`), `%%` by `%`.
