@@ -289,17 +289,25 @@ pub(crate) struct SessionLocks {
     blocked: Mutex<Option<(LockKey, bool)>>,
     /// Warnings for the client (releasing a lock the session does not hold).
     warnings: Mutex<Vec<String>>,
+    /// Whether the session may hold transaction-level locks: set when it takes one, cleared
+    /// when its transaction ends, so that the end of every other transaction costs no lock of
+    /// the shared table.
+    holds_xact: std::sync::atomic::AtomicBool,
 }
 
 impl SessionLocks {
     pub(crate) fn new(locks: Arc<AdvisoryLocks>, session: u32) -> Self {
-        SessionLocks { locks, session, blocked: Mutex::new(None), warnings: Mutex::new(Vec::new()) }
+        SessionLocks { locks, session, blocked: Mutex::new(None), warnings: Mutex::new(Vec::new()), holds_xact: Default::default() }
     }
 
     /// Evaluates an advisory lock function (its arguments are not NULL). A lock that must be
     /// waited for fails with 55P03 and is remembered ([`Self::take_blocked`]).
     pub(crate) fn call(&self, f: AdvisoryFn, args: &[Value]) -> Result<Value> {
         let scope = if f.xact { XACT } else { SESSION };
+        if f.xact {
+            // Set before the lock can be taken: the transaction's end then finds it.
+            self.holds_xact.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         match f.op {
             AdvisoryOp::UnlockAll => {
                 self.locks.state.lock().release_where(self.session, |h| {
@@ -345,11 +353,10 @@ impl SessionLocks {
 
     /// The session's transaction ended: its transaction-level holds are released.
     pub(crate) fn end_transaction(&self) {
-        let mut s = self.locks.state.lock();
-        if s.held.is_empty() {
+        if !self.holds_xact.swap(false, std::sync::atomic::Ordering::Relaxed) {
             return;
         }
-        s.release_where(self.session, |h| {
+        self.locks.state.lock().release_where(self.session, |h| {
             h.exclusive[XACT] = 0;
             h.shared[XACT] = 0;
         });
