@@ -206,6 +206,14 @@ fn an_advisory_lock_waits_for_its_holder_and_the_session_end_releases_it() {
     a.execute_blocking("SELECT pg_advisory_lock(1)").unwrap();
     let b = spawn(&db, &["SELECT pg_advisory_lock(1)", "SELECT pg_advisory_unlock(1)"]);
     assert!(blocked(&b), "the second session waits for the lock");
+    // pg_locks shows the hold and the wait.
+    let locks = a.execute_blocking("SELECT pid, objid, objsubid, mode, granted FROM pg_locks WHERE locktype = 'advisory' ORDER BY granted DESC").unwrap();
+    let a_id = a.id() as i32;
+    let rows = locks[0].rows();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert_eq!(rows[0], vec![Value::Int32(a_id), Value::Int64(1), Value::Int16(1), Value::Text("ExclusiveLock".into()), Value::Bool(true)]);
+    assert_eq!((&rows[1][1], &rows[1][4]), (&Value::Int64(1), &Value::Bool(false)));
+    assert_ne!(rows[1][0], Value::Int32(a_id));
     let rows = a.execute_blocking("SELECT pg_advisory_unlock(1)").unwrap();
     assert_eq!(rows[0].rows(), vec![vec![Value::Bool(true)]]);
     assert_eq!(b.recv().unwrap().unwrap(), "SELECT 1");

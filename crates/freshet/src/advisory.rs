@@ -57,6 +57,15 @@ impl LockKey {
         }
     }
 
+    /// pg_locks' `classid`, `objid` and `objsubid` of the lock: the bigint's high and low
+    /// halves and 1, or the two integers and 2.
+    pub(crate) fn pg_locks_ids(self) -> (i64, i64, i64) {
+        match self {
+            LockKey::One(k) => (((k as u64) >> 32) as i64, (k as u32) as i64, 1),
+            LockKey::Two(a, b) => (a as u32 as i64, b as u32 as i64, 2),
+        }
+    }
+
     /// As PostgreSQL's pg_locks shows an advisory lock (database, classid, objid, objsubid).
     fn describe(self) -> String {
         match self {
@@ -160,7 +169,40 @@ pub(crate) struct AdvisoryLocks {
     state: Mutex<State>,
 }
 
+/// One row of `pg_locks`: a session's hold of a key in a mode, or its wait for one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LockRow {
+    pub key: LockKey,
+    pub session: u32,
+    pub shared: bool,
+    pub granted: bool,
+}
+
+impl std::fmt::Debug for AdvisoryLocks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdvisoryLocks").finish_non_exhaustive()
+    }
+}
+
 impl AdvisoryLocks {
+    /// Every hold (one row per session, key and mode) and every wait, for `pg_locks`.
+    pub(crate) fn rows(&self) -> Vec<LockRow> {
+        let s = self.state.lock();
+        let mut rows = Vec::new();
+        for (key, holders) in &s.held {
+            for (session, h) in holders {
+                for (shared, held) in [(false, h.exclusive.iter().sum::<u32>()), (true, h.shared.iter().sum::<u32>())] {
+                    if held > 0 {
+                        rows.push(LockRow { key: *key, session: *session, shared, granted: true });
+                    }
+                }
+            }
+        }
+        rows.extend(s.waiting.iter().map(|(session, (key, shared))| LockRow { key: *key, session: *session, shared: *shared, granted: false }));
+        rows.sort_by_key(|r| (r.session, !r.granted, r.key.pg_locks_ids(), r.shared));
+        rows
+    }
+
     /// Takes one hold of `key` for `session` if no other session holds it in a conflicting
     /// mode; returns whether it did.
     fn try_take(&self, session: u32, key: LockKey, shared: bool, scope: usize) -> bool {

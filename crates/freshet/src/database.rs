@@ -192,14 +192,15 @@ impl Database {
         let memory = usize::try_from(config.resolved_olap_memory_limit()).unwrap_or(usize::MAX);
         let mut olap = OlapEngine::new(engine.clone(), config.resolved_olap_threads(), config.olap_nice.clamp(0, 19), memory)?;
         let activity = Arc::new(crate::pg_catalog::Activity::default());
-        crate::pg_catalog::register(&mut olap, &engine, &activity);
+        let advisory = Arc::new(crate::advisory::AdvisoryLocks::default());
+        crate::pg_catalog::register(&mut olap, &engine, &activity, &advisory);
         let snapshots = Arc::new(Snapshots::default());
         olap.register_system_table("freshet_snapshots", Arc::new(SnapshotsView(snapshots.clone())));
         let natives = crate::procedure::Natives::default();
         let call_counts = crate::procedure::CallCounts::default();
         let view = crate::procedure::ProceduresView { engine: engine.clone(), natives: natives.clone(), call_counts: call_counts.clone() };
         olap.register_system_table("freshet_procedures", Arc::new(view));
-        let inner = Inner { engine, olap, config, data, recovery, snapshots, next_session: AtomicU32::new(1), natives, call_counts, activity, advisory: Default::default(), channels: Default::default() };
+        let inner = Inner { engine, olap, config, data, recovery, snapshots, next_session: AtomicU32::new(1), natives, call_counts, activity, advisory, channels: Default::default() };
         Ok(Database { inner: Arc::new(inner) })
     }
 

@@ -45,6 +45,7 @@ use freshet_olap::OlapEngine;
 const ROLE_OID: i64 = 10;
 const ROLE: &str = "freshet";
 const DATABASE: &str = "freshet";
+const DATABASE_OID: i64 = 16383;
 const PG_CATALOG_OID: i64 = 11;
 const PUBLIC_OID: i64 = 2200;
 const DEFAULT_COLLATION_OID: i64 = 100;
@@ -96,7 +97,8 @@ fn index_of(catalog: &Catalog, oid: i64) -> Option<(&Arc<TableDef>, usize)> {
 }
 
 /// Registers the catalog relations and functions with the analytical engine.
-pub(crate) fn register(olap: &mut OlapEngine, engine: &Arc<Engine>, activity: &Arc<Activity>) {
+pub(crate) fn register(olap: &mut OlapEngine, engine: &Arc<Engine>, activity: &Arc<Activity>, advisory: &Arc<crate::advisory::AdvisoryLocks>) {
+    olap.register_catalog_table("pg_locks", Arc::new(LocksRelation(advisory.clone())));
     for &(name, _) in RELATIONS {
         olap.register_catalog_table(name, Arc::new(CatalogRelation { name, engine: engine.clone(), last: Default::default() }));
     }
@@ -318,6 +320,40 @@ fn batch_of(schema: SchemaRef, rows: &[Vec<V>]) -> DfResult<RecordBatch> {
     Ok(RecordBatch::try_new(schema, columns)?)
 }
 
+/// `pg_locks`: the advisory locks sessions hold and wait for. Freshet has no table locks, and
+/// its row locks live in the rows' versions on the executors, so those are not listed.
+#[derive(Debug)]
+struct LocksRelation(Arc<crate::advisory::AdvisoryLocks>);
+
+const LOCKS_COLUMNS: &[(&str, ArrowType)] = &[
+    ("locktype", T), ("database", I8), ("relation", I8), ("page", I4), ("tuple", I2), ("virtualxid", T), ("transactionid", I8),
+    ("classid", I8), ("objid", I8), ("objsubid", I2), ("virtualtransaction", T), ("pid", I4), ("mode", T), ("granted", B),
+    ("fastpath", B),
+];
+
+impl SystemTable for LocksRelation {
+    fn schema(&self) -> SchemaRef {
+        Arc::new(Schema::new(LOCKS_COLUMNS.iter().map(|(n, t)| Field::new(*n, t.clone(), true)).collect::<Vec<_>>()))
+    }
+
+    fn batch(&self) -> DfResult<RecordBatch> {
+        let rows: Vec<Vec<V>> = self
+            .0
+            .rows()
+            .into_iter()
+            .map(|r| {
+                let (classid, objid, objsubid) = r.key.pg_locks_ids();
+                vec![
+                    t("advisory"), V::Int(DATABASE_OID), V::Null, V::Null, V::Null, V::Null, V::Null, V::Int(classid), V::Int(objid),
+                    V::Int(objsubid), t(format!("{}/1", r.session)), V::Int(r.session as i64),
+                    t(if r.shared { "ShareLock" } else { "ExclusiveLock" }), V::Bool(r.granted), V::Bool(false),
+                ]
+            })
+            .collect();
+        batch_of(self.schema(), &rows)
+    }
+}
+
 /// What the database has done since it opened, kept by its sessions (`pg_stat_database`).
 #[derive(Debug, Default)]
 pub(crate) struct Activity {
@@ -402,7 +438,7 @@ impl SystemTable for StatisticsRelation {
                 let total = stats.values().fold(freshet_core::storage::TableStats::default(), |a, s| a + *s);
                 let a = &self.activity;
                 vec![vec![
-                    i(16383), t(DATABASE), i(a.sessions.load(Relaxed)), count(a.commits.load(Relaxed)), count(a.rollbacks.load(Relaxed)),
+                    i(DATABASE_OID), t(DATABASE), i(a.sessions.load(Relaxed)), count(a.commits.load(Relaxed)), count(a.rollbacks.load(Relaxed)),
                     count(total.inserted), count(total.updated), count(total.deleted), i(0), count(a.deadlocks.load(Relaxed)),
                 ]]
             }
@@ -594,7 +630,7 @@ fn rows(name: &str, catalog: &Catalog) -> Vec<Vec<V>> {
             .map(|(oid, name, provider, locale)| vec![i(oid), t(name), i(PG_CATALOG_OID), i(ROLE_OID), t(provider), i(-1), t(locale), t(locale)])
             .collect(),
         "pg_database" => vec![vec![
-            i(16383), t(DATABASE), i(ROLE_OID), i(UTF8_ENCODING as i64), t("c"), b(false), b(true), i(-1), i(1663), t("C"), t("C"), null, null,
+            i(DATABASE_OID), t(DATABASE), i(ROLE_OID), i(UTF8_ENCODING as i64), t("c"), b(false), b(true), i(-1), i(1663), t("C"), t("C"), null, null,
         ]],
         "pg_roles" => vec![vec![
             i(ROLE_OID), t(ROLE), b(true), b(true), b(true), b(true), b(true), b(false), i(-1), t("********"), b(true), null,
