@@ -79,6 +79,95 @@ pub struct TableDef {
     /// The sequences the table owns (its SERIAL and identity columns'): created, logged and
     /// dropped with it.
     pub sequences: Vec<Arc<SequenceDef>>,
+    /// CHECK constraints, in definition order.
+    pub checks: Vec<CheckDef>,
+}
+
+/// A CHECK constraint: a condition every row of the table satisfies (true or NULL, as in
+/// PostgreSQL). The log and checkpoints keep its SQL text; the bound form refers to columns by
+/// position, so it is bound again whenever the columns change ([`CheckDef::bind`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CheckDef {
+    pub name: String,
+    /// The condition as written (what `pg_get_constraintdef` shows).
+    pub sql: String,
+    pub expr: crate::sql::expr::Expr,
+}
+
+impl CheckDef {
+    /// The constraint `name` with condition `sql` over the columns of `def`: a boolean
+    /// expression of its columns and constants, without parameters, subqueries or functions
+    /// whose value changes (now(), sequences, random).
+    pub fn bind(name: String, sql: String, def: &TableDef) -> Result<CheckDef> {
+        use crate::sql::expr::{Expr, Func};
+        let parsed = sqlparser::parser::Parser::new(&sqlparser::dialect::PostgreSqlDialect {})
+            .try_with_sql(&sql)
+            .and_then(|mut p| p.parse_expr())
+            .map_err(|e| Error::syntax(format!("{e}")))?;
+        let mut params = Vec::new();
+        let scope = crate::sql::bind::Scope { table: def, qualifiers: vec![def.name.clone()], excluded: false };
+        let expr = crate::sql::bind::Binder::new(Some(scope), &mut params).bind_expr(&parsed, Some(DataType::Bool))?;
+        if expr.ty() != DataType::Bool {
+            return Err(Error::mismatch(format!("argument of CHECK must be type boolean, not type {}", expr.ty().pg_name())));
+        }
+        if !params.is_empty() {
+            return Err(Error::new(SqlState::FeatureNotSupported, "cannot use parameters in a check constraint"));
+        }
+        let mut volatile = false;
+        expr.visit(&mut |n| {
+            volatile |= matches!(n, Expr::Func { func, .. } if func.is_session() || matches!(func, Func::Now | Func::CurrentDate | Func::GenRandomUuid));
+        });
+        if volatile {
+            return Err(Error::new(SqlState::FeatureNotSupported, format!("check constraint \"{name}\" calls a function whose value changes")));
+        }
+        Ok(CheckDef { name, sql, expr })
+    }
+
+    /// The condition's text with the table or a column renamed (`from` → `to`, names as
+    /// folded): identifiers that name them are replaced (ALTER TABLE … RENAME).
+    pub fn renamed_sql(&self, table: Option<(&str, &str)>, column: Option<(&str, &str)>) -> Result<String> {
+        use std::ops::ControlFlow;
+        let mut parsed = sqlparser::parser::Parser::new(&sqlparser::dialect::PostgreSqlDialect {})
+            .try_with_sql(&self.sql)
+            .and_then(|mut p| p.parse_expr())
+            .map_err(|e| Error::syntax(format!("{e}")))?;
+        let fold = crate::sql::names::fold_ident;
+        let _ = sqlparser::ast::visit_expressions_mut(&mut parsed, |e| {
+            let renamed = |ident: &mut sqlparser::ast::Ident, (from, to): (&str, &str)| {
+                if fold(ident) == from {
+                    let plain = to.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
+                        && to.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+                    *ident = if plain { sqlparser::ast::Ident::new(to) } else { sqlparser::ast::Ident::with_quote('"', to) };
+                }
+            };
+            match e {
+                sqlparser::ast::Expr::Identifier(i) => {
+                    if let Some(c) = column {
+                        renamed(i, c);
+                    }
+                }
+                sqlparser::ast::Expr::CompoundIdentifier(parts) => {
+                    let n = parts.len();
+                    if let (Some(c), Some(last)) = (column, parts.last_mut()) {
+                        renamed(last, c);
+                    }
+                    if let (Some(t), true) = (table, n >= 2) {
+                        renamed(&mut parts[n - 2], t);
+                    }
+                }
+                _ => {}
+            }
+            ControlFlow::<()>::Continue(())
+        });
+        Ok(parsed.to_string())
+    }
+
+    /// Whether the condition reads column `c`.
+    pub fn reads(&self, c: usize) -> bool {
+        let mut found = false;
+        self.expr.visit(&mut |n| found |= matches!(n, crate::sql::expr::Expr::Column { index, .. } if *index == c));
+        found
+    }
 }
 
 /// A value of a column whose type ALTER TABLE … ALTER COLUMN … TYPE changes, as the new type:
@@ -117,7 +206,7 @@ impl TableDef {
     pub fn without_column(&self, c: usize) -> TableDef {
         let shift = |p: usize| if p > c { p - 1 } else { p };
         let column = &self.columns[c].name;
-        TableDef {
+        let mut def = TableDef {
             id: self.id,
             name: self.name.clone(),
             columns: self.columns.iter().enumerate().filter(|(i, _)| *i != c).map(|(_, col)| col.clone()).collect(),
@@ -134,7 +223,12 @@ impl TableDef {
                 .filter(|s| !s.owned_by.as_ref().is_some_and(|(t, owner)| *t == self.name && owner == column))
                 .cloned()
                 .collect(),
-        }
+            checks: Vec::new(),
+        };
+        // The checks that read the column go with it (as in PostgreSQL); the others are bound
+        // to the new positions.
+        def.checks = self.checks.iter().filter(|k| !k.reads(c)).filter_map(|k| CheckDef::bind(k.name.clone(), k.sql.clone(), &def).ok()).collect();
+        def
     }
 
     /// The definition with column `c` of type `ty` (ALTER TABLE … ALTER COLUMN … TYPE, and its
@@ -147,7 +241,16 @@ impl TableDef {
         if let Some(ColumnDefault::Value(v)) = &mut column.default {
             *v = convert_column_value(std::mem::replace(v, Value::Null), ty, explicit)?;
         }
+        def.bind_checks()?;
         Ok(def)
+    }
+
+    /// Binds the CHECK constraints again over the current columns (after a change of a
+    /// column's type or name, or of the table's name).
+    pub fn bind_checks(&mut self) -> Result<()> {
+        let checks = std::mem::take(&mut self.checks);
+        self.checks = checks.into_iter().map(|k| CheckDef::bind(k.name, k.sql, self)).collect::<Result<_>>()?;
+        Ok(())
     }
 
     pub fn column_index(&self, name: &str) -> Option<usize> {

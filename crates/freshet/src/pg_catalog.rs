@@ -88,6 +88,22 @@ fn index_oid(table: &TableDef, position: usize) -> i64 {
     table_oid(table) + 1 + position as i64
 }
 
+/// The OID of a table's CHECK constraint at `position` (after its indexes' OIDs).
+fn check_oid(table: &TableDef, position: usize) -> i64 {
+    table_oid(table) + CHECK_OID_OFFSET + position as i64
+}
+
+/// Where a table's CHECK constraints' OIDs start in its block of 256.
+const CHECK_OID_OFFSET: i64 = 192;
+
+/// The table and CHECK constraint position of a constraint OID.
+fn check_of(catalog: &Catalog, oid: i64) -> Option<(&Arc<TableDef>, usize)> {
+    catalog.tables().find_map(|t| {
+        let position = oid.checked_sub(table_oid(t) + CHECK_OID_OFFSET)?;
+        (0..t.checks.len() as i64).contains(&position).then_some((t, position as usize))
+    })
+}
+
 /// The table and index position of an index OID.
 fn index_of(catalog: &Catalog, oid: i64) -> Option<(&Arc<TableDef>, usize)> {
     catalog.tables().find_map(|t| {
@@ -522,7 +538,10 @@ fn rows(name: &str, catalog: &Catalog) -> Vec<Vec<V>> {
                 .collect();
             for table in tables() {
                 let oid = table_oid(table);
-                out.push(class_row(oid, &table.name, PUBLIC_OID, HEAP_AM, "r", table.columns.len(), !table.indexes.is_empty()));
+                let mut row = class_row(oid, &table.name, PUBLIC_OID, HEAP_AM, "r", table.columns.len(), !table.indexes.is_empty());
+                // relchecks: psql's \d lists check constraints only when it is positive.
+                row[RELCHECKS] = V::Int(table.checks.len() as i64);
+                out.push(row);
                 for (p, index) in table.indexes.iter().enumerate() {
                     let am = if index.is_ordered() { BTREE_AM } else { HASH_AM };
                     out.push(class_row(index_oid(table, p), &index.name, PUBLIC_OID, am, "i", index.columns.len(), false));
@@ -610,14 +629,23 @@ fn rows(name: &str, catalog: &Catalog) -> Vec<Vec<V>> {
             .collect(),
         "pg_constraint" => tables()
             .flat_map(|table| {
-                table.indexes.iter().enumerate().filter(|(_, index)| index.primary).map(move |(p, index)| {
+                let primary = table.indexes.iter().enumerate().filter(|(_, index)| index.primary).map(move |(p, index)| {
                     let key = index.columns.iter().map(|&c| c as i64 + 1).collect();
                     vec![
                         i(index_oid(table, p)), t(index.name.clone()), i(PUBLIC_OID), t("p"), b(false), b(false), b(true),
                         i(table_oid(table)), i(0), i(index_oid(table, p)), i(0), i(0), t(" "), t(" "), t(" "), b(true), i(0),
                         b(true), V::Ints(key), null, null,
                     ]
-                })
+                });
+                let checks = table.checks.iter().enumerate().map(move |(k, check)| {
+                    let key = (0..table.columns.len()).filter(|&c| check.reads(c)).map(|c| c as i64 + 1).collect();
+                    vec![
+                        i(check_oid(table, k)), t(check.name.clone()), i(PUBLIC_OID), t("c"), b(false), b(false), b(true),
+                        i(table_oid(table)), i(0), i(0), i(0), i(0), t(" "), t(" "), t(" "), b(true), i(0),
+                        b(false), V::Ints(key), null, null,
+                    ]
+                });
+                primary.chain(checks)
             })
             .collect(),
         "pg_am" => vec![
@@ -668,6 +696,9 @@ fn rows(name: &str, catalog: &Catalog) -> Vec<Vec<V>> {
         _ => Vec::new(),
     }
 }
+
+/// The position of `relchecks` in a `pg_class` row.
+const RELCHECKS: usize = 18;
 
 fn class_row(oid: i64, name: &str, namespace: i64, am: i64, kind: &str, columns: usize, has_index: bool) -> Vec<V> {
     use V::{Bool as b, Int as i, Null as null};
@@ -780,6 +811,9 @@ fn index_definition(catalog: &Catalog, oid: i64, column: i64) -> Option<String> 
 
 /// `pg_get_constraintdef(oid)`.
 fn constraint_definition(catalog: &Catalog, oid: i64) -> Option<String> {
+    if let Some((table, k)) = check_of(catalog, oid) {
+        return Some(format!("CHECK (({}))", table.checks[k].sql));
+    }
     let (table, position) = index_of(catalog, oid)?;
     let index = &table.indexes[position];
     let names: Vec<&str> = index.columns.iter().map(|&c| table.columns[c].name.as_str()).collect();
@@ -1047,7 +1081,7 @@ mod tests {
         let default = Some(ColumnDefault::Value(freshet_core::types::Value::Int32(7)));
         let column = |name: &str, ty| freshet_core::catalog::ColumnDef { name: name.into(), ty, nullable: false, default: default.clone() };
         let index = freshet_core::catalog::IndexDef { name: "t_pkey".into(), columns: vec![0], unique: true, primary: true };
-        let table = TableDef { id: 3, name: "t".into(), columns: vec![column("a", DataType::Int32)], indexes: vec![index], partition_key: None, sequences: Vec::new() };
+        let table = TableDef { id: 3, name: "t".into(), columns: vec![column("a", DataType::Int32)], indexes: vec![index], partition_key: None, sequences: Vec::new(), checks: Vec::new() };
         store.put_table(Arc::new(table));
         let view = ViewDef { id: 4, name: "v".into(), columns: vec![("a".into(), DataType::Int32)], query: "SELECT a FROM t".into(), depends_on: vec!["t".into()] };
         store.put_view(Arc::new(view));

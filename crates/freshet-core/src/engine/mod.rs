@@ -779,6 +779,10 @@ impl Engine {
             }
             *s = Arc::new(owned);
         }
+        for k in &mut new_def.checks {
+            k.sql = k.renamed_sql(Some((table, to)), None)?;
+        }
+        new_def.bind_checks()?;
         self.replace_def_renamed(Some(table), new_def).await?;
         Ok(DdlOutcome { tag: "ALTER TABLE", notices: vec![] })
     }
@@ -799,6 +803,12 @@ impl Engine {
         }
         let mut new_def = (**def).clone();
         new_def.columns[c].name = to.to_string();
+        for k in &mut new_def.checks {
+            if k.reads(c) {
+                k.sql = k.renamed_sql(None, Some((from, to)))?;
+            }
+        }
+        new_def.bind_checks()?;
         for s in &mut new_def.sequences {
             if s.owned_by.as_ref().is_some_and(|(_, column)| column == from) {
                 let mut owned = (**s).clone();

@@ -96,6 +96,9 @@ pub fn plan_create_table(ct: &ast::CreateTable, foreign_keys: ForeignKeys) -> Re
     let mut columns = Vec::with_capacity(ct.columns.len());
     let mut primary: Option<(String, Vec<String>)> = None;
     let mut uniques: Vec<(Option<String>, Vec<String>)> = Vec::new();
+    // CHECK constraints: name (if given, or implied by the column) and condition text, bound
+    // once the columns are known.
+    let mut checks: Vec<(Option<String>, String)> = Vec::new();
     let mut notices = Vec::new();
     let mut sequences = Vec::new();
     for c in &ct.columns {
@@ -160,7 +163,10 @@ pub fn plan_create_table(ct: &ast::CreateTable, foreign_keys: ForeignKeys) -> Re
                     fk.columns = vec![c.name.clone()];
                     foreign_key(foreign_keys, &name, &fk, &mut notices)?
                 }
-                ast::ColumnOption::Check(_) => return Err(Error::unsupported("CHECK constraints")),
+                ast::ColumnOption::Check(check) => {
+                    let named = check.name.as_ref().or(opt.name.as_ref()).map(fold_ident);
+                    checks.push((Some(named.unwrap_or_else(|| format!("{name}_{col_name}_check"))), check.expr.to_string()));
+                }
                 ast::ColumnOption::Collation(_) => return Err(Error::unsupported("COLLATE")),
                 other => return Err(Error::unsupported(format!("column option {other}"))),
             }
@@ -178,13 +184,35 @@ pub fn plan_create_table(ct: &ast::CreateTable, foreign_keys: ForeignKeys) -> Re
             }
             ast::TableConstraint::Unique(u) => uniques.push((u.name.as_ref().map(fold_ident), index_column_names(&u.columns)?)),
             ast::TableConstraint::ForeignKey(fk) => foreign_key(foreign_keys, &name, fk, &mut notices)?,
-            ast::TableConstraint::Check(_) => return Err(Error::unsupported("CHECK constraints")),
+            ast::TableConstraint::Check(check) => checks.push((check.name.as_ref().map(fold_ident), check.expr.to_string())),
             other => return Err(Error::unsupported(format!("table constraint {other}"))),
         }
     }
     let sequences = sequences.into_iter().map(std::sync::Arc::new).collect();
-    let mut def = TableDef { id: 0, name: name.clone(), columns, indexes: Vec::new(), partition_key: None, sequences };
+    let mut def = TableDef { id: 0, name: name.clone(), columns, indexes: Vec::new(), partition_key: None, sequences, checks: Vec::new() };
     crate::catalog::validate_table(&def)?;
+    if checks.len() > 64 {
+        return Err(Error::new(SqlState::ProgramLimitExceeded, "tables can have at most 64 CHECK constraints"));
+    }
+    for (check_name, sql) in checks {
+        let mut check = crate::catalog::CheckDef::bind(check_name.clone().unwrap_or_default(), sql, &def)?;
+        if check_name.is_none() {
+            // PostgreSQL's name for a table constraint: the table's, with the column's if it
+            // reads exactly one, then numbered past names taken.
+            let read: Vec<&str> = def.columns.iter().enumerate().filter(|(c, _)| check.reads(*c)).map(|(_, col)| col.name.as_str()).collect();
+            let base = match read.as_slice() {
+                [column] => format!("{name}_{column}_check"),
+                _ => format!("{name}_check"),
+            };
+            check.name = base.clone();
+            let mut n = 0;
+            while def.checks.iter().any(|k| k.name == check.name) {
+                n += 1;
+                check.name = format!("{base}{n}");
+            }
+        }
+        def.checks.push(check);
+    }
     if let Some(p) = &ct.partition_by {
         def.partition_key = Some(partition_key(&def, p)?);
     }

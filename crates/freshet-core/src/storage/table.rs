@@ -363,6 +363,9 @@ impl TableStore {
         for (c, v) in row.iter().enumerate() {
             self.check_not_null(c, v)?;
         }
+        if !self.def.checks.is_empty() {
+            self.check_constraints(&crate::sql::expr::SliceRow(row))?;
+        }
         let keys: SmallVec<[(KeyBuf, bool); 4]> = self
             .def
             .indexes
@@ -464,6 +467,10 @@ impl TableStore {
                 None => self.get(row, c),
             }
         };
+        if self.def.checks.iter().any(|k| changes.iter().any(|(c, _)| k.reads(*c))) {
+            let values: Vec<Value> = (0..self.types.len()).map(new_value).collect();
+            self.check_constraints(&crate::sql::expr::SliceRow(&values))?;
+        }
         // Indexes whose key changes, with the new key.
         let mut rekeyed = Vec::new();
         for (position, index) in self.def.indexes.iter().enumerate() {
@@ -494,6 +501,22 @@ impl TableStore {
         }
         self.stats.updated += 1;
         Ok(self.push_version(row, view.id, Change::Updated { before }))
+    }
+
+    /// 23514 unless every CHECK constraint holds for the row (true or NULL).
+    fn check_constraints(&self, row: &dyn crate::sql::expr::RowAccess) -> Result<()> {
+        let cx = crate::sql::expr::EvalContext { params: &[], now: 0, session: None };
+        for check in &self.def.checks {
+            if check.expr.eval(row, &cx)? == Value::Bool(false) {
+                let values: Vec<String> = (0..self.types.len()).map(|c| row.column(c).to_text(self.types[c]).unwrap_or_else(|| "null".into())).collect();
+                return Err(Error::new(
+                    SqlState::CheckViolation,
+                    format!("new row for relation \"{}\" violates check constraint \"{}\"", self.def.name, check.name),
+                )
+                .with_detail(format!("Failing row contains ({}).", values.join(", "))));
+            }
+        }
+        Ok(())
     }
 
     pub(crate) fn write_values(&mut self, row: RowId, changes: &[(usize, Value)]) {
@@ -1042,6 +1065,7 @@ mod tests {
             ],
             partition_key: None,
             sequences: Vec::new(),
+            checks: Vec::new(),
         }))
     }
 

@@ -412,12 +412,14 @@ pub fn encode_table(def: &TableDef, out: &mut Vec<u8>) {
         out.push(i.unique as u8);
         out.push(i.primary as u8);
     }
-    // Bit 0: a partition key follows; bit 1: owned sequences follow (absent in older logs).
+    // Bit 0: a partition key follows; bit 1: owned sequences follow; bit 2: CHECK constraints
+    // follow (bits 1 and 2 are absent in older logs).
     let owns = if def.sequences.is_empty() { 0 } else { 2 };
+    let checks = if def.checks.is_empty() { 0 } else { 4 };
     match def.partition_key {
-        None => out.push(owns),
+        None => out.push(owns | checks),
         Some(k) => {
-            out.push(1 | owns);
+            out.push(1 | owns | checks);
             put_u16(out, k as u16);
         }
     }
@@ -425,6 +427,13 @@ pub fn encode_table(def: &TableDef, out: &mut Vec<u8>) {
         put_u16(out, def.sequences.len() as u16);
         for s in &def.sequences {
             encode_sequence(s, out);
+        }
+    }
+    if checks != 0 {
+        put_u16(out, def.checks.len() as u16);
+        for k in &def.checks {
+            put_str(out, &k.name);
+            put_str(out, &k.sql);
         }
     }
 }
@@ -541,7 +550,18 @@ pub fn decode_table(r: &mut Reader) -> Result<TableDef> {
             sequences.push(std::sync::Arc::new(decode_sequence(r)?));
         }
     }
-    Ok(TableDef { id, name, columns, indexes, partition_key, sequences })
+    let mut checks = Vec::new();
+    if flags & 4 != 0 {
+        for _ in 0..r.u16()? {
+            checks.push((r.string()?, r.string()?));
+        }
+    }
+    let mut def = TableDef { id, name, columns, indexes, partition_key, sequences, checks: Vec::new() };
+    for (name, sql) in checks {
+        let check = crate::catalog::CheckDef::bind(name, sql, &def).map_err(|e| corrupt(&format!("check constraint: {}", e.message)))?;
+        def.checks.push(check);
+    }
+    Ok(def)
 }
 
 fn put_u16(out: &mut Vec<u8>, v: u16) {
@@ -629,7 +649,11 @@ mod tests {
                 s.id = 8;
                 s
             })],
+            checks: Vec::new(),
         };
+        let mut def = def;
+        let check = crate::catalog::CheckDef::bind("t_check".into(), "a > 0 AND b < 100".into(), &def).unwrap();
+        def.checks.push(check);
         let values = vec![
             Value::Null, Value::Bool(true), Value::Int16(-2), Value::Int32(3), Value::Int64(-4), Value::Float32(1.5),
             Value::Float64(-2.25), Value::Decimal(Decimal::new(-12345, 3)), Value::Text("héllo".into()), Value::Date(-1),
