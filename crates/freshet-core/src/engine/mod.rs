@@ -313,6 +313,10 @@ impl Engine {
             }
             DdlPlan::DropIndexes { names, if_exists } => self.drop_indexes(&catalog, names, if_exists).await,
             DdlPlan::AddPrimaryKey { table, columns } => self.add_primary_key(&catalog, &table, &columns).await,
+            DdlPlan::AddUnique { table, name, columns } => {
+                let outcome = self.create_index(&catalog, &table, name, &columns, true, false).await?;
+                Ok(DdlOutcome { tag: "ALTER TABLE", ..outcome })
+            }
             DdlPlan::AddColumn { table, column, if_not_exists } => self.add_column(&catalog, &table, column, if_not_exists).await,
             DdlPlan::CreateProcedure { routine } => self.create_procedure(&catalog, routine).await,
             DdlPlan::DropProcedures { function, names, if_exists } => self.drop_procedures(&catalog, function, names, if_exists).await,

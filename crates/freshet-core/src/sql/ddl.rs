@@ -21,6 +21,9 @@ pub enum DdlPlan {
     CreateIndex { table: String, name: String, columns: Vec<String>, unique: bool, if_not_exists: bool },
     DropIndexes { names: Vec<String>, if_exists: bool },
     AddPrimaryKey { table: String, columns: Vec<String> },
+    /// `ALTER TABLE … ADD [CONSTRAINT name] UNIQUE (columns)`: a unique index, as PostgreSQL
+    /// makes one for the constraint.
+    AddUnique { table: String, name: String, columns: Vec<String> },
     /// ALTER TABLE … ADD COLUMN.
     AddColumn { table: String, column: ColumnDef, if_not_exists: bool },
     /// `restart_identity`: the tables' own sequences start again (RESTART IDENTITY).
@@ -535,6 +538,11 @@ pub fn plan_alter_table(at: &ast::AlterTable, foreign_keys: ForeignKeys) -> Resu
         },
         ast::AlterTableOperation::AddConstraint { constraint: ast::TableConstraint::PrimaryKey(pk), .. } => {
             Ok(DdlPlan::AddPrimaryKey { table, columns: index_column_names(&pk.columns)? })
+        }
+        ast::AlterTableOperation::AddConstraint { constraint: ast::TableConstraint::Unique(u), .. } if u.index_name.is_none() => {
+            let columns = index_column_names(&u.columns)?;
+            let name = u.name.as_ref().map(fold_ident).unwrap_or_else(|| format!("{table}_{}_key", columns.join("_")));
+            Ok(DdlPlan::AddUnique { table, name, columns })
         }
         ast::AlterTableOperation::AddConstraint { constraint: ast::TableConstraint::ForeignKey(fk), .. } => {
             let mut notices = Vec::new();

@@ -361,6 +361,13 @@ fn postgres_only(sql: &str) -> Option<Statement> {
             value: None,
             is_eq: false,
         }),
+        // DROP INDEX CONCURRENTLY: sqlparser does not know the word there; dropping an index
+        // blocks no writer in Freshet anyway, so it is the plain DROP INDEX.
+        ["drop", "index", "concurrently", ..] => {
+            let text = sql.trim_start();
+            let at = text.to_ascii_lowercase().find("concurrently")?;
+            parse_plain(&format!("{}{}", &text[..at], &text[at + "concurrently".len()..])).ok()?.pop()
+        }
         _ => None,
     }
 }
