@@ -602,6 +602,14 @@ impl Session {
                 // Parameters are typed when it runs; they default to text.
                 (Kind::UpdateFrom, None)
             }
+            Statement::Delete(d) if d.using.is_some() => {
+                if d.returning.is_some() {
+                    return Err(Error::unsupported("RETURNING in DELETE … USING"));
+                }
+                // Checked now; rewritten again when it runs, against that catalog.
+                crate::update_from::delete_using(d, catalog)?;
+                (Kind::DmlWithSubqueries, None)
+            }
             Statement::Update(_) | Statement::Delete(_) => {
                 let mut probe = statement.clone();
                 if !rewrite::find_subqueries(&mut probe).is_empty() {
@@ -1508,6 +1516,11 @@ impl Session {
     }
 
     async fn run_dml_with_subqueries(&mut self, mut statement: Statement, param_types: &[DataType], params: Vec<Value>, now: i64) -> Result<StatementResult> {
+        if let Statement::Delete(d) = &statement
+            && d.using.is_some()
+        {
+            statement = crate::update_from::delete_using(d, &self.catalog())?;
+        }
         let found = rewrite::find_subqueries(&mut statement);
         let mut values = Vec::with_capacity(found.len());
         for f in found {

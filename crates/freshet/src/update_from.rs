@@ -150,3 +150,46 @@ pub(crate) fn rewrite(u: &ast::Update, catalog: &Catalog, user_params: usize) ->
     };
     Ok(Rewritten { select: one(&select)?, update: one(&update)?, key_len: key.len(), draws })
 }
+
+/// `DELETE FROM target [AS a] USING sources WHERE …`, PostgreSQL's join delete, as the
+/// DELETE of the target rows the join finds: `DELETE FROM target [AS a] WHERE a.key IN
+/// (SELECT a.key FROM target [AS a], sources WHERE …)`, whose subquery the session evaluates
+/// first (as for any DELETE with an uncorrelated subquery). The target needs a one-column
+/// primary key. As with UPDATE … FROM, the join is evaluated on the statement's snapshot; a
+/// row found there is deleted even if a concurrent commit changed it since (PostgreSQL
+/// re-checks the join on the newest version).
+pub(crate) fn delete_using(d: &ast::Delete, catalog: &Catalog) -> Result<Statement> {
+    let Some(using) = &d.using else { return Ok(Statement::Delete(d.clone())) };
+    if !d.tables.is_empty() || d.limit.is_some() || !d.order_by.is_empty() {
+        return Err(Error::unsupported("DELETE … USING with several targets, ORDER BY or LIMIT"));
+    }
+    let from = match &d.from {
+        ast::FromTable::WithFromKeyword(f) | ast::FromTable::WithoutKeyword(f) => f,
+    };
+    let [target] = from.as_slice() else { return Err(Error::unsupported("DELETE from several tables")) };
+    let ast::TableFactor::Table { name, alias, .. } = &target.relation else { return Err(Error::unsupported("DELETE from a join")) };
+    if !target.joins.is_empty() {
+        return Err(Error::unsupported("DELETE from a join"));
+    }
+    let table = freshet_core::sql::names::user_relation(name)?;
+    let def = catalog.require_table(&table)?;
+    let key = match def.primary_key().map(|k| k.columns.as_slice()) {
+        Some([c]) => def.columns[*c].name.clone(),
+        _ => return Err(Error::unsupported(format!("DELETE … USING on \"{table}\", which has no one-column primary key"))),
+    };
+    let quoted = |n: &str| ast::Ident::with_quote('"', n).to_string();
+    let qualifier = alias.as_ref().map_or(table.clone(), |a| fold_ident(&a.name));
+    let column = format!("{}.{}", quoted(&qualifier), quoted(&key));
+    let sources: Vec<String> = using.iter().map(ToString::to_string).collect();
+    let filter = d.selection.as_ref().map_or(String::new(), |w| format!(" WHERE {w}"));
+    let select = format!("SELECT {column} FROM {target}, {}{filter}", sources.join(", "));
+    let parsed = freshet_core::sql::parse::parse(&select)?;
+    let [Statement::Query(subquery)] = parsed.as_slice() else {
+        return Err(Error::internal(format!("not a query: {select}")));
+    };
+    let key_expr = ast::Expr::CompoundIdentifier(vec![ast::Ident::with_quote('"', qualifier), ast::Ident::with_quote('"', key)]);
+    let mut rewritten = d.clone();
+    rewritten.using = None;
+    rewritten.selection = Some(ast::Expr::InSubquery { expr: Box::new(key_expr), subquery: subquery.clone(), negated: false });
+    Ok(Statement::Delete(rewritten))
+}
