@@ -493,6 +493,11 @@ impl Session {
         } else {
             statement
         };
+        if let Statement::Query(q) = statement
+            && q.with.as_ref().is_some_and(|w| w.cte_tables.iter().any(|c| matches!(c.query.body.as_ref(), ast::SetExpr::Insert(_) | ast::SetExpr::Update(_) | ast::SetExpr::Delete(_))))
+        {
+            return Err(Error::unsupported("INSERT, UPDATE or DELETE inside WITH"));
+        }
         Ok(match statement {
             Statement::Query(q) if let Some(call) = crate::procedure::select_function_call(q, catalog) => {
                 let (call, columns) = crate::procedure::plan_call(&self.db, catalog, call, true, params)?;
@@ -694,8 +699,18 @@ impl Session {
             {
                 planned
             }
+            // The public schema exists; Freshet has no other.
+            Statement::CreateSchema { schema_name: ast::SchemaName::Simple(name), if_not_exists: true, .. }
+                if name.to_string().eq_ignore_ascii_case("public") =>
+            {
+                (Kind::Utility, None)
+            }
             Statement::Set(_)
             | Statement::Reset(_)
+            | Statement::Grant(_)
+            | Statement::Revoke(_)
+            | Statement::CreateRole(_)
+            | Statement::AlterRole { .. }
             | Statement::LISTEN { .. }
             | Statement::UNLISTEN { .. }
             | Statement::NOTIFY { .. }
@@ -1661,6 +1676,21 @@ impl Session {
 
     fn run_utility(&mut self, statement: &Statement, columns: Option<Arc<Vec<ColumnInfo>>>) -> Result<StatementResult> {
         match statement {
+            Statement::CreateSchema { schema_name, .. } => Ok(StatementResult::command("CREATE SCHEMA")
+                .with_notices(vec![format!("schema \"{}\" already exists, skipping", schema_name.to_string().to_lowercase())])),
+            // Every session may read and change everything (there is one user, trusted): the
+            // statements about roles and privileges are accepted and change nothing, with a
+            // notice saying so (migration tools and dumps issue them).
+            Statement::Grant(_) | Statement::Revoke(_) | Statement::CreateRole(_) | Statement::AlterRole { .. } => {
+                let tag = match statement {
+                    Statement::Grant(_) => "GRANT",
+                    Statement::Revoke(_) => "REVOKE",
+                    Statement::CreateRole(_) => "CREATE ROLE",
+                    _ => "ALTER ROLE",
+                };
+                Ok(StatementResult::command(tag)
+                    .with_notices(vec![format!("{tag} has no effect: Freshet has no roles or privileges, and every session may read and change every table")]))
+            }
             Statement::LISTEN { channel } => {
                 self.sequences.notify.listen(&fold_ident(channel))?;
                 Ok(StatementResult::command("LISTEN"))
