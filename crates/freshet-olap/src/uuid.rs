@@ -93,8 +93,7 @@ impl ScalarUDFImpl for ToUuid {
                 out.append_value(freshet_core::types::uuid::parse(text.value(i)).map_err(to_datafusion)?);
             }
         }
-        let array = Arc::new(out.finish());
-        Ok(if scalar { ColumnarValue::Scalar(ScalarValue::try_from_array(array.as_ref(), 0)?) } else { ColumnarValue::Array(array) })
+        crate::checked::columnar(Arc::new(out.finish()), scalar)
     }
 }
 
