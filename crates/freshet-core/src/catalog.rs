@@ -81,6 +81,8 @@ pub struct TableDef {
     pub sequences: Vec<Arc<SequenceDef>>,
     /// CHECK constraints, in definition order.
     pub checks: Vec<CheckDef>,
+    /// COMMENT ON TABLE (column `None`) and COMMENT ON COLUMN texts.
+    pub comments: Vec<(Option<String>, String)>,
 }
 
 /// A CHECK constraint: a condition every row of the table satisfies (true or NULL, as in
@@ -224,6 +226,7 @@ impl TableDef {
                 .cloned()
                 .collect(),
             checks: Vec::new(),
+            comments: self.comments.iter().filter(|(col, _)| col.as_deref() != Some(column.as_str())).cloned().collect(),
         };
         // The checks that read the column go with it (as in PostgreSQL); the others are bound
         // to the new positions.
@@ -251,6 +254,19 @@ impl TableDef {
         let checks = std::mem::take(&mut self.checks);
         self.checks = checks.into_iter().map(|k| CheckDef::bind(k.name, k.sql, self)).collect::<Result<_>>()?;
         Ok(())
+    }
+
+    /// The comment of the table (`None`) or of a column.
+    pub fn comment(&self, column: Option<&str>) -> Option<&str> {
+        self.comments.iter().find(|(c, _)| c.as_deref() == column).map(|(_, text)| text.as_str())
+    }
+
+    /// Sets (or with `None` removes) the comment of the table or of a column.
+    pub fn set_comment(&mut self, column: Option<&str>, text: Option<String>) {
+        self.comments.retain(|(c, _)| c.as_deref() != column);
+        if let Some(text) = text {
+            self.comments.push((column.map(str::to_string), text));
+        }
     }
 
     pub fn column_index(&self, name: &str) -> Option<usize> {

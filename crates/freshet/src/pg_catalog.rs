@@ -88,6 +88,14 @@ fn index_oid(table: &TableDef, position: usize) -> i64 {
     table_oid(table) + 1 + position as i64
 }
 
+/// The table with OID `oid`.
+fn table_of(catalog: &Catalog, oid: i64) -> Option<&Arc<TableDef>> {
+    catalog.tables().find(|t| table_oid(t) == oid)
+}
+
+/// pg_class's own OID: the `classoid` of a relation's comment.
+const PG_CLASS_OID: i64 = 1259;
+
 /// The OID of a table's CHECK constraint at `position` (after its indexes' OIDs).
 fn check_oid(table: &TableDef, position: usize) -> i64 {
     table_oid(table) + CHECK_OID_OFFSET + position as i64
@@ -286,7 +294,7 @@ const RELATIONS: &[(&str, &[(&str, ArrowType)])] = &[
 
 /// The relations of features Freshet does not have: they never have rows.
 const EMPTY: &[&str] = &[
-    "pg_description", "pg_inherits", "pg_trigger", "pg_policy", "pg_statistic_ext", "pg_publication", "pg_publication_rel",
+    "pg_inherits", "pg_trigger", "pg_policy", "pg_statistic_ext", "pg_publication", "pg_publication_rel",
     "pg_publication_namespace",
 ];
 
@@ -624,6 +632,15 @@ fn rows(name: &str, catalog: &Catalog) -> Vec<Vec<V>> {
                         b(false), b(true), b(false), b(true), b(false), b(true), b(true), b(false), V::Ints(key),
                         V::Ints(vec![0; n as usize]), null, null,
                     ]
+                })
+            })
+            .collect(),
+        // Comments of tables (objsubid 0) and their columns (the column's number).
+        "pg_description" => tables()
+            .flat_map(|table| {
+                table.comments.iter().map(move |(column, text)| {
+                    let sub = column.as_deref().and_then(|c| table.column_index(c)).map_or(0, |c| c as i64 + 1);
+                    vec![i(table_oid(table)), i(PG_CLASS_OID), i(sub), t(text.clone())]
                 })
             })
             .collect(),
@@ -999,9 +1016,13 @@ fn functions(engine: &Arc<Engine>) -> Vec<ScalarUDF> {
         describe("pg_get_viewdef", &[1, 2], |c, oid, _| view_definition(c, oid)),
         function("pg_get_expr", &[2, 3], T, |a| text_of(text(&a[0]))),
         function("pg_encoding_to_char", &[1], T, |a| text_of(int(&a[0]).map(|e| if e == UTF8_ENCODING as i64 { "UTF8".into() } else { String::new() }))),
-        // No comments, extended statistics or triggers: nothing to describe.
-        constant("obj_description", &[1, 2], ScalarValue::Utf8(None)),
-        constant("col_description", &[2], ScalarValue::Utf8(None)),
+        // Comments of tables and columns; no extended statistics or triggers.
+        describe("obj_description", &[1, 2], |c, oid, _| table_of(c, oid).and_then(|t| t.comment(None)).map(str::to_string)),
+        describe("col_description", &[2], |c, oid, a| {
+            let table = table_of(c, oid)?;
+            let column = table.columns.get(usize::try_from(a.get(1).and_then(int)?.checked_sub(1)?).ok()?)?;
+            table.comment(Some(&column.name)).map(str::to_string)
+        }),
         constant("shobj_description", &[2], ScalarValue::Utf8(None)),
         constant("pg_get_statisticsobjdef_columns", &[1], ScalarValue::Utf8(None)),
         constant("pg_get_triggerdef", &[1, 2], ScalarValue::Utf8(None)),
@@ -1081,7 +1102,7 @@ mod tests {
         let default = Some(ColumnDefault::Value(freshet_core::types::Value::Int32(7)));
         let column = |name: &str, ty| freshet_core::catalog::ColumnDef { name: name.into(), ty, nullable: false, default: default.clone() };
         let index = freshet_core::catalog::IndexDef { name: "t_pkey".into(), columns: vec![0], unique: true, primary: true };
-        let table = TableDef { id: 3, name: "t".into(), columns: vec![column("a", DataType::Int32)], indexes: vec![index], partition_key: None, sequences: Vec::new(), checks: Vec::new() };
+        let table = TableDef { id: 3, name: "t".into(), columns: vec![column("a", DataType::Int32)], indexes: vec![index], partition_key: None, sequences: Vec::new(), checks: Vec::new(), comments: Vec::new() };
         store.put_table(Arc::new(table));
         let view = ViewDef { id: 4, name: "v".into(), columns: vec![("a".into(), DataType::Int32)], query: "SELECT a FROM t".into(), depends_on: vec!["t".into()] };
         store.put_view(Arc::new(view));

@@ -642,6 +642,7 @@ impl Session {
             Statement::CreateIndex(ci) => (Kind::Ddl(ddl::plan_create_index(ci)?), None),
             Statement::Drop { object_type, if_exists, names, cascade, .. } => (Kind::Ddl(ddl::plan_drop(object_type, names, *if_exists, *cascade)?), None),
             Statement::AlterTable(at) => (Kind::Ddl(ddl::plan_alter_table(at, self.settings.foreign_keys())?), None),
+            Statement::Comment { object_type, object_name, comment, .. } => (Kind::Ddl(ddl::plan_comment(object_type, object_name, comment)?), None),
             Statement::Truncate(t) => (Kind::Ddl(ddl::plan_truncate(t)?), None),
             Statement::Copy { source, to, target, options, legacy_options, values } => {
                 if !values.is_empty() {

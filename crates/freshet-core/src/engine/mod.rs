@@ -313,6 +313,18 @@ impl Engine {
             }
             DdlPlan::DropIndexes { names, if_exists } => self.drop_indexes(&catalog, names, if_exists).await,
             DdlPlan::AddPrimaryKey { table, columns } => self.add_primary_key(&catalog, &table, &columns).await,
+            DdlPlan::Comment { table, column, text } => {
+                let def = catalog.require_table(&table)?;
+                if let Some(c) = &column
+                    && def.column_index(c).is_none()
+                {
+                    return Err(Error::new(SqlState::UndefinedColumn, format!("column \"{c}\" of relation \"{table}\" does not exist")));
+                }
+                let mut new_def = (**def).clone();
+                new_def.set_comment(column.as_deref(), text.filter(|t| !t.is_empty()));
+                self.replace_def(new_def).await?;
+                Ok(DdlOutcome { tag: "COMMENT", notices: vec![] })
+            }
             DdlPlan::AddUnique { table, name, columns } => {
                 let outcome = self.create_index(&catalog, &table, name, &columns, true, false).await?;
                 Ok(DdlOutcome { tag: "ALTER TABLE", ..outcome })
@@ -807,6 +819,11 @@ impl Engine {
         }
         let mut new_def = (**def).clone();
         new_def.columns[c].name = to.to_string();
+        for (column, _) in &mut new_def.comments {
+            if column.as_deref() == Some(from) {
+                *column = Some(to.to_string());
+            }
+        }
         for k in &mut new_def.checks {
             if k.reads(c) {
                 k.sql = k.renamed_sql(None, Some((from, to)))?;

@@ -21,6 +21,8 @@ pub enum DdlPlan {
     CreateIndex { table: String, name: String, columns: Vec<String>, unique: bool, if_not_exists: bool },
     DropIndexes { names: Vec<String>, if_exists: bool },
     AddPrimaryKey { table: String, columns: Vec<String> },
+    /// `COMMENT ON TABLE t | COLUMN t.c IS 'text' | NULL`.
+    Comment { table: String, column: Option<String>, text: Option<String> },
     /// `ALTER TABLE … ADD [CONSTRAINT name] UNIQUE (columns)`: a unique index, as PostgreSQL
     /// makes one for the constraint.
     AddUnique { table: String, name: String, columns: Vec<String> },
@@ -192,7 +194,7 @@ pub fn plan_create_table(ct: &ast::CreateTable, foreign_keys: ForeignKeys) -> Re
         }
     }
     let sequences = sequences.into_iter().map(std::sync::Arc::new).collect();
-    let mut def = TableDef { id: 0, name: name.clone(), columns, indexes: Vec::new(), partition_key: None, sequences, checks: Vec::new() };
+    let mut def = TableDef { id: 0, name: name.clone(), columns, indexes: Vec::new(), partition_key: None, sequences, checks: Vec::new(), comments: Vec::new() };
     crate::catalog::validate_table(&def)?;
     if checks.len() > 64 {
         return Err(Error::new(SqlState::ProgramLimitExceeded, "tables can have at most 64 CHECK constraints"));
@@ -463,6 +465,22 @@ pub fn column_default(e: &ast::Expr, ty: DataType, column: &str) -> Result<Optio
     }
     let v = bound.eval(&NoRow, &EvalContext { params: &[], now: 0, session: None })?.assign_to(ty)?;
     Ok(if v.is_null() { None } else { Some(ColumnDefault::Value(v)) })
+}
+
+/// `COMMENT ON TABLE name | COLUMN table.column IS …` (comments on other objects are refused).
+pub fn plan_comment(object: &ast::CommentObject, name: &ast::ObjectName, text: &Option<String>) -> Result<DdlPlan> {
+    let parts: Vec<String> = name.0.iter().filter_map(|p| p.as_ident()).map(fold_ident).collect();
+    let parts: Vec<&str> = match parts.first().map(String::as_str) {
+        Some("public") if parts.len() > 1 => parts[1..].iter().map(String::as_str).collect(),
+        _ => parts.iter().map(String::as_str).collect(),
+    };
+    let (table, column) = match (object, parts.as_slice()) {
+        (ast::CommentObject::Table, [t]) => (t.to_string(), None),
+        (ast::CommentObject::Column, [t, c]) => (t.to_string(), Some(c.to_string())),
+        (ast::CommentObject::Table | ast::CommentObject::Column, _) => return Err(Error::syntax(format!("invalid name for COMMENT ON: {name}"))),
+        (other, _) => return Err(Error::unsupported(format!("COMMENT ON {other}"))),
+    };
+    Ok(DdlPlan::Comment { table, column, text: text.clone() })
 }
 
 pub fn plan_create_index(ci: &ast::CreateIndex) -> Result<DdlPlan> {

@@ -1066,6 +1066,7 @@ mod tests {
             partition_key: None,
             sequences: Vec::new(),
             checks: Vec::new(),
+            comments: Vec::new(),
         }))
     }
 

@@ -416,10 +416,11 @@ pub fn encode_table(def: &TableDef, out: &mut Vec<u8>) {
     // follow (bits 1 and 2 are absent in older logs).
     let owns = if def.sequences.is_empty() { 0 } else { 2 };
     let checks = if def.checks.is_empty() { 0 } else { 4 };
+    let comments = if def.comments.is_empty() { 0 } else { 8 };
     match def.partition_key {
-        None => out.push(owns | checks),
+        None => out.push(owns | checks | comments),
         Some(k) => {
-            out.push(1 | owns | checks);
+            out.push(1 | owns | checks | comments);
             put_u16(out, k as u16);
         }
     }
@@ -434,6 +435,19 @@ pub fn encode_table(def: &TableDef, out: &mut Vec<u8>) {
         for k in &def.checks {
             put_str(out, &k.name);
             put_str(out, &k.sql);
+        }
+    }
+    if comments != 0 {
+        put_u16(out, def.comments.len() as u16);
+        for (column, text) in &def.comments {
+            match column {
+                None => out.push(0),
+                Some(c) => {
+                    out.push(1);
+                    put_str(out, c);
+                }
+            }
+            put_str(out, text);
         }
     }
 }
@@ -556,7 +570,14 @@ pub fn decode_table(r: &mut Reader) -> Result<TableDef> {
             checks.push((r.string()?, r.string()?));
         }
     }
-    let mut def = TableDef { id, name, columns, indexes, partition_key, sequences, checks: Vec::new() };
+    let mut comments = Vec::new();
+    if flags & 8 != 0 {
+        for _ in 0..r.u16()? {
+            let column = if r.u8()? != 0 { Some(r.string()?) } else { None };
+            comments.push((column, r.string()?));
+        }
+    }
+    let mut def = TableDef { id, name, columns, indexes, partition_key, sequences, checks: Vec::new(), comments };
     for (name, sql) in checks {
         let check = crate::catalog::CheckDef::bind(name, sql, &def).map_err(|e| corrupt(&format!("check constraint: {}", e.message)))?;
         def.checks.push(check);
@@ -650,10 +671,13 @@ mod tests {
                 s
             })],
             checks: Vec::new(),
+            comments: Vec::new(),
         };
         let mut def = def;
         let check = crate::catalog::CheckDef::bind("t_check".into(), "a > 0 AND b < 100".into(), &def).unwrap();
         def.checks.push(check);
+        def.set_comment(None, Some("the table".into()));
+        def.set_comment(Some("b"), Some("a column".into()));
         let values = vec![
             Value::Null, Value::Bool(true), Value::Int16(-2), Value::Int32(3), Value::Int64(-4), Value::Float32(1.5),
             Value::Float64(-2.25), Value::Decimal(Decimal::new(-12345, 3)), Value::Text("héllo".into()), Value::Date(-1),
