@@ -1102,7 +1102,7 @@ mod tests {
         let default = Some(ColumnDefault::Value(freshet_core::types::Value::Int32(7)));
         let column = |name: &str, ty| freshet_core::catalog::ColumnDef { name: name.into(), ty, nullable: false, default: default.clone() };
         let index = freshet_core::catalog::IndexDef { name: "t_pkey".into(), columns: vec![0], unique: true, primary: true };
-        let table = TableDef { id: 3, name: "t".into(), columns: vec![column("a", DataType::Int32)], indexes: vec![index], partition_key: None, sequences: Vec::new(), checks: Vec::new(), comments: Vec::new() };
+        let table = TableDef { id: 3, name: "t".into(), columns: vec![column("a", DataType::Int32)], indexes: vec![index], partition_key: None, sequences: Vec::new(), checks: Vec::new(), comments: vec![(None, "a table".into())] };
         store.put_table(Arc::new(table));
         let view = ViewDef { id: 4, name: "v".into(), columns: vec![("a".into(), DataType::Int32)], query: "SELECT a FROM t".into(), depends_on: vec!["t".into()] };
         store.put_view(Arc::new(view));

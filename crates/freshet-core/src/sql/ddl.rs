@@ -170,7 +170,7 @@ pub fn plan_create_table(ct: &ast::CreateTable, foreign_keys: ForeignKeys) -> Re
                 }
                 ast::ColumnOption::Check(check) => {
                     let named = check.name.as_ref().or(opt.name.as_ref()).map(fold_ident);
-                    checks.push((Some(named.unwrap_or_else(|| format!("{name}_{col_name}_check"))), check.expr.to_string()));
+                    checks.push((Some(named.unwrap_or_else(|| format!("{name}_{col_name}_check"))), unnested(&check.expr).to_string()));
                 }
                 ast::ColumnOption::Collation(_) => return Err(Error::unsupported("COLLATE")),
                 other => return Err(Error::unsupported(format!("column option {other}"))),
@@ -189,7 +189,7 @@ pub fn plan_create_table(ct: &ast::CreateTable, foreign_keys: ForeignKeys) -> Re
             }
             ast::TableConstraint::Unique(u) => uniques.push((u.name.as_ref().map(fold_ident), index_column_names(&u.columns)?)),
             ast::TableConstraint::ForeignKey(fk) => foreign_key(foreign_keys, &name, fk, &mut notices)?,
-            ast::TableConstraint::Check(check) => checks.push((check.name.as_ref().map(fold_ident), check.expr.to_string())),
+            ast::TableConstraint::Check(check) => checks.push((check.name.as_ref().map(fold_ident), unnested(&check.expr).to_string())),
             other => return Err(Error::unsupported(format!("table constraint {other}"))),
         }
     }
@@ -465,6 +465,15 @@ pub fn column_default(e: &ast::Expr, ty: DataType, column: &str) -> Result<Optio
     }
     let v = bound.eval(&NoRow, &EvalContext { params: &[], now: 0, session: None })?.assign_to(ty)?;
     Ok(if v.is_null() { None } else { Some(ColumnDefault::Value(v)) })
+}
+
+/// An expression without the parentheses around all of it (pg_dump writes a CHECK's
+/// condition as `CHECK ((a < b))`).
+fn unnested(e: &ast::Expr) -> &ast::Expr {
+    match e {
+        ast::Expr::Nested(inner) => unnested(inner),
+        other => other,
+    }
 }
 
 /// `COMMENT ON TABLE name | COLUMN table.column IS …` (comments on other objects are refused).
