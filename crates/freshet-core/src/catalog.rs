@@ -256,6 +256,23 @@ impl TableDef {
         Ok(())
     }
 
+    /// PostgreSQL's name for an unnamed CHECK constraint of this table: the table's, with the
+    /// column's if the condition reads exactly one, numbered past names already taken.
+    pub fn check_name(&self, check: &CheckDef) -> String {
+        let read: Vec<&str> = self.columns.iter().enumerate().filter(|(c, _)| check.reads(*c)).map(|(_, col)| col.name.as_str()).collect();
+        let base = match read.as_slice() {
+            [column] => format!("{}_{column}_check", self.name),
+            _ => format!("{}_check", self.name),
+        };
+        let mut name = base.clone();
+        let mut n = 0;
+        while self.checks.iter().any(|k| k.name == name) {
+            n += 1;
+            name = format!("{base}{n}");
+        }
+        name
+    }
+
     /// The comment of the table (`None`) or of a column.
     pub fn comment(&self, column: Option<&str>) -> Option<&str> {
         self.comments.iter().find(|(c, _)| c.as_deref() == column).map(|(_, text)| text.as_str())

@@ -21,6 +21,8 @@ pub enum DdlPlan {
     CreateIndex { table: String, name: String, columns: Vec<String>, unique: bool, if_not_exists: bool },
     DropIndexes { names: Vec<String>, if_exists: bool },
     AddPrimaryKey { table: String, columns: Vec<String> },
+    /// `ALTER TABLE … ADD [CONSTRAINT name] CHECK (condition)`: checked against every row.
+    AddCheck { table: String, name: Option<String>, sql: String },
     /// `COMMENT ON TABLE t | COLUMN t.c IS 'text' | NULL`.
     Comment { table: String, column: Option<String>, text: Option<String> },
     /// `ALTER TABLE … ADD [CONSTRAINT name] UNIQUE (columns)`: a unique index, as PostgreSQL
@@ -202,19 +204,7 @@ pub fn plan_create_table(ct: &ast::CreateTable, foreign_keys: ForeignKeys) -> Re
     for (check_name, sql) in checks {
         let mut check = crate::catalog::CheckDef::bind(check_name.clone().unwrap_or_default(), sql, &def)?;
         if check_name.is_none() {
-            // PostgreSQL's name for a table constraint: the table's, with the column's if it
-            // reads exactly one, then numbered past names taken.
-            let read: Vec<&str> = def.columns.iter().enumerate().filter(|(c, _)| check.reads(*c)).map(|(_, col)| col.name.as_str()).collect();
-            let base = match read.as_slice() {
-                [column] => format!("{name}_{column}_check"),
-                _ => format!("{name}_check"),
-            };
-            check.name = base.clone();
-            let mut n = 0;
-            while def.checks.iter().any(|k| k.name == check.name) {
-                n += 1;
-                check.name = format!("{base}{n}");
-            }
+            check.name = def.check_name(&check);
         }
         def.checks.push(check);
     }
@@ -565,6 +555,9 @@ pub fn plan_alter_table(at: &ast::AlterTable, foreign_keys: ForeignKeys) -> Resu
         },
         ast::AlterTableOperation::AddConstraint { constraint: ast::TableConstraint::PrimaryKey(pk), .. } => {
             Ok(DdlPlan::AddPrimaryKey { table, columns: index_column_names(&pk.columns)? })
+        }
+        ast::AlterTableOperation::AddConstraint { constraint: ast::TableConstraint::Check(check), not_valid: false } => {
+            Ok(DdlPlan::AddCheck { table, name: check.name.as_ref().map(fold_ident), sql: unnested(&check.expr).to_string() })
         }
         ast::AlterTableOperation::AddConstraint { constraint: ast::TableConstraint::Unique(u), .. } if u.index_name.is_none() => {
             let columns = index_column_names(&u.columns)?;

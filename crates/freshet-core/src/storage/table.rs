@@ -503,6 +503,31 @@ impl TableStore {
         Ok(self.push_version(row, view.id, Change::Updated { before }))
     }
 
+    /// 23514 if a row of the table (its newest version) violates `check` (ALTER TABLE … ADD
+    /// CHECK, before the constraint is installed).
+    pub fn check_rows(&self, check: &crate::catalog::CheckDef) -> Result<()> {
+        let cx = crate::sql::expr::EvalContext { params: &[], now: 0, session: None };
+        let mut failed = Ok(());
+        self.for_each_slot(&mut |row| {
+            let values: Vec<Value> = (0..self.types.len()).map(|c| self.get(row, c)).collect();
+            match check.expr.eval(&crate::sql::expr::SliceRow(&values), &cx) {
+                Ok(Value::Bool(false)) => {
+                    failed = Err(Error::new(
+                        SqlState::CheckViolation,
+                        format!("check constraint \"{}\" of relation \"{}\" is violated by some row", check.name, self.def.name),
+                    ));
+                    false
+                }
+                Err(e) => {
+                    failed = Err(e);
+                    false
+                }
+                Ok(_) => true,
+            }
+        });
+        failed
+    }
+
     /// 23514 unless every CHECK constraint holds for the row (true or NULL).
     fn check_constraints(&self, row: &dyn crate::sql::expr::RowAccess) -> Result<()> {
         let cx = crate::sql::expr::EvalContext { params: &[], now: 0, session: None };
