@@ -608,21 +608,15 @@ impl Session {
                 (Kind::UpdateFrom, None)
             }
             Statement::Delete(d) if d.using.is_some() => {
-                if d.returning.is_some() {
-                    return Err(Error::unsupported("RETURNING in DELETE … USING"));
-                }
                 // Checked now; rewritten again when it runs, against that catalog.
                 crate::update_from::delete_using(d, catalog)?;
-                (Kind::DmlWithSubqueries, None)
+                (Kind::DmlWithSubqueries, dml_returning_columns(statement, catalog, params)?)
             }
             Statement::Update(_) | Statement::Delete(_) => {
                 let mut probe = statement.clone();
                 if !rewrite::find_subqueries(&mut probe).is_empty() {
-                    if matches!(statement, Statement::Update(u) if u.returning.is_some()) || matches!(statement, Statement::Delete(d) if d.returning.is_some()) {
-                        return Err(Error::unsupported("RETURNING in an UPDATE or DELETE with subqueries"));
-                    }
                     // Parameters inside subqueries are not typed here; they default to text.
-                    (Kind::DmlWithSubqueries, None)
+                    (Kind::DmlWithSubqueries, dml_returning_columns(statement, catalog, params)?)
                 } else {
                     let plan = plan_dml(statement, catalog, params)?;
                     let returning = match &plan {
@@ -1166,7 +1160,7 @@ impl Session {
             }
             Kind::DmlWithSubqueries => {
                 let statement = prepared.statement.clone().ok_or_else(|| Error::internal("statement missing"))?;
-                Box::pin(self.run_dml_with_subqueries(statement, &prepared.param_types, params, now)).await
+                Box::pin(self.run_dml_with_subqueries(statement, &prepared.param_types, params, now, prepared.columns.clone())).await
             }
             Kind::UpdateFrom => {
                 let statement = prepared.statement.clone().ok_or_else(|| Error::internal("statement missing"))?;
@@ -1531,7 +1525,14 @@ impl Session {
         }
     }
 
-    async fn run_dml_with_subqueries(&mut self, mut statement: Statement, param_types: &[DataType], params: Vec<Value>, now: i64) -> Result<StatementResult> {
+    async fn run_dml_with_subqueries(
+        &mut self,
+        mut statement: Statement,
+        param_types: &[DataType],
+        params: Vec<Value>,
+        now: i64,
+        columns: Option<Arc<Vec<ColumnInfo>>>,
+    ) -> Result<StatementResult> {
         if let Statement::Delete(d) = &statement
             && d.using.is_some()
         {
@@ -1547,7 +1548,7 @@ impl Session {
         let mut types: Vec<Option<DataType>> = param_types.iter().copied().map(Some).collect();
         let plan = plan_dml(&statement, &catalog, &mut types)?;
         let txn = self.statement_txn();
-        self.run_dml(Arc::new(plan), params, now, txn, None).await
+        self.run_dml(Arc::new(plan), params, now, txn, columns).await
     }
 
     /// UPDATE … FROM: the query that finds the target rows and the source values, then an
@@ -2016,6 +2017,29 @@ fn show_name(variable: &[ast::Ident]) -> String {
 /// uuid generators of uuid-ossp (`uuid_generate_v4`) and pgcrypto (`gen_random_uuid`), and
 /// PL/pgSQL. Only those functions are there, not the extensions' others.
 const BUILT_IN_EXTENSIONS: &[&str] = &["plpgsql", "uuid-ossp", "pgcrypto"];
+
+/// The RETURNING columns of an UPDATE or DELETE planned before its subqueries run (DELETE …
+/// USING, DML with subqueries): bound over the target table alone, as RETURNING reads only
+/// the target's columns.
+fn dml_returning_columns(statement: &Statement, catalog: &freshet_core::catalog::Catalog, params: &mut Vec<Option<DataType>>) -> Result<Option<Vec<ColumnInfo>>> {
+    let (relation, returning) = match statement {
+        Statement::Update(u) => (&u.table.relation, &u.returning),
+        Statement::Delete(d) => match &d.from {
+            ast::FromTable::WithFromKeyword(f) | ast::FromTable::WithoutKeyword(f) => match f.as_slice() {
+                [t] => (&t.relation, &d.returning),
+                _ => return Ok(None),
+            },
+        },
+        _ => return Ok(None),
+    };
+    if returning.is_none() {
+        return Ok(None);
+    }
+    let ast::TableFactor::Table { name, alias, .. } = relation else { return Err(Error::unsupported("RETURNING from a join")) };
+    let table = catalog.require_table(&user_relation(name)?)?;
+    let bound = plan::bind_returning(table, alias.as_ref().map(|a| &a.name), returning, params)?;
+    Ok(bound.as_ref().map(returning_columns))
+}
 
 /// Whether the transaction a statement ended (outside a block: its own; COMMIT or ROLLBACK:
 /// the block's) committed: it succeeded and was not a ROLLBACK, or a COMMIT of a failed block,

@@ -147,7 +147,7 @@ impl Returning {
     }
 }
 
-fn bind_returning(table: &TableDef, alias: Option<&ast::Ident>, items: &Option<Vec<ast::SelectItem>>, params: &mut Vec<Option<DataType>>) -> Result<Option<Returning>> {
+pub fn bind_returning(table: &TableDef, alias: Option<&ast::Ident>, items: &Option<Vec<ast::SelectItem>>, params: &mut Vec<Option<DataType>>) -> Result<Option<Returning>> {
     let Some(items) = items else { return Ok(None) };
     let mut binder = Binder::new(Some(scope_for(table, alias)), params);
     let mut exprs = Vec::new();
