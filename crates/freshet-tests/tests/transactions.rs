@@ -253,3 +253,31 @@ fn notifications_arrive_when_the_sender_commits() {
     let err = sender.execute_blocking("SELECT pg_notify('', 'x')").unwrap_err();
     assert_eq!(err.message, "channel name cannot be empty");
 }
+
+#[test]
+fn listen_takes_effect_at_commit_and_rollback_to_drops_later_notifications() {
+    let db = freshet::Database::open(freshet::Config { olap_threads: 1, ..freshet::Config::default() }).unwrap();
+    let (mut listener, mut sender) = (db.session(), db.session());
+    let payloads = |s: &freshet::Session| s.notifications().into_iter().map(|n| n.payload).collect::<Vec<_>>();
+    listener.execute_blocking("BEGIN").unwrap();
+    listener.execute_blocking("LISTEN jobs").unwrap();
+    sender.execute_blocking("NOTIFY jobs, 'before the commit'").unwrap();
+    listener.execute_blocking("ROLLBACK").unwrap();
+    sender.execute_blocking("NOTIFY jobs, 'after the rollback'").unwrap();
+    assert!(payloads(&listener).is_empty(), "a LISTEN takes effect at commit, and a rolled-back one never");
+    listener.execute_blocking("LISTEN jobs").unwrap();
+    listener.execute_blocking("BEGIN").unwrap();
+    listener.execute_blocking("UNLISTEN *").unwrap();
+    listener.execute_blocking("ROLLBACK").unwrap();
+    sender.execute_blocking("BEGIN").unwrap();
+    sender.execute_blocking("NOTIFY jobs, 'one'").unwrap();
+    sender.execute_blocking("SAVEPOINT s").unwrap();
+    sender.execute_blocking("NOTIFY jobs, 'two'").unwrap();
+    sender.execute_blocking("ROLLBACK TO SAVEPOINT s").unwrap();
+    sender.execute_blocking("NOTIFY jobs, 'three'").unwrap();
+    sender.execute_blocking("COMMIT").unwrap();
+    assert_eq!(payloads(&listener), vec!["one", "three"], "the UNLISTEN rolled back; 'two' went with its savepoint");
+    listener.execute_blocking("DISCARD ALL").unwrap();
+    sender.execute_blocking("NOTIFY jobs, 'unheard'").unwrap();
+    assert!(payloads(&listener).is_empty(), "DISCARD ALL stops listening");
+}

@@ -5,8 +5,10 @@
 //! with a count per mode (exclusive, shared) and scope (session, transaction): a lock taken
 //! twice is released twice, as in PostgreSQL. A session's [`SessionLocks`] takes and releases
 //! its own holds; its transaction-level holds go when its transaction ends
-//! ([`SessionLocks::end_transaction`]), and everything it holds when it is dropped (the
-//! session ended).
+//! ([`SessionLocks::end_transaction`]), those taken after a savepoint when the transaction rolls
+//! back to it ([`SessionLocks::mark`]), and everything it holds when it is dropped (the
+//! session ended). Session-level holds ignore transactions, as in PostgreSQL: a rollback keeps
+//! them.
 //!
 //! Invariants:
 //! - two sessions never hold one key in conflicting modes (exclusive conflicts with any mode
@@ -216,10 +218,15 @@ impl AdvisoryLocks {
 
     /// Releases one session-level hold; returns whether there was one.
     fn release(&self, session: u32, key: LockKey, shared: bool) -> bool {
+        self.release_one(session, key, shared, SESSION)
+    }
+
+    /// Releases one hold of `scope`; returns whether there was one.
+    fn release_one(&self, session: u32, key: LockKey, shared: bool, scope: usize) -> bool {
         let mut s = self.state.lock();
         let Some(holders) = s.held.get_mut(&key) else { return false };
         let Some(h) = holders.get_mut(&session) else { return false };
-        let n = h.count(shared, SESSION);
+        let n = h.count(shared, scope);
         if *n == 0 {
             return false;
         }
@@ -335,11 +342,21 @@ pub(crate) struct SessionLocks {
     /// when its transaction ends, so that the end of every other transaction costs no lock of
     /// the shared table.
     holds_xact: std::sync::atomic::AtomicBool,
+    /// The transaction-level holds the open transaction took, in order (key, shared): a
+    /// rollback to a savepoint releases those taken after it.
+    xact_taken: Mutex<Vec<(LockKey, bool)>>,
 }
 
 impl SessionLocks {
     pub(crate) fn new(locks: Arc<AdvisoryLocks>, session: u32) -> Self {
-        SessionLocks { locks, session, blocked: Mutex::new(None), warnings: Mutex::new(Vec::new()), holds_xact: Default::default() }
+        SessionLocks {
+            locks,
+            session,
+            blocked: Mutex::new(None),
+            warnings: Mutex::new(Vec::new()),
+            holds_xact: Default::default(),
+            xact_taken: Mutex::new(Vec::new()),
+        }
     }
 
     /// Evaluates an advisory lock function (its arguments are not NULL). A lock that must be
@@ -352,16 +369,13 @@ impl SessionLocks {
         }
         match f.op {
             AdvisoryOp::UnlockAll => {
-                self.locks.state.lock().release_where(self.session, |h| {
-                    h.exclusive[SESSION] = 0;
-                    h.shared[SESSION] = 0;
-                });
+                self.unlock_all();
                 Ok(Value::Text(String::new()))
             }
-            AdvisoryOp::TryLock => Ok(Value::Bool(self.locks.try_take(self.session, LockKey::of(args)?, f.shared, scope))),
+            AdvisoryOp::TryLock => Ok(Value::Bool(self.take(LockKey::of(args)?, f.shared, scope))),
             AdvisoryOp::Lock => {
                 let key = LockKey::of(args)?;
-                if self.locks.try_take(self.session, key, f.shared, scope) {
+                if self.take(key, f.shared, scope) {
                     return Ok(Value::Text(String::new()));
                 }
                 *self.blocked.lock() = Some((key, f.shared));
@@ -376,6 +390,48 @@ impl SessionLocks {
                 }
                 Ok(Value::Bool(released))
             }
+        }
+    }
+
+    /// `pg_advisory_unlock_all()`: every session-level hold goes.
+    pub(crate) fn unlock_all(&self) {
+        self.locks.state.lock().release_where(self.session, |h| {
+            h.exclusive[SESSION] = 0;
+            h.shared[SESSION] = 0;
+        });
+    }
+
+    /// Takes one hold if no other session's holds conflict; returns whether it did.
+    fn take(&self, key: LockKey, shared: bool, scope: usize) -> bool {
+        let taken = self.locks.try_take(self.session, key, shared, scope);
+        if taken && scope == XACT {
+            self.xact_taken.lock().push((key, shared));
+        }
+        taken
+    }
+
+    /// How many transaction-level holds the open transaction has taken: a savepoint set now
+    /// keeps them when the transaction rolls back to it ([`Self::rollback_to`]).
+    pub(crate) fn mark(&self) -> usize {
+        if !self.holds_xact.load(std::sync::atomic::Ordering::Relaxed) {
+            return 0;
+        }
+        self.xact_taken.lock().len()
+    }
+
+    /// The transaction rolled back to a savepoint: the transaction-level holds taken after
+    /// `mark` are released, newest first.
+    pub(crate) fn rollback_to(&self, mark: usize) {
+        if !self.holds_xact.load(std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
+        let after = {
+            let mut taken = self.xact_taken.lock();
+            let keep = mark.min(taken.len());
+            taken.split_off(keep)
+        };
+        for (key, shared) in after.into_iter().rev() {
+            self.locks.release_one(self.session, key, shared, XACT);
         }
     }
 
@@ -398,6 +454,7 @@ impl SessionLocks {
         if !self.holds_xact.swap(false, std::sync::atomic::Ordering::Relaxed) {
             return;
         }
+        self.xact_taken.lock().clear();
         self.locks.state.lock().release_where(self.session, |h| {
             h.exclusive[XACT] = 0;
             h.shared[XACT] = 0;
@@ -465,6 +522,28 @@ mod tests {
         assert_eq!(b.call(try_x, &[Value::Int64(2)]).unwrap(), Value::Bool(true));
         drop(b);
         assert!(locks.state.lock().held.is_empty());
+    }
+
+    #[test]
+    fn a_rollback_to_a_savepoint_releases_the_transaction_holds_taken_after_it() {
+        let locks = Arc::new(AdvisoryLocks::default());
+        let a = SessionLocks::new(locks.clone(), 1);
+        let b = SessionLocks::new(locks.clone(), 2);
+        let (k1, k2, k3) = ([Value::Int64(1)], [Value::Int64(2)], [Value::Int64(3)]);
+        let xact = lock(AdvisoryOp::Lock, false, true);
+        let try_x = lock(AdvisoryOp::TryLock, false, false);
+        a.call(xact, &k1).unwrap();
+        let mark = a.mark();
+        a.call(xact, &k1).unwrap();
+        a.call(xact, &k2).unwrap();
+        a.call(lock(AdvisoryOp::Lock, false, false), &k3).unwrap();
+        a.rollback_to(mark);
+        assert_eq!(b.call(try_x, &k2).unwrap(), Value::Bool(true), "taken after the savepoint: released");
+        assert_eq!(b.call(try_x, &k1).unwrap(), Value::Bool(false), "taken before it: still held once");
+        assert_eq!(b.call(try_x, &k3).unwrap(), Value::Bool(false), "session-level holds ignore rollbacks");
+        a.end_transaction();
+        assert_eq!(b.call(try_x, &k1).unwrap(), Value::Bool(true));
+        assert_eq!(a.mark(), 0, "a new transaction has taken nothing");
     }
 
     #[test]

@@ -5,7 +5,11 @@
 //! listening on it. A session's notifications wait in its [`SessionNotify`] until its
 //! transaction ends: a commit (or a statement outside a block that succeeds) sends them, in
 //! order and without duplicates (the same channel and payload twice in one transaction is sent
-//! once, as PostgreSQL does); a rollback drops them. Each listening session's [`Inbox`] keeps
+//! once, as PostgreSQL does); a rollback drops them. LISTEN and UNLISTEN wait the same way
+//! and take effect at the commit, before its notifications are sent (so a session that listens
+//! and notifies in one transaction receives its own notification); a rolled-back one changes
+//! nothing. ROLLBACK TO a savepoint drops what was queued after it ([`SessionNotify::mark`]).
+//! Each listening session's [`Inbox`] keeps
 //! what arrived until the session takes it: the server writes NotificationResponse messages
 //! when the session is between transactions (also while it waits for the client), an embedded
 //! program calls `Session::notifications`.
@@ -87,14 +91,23 @@ impl Channels {
     }
 }
 
-/// One session's side: the channels it listens on, its inbox, and the notifications its
-/// open transaction will send.
+/// What a session's open transaction will do when it commits, in order.
+#[derive(Debug)]
+enum Pending {
+    Notify { channel: String, payload: String },
+    Listen(String),
+    /// UNLISTEN of one channel, or of every channel (`None`).
+    Unlisten(Option<String>),
+}
+
+/// One session's side: the channels it listens on, its inbox, and what its open transaction
+/// will send, listen to and stop listening to.
 pub(crate) struct SessionNotify {
     channels: Arc<Channels>,
     session: u32,
     pub(crate) inbox: Arc<Inbox>,
     listening: Mutex<Vec<String>>,
-    pending: Mutex<Vec<(String, String)>>,
+    pending: Mutex<Vec<Pending>>,
 }
 
 impl SessionNotify {
@@ -102,19 +115,27 @@ impl SessionNotify {
         SessionNotify { channels, session, inbox: Arc::default(), listening: Mutex::default(), pending: Mutex::default() }
     }
 
-    /// LISTEN: from now on, notifications on `channel` reach this session.
+    /// LISTEN: once the transaction commits, notifications on `channel` reach this session.
     pub(crate) fn listen(&self, channel: &str) -> Result<()> {
         check_channel(channel)?;
+        self.pending.lock().push(Pending::Listen(channel.to_string()));
+        Ok(())
+    }
+
+    /// UNLISTEN `channel`, or every channel (`None`, `UNLISTEN *`), once the transaction commits.
+    pub(crate) fn unlisten(&self, channel: Option<&str>) {
+        self.pending.lock().push(Pending::Unlisten(channel.map(str::to_string)));
+    }
+
+    fn start_listening(&self, channel: &str) {
         let mut listening = self.listening.lock();
         if !listening.iter().any(|c| c == channel) {
             listening.push(channel.to_string());
             self.channels.listeners.lock().entry(channel.to_string()).or_default().push((self.session, self.inbox.clone()));
         }
-        Ok(())
     }
 
-    /// UNLISTEN `channel`, or every channel (`None`, `UNLISTEN *`).
-    pub(crate) fn unlisten(&self, channel: Option<&str>) {
+    fn stop_listening(&self, channel: Option<&str>) {
         let mut listening = self.listening.lock();
         let mut listeners = self.channels.listeners.lock();
         listening.retain(|c| {
@@ -136,16 +157,40 @@ impl SessionNotify {
             return Err(Error::new(SqlState::InvalidParameterValue, "payload string too long"));
         }
         let mut pending = self.pending.lock();
-        if !pending.iter().any(|(c, p)| c == channel && p == payload) {
-            pending.push((channel.to_string(), payload.to_string()));
+        let queued = |p: &Pending| matches!(p, Pending::Notify { channel: c, payload: q } if c == channel && q == payload);
+        if !pending.iter().any(queued) {
+            pending.push(Pending::Notify { channel: channel.to_string(), payload: payload.to_string() });
         }
         Ok(())
     }
 
-    /// The transaction ended: its notifications are sent if it committed, dropped otherwise.
+    /// What the open transaction has queued so far: ROLLBACK TO a savepoint set now drops
+    /// what is queued after it ([`Self::rollback_to`]).
+    pub(crate) fn mark(&self) -> usize {
+        self.pending.lock().len()
+    }
+
+    /// Drops what was queued after `mark` (the transaction rolled back to a savepoint).
+    pub(crate) fn rollback_to(&self, mark: usize) {
+        self.pending.lock().truncate(mark);
+    }
+
+    /// The transaction ended. If it committed, its LISTEN and UNLISTEN take effect in order,
+    /// then its notifications are sent; otherwise everything it queued is dropped.
     pub(crate) fn end_transaction(&self, committed: bool) {
-        let sent = std::mem::take(&mut *self.pending.lock());
-        if committed && !sent.is_empty() {
+        let queued = std::mem::take(&mut *self.pending.lock());
+        if !committed || queued.is_empty() {
+            return;
+        }
+        let mut sent = Vec::new();
+        for p in queued {
+            match p {
+                Pending::Notify { channel, payload } => sent.push((channel, payload)),
+                Pending::Listen(channel) => self.start_listening(&channel),
+                Pending::Unlisten(channel) => self.stop_listening(channel.as_deref()),
+            }
+        }
+        if !sent.is_empty() {
             self.channels.deliver(self.session, sent);
         }
     }
@@ -153,7 +198,7 @@ impl SessionNotify {
 
 impl Drop for SessionNotify {
     fn drop(&mut self) {
-        self.unlisten(None);
+        self.stop_listening(None);
     }
 }
 
@@ -177,6 +222,7 @@ mod tests {
         let (a, b) = (SessionNotify::new(channels.clone(), 1), SessionNotify::new(channels.clone(), 2));
         b.listen("jobs").unwrap();
         b.listen("jobs").unwrap();
+        b.end_transaction(true);
         a.notify("jobs", "1").unwrap();
         a.notify("jobs", "1").unwrap();
         a.notify("other", "x").unwrap();
@@ -189,13 +235,49 @@ mod tests {
         a.end_transaction(false);
         assert!(b.inbox.is_empty(), "a rollback sends nothing");
         b.unlisten(Some("jobs"));
+        b.end_transaction(true);
         a.notify("jobs", "4").unwrap();
         a.end_transaction(true);
         assert!(b.inbox.is_empty());
         b.listen("jobs").unwrap();
+        b.end_transaction(true);
         drop(b);
         assert!(channels.listeners.lock().is_empty(), "a session that ends stops listening");
         assert!(a.notify("", "x").is_err());
         assert!(a.notify("c", &"x".repeat(8000)).is_err());
+    }
+
+    #[test]
+    fn listen_takes_effect_at_commit_and_savepoints_drop_what_follows_them() {
+        let channels = Arc::new(Channels::default());
+        let (a, b) = (SessionNotify::new(channels.clone(), 1), SessionNotify::new(channels.clone(), 2));
+        b.listen("jobs").unwrap();
+        a.notify("jobs", "early").unwrap();
+        a.end_transaction(true);
+        assert!(b.inbox.is_empty(), "b's LISTEN has not committed");
+        b.end_transaction(false);
+        a.notify("jobs", "after a rolled-back LISTEN").unwrap();
+        a.end_transaction(true);
+        assert!(b.inbox.is_empty(), "a rolled-back LISTEN listens to nothing");
+        // Listening and notifying in one transaction: the sender hears itself.
+        b.listen("jobs").unwrap();
+        b.notify("jobs", "own").unwrap();
+        b.end_transaction(true);
+        assert_eq!(b.inbox.take().into_iter().map(|n| n.payload).collect::<Vec<_>>(), vec!["own"]);
+        // ROLLBACK TO drops the notifications and the UNLISTEN queued after the savepoint.
+        a.notify("jobs", "kept").unwrap();
+        let mark = a.mark();
+        a.notify("jobs", "dropped").unwrap();
+        a.notify("jobs", "kept").unwrap();
+        a.rollback_to(mark);
+        a.end_transaction(true);
+        assert_eq!(b.inbox.take().into_iter().map(|n| n.payload).collect::<Vec<_>>(), vec!["kept"]);
+        let mark = b.mark();
+        b.unlisten(None);
+        b.rollback_to(mark);
+        b.end_transaction(true);
+        a.notify("jobs", "still listening").unwrap();
+        a.end_transaction(true);
+        assert_eq!(b.inbox.take().len(), 1);
     }
 }

@@ -18,6 +18,14 @@ use freshet_core::wal::Lsn;
 use freshet_core::{Error, Result, SqlState};
 use parking_lot::Mutex;
 
+/// A savepoint's position in a session's notifications and advisory locks
+/// ([`SessionSequences::mark`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct SessionMark {
+    notify: usize,
+    xact_locks: usize,
+}
+
 /// One session's sequence state, and the advisory locks it holds: the state of the
 /// functions only the session evaluates ([`SessionFns`]).
 pub(crate) struct SessionSequences {
@@ -66,6 +74,34 @@ impl SessionSequences {
         }
     }
 
+    /// What the open transaction has queued or taken outside its rows (notifications, LISTEN,
+    /// transaction-level advisory locks): a savepoint set now keeps it on a rollback to it.
+    pub(crate) fn mark(&self) -> SessionMark {
+        SessionMark { notify: self.notify.mark(), xact_locks: self.locks.mark() }
+    }
+
+    /// The transaction rolled back to a savepoint set at `mark`: what was queued or taken
+    /// after it goes.
+    pub(crate) fn rollback_to(&self, mark: SessionMark) {
+        self.notify.rollback_to(mark.notify);
+        self.locks.rollback_to(mark.xact_locks);
+    }
+
+    /// DISCARD SEQUENCES: currval and lastval are undefined again.
+    pub(crate) fn discard_values(&self) {
+        let mut state = self.state.lock();
+        state.last.clear();
+        state.newest = None;
+    }
+
+    /// DISCARD ALL's part here: the sequence values, every channel listened to (once the
+    /// statement ends) and every session-level advisory lock.
+    pub(crate) fn discard(&self) {
+        self.discard_values();
+        self.notify.unlisten(None);
+        self.locks.unlock_all();
+    }
+
     /// A routine of this session starts running as one executor job.
     pub(crate) fn enter_job(&self) {
         self.refused_in_job.store(false, std::sync::atomic::Ordering::Relaxed);
@@ -78,12 +114,19 @@ impl SessionSequences {
         self.refused_in_job.swap(false, std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// `pg_notify(channel, payload)`: queued until the transaction ends.
-    fn call_notify(&self, channel: Value, payload: Value) -> Result<Value> {
+    /// Fails (and marks the job to give up) inside a routine running as one executor job: the
+    /// function waits, or has effects outside the transaction's rows, which a job cannot have.
+    fn refuse_in_job(&self) -> Result<()> {
         if self.in_job.load(std::sync::atomic::Ordering::Relaxed) {
             self.refused_in_job.store(true, std::sync::atomic::Ordering::Relaxed);
             return Err(Error::new(SqlState::QueryCanceled, "the transaction cannot run as one job"));
         }
+        Ok(())
+    }
+
+    /// `pg_notify(channel, payload)`: queued until the transaction ends.
+    fn call_notify(&self, channel: Value, payload: Value) -> Result<Value> {
+        self.refuse_in_job()?;
         let text = |v: &Value| v.as_str().map(str::to_string).ok_or_else(|| Error::mismatch("pg_notify takes text"));
         self.notify.notify(&text(&channel)?, &text(&payload)?)?;
         Ok(Value::Text(String::new()))
@@ -380,9 +423,8 @@ impl SessionFns for SessionSequences {
         if args.iter().any(Value::is_null) {
             return Ok(Value::Null);
         }
-        if matches!(func, Func::Advisory(_) | Func::PgSleep | Func::PgNotify) && self.in_job.load(std::sync::atomic::Ordering::Relaxed) {
-            self.refused_in_job.store(true, std::sync::atomic::Ordering::Relaxed);
-            return Err(Error::new(SqlState::QueryCanceled, "the transaction cannot run as one job"));
+        if matches!(func, Func::Advisory(_) | Func::PgSleep) {
+            self.refuse_in_job()?;
         }
         if let Func::Advisory(f) = func {
             return self.locks.call(f, args);

@@ -252,6 +252,14 @@ impl Drop for Session {
     }
 }
 
+/// A savepoint a routine or a statement sets inside the open block: the engine's mark of the
+/// block's rows, and the session's of its notifications and advisory locks.
+#[derive(Clone, Debug)]
+pub(crate) struct RoutineSavepoint {
+    rows: freshet_core::engine::Savepoint,
+    session: crate::sequences::SessionMark,
+}
+
 impl Session {
     pub(crate) fn new(db: Database, id: u32) -> Self {
         let mut defaults = Vec::new();
@@ -322,18 +330,20 @@ impl Session {
     }
 
     /// A savepoint of the open block, for a PL/pgSQL block with an EXCEPTION section.
-    pub(crate) async fn routine_savepoint(&mut self) -> Result<freshet_core::engine::Savepoint> {
+    pub(crate) async fn routine_savepoint(&mut self) -> Result<RoutineSavepoint> {
         let engine = self.db.inner.engine.clone();
         let Some(t) = &mut self.txn else { return Err(Error::internal("a routine ran outside a transaction")) };
-        txn_block::savepoint(&engine, t).await
+        Ok(RoutineSavepoint { rows: txn_block::savepoint(&engine, t).await?, session: self.sequences.mark() })
     }
 
-    /// Undoes the open block's changes after `savepoint` and clears its failed state: a
-    /// handler caught the error.
-    pub(crate) async fn routine_rollback_to(&mut self, savepoint: &freshet_core::engine::Savepoint) -> Result<()> {
+    /// Undoes the open block's changes after `savepoint` (its rows, notifications and
+    /// transaction-level advisory locks) and clears its failed state: a handler caught the
+    /// error.
+    pub(crate) async fn routine_rollback_to(&mut self, savepoint: &RoutineSavepoint) -> Result<()> {
         let engine = self.db.inner.engine.clone();
         let Some(t) = &mut self.txn else { return Err(Error::internal("a routine ran outside a transaction")) };
-        txn_block::rollback_to(&engine, t, savepoint).await
+        self.sequences.rollback_to(savepoint.session);
+        txn_block::rollback_to(&engine, t, &savepoint.rows).await
     }
 
     pub(crate) fn in_block(&self) -> bool {
@@ -1738,11 +1748,27 @@ impl Session {
                 }
                 Ok(result)
             }
-            Statement::Discard { .. } => {
-                self.settings.reset_all();
-                self.prepared_sql.clear();
-                Ok(StatementResult::command("DISCARD ALL"))
-            }
+            // As PostgreSQL's: ALL resets settings, drops SQL prepared statements, stops
+            // listening, releases session-level advisory locks and forgets sequence values;
+            // SEQUENCES forgets the values only. Plans are re-made when the catalog changes
+            // and there are no temporary tables, so PLANS and TEMP have nothing to discard.
+            Statement::Discard { object_type } => match object_type {
+                ast::DiscardObject::ALL => {
+                    if self.txn.is_some() {
+                        return Err(Error::new(SqlState::ActiveSqlTransaction, "DISCARD ALL cannot run inside a transaction block"));
+                    }
+                    self.settings.reset_all();
+                    self.prepared_sql.clear();
+                    self.sequences.discard();
+                    Ok(StatementResult::command("DISCARD ALL"))
+                }
+                ast::DiscardObject::SEQUENCES => {
+                    self.sequences.discard_values();
+                    Ok(StatementResult::command("DISCARD SEQUENCES"))
+                }
+                ast::DiscardObject::PLANS => Ok(StatementResult::command("DISCARD PLANS")),
+                ast::DiscardObject::TEMP => Ok(StatementResult::command("DISCARD TEMP")),
+            },
             // Nothing to reclaim or collect: deleted slots are reused as soon as the delete
             // commits, and the planners keep no statistics yet.
             // Freshet has no roles that own objects: a change of owner is accepted, once the
@@ -1854,7 +1880,7 @@ impl Session {
                 };
                 let mark = txn_block::savepoint(&engine, t).await?;
                 t.savepoints.push((name, mark));
-                t.marks.push(txn_block::BlockMark { views: t.views.len(), restarts: t.restarts.len() });
+                t.marks.push(txn_block::BlockMark { views: t.views.len(), restarts: t.restarts.len(), session: self.sequences.mark() });
                 Ok(StatementResult::command("SAVEPOINT"))
             }
             TxnStatement::RollbackTo(name) => {
@@ -1874,6 +1900,7 @@ impl Session {
                         t.view_epoch += 1;
                     }
                     t.undo_restarts(mark.restarts, &self.sequences)?;
+                    self.sequences.rollback_to(mark.session);
                 }
                 txn_block::rollback_to(&engine, t, &mark).await?;
                 Ok(StatementResult::command("ROLLBACK"))

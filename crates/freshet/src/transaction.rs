@@ -19,11 +19,13 @@ use crate::result::StatementResult;
 use crate::sequences::SessionSequences;
 
 /// What a savepoint marks besides the engine's changes: how many of the block's view changes
-/// and sequence restarts preceded it.
+/// and sequence restarts preceded it, and where the session's notifications and
+/// transaction-level advisory locks stood.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct BlockMark {
     pub views: usize,
     pub restarts: usize,
+    pub(crate) session: crate::sequences::SessionMark,
 }
 
 /// The transaction block of a session.

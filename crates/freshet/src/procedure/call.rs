@@ -5,7 +5,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use freshet_core::engine::{JobStatements, Savepoint};
+use freshet_core::engine::JobStatements;
 use futures::FutureExt;
 use hashbrown::HashMap;
 use smallvec::SmallVec;
@@ -23,7 +23,7 @@ use sqlparser::ast;
 use super::{errcode, format_raise, statement_rows, CompiledCall, ContextInner, JobContext, NativeProcedure, ProcedureContext};
 use crate::database::Database;
 use crate::result::{ColumnInfo, RowStream, StatementResult};
-use crate::session::{now_micros, Session};
+use crate::session::{now_micros, RoutineSavepoint, Session};
 use crate::transaction as txn_block;
 
 /// A planned CALL (or `SELECT f(…)`): the routine is looked up again when it runs, so a
@@ -630,10 +630,10 @@ trait RoutineStatements {
     async fn run(&mut self, prepared: &Arc<crate::session::Prepared>, params: Vec<Value>) -> Result<(Vec<Vec<Value>>, u64)>;
 
     /// A savepoint for a block with an EXCEPTION section.
-    async fn savepoint(&mut self) -> Result<Savepoint>;
+    async fn savepoint(&mut self) -> Result<RoutineSavepoint>;
 
     /// Undoes everything after `savepoint`: a handler caught an error.
-    async fn rollback_to(&mut self, savepoint: &Savepoint) -> Result<()>;
+    async fn rollback_to(&mut self, savepoint: &RoutineSavepoint) -> Result<()>;
 
     /// An error that ends the routine now, checked every 1,024 instructions.
     fn over_budget(&mut self) -> Option<Error> {
@@ -652,11 +652,11 @@ impl RoutineStatements for InSession<'_> {
         statement_rows(self.0, prepared, params).await
     }
 
-    async fn savepoint(&mut self) -> Result<Savepoint> {
+    async fn savepoint(&mut self) -> Result<RoutineSavepoint> {
         self.0.routine_savepoint().await
     }
 
-    async fn rollback_to(&mut self, savepoint: &Savepoint) -> Result<()> {
+    async fn rollback_to(&mut self, savepoint: &RoutineSavepoint) -> Result<()> {
         self.0.routine_rollback_to(savepoint).await
     }
 }
@@ -682,11 +682,11 @@ impl RoutineStatements for InJob<'_> {
     }
 
     /// A job has no savepoints: a block with an EXCEPTION section runs the ordinary way.
-    async fn savepoint(&mut self) -> Result<Savepoint> {
+    async fn savepoint(&mut self) -> Result<RoutineSavepoint> {
         Err(self.job.give_up())
     }
 
-    async fn rollback_to(&mut self, _savepoint: &Savepoint) -> Result<()> {
+    async fn rollback_to(&mut self, _savepoint: &RoutineSavepoint) -> Result<()> {
         Err(self.job.give_up())
     }
 
@@ -778,7 +778,7 @@ struct Interp {
     steps: u32,
     now: i64,
     /// Blocks with an EXCEPTION section entered and not left: savepoint and handler table.
-    tries: Vec<(Savepoint, usize)>,
+    tries: Vec<(RoutineSavepoint, usize)>,
     sequences: Arc<crate::sequences::SessionSequences>,
 }
 
