@@ -95,7 +95,7 @@ pub fn ready_for_query(out: &mut BytesMut, status: u8) {
 
 /// ErrorResponse, or NoticeResponse for severity NOTICE.
 pub fn error_response(out: &mut BytesMut, e: &SqlError) {
-    let tag = if e.severity == Severity::Notice { b'N' } else { b'E' };
+    let tag = if matches!(e.severity, Severity::Notice(_)) { b'N' } else { b'E' };
     let at = begin(out, tag);
     let field = |out: &mut BytesMut, code: u8, value: &str| {
         out.put_u8(code);
@@ -118,8 +118,8 @@ pub fn error_response(out: &mut BytesMut, e: &SqlError) {
     finish(out, at);
 }
 
-pub fn notice(out: &mut BytesMut, message: &str) {
-    error_response(out, &SqlError::notice(message));
+pub fn notice(out: &mut BytesMut, notice: &freshet::Notice) {
+    error_response(out, &SqlError::notice(notice));
 }
 
 /// RowDescription; `formats[i]` is the format code of column `i` (0 text, 1 binary).

@@ -15,7 +15,8 @@ use std::fmt;
 pub enum Severity {
     Error,
     Fatal,
-    Notice,
+    /// WARNING, NOTICE or INFO: sent as a NoticeResponse.
+    Notice(freshet::NoticeSeverity),
 }
 
 impl Severity {
@@ -23,7 +24,7 @@ impl Severity {
         match self {
             Severity::Error => "ERROR",
             Severity::Fatal => "FATAL",
-            Severity::Notice => "NOTICE",
+            Severity::Notice(n) => n.as_str(),
         }
     }
 }
@@ -50,8 +51,8 @@ impl SqlError {
         SqlError { severity: Severity::Fatal, ..SqlError::new(code, message) }
     }
 
-    pub fn notice(message: impl Into<String>) -> Self {
-        SqlError { severity: Severity::Notice, ..SqlError::new(codes::SUCCESSFUL_COMPLETION, message) }
+    pub fn notice(notice: &freshet::Notice) -> Self {
+        SqlError { severity: Severity::Notice(notice.severity), ..SqlError::new(notice.severity.default_code(), notice.message.clone()) }
     }
 
     /// 08P01 as an ordinary statement error (the session goes on).
@@ -90,7 +91,6 @@ impl From<freshet::Error> for SqlError {
 
 /// SQLSTATE codes the protocol layer raises itself (the engine's come from `freshet::SqlState`).
 pub mod codes {
-    pub const SUCCESSFUL_COMPLETION: &str = "00000";
     pub const PROTOCOL_VIOLATION: &str = "08P01";
     pub const FEATURE_NOT_SUPPORTED: &str = "0A000";
     pub const INVALID_BINARY_REPRESENTATION: &str = "22P03";

@@ -407,10 +407,10 @@ fn procedures_are_classified_by_partition_key() {
           END LOOP;
         END $$";
     let result = s.execute_blocking(constrained).unwrap().remove(0);
-    assert_eq!(result.notices, vec!["procedure \"take\" is partition-constrained on parameter \"w\"".to_string()]);
+    assert_eq!(result.notices, vec![freshet::Notice::from("procedure \"take\" is partition-constrained on parameter \"w\"")]);
     let crossing = "CREATE PROCEDURE restock(n INT) LANGUAGE plpgsql AS $$ BEGIN UPDATE stock SET qty = qty + n; END $$";
     let result = s.execute_blocking(crossing).unwrap().remove(0);
-    assert!(result.notices[0].contains("partition-crossing"), "{:?}", result.notices);
+    assert!(result.notices[0].message.contains("partition-crossing"), "{:?}", result.notices);
     let listed = s.execute_blocking("SELECT name, kind, arguments, partitioning FROM freshet_procedures ORDER BY name").unwrap().remove(0).rows();
     let text = |v: &Value| v.as_str().unwrap_or("NULL").to_string();
     assert_eq!(listed.len(), 2);
@@ -527,4 +527,30 @@ fn an_upsert_in_a_plpgsql_function_runs_inside_the_one_job_call() {
     assert_eq!(calls, 4);
     // The first call prepares the statement the ordinary way; the others run as one job.
     assert!(in_one_job >= 3, "{in_one_job} of {calls} calls ran as one job");
+}
+
+#[test]
+fn raise_levels_reach_the_client_with_their_severity() {
+    use freshet::{Notice, NoticeSeverity};
+    let db = Database::open(Config { olap_threads: 1, ..Config::default() }).unwrap();
+    let mut s = db.session();
+    s.execute_blocking(
+        "CREATE FUNCTION levels(n INT) RETURNS INT LANGUAGE plpgsql AS $$
+         BEGIN
+           RAISE WARNING 'w %', n;
+           RAISE NOTICE 'n %', n;
+           RAISE INFO 'i %', n;
+           RAISE LOG 'l %', n;
+           RAISE DEBUG 'd %', n;
+           RETURN n;
+         END $$",
+    )
+    .unwrap();
+    // Twice: the first call runs statement by statement, the second as one executor job.
+    for _ in 0..2 {
+        let notices = s.execute_blocking("SELECT levels(7)").unwrap().remove(0).notices;
+        assert_eq!(notices, vec![Notice::warning("w 7"), Notice::from("n 7"), Notice::info("i 7")], "LOG and DEBUG stay below client_min_messages");
+    }
+    let unlock = s.execute_blocking("SELECT pg_advisory_unlock(5)").unwrap().remove(0);
+    assert_eq!(unlock.notices.iter().map(|n| n.severity).collect::<Vec<_>>(), vec![NoticeSeverity::Warning]);
 }

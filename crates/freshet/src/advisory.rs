@@ -445,8 +445,9 @@ impl SessionLocks {
         self.locks.wait(self.session, key, shared, deadline).await
     }
 
-    pub(crate) fn take_warnings(&self) -> Vec<String> {
-        std::mem::take(&mut *self.warnings.lock())
+    /// The WARNINGs calls left for the client since the last take.
+    pub(crate) fn take_warnings(&self) -> Vec<crate::result::Notice> {
+        std::mem::take(&mut *self.warnings.lock()).into_iter().map(crate::result::Notice::warning).collect()
     }
 
     /// The session's transaction ended: its transaction-level holds are released.
@@ -497,7 +498,7 @@ mod tests {
         assert_eq!(b.call(try_s, &k).unwrap(), Value::Bool(false), "one exclusive hold is left");
         assert_eq!(a.call(unlock_x, &k).unwrap(), Value::Bool(true));
         assert_eq!(b.call(unlock_x, &k).unwrap(), Value::Bool(false));
-        assert_eq!(b.take_warnings(), vec!["you don't own a lock of type ExclusiveLock".to_string()]);
+        assert_eq!(b.take_warnings(), vec![crate::result::Notice::warning("you don't own a lock of type ExclusiveLock")]);
         // The two-integer key space is separate from the bigint one.
         assert_eq!(b.call(try_x, &[Value::Int64(0), Value::Int64(7)]).unwrap(), Value::Bool(true));
         assert!(LockKey::of(&[Value::Int64(1 << 40), Value::Int64(1)]).is_err());

@@ -42,7 +42,7 @@ pub use freshet_core::{Error, Result, SqlState};
 pub use freshet_olap::datafusion::arrow;
 pub use freshet_core::sql::exec::{RecordChanges, RecordRead};
 pub use procedure::{NativeBody, NativeProcedure, ProcedureContext, Resolved, TableRef};
-pub use result::{batch_rows, ColumnInfo, Output, RowBatch, RowStream, StatementResult};
+pub use result::{batch_rows, ColumnInfo, Notice, NoticeSeverity, Output, RowBatch, RowStream, StatementResult};
 pub use session::{Prepared, QueryResult, Session, TransactionStatus};
 pub use settings::Settings;
 pub use snapshots::{SnapshotInfo, SnapshotMode};

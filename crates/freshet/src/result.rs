@@ -21,11 +21,77 @@ pub struct ColumnInfo {
     pub ty: DataType,
 }
 
+/// How serious a message sent beside a statement's result is (PostgreSQL's severities below
+/// ERROR that reach a client at the default `client_min_messages`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoticeSeverity {
+    Warning,
+    Notice,
+    Info,
+}
+
+impl NoticeSeverity {
+    /// The name PostgreSQL sends (and psql prints).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NoticeSeverity::Warning => "WARNING",
+            NoticeSeverity::Notice => "NOTICE",
+            NoticeSeverity::Info => "INFO",
+        }
+    }
+
+    /// The SQLSTATE PostgreSQL gives such a message when nothing names another: 01000
+    /// (warning) for a WARNING, 00000 otherwise.
+    pub fn default_code(self) -> &'static str {
+        match self {
+            NoticeSeverity::Warning => "01000",
+            _ => "00000",
+        }
+    }
+}
+
+/// A message for the client beside a statement's result (e.g. NOTICE "table \"t\" does not
+/// exist, skipping", WARNING "you don't own a lock of type ExclusiveLock").
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Notice {
+    pub severity: NoticeSeverity,
+    pub message: String,
+}
+
+impl Notice {
+    pub fn warning(message: impl Into<String>) -> Notice {
+        Notice { severity: NoticeSeverity::Warning, message: message.into() }
+    }
+
+    pub fn info(message: impl Into<String>) -> Notice {
+        Notice { severity: NoticeSeverity::Info, message: message.into() }
+    }
+}
+
+/// A NOTICE: most of what a statement tells besides its result.
+impl From<String> for Notice {
+    fn from(message: String) -> Notice {
+        Notice { severity: NoticeSeverity::Notice, message }
+    }
+}
+
+impl From<&str> for Notice {
+    fn from(message: &str) -> Notice {
+        Notice::from(message.to_string())
+    }
+}
+
+impl std::fmt::Display for Notice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:  {}", self.severity.as_str(), self.message)
+    }
+}
+
 /// The result of one statement.
 pub struct StatementResult {
     pub output: Output,
-    /// NOTICE messages for the client (e.g. "table \"t\" does not exist, skipping").
-    pub notices: Vec<String>,
+    /// Messages for the client, in the order the statement produced them.
+    pub notices: Vec<Notice>,
     /// Run-time parameters whose value the statement changed and that a PostgreSQL server
     /// reports to the client (ParameterStatus).
     pub parameter_status: Vec<(String, String)>,
@@ -46,8 +112,8 @@ impl StatementResult {
         StatementResult { output: Output::Rows { columns, rows, verb }, notices: vec![], parameter_status: vec![] }
     }
 
-    pub fn with_notices(mut self, notices: Vec<String>) -> Self {
-        self.notices = notices;
+    pub fn with_notices<N: Into<Notice>>(mut self, notices: impl IntoIterator<Item = N>) -> Self {
+        self.notices = notices.into_iter().map(Into::into).collect();
         self
     }
 }

@@ -34,7 +34,7 @@ use sqlparser::ast::{self, Statement};
 
 use crate::copy::{copy_columns, CopyFormat, CopyIn, CopyOut};
 use crate::database::Database;
-use crate::result::{ColumnInfo, Output, RowStream, StatementResult};
+use crate::result::{ColumnInfo, Notice, Output, RowStream, StatementResult};
 use crate::rewrite::{self, FoundSubquery, SubqueryValue};
 use crate::settings::Settings;
 use crate::transaction::{self as txn_block, SessionTxn};
@@ -205,7 +205,7 @@ pub struct QueryResult {
     pub tag: String,
     pub columns: Vec<ColumnInfo>,
     pub batches: Vec<RecordBatch>,
-    pub notices: Vec<String>,
+    pub notices: Vec<Notice>,
 }
 
 impl QueryResult {
@@ -1797,14 +1797,14 @@ impl Session {
                 } else {
                     result.parameter_status.extend(self.settings.set(&name, &value)?);
                     if name == "timezone" {
-                        result.notices.extend(zone_not_applied(&value));
+                        result.notices.extend(zone_not_applied(&value).map(Notice::from));
                     }
                 }
             }
             ast::Set::SetTimeZone { value, .. } => {
                 let value = set_value(value);
                 result.parameter_status.extend(self.settings.set("timezone", &value)?);
-                result.notices.extend(zone_not_applied(&value));
+                result.notices.extend(zone_not_applied(&value).map(Notice::from));
             }
             ast::Set::SetNames { charset_name, .. } => {
                 result.parameter_status.extend(self.settings.set("client_encoding", &charset_name.value)?);
@@ -1844,7 +1844,7 @@ impl Session {
         match statement {
             TxnStatement::Begin { isolation, read_only } => {
                 if self.txn.is_some() {
-                    return Ok(StatementResult::command("BEGIN").with_notices(vec!["there is already a transaction in progress".into()]));
+                    return Ok(StatementResult::command("BEGIN").with_notices(["there is already a transaction in progress"]));
                 }
                 let isolation = isolation
                     .or_else(|| self.settings.get("default_transaction_isolation").and_then(|v| Isolation::parse(&v)))
@@ -1854,7 +1854,7 @@ impl Session {
                 Ok(StatementResult::command("BEGIN"))
             }
             TxnStatement::Commit => match self.txn.take() {
-                None => Ok(StatementResult::command("COMMIT").with_notices(vec!["there is no transaction in progress".into()])),
+                None => Ok(StatementResult::command("COMMIT").with_notices(["there is no transaction in progress"])),
                 Some(t) => {
                     let failed = t.failed;
                     let result = if t.views.is_empty() {
@@ -1868,7 +1868,7 @@ impl Session {
                 }
             },
             TxnStatement::Rollback => match self.txn.take() {
-                None => Ok(StatementResult::command("ROLLBACK").with_notices(vec!["there is no transaction in progress".into()])),
+                None => Ok(StatementResult::command("ROLLBACK").with_notices(["there is no transaction in progress"])),
                 Some(t) => {
                     self.db.inner.activity.transaction_ended(false);
                     txn_block::rollback(&engine, t, &self.sequences).await

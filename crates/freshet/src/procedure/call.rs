@@ -22,7 +22,7 @@ use sqlparser::ast;
 
 use super::{errcode, format_raise, statement_rows, CompiledCall, ContextInner, JobContext, NativeProcedure, ProcedureContext};
 use crate::database::Database;
-use crate::result::{ColumnInfo, RowStream, StatementResult};
+use crate::result::{ColumnInfo, Notice, RowStream, StatementResult};
 use crate::session::{now_micros, RoutineSavepoint, Session};
 use crate::transaction as txn_block;
 
@@ -566,7 +566,7 @@ impl Session {
     }
 
     /// Runs a routine in this session, statement by statement.
-    async fn run_routine(&mut self, def: Arc<ProcedureDef>, args: Vec<PlValue>) -> Result<(Vec<Vec<Value>>, Vec<String>)> {
+    async fn run_routine(&mut self, def: Arc<ProcedureDef>, args: Vec<PlValue>) -> Result<(Vec<Vec<Value>>, Vec<Notice>)> {
         let compiled = self.compiled_call(&def).await?;
         let deadline = self.settings().statement_timeout().map(|t| std::time::Instant::now() + t);
         let now = self.statement_time();
@@ -577,7 +577,7 @@ impl Session {
     /// Runs a routine's call outside a transaction block as one executor job (see
     /// `freshet_core::engine::JobTxn`): `None` if it cannot (see
     /// [`Self::run_native_as_one_job`]; also a nested call gives the job up).
-    async fn run_routine_as_one_job(&mut self, def: &Arc<ProcedureDef>, args: &[PlValue]) -> Result<Option<(Vec<Vec<Value>>, Vec<String>)>> {
+    async fn run_routine_as_one_job(&mut self, def: &Arc<ProcedureDef>, args: &[PlValue]) -> Result<Option<(Vec<Vec<Value>>, Vec<Notice>)>> {
         if !self.may_run_as_one_job() {
             return Ok(None);
         }
@@ -726,7 +726,7 @@ async fn interpret<S: RoutineStatements>(
     now: i64,
     sequences: Arc<crate::sequences::SessionSequences>,
     statements: &mut S,
-) -> Result<(Vec<Vec<Value>>, Vec<String>)> {
+) -> Result<(Vec<Vec<Value>>, Vec<Notice>)> {
     let r = &def.routine;
     let vars = Vars::new(r, args);
     let mut st = Interp {
@@ -769,7 +769,7 @@ async fn interpret<S: RoutineStatements>(
 /// A running routine's state, kept across an error that a handler catches.
 struct Interp {
     vars: Vars,
-    notices: Vec<String>,
+    notices: Vec<Notice>,
     /// A set-returning function's rows so far.
     out: Vec<Vec<Value>>,
     /// Per query loop: its rows and how many were assigned so far.
@@ -978,9 +978,21 @@ async fn run_instructions<S: RoutineStatements>(
                     }
                 }
                 let message = message.unwrap_or_else(|| state.code().to_string());
-                if *level == RaiseLevel::Notice {
-                    notices.push(message);
-                    continue;
+                match level {
+                    RaiseLevel::Exception => {}
+                    RaiseLevel::Warning => {
+                        notices.push(Notice::warning(message));
+                        continue;
+                    }
+                    RaiseLevel::Notice => {
+                        notices.push(Notice::from(message));
+                        continue;
+                    }
+                    RaiseLevel::Info => {
+                        notices.push(Notice::info(message));
+                        continue;
+                    }
+                    RaiseLevel::Quiet => continue,
                 }
                 let mut err = Error::new(state, message);
                 err.detail = detail;

@@ -57,10 +57,15 @@ pub struct Decl {
     pub constant: bool,
 }
 
+/// RAISE's level. WARNING, NOTICE and INFO reach the client with that severity; LOG and DEBUG
+/// are below PostgreSQL's default `client_min_messages` and reach no client (`Quiet`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RaiseLevel {
     Exception,
+    Warning,
     Notice,
+    Info,
+    Quiet,
 }
 
 #[derive(Clone, Debug)]
@@ -715,13 +720,15 @@ fn for_statement(c: &mut Cursor) -> Result<SynStmt> {
 
 fn raise(c: &mut Cursor) -> Result<SynStmt> {
     c.expect_word("raise")?;
-    let level = if c.eat_word("exception") {
-        RaiseLevel::Exception
-    } else if ["notice", "warning", "info", "log", "debug"].iter().any(|l| c.eat_word(l)) {
-        RaiseLevel::Notice
-    } else {
-        RaiseLevel::Exception
-    };
+    let levels = [
+        ("exception", RaiseLevel::Exception),
+        ("warning", RaiseLevel::Warning),
+        ("notice", RaiseLevel::Notice),
+        ("info", RaiseLevel::Info),
+        ("log", RaiseLevel::Quiet),
+        ("debug", RaiseLevel::Quiet),
+    ];
+    let level = levels.iter().find(|(word, _)| c.eat_word(word)).map_or(RaiseLevel::Exception, |&(_, level)| level);
     let mut format = None;
     let mut args = Vec::new();
     if let Some(Tok::Str(s)) = c.peek().map(|t| t.tok.clone()) {
