@@ -33,6 +33,129 @@ pub fn cast_declared_params(statement: &mut Statement, declared: &[Option<DataTy
     });
 }
 
+/// Rewrites `x [NOT] IN (subquery)` in select lists (also inside aggregates' FILTER) into
+/// EXISTS tests the analytical engine plans there; it plans IN subqueries only in WHERE and
+/// HAVING. The result keeps SQL's three-valued answer:
+///
+/// ```sql
+/// CASE WHEN EXISTS (SELECT 1 FROM (subquery) AS s(v) WHERE s.v = x) THEN TRUE
+///      WHEN x IS NULL AND EXISTS (SELECT 1 FROM (subquery) AS s(v)) THEN NULL
+///      WHEN EXISTS (SELECT 1 FROM (subquery) AS s(v) WHERE s.v IS NULL) THEN NULL
+///      ELSE FALSE END
+/// ```
+///
+/// (TRUE and FALSE swapped for NOT IN): true on a match; otherwise NULL if the subquery gave
+/// a NULL, or gave any row while `x` is NULL; otherwise false, also for an empty subquery.
+/// `x` is evaluated in the subquery, as an outer reference (the subquery is a derived table
+/// there, so only its one renamed column can capture a name of `x`). A subquery of other than
+/// one column, or one that names a table of the outer query (correlated: a derived table
+/// cannot refer outside itself), is left alone and the planner reports it.
+pub fn in_subqueries_in_select_lists(statement: &mut Statement) {
+    struct SelectLists;
+    impl VisitorMut for SelectLists {
+        type Break = ();
+        fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
+            if let ast::SetExpr::Select(select) = query.body.as_mut() {
+                for item in &mut select.projection {
+                    if let ast::SelectItem::UnnamedExpr(e) | ast::SelectItem::ExprWithAlias { expr: e, .. } = item {
+                        let _ = ast::visit_expressions_mut(e, |e| {
+                            if let Expr::InSubquery { expr, subquery, negated } = e
+                                && single_column(subquery)
+                                && !qualifies_outer_names(subquery)
+                                && let Some(rewritten) = in_as_exists(expr, subquery, *negated)
+                            {
+                                *e = rewritten;
+                            }
+                            ControlFlow::<()>::Continue(())
+                        });
+                    }
+                }
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    let _ = statement.visit(&mut SelectLists);
+}
+
+/// Whether a query qualifies a column with a name none of its FROM clauses (at any depth)
+/// defines: it refers to a table of an enclosing query.
+fn qualifies_outer_names(q: &Query) -> bool {
+    let mut defined = Vec::new();
+    let _ = ast::visit_relations(q, |name| {
+        if let Some(last) = name.0.last().and_then(|p| p.as_ident()) {
+            defined.push(last.value.to_lowercase());
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    struct Aliases<'a>(&'a mut Vec<String>);
+    impl ast::Visitor for Aliases<'_> {
+        type Break = ();
+        fn pre_visit_table_factor(&mut self, t: &ast::TableFactor) -> ControlFlow<()> {
+            let alias = match t {
+                ast::TableFactor::Table { alias, .. } | ast::TableFactor::Derived { alias, .. } => alias.as_ref(),
+                _ => None,
+            };
+            if let Some(a) = alias {
+                self.0.push(a.name.value.to_lowercase());
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    let _ = ast::Visit::visit(q, &mut Aliases(&mut defined));
+    let mut outer = false;
+    let _ = ast::visit_expressions(q, |e| {
+        if let Expr::CompoundIdentifier(parts) = e
+            && parts.len() >= 2
+            && !defined.contains(&parts[parts.len() - 2].value.to_lowercase())
+        {
+            outer = true;
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    outer
+}
+
+/// Whether a subquery's select list is one expression (not `*`, not several).
+fn single_column(q: &Query) -> bool {
+    match q.body.as_ref() {
+        ast::SetExpr::Select(s) => matches!(s.projection.as_slice(), [ast::SelectItem::UnnamedExpr(_) | ast::SelectItem::ExprWithAlias { .. }]),
+        _ => false,
+    }
+}
+
+/// The CASE of [`in_subqueries_in_select_lists`]; `None` if its text does not parse again
+/// (the statement is then planned as written).
+fn in_as_exists(x: &Expr, subquery: &Query, negated: bool) -> Option<Expr> {
+    const ALIAS: &str = "freshet_in_subquery";
+    const COLUMN: &str = "freshet_in_value";
+    let value = || Expr::CompoundIdentifier(vec![ast::Ident::new(ALIAS), ast::Ident::new(COLUMN)]);
+    // Only the first test refers to the outer row: the planner decorrelates an equality, not
+    // a disjunction with an outer reference.
+    let exists = |condition: Option<Expr>| {
+        let filter = condition.map(|c| format!(" WHERE {c}")).unwrap_or_default();
+        let sql = format!("SELECT 1 FROM ({subquery}) AS {ALIAS}({COLUMN}){filter}");
+        let query = sqlparser::parser::Parser::new(&sqlparser::dialect::PostgreSqlDialect {}).try_with_sql(&sql).and_then(|mut p| p.parse_query()).ok()?;
+        Some(Expr::Exists { subquery: query, negated: false })
+    };
+    let grouped = |e: &Expr| Expr::Nested(Box::new(e.clone()));
+    let matches = exists(Some(Expr::BinaryOp { left: Box::new(value()), op: ast::BinaryOperator::Eq, right: Box::new(grouped(x)) }))?;
+    let null_against_rows =
+        Expr::BinaryOp { left: Box::new(Expr::IsNull(Box::new(grouped(x)))), op: ast::BinaryOperator::And, right: Box::new(exists(None)?) };
+    let null_in_rows = exists(Some(Expr::IsNull(Box::new(value()))))?;
+    let boolean = |b: bool| Expr::Value(ast::Value::Boolean(b).into());
+    Some(Expr::Case {
+        case_token: ast::helpers::attached_token::AttachedToken::empty(),
+        end_token: ast::helpers::attached_token::AttachedToken::empty(),
+        operand: None,
+        conditions: vec![
+            ast::CaseWhen { condition: matches, result: boolean(!negated) },
+            ast::CaseWhen { condition: null_against_rows, result: Expr::Value(ast::Value::Null.into()) },
+            ast::CaseWhen { condition: null_in_rows, result: Expr::Value(ast::Value::Null.into()) },
+        ],
+        else_result: Some(Box::new(boolean(negated))),
+    })
+}
+
 /// Replaces what a session knows before the query runs: `current_user`, `session_user`,
 /// `user` and `current_role` (the session user), `pg_backend_pid()` (the session's id, which
 /// is also its cancel key's process id) and `current_setting('name'[, missing_ok])` (the
@@ -246,5 +369,31 @@ mod tests {
         let mut s = parse("SELECT * FROM t WHERE a = $1 AND b = $2");
         cast_declared_params(&mut s, &[Some(DataType::Int64), None]);
         assert_eq!(s.to_string(), "SELECT * FROM t WHERE a = CAST($1 AS BIGINT) AND b = $2");
+    }
+}
+
+#[cfg(test)]
+mod in_subquery_tests {
+    use super::*;
+
+    fn rewritten(sql: &str) -> String {
+        let mut st = sqlparser::parser::Parser::parse_sql(&sqlparser::dialect::PostgreSqlDialect {}, sql).unwrap().remove(0);
+        in_subqueries_in_select_lists(&mut st);
+        st.to_string()
+    }
+
+    #[test]
+    fn in_subqueries_of_select_lists_become_exists_tests() {
+        let out = rewritten("SELECT v NOT IN (SELECT k FROM b AS bb WHERE bb.k > 1) FROM a WHERE v IN (SELECT k FROM b)");
+        assert!(out.starts_with("SELECT CASE WHEN EXISTS (SELECT 1 FROM (SELECT k FROM b AS bb WHERE bb.k > 1)"), "{out}");
+        assert!(out.ends_with("ELSE true END FROM a WHERE v IN (SELECT k FROM b)"), "WHERE keeps its IN: {out}");
+        // Left as written: correlated, several columns, `*`.
+        for sql in [
+            "SELECT v IN (SELECT k FROM b WHERE b.k = a.v) FROM a",
+            "SELECT (v, v) IN (SELECT k, k FROM b) FROM a",
+            "SELECT v IN (SELECT * FROM b) FROM a",
+        ] {
+            assert_eq!(rewritten(sql), sql);
+        }
     }
 }

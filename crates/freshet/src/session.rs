@@ -833,6 +833,7 @@ impl Session {
     async fn plan_olap(&self, statement: &Statement, params: &mut Vec<Option<DataType>>) -> Result<OlapPlan> {
         let mut stmt = statement.clone();
         rewrite::cast_declared_params(&mut stmt, params);
+        rewrite::in_subqueries_in_select_lists(&mut stmt);
         let user = self.settings.get("session_authorization").unwrap_or_default();
         rewrite::session_values(&mut stmt, &user, self.id, &|name| self.show(name))?;
         let plan = self.db.inner.olap.plan(stmt).await?;
