@@ -37,7 +37,7 @@ pub fn from_datafusion(e: DataFusionError) -> Error {
             }
         },
         DataFusionError::ArrowError(ae, _) => from_arrow(ae),
-        DataFusionError::NotImplemented(m) => Error::new(SqlState::FeatureNotSupported, format!("{m} is not supported")),
+        DataFusionError::NotImplemented(m) => not_implemented(m),
         DataFusionError::Plan(m) => from_plan_message(m),
         DataFusionError::Execution(m) => from_execution_message(m),
         DataFusionError::ResourcesExhausted(m) => Error::new(SqlState::OutOfMemory, m.clone()),
@@ -52,6 +52,28 @@ pub fn from_datafusion(e: DataFusionError) -> Error {
             Error::new(SqlState::Internal, m)
         }
     }
+}
+
+/// 0A000 for what the analytical engine does not plan. A subquery the physical planner meets
+/// outside WHERE and HAVING (correlated in a select list, or in an aggregate's FILTER) is
+/// named as SQL rather than by the planner's dump of its expression.
+fn not_implemented(m: &str) -> Error {
+    if let Some(expression) = m.strip_prefix("Physical plan does not support logical expression ") {
+        let what = match expression.split(|c: char| !c.is_ascii_alphanumeric()).next().unwrap_or_default() {
+            // A select list's IN reaches the planner as EXISTS (see the session's rewrite).
+            "InSubquery" | "Exists" => Some("IN or EXISTS (subquery)"),
+            "ScalarSubquery" => Some("a scalar subquery"),
+            _ => None,
+        };
+        if let Some(what) = what {
+            return Error::new(
+                SqlState::FeatureNotSupported,
+                format!("{what} is not supported here: in a select list when it refers to the outer query, or in an aggregate's FILTER"),
+            )
+            .with_hint("Use it in WHERE or HAVING, or write it as a join.");
+        }
+    }
+    Error::new(SqlState::FeatureNotSupported, format!("{m} is not supported"))
 }
 
 /// PostgreSQL's error for a call no function accepts: `call` is `name(types)` (or the name
@@ -221,5 +243,15 @@ mod tests {
         assert_eq!(e.state.code(), SqlState::UndefinedFunction.code());
         assert_eq!(e.message, "function round(numeric, text) does not exist");
         assert_eq!(unmatched_call("something else"), None);
+    }
+
+    #[test]
+    fn a_subquery_the_planner_cannot_place_is_named_as_sql() {
+        let m = "Physical plan does not support logical expression InSubquery(InSubquery { expr: Column(Column { relation: None, name: \"v\" }), subquery: <subquery>, negated: false })";
+        let e = from_datafusion(DataFusionError::NotImplemented(m.into()));
+        assert_eq!(e.state.code(), "0A000");
+        assert!(e.message.starts_with("IN or EXISTS (subquery) is not supported here"), "{}", e.message);
+        let e = from_datafusion(DataFusionError::NotImplemented("something else".into()));
+        assert_eq!(e.message, "something else is not supported");
     }
 }
