@@ -216,11 +216,6 @@ impl AdvisoryLocks {
         true
     }
 
-    /// Releases one session-level hold; returns whether there was one.
-    fn release(&self, session: u32, key: LockKey, shared: bool) -> bool {
-        self.release_one(session, key, shared, SESSION)
-    }
-
     /// Releases one hold of `scope`; returns whether there was one.
     fn release_one(&self, session: u32, key: LockKey, shared: bool, scope: usize) -> bool {
         let mut s = self.state.lock();
@@ -383,7 +378,7 @@ impl SessionLocks {
                     .with_hint("Another session holds it. Only SELECT without FROM (PERFORM in a function) waits for a lock; elsewhere use pg_try_advisory_lock."))
             }
             AdvisoryOp::Unlock => {
-                let released = self.locks.release(self.session, LockKey::of(args)?, f.shared);
+                let released = self.locks.release_one(self.session, LockKey::of(args)?, f.shared, SESSION);
                 if !released {
                     let mode = if f.shared { "ShareLock" } else { "ExclusiveLock" };
                     self.warnings.lock().push(format!("you don't own a lock of type {mode}"));

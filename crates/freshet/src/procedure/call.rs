@@ -22,7 +22,7 @@ use sqlparser::ast;
 
 use super::{errcode, format_raise, statement_rows, CompiledCall, ContextInner, JobContext, NativeProcedure, ProcedureContext};
 use crate::database::Database;
-use crate::result::{ColumnInfo, Notice, RowStream, StatementResult};
+use crate::result::{ColumnInfo, Notice, NoticeSeverity, RowStream, StatementResult};
 use crate::session::{now_micros, RoutineSavepoint, Session};
 use crate::transaction as txn_block;
 
@@ -978,21 +978,16 @@ async fn run_instructions<S: RoutineStatements>(
                     }
                 }
                 let message = message.unwrap_or_else(|| state.code().to_string());
-                match level {
-                    RaiseLevel::Exception => {}
-                    RaiseLevel::Warning => {
-                        notices.push(Notice::warning(message));
-                        continue;
-                    }
-                    RaiseLevel::Notice => {
-                        notices.push(Notice::from(message));
-                        continue;
-                    }
-                    RaiseLevel::Info => {
-                        notices.push(Notice::info(message));
-                        continue;
-                    }
+                let severity = match level {
+                    RaiseLevel::Exception => None,
+                    RaiseLevel::Warning => Some(NoticeSeverity::Warning),
+                    RaiseLevel::Notice => Some(NoticeSeverity::Notice),
+                    RaiseLevel::Info => Some(NoticeSeverity::Info),
                     RaiseLevel::Quiet => continue,
+                };
+                if let Some(severity) = severity {
+                    notices.push(Notice { severity, message });
+                    continue;
                 }
                 let mut err = Error::new(state, message);
                 err.detail = detail;
