@@ -125,6 +125,15 @@ fn register_ledger_step(db: &Database) {
     db.register_procedure_returning("ledger_step", columns, |cx, args| {
         let t = cx.table("ledger")?;
         let (k, n) = (args[0].clone(), args[1].as_i64().unwrap_or(0));
+        // A prefetch is a hint and changes nothing: a whole key, a prefix, a NULL key and a
+        // value that does not convert to the key column's type.
+        let hinted = [
+            t.key(vec![k.clone(), Value::Int32(1)], t.columns(&["qty", "note"])?)?,
+            RecordRead { eq: vec![k.clone()], columns: t.columns(&["note"])?, ..RecordRead::default() },
+            t.key(vec![Value::Null, Value::Int32(1)], Vec::new())?,
+            t.key(vec![k.clone(), Value::Text("one".into())], Vec::new())?,
+        ];
+        cx.prefetch(&t, &hinted);
         let newest = RecordRead { eq: vec![k.clone()], reverse: true, limit: Some(1), columns: t.columns(&["seq", "qty"])?, ..RecordRead::default() };
         let last = cx.read(&t, &newest)?;
         let (seq, qty) = last.first().map_or((0, 0), |r| (r[0].as_i64().unwrap_or(0), r[1].as_i64().unwrap_or(0)));

@@ -441,6 +441,8 @@ pub trait JobStatements {
     fn modify_records(&mut self, table: &Arc<TableDef>, read: &RecordRead, f: &mut RecordChanges) -> Result<Vec<Vec<Value>>>;
     /// Deletes the rows a read finds; returns how many.
     fn delete_records(&mut self, table: &Arc<TableDef>, read: &RecordRead) -> Result<u64>;
+    /// A hint that the body will make these reads next (see [`exec::prefetch_records`]).
+    fn prefetch_records(&mut self, _table: &Arc<TableDef>, _reads: &[RecordRead]) {}
 }
 
 impl JobStatements for JobTxn<'_> {
@@ -508,6 +510,14 @@ impl JobStatements for JobTxn<'_> {
         self.record_table(table)?;
         let deleted = exec::delete_records(self.part.table_mut(table.id)?, read, self.local, self.budget);
         self.or_give_up(deleted)?.ok_or_else(|| self.give_up())
+    }
+
+    fn prefetch_records(&mut self, table: &Arc<TableDef>, reads: &[RecordRead]) {
+        if self.stores(table)
+            && let Ok(store) = self.part.table(table.id)
+        {
+            exec::prefetch_records(store, reads);
+        }
     }
 }
 

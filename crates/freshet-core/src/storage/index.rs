@@ -14,12 +14,11 @@
 //! An index is owned by its partition's executor thread, like the rows: no latches.
 
 use std::collections::BTreeSet;
-use std::hash::BuildHasher;
 use std::ops::Bound;
 
-use hashbrown::{DefaultHashBuilder, HashTable};
 use smallvec::SmallVec;
 
+use super::keytable::KeyTable;
 use super::RowId;
 use crate::types::Value;
 
@@ -161,7 +160,7 @@ fn compare_bytes(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
 
 /// `a == b` for short byte strings, inline (a slice comparison calls `memcmp`).
 #[inline]
-fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+pub(super) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && compare_bytes(a, b) == std::cmp::Ordering::Equal
 }
 
@@ -191,60 +190,39 @@ pub enum IndexStore {
     Ordered(BTreeSet<Entry>),
 }
 
-/// One entry of a hash index. Keys of up to 16 bytes (every key of integer columns up to
-/// four columns wide, and short strings) are stored inline, so an entry is 32 bytes.
-#[derive(Debug)]
-struct HashEntry {
-    key: SmallVec<[u8; 16]>,
-    row: RowId,
-}
-
-const _: () = assert!(std::mem::size_of::<HashEntry>() == 32);
-
-/// The primary-key index: one hash table of (key, row) entries, a key with several rows having
-/// one entry per row.
+/// The primary-key index: one hash table of (key, row) entries ([`KeyTable`]), a key with
+/// several rows having one entry per row.
 ///
-/// Entries are small on purpose: growing the table moves every entry into new memory, and at
-/// millions of keys the partition stalls while the kernel supplies and zeroes that memory, so
-/// the stall and the memory scale with the entry size. 32-byte entries halve the memory of a
-/// map from an inline 32-byte key to a list of rows (64 bytes), and shorten the stall and the
-/// lookups with it.
+/// Entries are 32-byte slots, the key inline up to 16 bytes (every key of integer columns up
+/// to four columns wide, and short strings). Growing the table moves every entry into new
+/// memory, and at millions of keys the partition stalls while the kernel supplies and zeroes
+/// that memory, so the stall and the memory scale with the entry size.
 /// Splitting the index into 16 or 64 tables that grow one at a time bounded the stall
 /// further but cost more throughput than the stall does (ARCHITECTURE.md has the numbers).
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct HashIndex {
-    table: HashTable<HashEntry>,
-    hasher: DefaultHashBuilder,
+    table: KeyTable,
 }
 
 impl HashIndex {
     fn new() -> Self {
-        HashIndex { table: HashTable::new(), hasher: DefaultHashBuilder::default() }
+        Self::default()
     }
 
     fn rows<'a>(&'a self, key: &'a [u8]) -> impl Iterator<Item = RowId> + 'a {
-        self.table.iter_hash(self.hasher.hash_one(key)).filter(move |e| same_bytes(&e.key, key)).map(|e| e.row)
+        self.table.rows(key)
     }
 
     fn insert(&mut self, key: &[u8], row: RowId) -> bool {
-        let hash = self.hasher.hash_one(key);
-        if self.table.find(hash, |e| e.row == row && same_bytes(&e.key, key)).is_some() {
-            return false;
-        }
-        let hasher = &self.hasher;
-        self.table.insert_unique(hash, HashEntry { key: SmallVec::from_slice(key), row }, |e| hasher.hash_one(e.key.as_slice()));
-        true
+        self.table.insert(key, row)
     }
 
     fn remove(&mut self, key: &[u8], row: RowId) {
-        if let Ok(entry) = self.table.find_entry(self.hasher.hash_one(key), |e| e.row == row && same_bytes(&e.key, key)) {
-            entry.remove();
-        }
+        self.table.remove(key, row)
     }
 
     fn reserve(&mut self, n: usize) {
-        let hasher = &self.hasher;
-        self.table.reserve(n, |e| hasher.hash_one(e.key.as_slice()));
+        self.table.reserve(n)
     }
 }
 
@@ -259,6 +237,11 @@ impl IndexStore {
 
     pub fn new_hash_ordered() -> Self {
         IndexStore::HashOrdered(HashIndex::new(), BTreeSet::new())
+    }
+
+    /// Whether whole keys are looked up in a hash table (a primary key).
+    pub fn has_hash(&self) -> bool {
+        !matches!(self, IndexStore::Ordered(_))
     }
 
     /// Whether the index answers prefixes and ranges of its key, in key order.
@@ -300,6 +283,14 @@ impl IndexStore {
                 h.remove(key, row);
                 o.remove(&*with_row_id(key, row));
             }
+        }
+    }
+
+    /// Asks the processor for the memory a lookup of the whole key `key` reads first, where
+    /// the index has a hash table (see [`KeyTable::prefetch`]); nothing otherwise.
+    pub fn prefetch_key(&self, key: &[u8]) {
+        if let IndexStore::Hash(h) | IndexStore::HashOrdered(h, _) = self {
+            h.table.prefetch(key);
         }
     }
 

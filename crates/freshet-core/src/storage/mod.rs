@@ -14,6 +14,7 @@
 
 pub mod bitmap;
 pub mod index;
+pub mod keytable;
 pub mod mvcc;
 pub mod segment;
 pub mod snapshot;
@@ -54,4 +55,17 @@ impl RowId {
     pub fn slot(self) -> usize {
         (self.0 & 0xffff_ffff) as usize
     }
+}
+
+/// Asks the processor to bring the cache line holding `at` into its caches. A hint: it never
+/// faults and changes nothing the program can observe, whatever the address.
+#[inline]
+pub(crate) fn prefetch_address<T>(at: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `_mm_prefetch` only hints; it reads nothing and cannot fault.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(at.cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = at;
 }

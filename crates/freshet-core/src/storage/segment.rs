@@ -168,14 +168,15 @@ impl ColumnSegment {
             SegmentValues::I128(v) => v.as_ptr().wrapping_add(slot).cast(),
             SegmentValues::Utf8(s) => s.views.as_ptr().wrapping_add(slot).cast(),
         };
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: a prefetch is a hint: it never faults and changes nothing the program can
-        // observe, whatever the address.
-        unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(at.cast());
+        super::prefetch_address(at);
+    }
+
+    /// For a string column, asks for the bytes of the string at `slot` when they are not in
+    /// its view: reads the view (best after [`prefetch`](Self::prefetch) had time to load it).
+    pub fn prefetch_string(&self, slot: usize) {
+        if let SegmentValues::Utf8(s) = &self.values {
+            s.prefetch_bytes(slot);
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = at;
     }
 
     /// The string at `slot` without copying it, for string columns.

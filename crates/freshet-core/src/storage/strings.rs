@@ -122,6 +122,23 @@ impl StringColumn {
         unsafe { std::str::from_utf8_unchecked(bytes) }
     }
 
+    /// Asks for the bytes of string `i` when they are not in its view (the first and last
+    /// cache line they touch); nothing for a slot past the end.
+    pub fn prefetch_bytes(&self, i: usize) {
+        let Some(view) = self.views.get(i) else { return };
+        let len = (*view as u32) as usize;
+        if len <= INLINE_LEN {
+            return;
+        }
+        let block = (*view >> 64) as u32 as usize;
+        let offset = (*view >> 96) as u32 as usize;
+        if let Some(b) = self.blocks.get(block) {
+            let start = b.ptr.as_ptr().wrapping_add(offset);
+            super::prefetch_address(start);
+            super::prefetch_address(start.wrapping_add(len - 1));
+        }
+    }
+
     pub fn heap_bytes(&self) -> usize {
         self.views.capacity() * 16
     }

@@ -212,6 +212,18 @@ impl TableStore {
         }
     }
 
+    /// As [`prefetch`](Self::prefetch), for the out-of-line bytes of the string columns among
+    /// `columns` (their views are read: best once a prefetch of them had time to arrive).
+    pub fn prefetch_strings(&self, row: RowId, columns: u64) {
+        if let Some((chunk, slot)) = self.locate(row) {
+            for (i, segment) in chunk.columns.iter().enumerate() {
+                if columns & (1u64 << i.min(63)) != 0 {
+                    segment.prefetch_string(slot);
+                }
+            }
+        }
+    }
+
     /// The value of column `col` in `row` (live or not).
     pub fn get(&self, row: RowId, col: usize) -> Value {
         match self.locate(row) {

@@ -206,6 +206,16 @@ impl ProcedureContext<'_> {
         }
     }
 
+    /// A hint that the body will make `reads` next: where the call runs as one executor job,
+    /// the memory their whole-key lookups touch is requested from the processor at once, so
+    /// that their cache misses overlap rather than follow one another (a New-Order's items
+    /// and stock rows). It changes nothing the body sees, and does nothing outside a job.
+    pub fn prefetch(&mut self, table: &TableRef, reads: &[RecordRead]) {
+        if let ContextInner::Job(cx) = &mut self.inner {
+            cx.job.prefetch_records(&table.def, reads);
+        }
+    }
+
     /// Deletes the rows `read` finds and returns how many: `DELETE FROM table WHERE …`.
     /// A read with a limit or in reverse order is refused (0A000).
     pub fn delete(&mut self, table: &TableRef, read: &RecordRead) -> Result<u64> {
