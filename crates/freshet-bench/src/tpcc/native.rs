@@ -176,15 +176,25 @@ fn customer_id(cx: &mut ProcedureContext, s: &Schema, w: i64, d: i64, key: &Cust
 
 pub(crate) fn new_order(cx: &mut ProcedureContext, s: &Schema, i: &NewOrderInput) -> Result<NewOrderOutcome> {
     let (w, d) = (i.w_id, i.d_id);
-    one(cx.read(&s.customer, &s.customer.key(vec![int(w), int(d), int(i.c_id)], s.c_new_order.clone())?)?, "customer")?;
+    let stock_columns = s.s_new_order.get(d as usize - 1).ok_or_else(|| missing("district"))?;
+    // Every row the order reads by key is known from its input: ask for the customer, the
+    // items and the stock rows at once, so that their cache misses overlap (HyPer's
+    // transactions are as short as their memory accesses).
+    let customer = s.customer.key(vec![int(w), int(d), int(i.c_id)], s.c_new_order.clone())?;
+    let items = i.lines.iter().map(|line| s.item.key(vec![int(line.item)], s.i_new_order.clone())).collect::<Result<Vec<_>>>()?;
+    let stocks = i.lines.iter().map(|line| s.stock.key(vec![int(line.supply_w_id), int(line.item)], stock_columns.clone())).collect::<Result<Vec<_>>>()?;
+    cx.prefetch_tables(&[(&s.customer, std::slice::from_ref(&customer)), (&s.item, &items), (&s.stock, &stocks)]);
+    one(cx.read(&s.customer, &customer)?, "customer")?;
     one(cx.read(&s.warehouse, &s.warehouse.key(vec![int(w)], s.w_tax.clone())?)?, "warehouse")?;
     let read = s.district.key(vec![int(w), int(d)], s.d_next_tax.clone())?;
     let seen = cx.modify(&s.district, &read, &mut |r| Ok(vec![(s.d_next_o_id, int(as_int(&r[0])? + 1))]))?;
     let o_id = as_int(&one(seen, "district")?[0])?;
-    // The order lines' keys are known too: their inserts probe the primary key's hash slots,
-    // which load while the order and new-order rows are written.
+    // The keys the order inserts are known now: their primary keys' hash slots load while
+    // the rows are written.
+    let order_key = [s.oorder.key(vec![int(w), int(d), int(o_id)], Vec::new())?];
+    let new_order_key = [s.new_order.key(vec![int(w), int(d), int(o_id)], Vec::new())?];
     let line_keys = (1..=i.lines.len() as i64).map(|n| s.order_line.key(vec![int(w), int(d), int(o_id), int(n)], Vec::new())).collect::<Result<Vec<_>>>()?;
-    cx.prefetch(&s.order_line, &line_keys);
+    cx.prefetch_tables(&[(&s.oorder, &order_key), (&s.new_order, &new_order_key), (&s.order_line, &line_keys)]);
     let all_local = i.lines.iter().all(|l| l.supply_w_id == w) as i64;
     let mut row = vec![Value::Null; s.oorder.width()];
     let values = [int(w), int(d), int(o_id), int(i.c_id), int(i.lines.len() as i64), int(all_local), Value::Timestamp(i.entry_d)];
@@ -194,13 +204,6 @@ pub(crate) fn new_order(cx: &mut ProcedureContext, s: &Schema, i: &NewOrderInput
     cx.insert(&s.oorder, row)?;
     cx.insert(&s.new_order, vec![int(w), int(d), int(o_id)])?;
 
-    let stock_columns = s.s_new_order.get(d as usize - 1).ok_or_else(|| missing("district"))?;
-    // Every line's item and stock row is known now: ask for them all at once, so that their
-    // cache misses overlap (HyPer's transactions are as short as their memory accesses).
-    let items = i.lines.iter().map(|line| s.item.key(vec![int(line.item)], s.i_new_order.clone())).collect::<Result<Vec<_>>>()?;
-    let stocks = i.lines.iter().map(|line| s.stock.key(vec![int(line.supply_w_id), int(line.item)], stock_columns.clone())).collect::<Result<Vec<_>>>()?;
-    cx.prefetch(&s.item, &items);
-    cx.prefetch(&s.stock, &stocks);
     let mut total = 0;
     for (n, ((line, item), read)) in i.lines.iter().zip(&items).zip(&stocks).enumerate() {
         let Some(found) = cx.read(&s.item, item)?.into_iter().next() else {

@@ -18,7 +18,8 @@ use crate::executor::Partition;
 use crate::sql::exec::{self, RecordChanges, RecordRead, SelectOutcome};
 use crate::sql::expr::EvalContext;
 use crate::sql::plan::{OltpPlan, OnConflict};
-use crate::storage::{RangeTest, TableSnapshot, Ts, TxnView};
+use crate::storage::{RangeTest, TableSnapshot, TableStore, Ts, TxnView};
+use smallvec::SmallVec;
 use crate::txn::{self, Isolation, LocalTxn, ReadPredicate, TxnRegistry};
 use crate::types::Value;
 use crate::wal::Wal;
@@ -441,8 +442,9 @@ pub trait JobStatements {
     fn modify_records(&mut self, table: &Arc<TableDef>, read: &RecordRead, f: &mut RecordChanges) -> Result<Vec<Vec<Value>>>;
     /// Deletes the rows a read finds; returns how many.
     fn delete_records(&mut self, table: &Arc<TableDef>, read: &RecordRead) -> Result<u64>;
-    /// A hint that the body will make these reads next (see [`exec::prefetch_records`]).
-    fn prefetch_records(&mut self, _table: &Arc<TableDef>, _reads: &[RecordRead]) {}
+    /// A hint that the body will make these reads (of several tables) next (see
+    /// [`exec::prefetch_records`]).
+    fn prefetch_records(&mut self, _reads: &[(&Arc<TableDef>, &[RecordRead])]) {}
 }
 
 impl JobStatements for JobTxn<'_> {
@@ -512,12 +514,14 @@ impl JobStatements for JobTxn<'_> {
         self.or_give_up(deleted)?.ok_or_else(|| self.give_up())
     }
 
-    fn prefetch_records(&mut self, table: &Arc<TableDef>, reads: &[RecordRead]) {
-        if self.stores(table)
-            && let Ok(store) = self.part.table(table.id)
-        {
-            exec::prefetch_records(store, reads);
-        }
+    fn prefetch_records(&mut self, reads: &[(&Arc<TableDef>, &[RecordRead])]) {
+        // Tables changed by DDL since the body resolved them are left out.
+        let stored: SmallVec<[(&TableStore, &[RecordRead]); 8]> = reads
+            .iter()
+            .filter(|(table, _)| self.stores(table))
+            .filter_map(|&(table, reads)| Some((self.part.table(table.id).ok()?, reads)))
+            .collect();
+        exec::prefetch_records(&stored);
     }
 }
 

@@ -837,42 +837,43 @@ pub struct Found {
 /// What a record read found; `None` if it examined more than `budget` rows.
 pub type RecordRows = Option<Found>;
 
-/// Asks the processor for the memory the whole-key hash lookups among `reads` will touch —
-/// first each key's hash slot, then the columns the read wants of the rows those slots name,
-/// then the bytes of their long strings —
-/// so that the cache misses of several lookups overlap instead of following one another. A
-/// hint for a caller that knows its next reads (a transaction's order lines): it changes
-/// nothing, and reads that are not whole-key lookups on a hash index, or whose key does not
-/// convert to the column types, are skipped.
-pub fn prefetch_records(table: &TableStore, reads: &[RecordRead]) {
-    let def = table.def();
-    let keys: SmallVec<[(usize, KeyBuf, u64); 16]> = reads
-        .iter()
-        .filter_map(|read| {
+/// Asks the processor for the memory the whole-key hash lookups among `reads` (reads of
+/// several tables) will touch — first every key's hash slot, then the columns each read wants
+/// of the row its slot names, then the bytes of their long strings — so that the cache misses
+/// of all those lookups overlap instead of following one another. A hint for a caller that
+/// knows its next reads (a New-Order's customer, items, stock rows and order lines): it
+/// changes nothing, and reads that are not whole-key lookups on a hash index, or whose key
+/// does not convert to the column types, are skipped.
+pub fn prefetch_records(reads: &[(&TableStore, &[RecordRead])]) {
+    let mut keys: SmallVec<[(&IndexStore, KeyBuf, &TableStore, u64); 32]> = SmallVec::new();
+    for &(table, reads) in reads {
+        let def = table.def();
+        keys.extend(reads.iter().filter_map(|read| {
             let index = def.indexes.get(read.index)?;
-            if !table.index_store(read.index).has_hash() || read.eq.len() != index.columns.len() {
+            let store = table.index_store(read.index);
+            if !store.has_hash() || read.eq.len() != index.columns.len() {
                 return None;
             }
             let mut key = KeyBuf::new();
             for (v, &col) in read.eq.iter().zip(&index.columns) {
                 encode_value(&key_value(v.clone(), def.columns.get(col)?.ty)?, &mut key);
             }
-            Some((read.index, key, read.reads()))
-        })
-        .collect();
-    for (index, key, _) in &keys {
-        table.index_store(*index).prefetch_key(key);
+            Some((store, key, table, read.reads()))
+        }));
     }
-    let mut rows: SmallVec<[(RowId, u64); 16]> = SmallVec::new();
-    for (index, key, columns) in &keys {
-        table.index_store(*index).scan_key(key, &mut |_, row| {
-            table.prefetch(row, *columns);
-            rows.push((row, *columns));
+    for (store, key, _, _) in &keys {
+        store.prefetch_key(key);
+    }
+    let mut rows: SmallVec<[(&TableStore, RowId, u64); 32]> = SmallVec::new();
+    for &(store, ref key, table, columns) in &keys {
+        store.scan_key(key, &mut |_, row| {
+            table.prefetch(row, columns);
+            rows.push((table, row, columns));
             false
         });
     }
     // By now the first rows' string views have arrived: ask for the bytes they point to.
-    for (row, columns) in rows {
+    for (table, row, columns) in rows {
         table.prefetch_strings(row, columns);
     }
 }

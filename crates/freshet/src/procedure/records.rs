@@ -211,8 +211,15 @@ impl ProcedureContext<'_> {
     /// that their cache misses overlap rather than follow one another (a New-Order's items
     /// and stock rows). It changes nothing the body sees, and does nothing outside a job.
     pub fn prefetch(&mut self, table: &TableRef, reads: &[RecordRead]) {
+        self.prefetch_tables(&[(table, reads)]);
+    }
+
+    /// [`prefetch`](Self::prefetch) for reads of several tables at once: the misses of all of
+    /// them overlap (a New-Order's customer, items and stock rows).
+    pub fn prefetch_tables(&mut self, reads: &[(&TableRef, &[RecordRead])]) {
         if let ContextInner::Job(cx) = &mut self.inner {
-            cx.job.prefetch_records(&table.def, reads);
+            let reads: Vec<(&Arc<TableDef>, &[RecordRead])> = reads.iter().map(|&(t, r)| (&t.def, r)).collect();
+            cx.job.prefetch_records(&reads);
         }
     }
 
