@@ -243,15 +243,7 @@ fn for_each_in_index(
                 // Every lookup is known before the first: ask for all their hash slots, then
                 // for the columns of the rows they name, so that the misses overlap (a
                 // Stock-Level's two hundred stock rows). A hint; the walk below decides.
-                for k in &lookups {
-                    store.prefetch_key(k);
-                }
-                for k in &lookups {
-                    store.scan_key(k, &mut |_, row| {
-                        table.prefetch(row, columns);
-                        false
-                    });
-                }
+                prefetch_lookups(lookups.iter().map(|k| (store, k.as_slice(), table, columns)));
             }
             for k in &lookups {
                 lookup(store, k, whole, reverse, &mut by_entry);
@@ -875,11 +867,18 @@ pub fn prefetch_records(reads: &[(&TableStore, &[RecordRead])]) {
             Some((store, key, table, read.reads()))
         }));
     }
-    for (store, key, _, _) in &keys {
+    prefetch_lookups(keys.iter().map(|(store, key, table, columns)| (*store, key.as_slice(), *table, *columns)));
+}
+
+/// The waves of a group prefetch over whole-key lookups (index, key, table, columns wanted):
+/// every key's hash slot, then the wanted columns of the row each slot names, then the bytes
+/// of their long strings.
+fn prefetch_lookups<'a>(lookups: impl Iterator<Item = (&'a IndexStore, &'a [u8], &'a TableStore, u64)> + Clone) {
+    for (store, key, _, _) in lookups.clone() {
         store.prefetch_key(key);
     }
     let mut rows: SmallVec<[(&TableStore, RowId, u64); 32]> = SmallVec::new();
-    for &(store, ref key, table, columns) in &keys {
+    for (store, key, table, columns) in lookups {
         store.scan_key(key, &mut |_, row| {
             table.prefetch(row, columns);
             rows.push((table, row, columns));
