@@ -483,6 +483,8 @@ def canon(v):
 
 con = duckdb.connect()
 con.execute(f"SET threads TO {threads}")
+# A query running for seconds would draw a progress bar on stdout, where the result goes.
+con.execute("SET enable_progress_bar = false")
 t0 = time.perf_counter()
 for s in spec["ddl"]:
     con.execute(s)
@@ -536,7 +538,9 @@ fn run_duckdb(args: &ChArgs) -> anyhow::Result<DuckDbRun> {
     ]));
     let _ = std::fs::remove_dir_all(&dir);
     let out = out?;
-    let v: Value = serde_json::from_str(out.lines().last().unwrap_or("")).context("DuckDB's output")?;
+    // The result is the last line; anything else the script's libraries print comes before it.
+    let last = out.lines().flat_map(|l| l.split('\r')).rfind(|l| l.trim_start().starts_with('{')).unwrap_or("");
+    let v: Value = serde_json::from_str(last).context("DuckDB's output")?;
     let mut queries = Vec::new();
     for (name, _) in args.tpcc.ch_queries() {
         let q = &v["queries"][&name];
