@@ -50,6 +50,16 @@ impl StoredRow<'_> {
 }
 
 /// `prefix` followed by the encoding of `v`.
+/// The encoded key of `values` for the leading columns of `index` of `table`; `None` when a
+/// value is NULL or has no exact conversion to its column's type (the key matches nothing).
+fn encoded_key(table: &crate::catalog::TableDef, index: &crate::catalog::IndexDef, values: &[Value]) -> Option<KeyBuf> {
+    let mut key = KeyBuf::new();
+    for (v, &col) in values.iter().zip(&index.columns) {
+        encode_value(&key_value(v.clone(), table.columns.get(col)?.ty)?, &mut key);
+    }
+    Some(key)
+}
+
 fn extended(prefix: &KeyBuf, v: &Value) -> KeyBuf {
     let mut k = prefix.clone();
     encode_value(v, &mut k);
@@ -219,11 +229,7 @@ fn for_each_in_index(
     table.count_scan(true);
     let position = keys.index;
     let def = &table.def().indexes[position];
-    let mut prefix = KeyBuf::new();
-    for (v, &col) in keys.eq.iter().zip(&def.columns) {
-        let Some(v) = key_value(v.clone(), table.def().columns[col].ty) else { return Ok(()) };
-        encode_value(&v, &mut prefix);
-    }
+    let Some(prefix) = encoded_key(table.def(), def, keys.eq) else { return Ok(()) };
     let store = table.index_store(position);
     let eq_len = keys.eq.len();
     visit_rows(table, columns, view, f, &mut |visit, stopped| {
@@ -239,7 +245,7 @@ fn for_each_in_index(
                 lookups.reverse();
             }
             let whole = eq_len + 1 == def.columns.len();
-            if whole && store.has_hash() {
+            if whole && store.has_hash() && lookups.len() > 1 {
                 // Every lookup is known before the first: ask for all their hash slots, then
                 // for the columns of the rows they name, so that the misses overlap (a
                 // Stock-Level's two hundred stock rows). A hint; the walk below decides.
@@ -860,11 +866,7 @@ pub fn prefetch_records(reads: &[(&TableStore, &[RecordRead])]) {
             if !store.has_hash() || read.eq.len() != index.columns.len() {
                 return None;
             }
-            let mut key = KeyBuf::new();
-            for (v, &col) in read.eq.iter().zip(&index.columns) {
-                encode_value(&key_value(v.clone(), def.columns.get(col)?.ty)?, &mut key);
-            }
-            Some((store, key, table, read.reads()))
+            Some((store, encoded_key(def, index, &read.eq)?, table, read.reads()))
         }));
     }
     prefetch_lookups(keys.iter().map(|(store, key, table, columns)| (*store, key.as_slice(), *table, *columns)));

@@ -92,6 +92,11 @@ fn empty_slots(n: usize) -> Box<[Slot]> {
     }
 }
 
+/// Where in `KeyTable::long_keys` the key of a slot holding a long key is.
+fn long_position(slot: &Slot) -> usize {
+    u32::from_le_bytes([slot.key[0], slot.key[1], slot.key[2], slot.key[3]]) as usize
+}
+
 impl KeyTable {
     pub fn new() -> Self {
         Self::default()
@@ -124,8 +129,7 @@ impl KeyTable {
         if len <= INLINE {
             &slot.key[..len]
         } else {
-            let at = u32::from_le_bytes([slot.key[0], slot.key[1], slot.key[2], slot.key[3]]);
-            &self.long_keys[at as usize]
+            &self.long_keys[long_position(slot)]
         }
     }
 
@@ -235,10 +239,9 @@ impl KeyTable {
         }
         let len = (self.slots[at].state - KEY_LEN_BASE) as usize;
         if len > INLINE {
-            let k = &self.slots[at].key;
-            let position = u32::from_le_bytes([k[0], k[1], k[2], k[3]]);
-            self.long_keys[position as usize] = Box::new([]);
-            self.free_long.push(position);
+            let position = long_position(&self.slots[at]);
+            self.long_keys[position] = Box::new([]);
+            self.free_long.push(position as u32);
         }
         self.live -= 1;
         if self.slots[(at + 1) & mask].state == EMPTY {

@@ -218,7 +218,7 @@ impl ProcedureContext<'_> {
     /// them overlap (a New-Order's customer, items and stock rows).
     pub fn prefetch_tables(&mut self, reads: &[(&TableRef, &[RecordRead])]) {
         if let ContextInner::Job(cx) = &mut self.inner {
-            let reads: Vec<(&Arc<TableDef>, &[RecordRead])> = reads.iter().map(|&(t, r)| (&t.def, r)).collect();
+            let reads: smallvec::SmallVec<[(&Arc<TableDef>, &[RecordRead]); 4]> = reads.iter().map(|&(t, r)| (&t.def, r)).collect();
             cx.job.prefetch_records(&reads);
         }
     }
