@@ -49,21 +49,35 @@ impl StoredRow<'_> {
     }
 }
 
-/// `prefix` followed by the encoding of `v`.
 /// The encoded key of `values` for the leading columns of `index` of `table`; `None` when a
 /// value is NULL or has no exact conversion to its column's type (the key matches nothing).
 fn encoded_key(table: &crate::catalog::TableDef, index: &crate::catalog::IndexDef, values: &[Value]) -> Option<KeyBuf> {
     let mut key = KeyBuf::new();
     for (v, &col) in values.iter().zip(&index.columns) {
-        encode_value(&key_value(v.clone(), table.columns.get(col)?.ty)?, &mut key);
+        encode_key_value(v, table.columns.get(col)?.ty, &mut key)?;
     }
     Some(key)
 }
 
-fn extended(prefix: &KeyBuf, v: &Value) -> KeyBuf {
+/// Appends the encoding of `v` as a key of a column of type `ty` ([`key_value`]); `None`, with
+/// nothing appended, if no stored value of that type can equal it. A value already of the
+/// column's type (the usual case) is encoded where it is, without a copy.
+#[inline]
+fn encode_key_value(v: &Value, ty: DataType, out: &mut KeyBuf) -> Option<()> {
+    if of_key_type(v, ty) {
+        encode_value(v, out);
+    } else {
+        encode_value(&key_value(v.clone(), ty)?, out);
+    }
+    Some(())
+}
+
+/// `prefix` followed by the key encoding of `v` for a column of type `ty` (see
+/// [`encode_key_value`]).
+fn extended(prefix: &KeyBuf, v: &Value, ty: DataType) -> Option<KeyBuf> {
     let mut k = prefix.clone();
-    encode_value(v, &mut k);
-    k
+    encode_key_value(v, ty, &mut k)?;
+    Some(k)
 }
 
 /// Every entry whose key starts with the whole-column prefix `key`, in key order or reversed;
@@ -238,7 +252,7 @@ fn for_each_in_index(
             // One lookup per distinct value, in key order (reversed for a reverse scan);
             // a value with no exact conversion to the column type matches nothing.
             let ty = table.def().columns[def.columns[eq_len]].ty;
-            let mut lookups: Vec<KeyBuf> = keys.any.iter().filter_map(|v| key_value(v.clone(), ty)).map(|v| extended(&prefix, &v)).collect();
+            let mut lookups: Vec<KeyBuf> = keys.any.iter().filter_map(|v| extended(&prefix, v, ty)).collect();
             lookups.sort_unstable();
             lookups.dedup();
             if reverse {
@@ -262,7 +276,7 @@ fn for_each_in_index(
         } else {
             let next_ty = table.def().columns[def.columns[eq_len]].ty;
             // A bound that does not convert exactly is dropped; the filter rechecks it.
-            let bound = |b: &Option<(Value, bool)>| b.as_ref().and_then(|(v, inclusive)| key_value(v.clone(), next_ty).map(|v| (extended(&prefix, &v), *inclusive)));
+            let bound = |b: &Option<(Value, bool)>| b.as_ref().and_then(|(v, inclusive)| Some((extended(&prefix, v, next_ty)?, *inclusive)));
             let (lo, hi) = (bound(keys.lower), bound(keys.upper));
             // NULLs sort last; a range never includes them, so cap the open upper end.
             let mut null_cap = prefix.clone();
