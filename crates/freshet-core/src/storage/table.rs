@@ -202,13 +202,10 @@ impl TableStore {
 
     /// Starts loading columns of `row` into the cache (see [`ColumnSegment::prefetch`]):
     /// column i if bit i of `columns` is set; every column past 63 if bit 63 is.
+    #[inline]
     pub fn prefetch(&self, row: RowId, columns: u64) {
         if let Some((chunk, slot)) = self.locate(row) {
-            for (i, segment) in chunk.columns.iter().enumerate() {
-                if columns & (1u64 << i.min(63)) != 0 {
-                    segment.prefetch(slot);
-                }
-            }
+            for_each_selected(&chunk.columns, columns, |segment| segment.prefetch(slot));
         }
     }
 
@@ -216,11 +213,7 @@ impl TableStore {
     /// `columns` (their views are read: best once a prefetch of them had time to arrive).
     pub fn prefetch_strings(&self, row: RowId, columns: u64) {
         if let Some((chunk, slot)) = self.locate(row) {
-            for (i, segment) in chunk.columns.iter().enumerate() {
-                if columns & (1u64 << i.min(63)) != 0 {
-                    segment.prefetch_string(slot);
-                }
-            }
+            for_each_selected(&chunk.columns, columns, |segment| segment.prefetch_string(slot));
         }
     }
 
@@ -1025,6 +1018,24 @@ impl TableStore {
 /// INVARIANT: a NOT NULL column holds no NULL in any slot, deleted ones included (scans hand
 /// whole segments to the analytical engine, whose schema says the column has no nulls), so
 /// such a column gets a placeholder of its type.
+/// Calls `f` with the segments a column mask selects: column i if bit i is set (i < 63), and
+/// every column from 63 on if bit 63 is. Visits the set bits only: a read of one column of a
+/// wide table does not test every column.
+#[inline]
+fn for_each_selected(segments: &[Arc<ColumnSegment>], columns: u64, mut f: impl FnMut(&ColumnSegment)) {
+    let mut bits = columns & !(1 << 63);
+    while bits != 0 {
+        let i = bits.trailing_zeros() as usize;
+        bits &= bits - 1;
+        if let Some(segment) = segments.get(i) {
+            f(segment);
+        }
+    }
+    if columns & (1 << 63) != 0 {
+        segments.iter().skip(63).for_each(|s| f(s));
+    }
+}
+
 fn push_deleted_slots(chunk: &mut Chunk, columns: &[ColumnDef], n: usize) {
     if n == 0 {
         return;
