@@ -9,7 +9,13 @@ use std::fmt;
 use crate::error::{Error, Result, SqlState};
 
 /// A fixed-point number `value / 10^scale`.
+///
+/// Aligned to 8 bytes rather than the 16 of `i128`, so that it takes 24 bytes and a
+/// [`Value`](super::Value) 32 instead of 48: every row, parameter list and before-image is
+/// made of values, and a third less memory to move and cache is a third less. Fields are
+/// read and written by value (a packed field cannot be borrowed).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(packed(8))]
 pub struct Decimal {
     pub value: i128,
     pub scale: u8,
@@ -199,7 +205,10 @@ impl Decimal {
     pub fn cmp_value(self, other: Decimal) -> Ordering {
         let scale = self.scale.max(other.scale);
         match (self.rescale(scale), other.rescale(scale)) {
-            (Ok(a), Ok(b)) => a.value.cmp(&b.value),
+            (Ok(a), Ok(b)) => {
+                let (x, y) = (a.value, b.value);
+                x.cmp(&y)
+            }
             // A rescale overflows only for a huge magnitude; compare as floats then.
             _ => self.to_f64().total_cmp(&other.to_f64()),
         }
@@ -284,7 +293,8 @@ mod tests {
                 assert_eq!(div_round(n, d), wide(n, d), "{n} / {d}");
             }
         }
-        assert_eq!(Decimal::new(i64::MAX as i128, 0).rescale(2).unwrap().value, (i64::MAX as i128) * 100);
+        let value = Decimal::new(i64::MAX as i128, 0).rescale(2).unwrap().value;
+        assert_eq!(value, (i64::MAX as i128) * 100);
         assert_eq!(Decimal::new(-7, 1).rescale(3).unwrap(), Decimal::new(-700, 3));
     }
 
