@@ -354,9 +354,37 @@ fn changed_columns(before: &[Value], after: &[Value]) -> u64 {
 
 /// Commits `txn` on this partition at `ts`: stamps its versions, keeps its writes for the
 /// validation of transactions still running, and collects versions nobody needs.
-pub fn commit(p: &mut Partition, txn: LocalTxn, ts: Ts, lsn: Option<Lsn>, registry: &TxnRegistry) -> Result<()> {
+pub fn commit(p: &mut Partition, mut txn: LocalTxn, ts: Ts, lsn: Option<Lsn>, registry: &TxnRegistry) -> Result<()> {
     if txn.versions.is_empty() {
         return Ok(());
+    }
+    if txn.view.detached {
+        // Read after `ts` was taken: a snapshot registered later starts at or after it.
+        let oldest = registry.oldest_needed();
+        if lsn.is_none() && registry.serializable_running() == 0 && oldest >= ts {
+            // Nobody may see the state before this commit: the detached versions' undo is
+            // no longer needed. Linked ones (rows that had versions) are committed below.
+            txn.versions.retain(|&(table, v)| match p.table_mut(table) {
+                Ok(store) if store.is_detached(v) => {
+                    store.forget_version(v);
+                    false
+                }
+                Ok(_) => true,
+                Err(_) => false,
+            });
+            if txn.versions.is_empty() {
+                // What other commits left waiting may be collectable by now, as after any
+                // commit.
+                if !p.txns.gc_queue.is_empty() || !p.txns.committed.is_empty() {
+                    collect_garbage(p, oldest)?;
+                }
+                return Ok(());
+            }
+        } else {
+            for &(table, v) in &txn.versions {
+                p.table_mut(table)?.attach_version(v);
+            }
+        }
     }
     // Keep the writes only if some other SERIALIZABLE transaction may validate against them.
     let own = u64::from(txn.isolation == Isolation::Serializable && txn.registered);

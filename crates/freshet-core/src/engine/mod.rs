@@ -91,7 +91,7 @@ pub struct TxnCtx {
 
 impl TxnCtx {
     pub fn view(&self) -> TxnView {
-        TxnView { id: self.id, start: self.start }
+        TxnView::new(self.id, self.start)
     }
 }
 

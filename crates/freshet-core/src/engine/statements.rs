@@ -104,7 +104,7 @@ impl Engine {
                             *step.start.lock() = registry.now();
                         }
                         step.meet();
-                        let view = TxnView { id, start: *step.start.lock() };
+                        let view = TxnView::new(id, *step.start.lock());
                         let mut local = LocalTxn::new(view, Isolation::RepeatableRead);
                         let r = f(part, &mut local);
                         finish_on_step(part, step, first, local, r.is_ok(), &registry, wal.as_ref(), sync).and(r)
@@ -633,7 +633,9 @@ fn autocommit<R>(
     sync: bool,
     f: impl FnOnce(&mut Partition, &mut LocalTxn) -> Result<R>,
 ) -> Result<(R, Option<Durable>)> {
-    let view = TxnView { id: registry.new_txn_id(), start: registry.now() };
+    // The job runs alone on the partition: its versions are its undo, detached from the
+    // chains until its commit shows someone needs them (see `TxnView::detached`).
+    let view = TxnView::detached(registry.new_txn_id(), registry.now());
     let mut local = LocalTxn::new(view, Isolation::RepeatableRead);
     match f(p, &mut local) {
         Ok(r) => Ok((r, finish_alone(p, local, registry, wal, sync)?)),

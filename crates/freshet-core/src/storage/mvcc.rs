@@ -42,17 +42,46 @@ pub const TXN_ID_BASE: Ts = 1 << 63;
 
 pub(crate) const NO_VERSION: u32 = u32::MAX;
 
+/// `Version::older` of a detached version (see [`TxnView::detached`]): not in its row's chain.
+pub(crate) const DETACHED: u32 = u32::MAX - 1;
+
 /// What a transaction sees: its own changes, and every change committed at or before `start`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TxnView {
     pub id: Ts,
     pub start: Ts,
+    /// The transaction's versions are detached: kept as its undo only, not linked into their
+    /// rows' chains (see [`TxnView::detached`]).
+    pub detached: bool,
 }
 
 impl TxnView {
+    /// A transaction whose versions join their rows' chains, where other transactions find
+    /// them.
+    pub fn new(id: Ts, start: Ts) -> TxnView {
+        TxnView { id, start, detached: false }
+    }
+
+    /// A transaction that runs alone on its partition from its first change to its commit (a
+    /// one-job transaction, HyPer's serial execution): no other transaction reads or writes
+    /// the partition meanwhile, so none needs its uncommitted changes in the version chains.
+    /// Its versions are its undo only. At commit they are dropped if nobody may need the
+    /// state before the commit (no older registered snapshot, no SERIALIZABLE validation, no
+    /// redo record waiting to be durable), and otherwise linked into their chains then, as if
+    /// they had been all along ([`TableStore::attach_version`]). This saves, per change, the
+    /// chain's bookkeeping and its collection right after the commit, and keeps the chains
+    /// empty, which is what readers check first.
+    ///
+    /// An update that changes an index key moves the row's entry at once (the old key's entry
+    /// is removed, to be restored by rollback or attaching) instead of keeping both: readers
+    /// trust the entries of rows without versions.
+    pub fn detached(id: Ts, start: Ts) -> TxnView {
+        TxnView { id, start, detached: true }
+    }
+
     /// The view of a reader that is no transaction: everything committed so far.
     pub fn committed() -> TxnView {
-        TxnView { id: 0, start: TXN_ID_BASE - 1 }
+        TxnView::new(0, TXN_ID_BASE - 1)
     }
 
     #[inline]
@@ -107,9 +136,21 @@ impl TableStore {
         self.versions[idx as usize].as_ref().expect("a linked version exists")
     }
 
-    pub(crate) fn push_version(&mut self, row: RowId, ts: Ts, change: Change) -> u32 {
-        let older = self.heads.get(&row).copied().unwrap_or(NO_VERSION);
-        let version = Version { ts, row, older, change };
+    /// Whether a change of `row` by the transaction of `view` is kept detached (see
+    /// [`TxnView::detached`]): the transaction runs detached and the row has no versions. A
+    /// row with versions (committed ones kept for older readers or a pending redo record)
+    /// gets its change linked, since the collection of those versions reconstructs every
+    /// newer state from the chain.
+    #[inline]
+    pub(crate) fn detaches(&self, row: RowId, view: &TxnView) -> bool {
+        view.detached && !self.heads.contains_key(&row)
+    }
+
+    /// Records a change of `row` by the transaction of `view` as a version: at the head of
+    /// the row's chain, or detached (`detached`, which [`detaches`](Self::detaches) decided).
+    pub(crate) fn push_version(&mut self, row: RowId, view: &TxnView, change: Change, detached: bool) -> u32 {
+        let older = if detached { DETACHED } else { self.heads.get(&row).copied().unwrap_or(NO_VERSION) };
+        let version = Version { ts: view.id, row, older, change };
         let idx = match self.free_versions.pop() {
             Some(i) => {
                 self.versions[i as usize] = Some(version);
@@ -120,8 +161,55 @@ impl TableStore {
                 (self.versions.len() - 1) as u32
             }
         };
-        self.heads.insert(row, idx);
+        if !detached {
+            self.heads.insert(row, idx);
+        }
         idx
+    }
+
+    /// Whether version `idx` is detached (see [`TxnView::detached`]).
+    pub fn is_detached(&self, idx: u32) -> bool {
+        self.versions[idx as usize].as_ref().is_some_and(|v| v.older == DETACHED)
+    }
+
+    /// Links a detached version into its row's chain, as its newest version: a transaction
+    /// that ran detached attaches its versions, oldest first, when someone may need the
+    /// states before its commit. An update that moved an index entry puts the old key's entry
+    /// back, as a linked update keeps it.
+    pub fn attach_version(&mut self, idx: u32) {
+        let Some(v) = self.versions[idx as usize].as_mut() else { return };
+        if v.older != DETACHED {
+            return;
+        }
+        let row = v.row;
+        v.older = self.heads.get(&row).copied().unwrap_or(NO_VERSION);
+        self.heads.insert(row, idx);
+        if let Some(moved) = self.moved_keys.remove(&idx) {
+            for (position, old, _) in moved {
+                self.indexes[position].insert(&old, row);
+            }
+        }
+    }
+
+    /// Drops a detached version of a committed transaction that nobody can need: nobody may
+    /// see the state before it. A deleted row's entries go and its slot becomes reusable.
+    pub fn forget_version(&mut self, idx: u32) {
+        let Some(v) = self.versions[idx as usize].take() else { return };
+        debug_assert_eq!(v.older, DETACHED, "only a detached version is forgotten");
+        self.free_versions.push(idx);
+        match v.change {
+            Change::Inserted | Change::Locked => {}
+            Change::Deleted => {
+                for position in 0..self.indexes.len() {
+                    let (key, _) = self.key_of(position, v.row);
+                    self.indexes[position].remove(&key, v.row);
+                }
+                self.free.push(v.row);
+            }
+            Change::Updated { .. } => {
+                self.moved_keys.remove(&idx);
+            }
+        }
     }
 
     /// The newest version's timestamp and change, if the row has versions.
@@ -200,8 +288,11 @@ impl TableStore {
         let Some(version) = self.versions[idx as usize].take() else { return Ok(()) };
         self.free_versions.push(idx);
         let row = version.row;
-        debug_assert_eq!(self.heads.get(&row), Some(&idx), "rollback of a version that is not its row's newest");
-        self.unlink_head(row, version.older);
+        let detached = version.older == DETACHED;
+        if !detached {
+            debug_assert_eq!(self.heads.get(&row), Some(&idx), "rollback of a version that is not its row's newest");
+            self.unlink_head(row, version.older);
+        }
         match version.change {
             Change::Inserted => {
                 for position in 0..self.indexes.len() {
@@ -215,6 +306,16 @@ impl TableStore {
             Change::Deleted => {
                 self.set_deleted(row, false);
                 self.stats.live_rows += 1;
+            }
+            Change::Updated { before } if detached => {
+                // The entries this update moved go back to their old keys.
+                for (position, old, added) in self.moved_keys.remove(&idx).unwrap_or_default() {
+                    if let Some(new) = added {
+                        self.indexes[position].remove(&new, row);
+                    }
+                    self.indexes[position].insert(&old, row);
+                }
+                self.write_values(row, &before);
             }
             Change::Updated { before } => {
                 let added = self.keys_added(row, version.older, &before);

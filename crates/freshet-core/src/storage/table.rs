@@ -144,6 +144,9 @@ pub struct TableStore {
     index_scans: std::cell::Cell<u64>,
     /// The newest version of each row that has versions.
     pub(crate) heads: HashMap<RowId, u32>,
+    /// Index entries a detached update moved (see `TxnView::detached`), by its version:
+    /// (index position, old key, new key if the update added its entry).
+    pub(crate) moved_keys: HashMap<u32, Vec<(usize, KeyBuf, Option<KeyBuf>)>>,
     pub(crate) versions: Vec<Option<Version>>,
     pub(crate) free_versions: Vec<u32>,
 }
@@ -162,6 +165,7 @@ impl TableStore {
             seq_scans: std::cell::Cell::new(0),
             index_scans: std::cell::Cell::new(0),
             heads: HashMap::new(),
+            moved_keys: HashMap::new(),
             versions: Vec::new(),
             free_versions: Vec::new(),
         }
@@ -392,7 +396,8 @@ impl TableStore {
         }
         self.stats.live_rows += 1;
         self.stats.inserted += 1;
-        let version = self.push_version(id, view.id, Change::Inserted);
+        let detached = self.detaches(id, view);
+        let version = self.push_version(id, view, Change::Inserted, detached);
         Ok((id, version))
     }
 
@@ -430,16 +435,18 @@ impl TableStore {
         self.set_deleted(row, true);
         self.stats.live_rows -= 1;
         self.stats.deleted += 1;
-        Ok(self.push_version(row, view.id, Change::Deleted))
+        let detached = self.detaches(row, view);
+        Ok(self.push_version(row, view, Change::Deleted, detached))
     }
 
     /// Claims a row for transaction `view` without changing it (SELECT … FOR UPDATE).
     pub fn lock(&mut self, row: RowId, view: &TxnView) -> Result<Option<u32>> {
         self.check_writable(row, view)?;
-        if self.head(row).is_some_and(|v| v.ts == view.id) {
+        // A detached transaction runs alone: nobody else could take the row meanwhile.
+        if self.detaches(row, view) || self.head(row).is_some_and(|v| v.ts == view.id) {
             return Ok(None);
         }
-        Ok(Some(self.push_version(row, view.id, Change::Locked)))
+        Ok(Some(self.push_version(row, view, Change::Locked, false)))
     }
 
     pub(crate) fn set_deleted(&mut self, row: RowId, deleted: bool) {
@@ -492,7 +499,7 @@ impl TableStore {
             if index.unique && !has_null {
                 self.check_unique(position, &new_key, Some(row), view, &new_value)?;
             }
-            rekeyed.push((position, new_key));
+            rekeyed.push((position, old_key, new_key));
         }
         let mut before: Vec<(usize, Value)> = Vec::with_capacity(changes.len());
         for (c, _) in changes {
@@ -501,11 +508,25 @@ impl TableStore {
             }
         }
         self.write_values(row, changes);
-        for (position, key) in rekeyed {
+        self.stats.updated += 1;
+        let detached = self.detaches(row, view);
+        if detached && !rekeyed.is_empty() {
+            // Readers trust the entries of rows without versions: the entry moves to the new
+            // key now (rollback and attaching put the old one back).
+            let mut moved = Vec::with_capacity(rekeyed.len());
+            for (position, old, key) in rekeyed {
+                self.indexes[position].remove(&old, row);
+                let added = self.indexes[position].insert(&key, row).then_some(key);
+                moved.push((position, old, added));
+            }
+            let version = self.push_version(row, view, Change::Updated { before }, true);
+            self.moved_keys.insert(version, moved);
+            return Ok(version);
+        }
+        for (position, _, key) in rekeyed {
             self.indexes[position].insert(&key, row);
         }
-        self.stats.updated += 1;
-        Ok(self.push_version(row, view.id, Change::Updated { before }))
+        Ok(self.push_version(row, view, Change::Updated { before }, detached))
     }
 
     /// 23514 if a row of the table (its newest version) violates `check` (ALTER TABLE … ADD
@@ -976,6 +997,7 @@ impl TableStore {
     /// the rows; no versions remain (everything restored is committed and visible to all).
     pub fn finish_restore(&mut self) -> Result<()> {
         self.heads.clear();
+        self.moved_keys.clear();
         self.versions.clear();
         self.free_versions.clear();
         self.free.clear();
@@ -1004,6 +1026,7 @@ impl TableStore {
         self.indexes = self.def.indexes.iter().map(new_index).collect();
         self.stats.live_rows = 0;
         self.heads.clear();
+        self.moved_keys.clear();
         self.versions.clear();
         self.free_versions.clear();
     }
@@ -1124,7 +1147,7 @@ mod tests {
 
     /// A transaction view: id `TXN_ID_BASE + n`, snapshot `start`.
     fn txn(n: u64, start: u64) -> TxnView {
-        TxnView { id: TXN_ID_BASE + n, start }
+        TxnView::new(TXN_ID_BASE + n, start)
     }
 
     /// Inserts and commits at `ts`.
@@ -1203,6 +1226,121 @@ mod tests {
         assert!(!t.is_live(r2) && !t.is_live(r3));
         assert_eq!(t.live_rows(), 1);
         assert_eq!(t.version_count(), 1, "only the committed insert's version is left");
+    }
+
+    /// The rows index `position` holds under the one-column key `v`.
+    fn rows_under(t: &TableStore, position: usize, v: Value) -> Vec<RowId> {
+        let mut k = KeyBuf::new();
+        encode_key(&[v], &mut k);
+        let mut rows = vec![];
+        t.index_store(position).scan_prefix(&k, &mut |_, r| {
+            rows.push(r);
+            true
+        });
+        rows.sort();
+        rows
+    }
+
+    #[test]
+    fn a_detached_transaction_rolls_back_to_where_it_began() {
+        let mut t = table();
+        let a = committed_insert(&mut t, &row(1, "a", 10), 1);
+        let b = committed_insert(&mut t, &row(2, "b", 20), 2);
+        for v in t.versions.iter().flatten().map(|v| v.row).collect::<Vec<_>>() {
+            let idx = t.heads[&v];
+            t.collect_version(idx);
+        }
+        assert!(t.heads.is_empty());
+        let w = TxnView::detached(TXN_ID_BASE + 1, 2);
+        let mut undo = vec![];
+        // Rekeys in both indexes, back and forth, a second change of the same row, an insert
+        // and a delete.
+        undo.push(t.update(a, &[(0, Value::Int32(7)), (1, Value::Text("z".into()))], &w).unwrap());
+        undo.push(t.update(a, &[(1, Value::Text("a".into()))], &w).unwrap());
+        undo.push(t.update(a, &[(2, Value::Int64(11))], &w).unwrap());
+        undo.push(t.insert(&row(3, "c", 30), &w).unwrap().1);
+        undo.push(t.delete(b, &w).unwrap());
+        assert!(t.heads.is_empty(), "detached versions stay out of the chains");
+        assert_eq!(t.lock(a, &w).unwrap(), None);
+        // While it runs, the old key finds nothing: the entry moved.
+        assert!(rows_under(&t, 0, Value::Int32(1)).is_empty());
+        assert_eq!(rows_under(&t, 0, Value::Int32(7)), vec![a]);
+        assert_eq!(rows_under(&t, 1, Value::Text("a".into())), vec![a]);
+        assert!(rows_under(&t, 1, Value::Text("z".into())).is_empty());
+        assert_eq!(t.visible_values(a, &w).unwrap(), row(7, "a", 11));
+        assert_eq!(t.visible(b, &w), None);
+        for v in undo.into_iter().rev() {
+            t.rollback_version(v).unwrap();
+        }
+        assert_eq!(t.row_values(a), row(1, "a", 10));
+        assert_eq!(rows_under(&t, 0, Value::Int32(1)), vec![a]);
+        assert!(rows_under(&t, 0, Value::Int32(7)).is_empty());
+        assert_eq!(rows_under(&t, 1, Value::Text("a".into())), vec![a]);
+        assert!(rows_under(&t, 1, Value::Text("z".into())).is_empty());
+        assert!(t.is_live(b) && rows_under(&t, 0, Value::Int32(3)).is_empty());
+        assert_eq!((t.index_store(0).len(), t.index_store(1).len()), (2, 2));
+        assert_eq!(t.live_rows(), 2);
+        assert_eq!(t.version_count(), 0);
+        assert!(t.moved_keys.is_empty());
+    }
+
+    #[test]
+    fn a_detached_commit_is_forgotten_or_attached_for_older_readers() {
+        for attach in [false, true] {
+            let mut t = table();
+            let a = committed_insert(&mut t, &row(1, "a", 10), 1);
+            let b = committed_insert(&mut t, &row(2, "b", 20), 2);
+            for r in [a, b] {
+                let idx = t.heads[&r];
+                t.collect_version(idx);
+            }
+            let w = TxnView::detached(TXN_ID_BASE + 1, 2);
+            let undo = [
+                t.update(a, &[(0, Value::Int32(7))], &w).unwrap(),
+                t.update(a, &[(0, Value::Int32(8))], &w).unwrap(),
+                t.delete(b, &w).unwrap(),
+                t.insert(&row(3, "c", 30), &w).unwrap().1,
+            ];
+            if !attach {
+                undo.iter().for_each(|&v| t.forget_version(v));
+                assert_eq!(t.version_count(), 0);
+                assert!(rows_under(&t, 0, Value::Int32(1)).is_empty() && rows_under(&t, 0, Value::Int32(2)).is_empty());
+                assert_eq!(rows_under(&t, 0, Value::Int32(8)), vec![a]);
+                assert_eq!(t.free, vec![b], "the deleted row's slot is free");
+                continue;
+            }
+            // A reader whose snapshot is older than the commit: the versions join the chains,
+            // and the old keys' entries come back for it.
+            undo.iter().for_each(|&v| t.attach_version(v));
+            undo.iter().for_each(|&v| t.commit_version(v, 3));
+            let old = txn(5, 2);
+            assert_eq!(t.visible_values(a, &old).unwrap(), row(1, "a", 10));
+            assert_eq!(t.visible_values(b, &old).unwrap(), row(2, "b", 20));
+            assert_eq!(rows_under(&t, 0, Value::Int32(1)), vec![a]);
+            assert_eq!(rows_under(&t, 0, Value::Int32(7)), vec![a]);
+            assert_eq!(t.visible_values(a, &txn(6, 3)).unwrap(), row(8, "a", 10));
+            // Once the reader is gone, collection leaves the newest state's entries only.
+            undo.iter().for_each(|&v| t.collect_version(v));
+            assert_eq!(t.version_count(), 0);
+            assert!(rows_under(&t, 0, Value::Int32(1)).is_empty() && rows_under(&t, 0, Value::Int32(7)).is_empty());
+            assert!(rows_under(&t, 0, Value::Int32(2)).is_empty());
+            assert_eq!(rows_under(&t, 0, Value::Int32(8)), vec![a]);
+        }
+    }
+
+    #[test]
+    fn a_row_with_versions_gets_a_linked_change_from_a_detached_transaction() {
+        let mut t = table();
+        let a = committed_insert(&mut t, &row(1, "a", 10), 1);
+        // The insert's version is still kept (an older reader, or its redo record).
+        let w = TxnView::detached(TXN_ID_BASE + 1, 1);
+        let v = t.update(a, &[(0, Value::Int32(7))], &w).unwrap();
+        assert!(!t.is_detached(v));
+        assert_eq!(t.heads[&a], v);
+        assert_eq!(rows_under(&t, 0, Value::Int32(1)), vec![a], "a linked update keeps the old key's entry");
+        t.rollback_version(v).unwrap();
+        assert_eq!(t.row_values(a), row(1, "a", 10));
+        assert!(rows_under(&t, 0, Value::Int32(7)).is_empty());
     }
 
     #[test]
