@@ -2,8 +2,11 @@
 //! (`ProcedureContext::read`, `modify`, `update`, `insert`, `delete`): each step reads or changes rows
 //! through an index with values in and out, as HyPer's compiled transactions do (seed 000
 //! §3.1). They take the same steps as the statement driver ([`super::txn`]) — the same rows
-//! read, locked and written in the same order — so the consistency conditions and the
-//! outcomes the terminals check are the same.
+//! read, locked and written — so the consistency conditions and the outcomes the terminals
+//! check are the same. Where the rows a step needs are known ahead, a body first asks for
+//! them all at once (`ProcedureContext::prefetch`), so that their cache misses overlap; for
+//! that Delivery takes its steps in phases across the ten districts (every oldest new order,
+//! then the orders, then the lines and customers) rather than district by district.
 //!
 //! A call outside a transaction block runs as one executor job and these reads and writes go
 //! straight to storage; otherwise each runs as the SQL statement it stands for.
@@ -242,15 +245,28 @@ pub(crate) fn new_order(cx: &mut ProcedureContext, s: &Schema, i: &NewOrderInput
 }
 
 pub(crate) fn payment(cx: &mut ProcedureContext, s: &Schema, i: &PaymentInput) -> Result<PaymentOutcome> {
-    let read = s.warehouse.key(vec![int(i.w_id)], s.w_payment.clone())?;
-    let w = one(cx.modify(&s.warehouse, &read, &mut |w| Ok(vec![(s.w_payment[0], plus_cents(&w[0], i.amount)?)]))?, "warehouse")?;
-
-    let read = s.district.key(vec![int(i.w_id), int(i.d_id)], s.d_payment.clone())?;
-    let d = one(cx.modify(&s.district, &read, &mut |d| Ok(vec![(s.d_payment[0], plus_cents(&d[0], i.amount)?)]))?, "district")?;
+    let warehouse = s.warehouse.key(vec![int(i.w_id)], s.w_payment.clone())?;
+    let district = s.district.key(vec![int(i.w_id), int(i.d_id)], s.d_payment.clone())?;
+    let columns = &s.c_payment;
+    // The warehouse, the district and (by id) the customer are known from the input: their
+    // cache misses overlap.
+    let by_id = match i.customer {
+        CustomerKey::Id(c_id) => Some(s.customer.key(vec![int(i.c_w_id), int(i.c_d_id), int(c_id)], columns.clone())?),
+        CustomerKey::LastName(_) => None,
+    };
+    cx.prefetch_tables(&[
+        (&s.warehouse, std::slice::from_ref(&warehouse)),
+        (&s.district, std::slice::from_ref(&district)),
+        (&s.customer, by_id.as_slice()),
+    ]);
+    let w = one(cx.modify(&s.warehouse, &warehouse, &mut |w| Ok(vec![(s.w_payment[0], plus_cents(&w[0], i.amount)?)]))?, "warehouse")?;
+    let d = one(cx.modify(&s.district, &district, &mut |d| Ok(vec![(s.d_payment[0], plus_cents(&d[0], i.amount)?)]))?, "district")?;
 
     let c_id = customer_id(cx, s, i.c_w_id, i.c_d_id, &i.customer)?;
-    let columns = &s.c_payment;
-    let read = s.customer.key(vec![int(i.c_w_id), int(i.c_d_id), int(c_id)], columns.clone())?;
+    let read = match by_id {
+        Some(read) => read,
+        None => s.customer.key(vec![int(i.c_w_id), int(i.c_d_id), int(c_id)], columns.clone())?,
+    };
     let paid = |c: &[Value]| -> Result<Vec<(usize, Value)>> {
         Ok(vec![(columns[0], plus_cents(&c[0], -i.amount)?), (columns[1], plus_cents(&c[1], i.amount)?), (columns[2], int(as_int(&c[2])? + 1))])
     };
@@ -304,6 +320,10 @@ pub(crate) fn order_status(cx: &mut ProcedureContext, s: &Schema, i: &OrderStatu
 
 pub(crate) fn delivery(cx: &mut ProcedureContext, s: &Schema, i: &DeliveryInput) -> Result<DeliveryOutcome> {
     let w = i.w_id;
+    // First each district's oldest new order (taken), so that the orders' rows, and then
+    // their customers', can be asked for together: ten districts' misses overlap instead of
+    // following one another. The steps and their order per district are the statement
+    // driver's.
     let mut delivered = Vec::with_capacity(DISTRICTS_PER_WAREHOUSE as usize);
     for d in 1..=DISTRICTS_PER_WAREHOUSE {
         // Under READ COMMITTED a concurrent Delivery may take the oldest new order between
@@ -318,21 +338,27 @@ pub(crate) fn delivery(cx: &mut ProcedureContext, s: &Schema, i: &DeliveryInput)
                 break;
             }
         }
-        let Some(o_id) = o_id else {
-            delivered.push(None);
-            continue;
-        };
-        let read = s.oorder.key(vec![int(w), int(d), int(o_id)], vec![s.o_c_id])?;
-        let c_id = as_int(&one(cx.modify(&s.oorder, &read, &mut |_| Ok(vec![(s.o_carrier_id, int(i.carrier_id))]))?, "order")?[0])?;
-        let lines = RecordRead { eq: vec![int(w), int(d), int(o_id)], columns: vec![s.ol_amount], ..RecordRead::default() };
+        delivered.push(o_id);
+    }
+    let orders = (1..=DISTRICTS_PER_WAREHOUSE)
+        .zip(&delivered)
+        .filter_map(|(d, o)| o.map(|o_id| s.oorder.key(vec![int(w), int(d), int(o_id)], vec![s.o_c_id])))
+        .collect::<Result<Vec<_>>>()?;
+    cx.prefetch(&s.oorder, &orders);
+    let mut customers = Vec::with_capacity(orders.len());
+    for read in &orders {
+        let c_id = as_int(&one(cx.modify(&s.oorder, read, &mut |_| Ok(vec![(s.o_carrier_id, int(i.carrier_id))]))?, "order")?[0])?;
+        customers.push(s.customer.key(vec![read.eq[0].clone(), read.eq[1].clone(), int(c_id)], s.c_delivery.clone())?);
+    }
+    cx.prefetch(&s.customer, &customers);
+    for (order, customer) in orders.iter().zip(&customers) {
+        let lines = RecordRead { eq: order.eq.clone(), columns: vec![s.ol_amount], ..RecordRead::default() };
         let amounts = cx.update(&s.order_line, &lines, &[(s.ol_delivery_d, Value::Timestamp(i.date))])?;
         let total = amounts.iter().map(|r| as_cents(&r[0])).sum::<Result<i64>>()?;
-        let read = s.customer.key(vec![int(w), int(d), int(c_id)], s.c_delivery.clone())?;
         let delivered_to = |c: &[Value]| -> Result<Vec<(usize, Value)>> {
             Ok(vec![(s.c_delivery[0], plus_cents(&c[0], total)?), (s.c_delivery[1], int(as_int(&c[1])? + 1))])
         };
-        one(cx.modify(&s.customer, &read, &mut |c| delivered_to(c))?, "customer")?;
-        delivered.push(Some(o_id));
+        one(cx.modify(&s.customer, customer, &mut |c| delivered_to(c))?, "customer")?;
     }
     Ok(DeliveryOutcome { delivered })
 }

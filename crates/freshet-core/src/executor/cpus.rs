@@ -73,6 +73,28 @@ pub fn allowed_cpus() -> std::io::Result<Vec<usize>> {
     Ok((0..libc::CPU_SETSIZE as usize).filter(|&c| unsafe { libc::CPU_ISSET(c, &set) }).collect())
 }
 
+/// The CPUs for a helper the calling thread starts for work it will wait for later (a hash
+/// table prepared for growth): the process's main thread's CPUs, without the calling thread's
+/// own CPU when it is pinned to that one (an executor), so that the helper does not take the
+/// time of the thread it is helping. `None` when the CPUs cannot be read.
+pub fn helper_cpus() -> Option<Vec<usize>> {
+    let own = allowed_cpus().ok()?;
+    // SAFETY: as in `allowed_cpus`; getpid names the process's main thread.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: the pointer and size describe `set`.
+    if unsafe { libc::sched_getaffinity(libc::getpid(), std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0 {
+        return None;
+    }
+    // SAFETY: CPU_ISSET reads the set within its bounds (CPU_SETSIZE).
+    let mut cpus: Vec<usize> = (0..libc::CPU_SETSIZE as usize).filter(|&c| unsafe { libc::CPU_ISSET(c, &set) }).collect();
+    if let [pinned] = own.as_slice()
+        && cpus.len() > 1
+    {
+        cpus.retain(|c| c != pinned);
+    }
+    (!cpus.is_empty()).then_some(cpus)
+}
+
 /// Restricts the calling thread to `cpus`.
 pub fn pin_current_thread(cpus: &[usize]) -> std::io::Result<()> {
     // SAFETY: as in `allowed_cpus`.

@@ -225,8 +225,9 @@ impl TableStore {
     /// [`visible`](Self::visible), and whether the row has versions at all (an index entry
     /// that reached it may then be one an older version keeps): one lookup of the row's
     /// newest version for both.
+    #[inline]
     pub fn visible_versioned(&self, row: RowId, view: &TxnView) -> (Option<RowVersion>, bool) {
-        let deleted = !self.slot_in_use(row) || self.slot_deleted(row);
+        let deleted = !self.is_live(row);
         let Some(&head) = self.heads.get(&row) else {
             return ((!deleted).then_some(RowVersion::Current), false);
         };

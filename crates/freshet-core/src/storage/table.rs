@@ -200,6 +200,7 @@ impl TableStore {
         (slot < chunk.len).then_some((chunk, slot))
     }
 
+    #[inline]
     pub fn is_live(&self, row: RowId) -> bool {
         self.locate(row).is_some_and(|(c, s)| !c.is_deleted(s))
     }

@@ -15,7 +15,7 @@ use crate::error::{Error, Result, SqlState};
 /// made of values, and a third less memory to move and cache is a third less. Fields are
 /// read and written by value (a packed field cannot be borrowed).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[repr(packed(8))]
+#[repr(C, packed(8))]
 pub struct Decimal {
     pub value: i128,
     pub scale: u8,
