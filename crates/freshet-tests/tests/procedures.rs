@@ -145,6 +145,16 @@ fn register_ledger_step(db: &Database) {
         let fresh = RecordRead { eq: vec![k.clone()], lower: Some((Value::Int64(seq + 1), true)), columns: vec![qty_column], ..RecordRead::default() };
         let seen = cx.modify(&t, &fresh, &mut |r| Ok(vec![(qty_column, Value::Int64(2 * r[0].as_i64().unwrap_or(0)))]))?;
         assert_eq!(seen, vec![vec![Value::Int32((qty + n) as i32)]], "modify returns the values it was given");
+        // The same rows read in place: the doubled quantity, the note borrowed; a change to
+        // the value already there is still a change.
+        let in_place = RecordRead { columns: t.columns(&["qty", "note"])?, ..fresh.clone() };
+        let mut visited = Vec::new();
+        let changed = cx.modify_each(&t, &in_place, &mut |r| {
+            visited.push((r.value(0), r.str(1).map(str::to_string), r.len()));
+            Ok(vec![(qty_column, r.value(0))])
+        })?;
+        assert_eq!(changed, 1);
+        assert_eq!(visited, vec![(Value::Int32(2 * (qty + n) as i32), Some(format!("step {}", seq + 1)), 2)], "modify_each sees the row in place");
         // Entries by a list of sequence numbers: each distinct one once, in key order (or
         // reversed); NULL and a missing one find nothing.
         for reverse in [false, true] {
@@ -160,6 +170,14 @@ fn register_ledger_step(db: &Database) {
                 expected.reverse();
             }
             assert_eq!(cx.read(&t, &listed)?, expected, "a read of listed keys");
+            let mut each = Vec::new();
+            let seen = cx.read_each(&t, &listed, &mut |r| {
+                each.push(vec![r.value(0)]);
+                Ok(true)
+            })?;
+            assert_eq!((seen, each), (expected.len(), expected.clone()), "read_each visits what read returns");
+            let first_only = cx.read_each(&t, &listed, &mut |r| Ok(r.int(0).is_none()))?;
+            assert_eq!(first_only, 1, "a visitor that returns false stops the read");
         }
         let first = t.key(vec![k.clone(), Value::Int32(1)], t.columns(&["qty"])?)?;
         let locked = cx.read_for_update(&t, &first)?;

@@ -40,7 +40,7 @@ pub use freshet_core::sql::ddl::ForeignKeys;
 pub use freshet_core::types::{shown_decimal, DataType, Decimal, Value};
 pub use freshet_core::{Error, Result, SqlState};
 pub use freshet_olap::datafusion::arrow;
-pub use freshet_core::sql::exec::{RecordChanges, RecordRead};
+pub use freshet_core::sql::exec::{RecordChanges, RecordRead, RecordRow, RecordRowChanges};
 pub use procedure::{NativeBody, NativeProcedure, ProcedureContext, Resolved, TableRef};
 pub use result::{batch_rows, ColumnInfo, Notice, NoticeSeverity, Output, RowBatch, RowStream, StatementResult};
 pub use session::{Prepared, QueryResult, Session, TransactionStatus};

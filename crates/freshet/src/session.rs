@@ -2241,20 +2241,6 @@ fn values_rows(plan: &InsertPlan, cx: &EvalContext) -> Result<Vec<Vec<Value>>> {
     )
 }
 
-/// Whether an INSERT takes values from a sequence (a column default or a function in its
-/// VALUES): a one-job run gives it up, since a job has no session to remember them in.
-fn insert_uses_sequences(plan: &InsertPlan) -> bool {
-    if plan.table.columns.iter().any(|c| c.default.as_ref().is_some_and(|d| d.sequence().is_some())) {
-        return true;
-    }
-    let InsertSource::Values(rows) = &plan.source else { return false };
-    let mut found = false;
-    for e in rows.iter().flatten() {
-        e.visit(&mut |n| found |= matches!(n, freshet_core::sql::expr::Expr::Func { func, .. } if func.is_sequence()));
-    }
-    found
-}
-
 /// Rows of values.
 type Rows = Vec<Vec<Value>>;
 
@@ -2312,7 +2298,7 @@ pub(crate) fn run_in_job(prepared: &Prepared, params: Vec<Value>, now: i64, cata
         Kind::Query(q) => q.short.as_ref(),
         Kind::Dml(plan) => Some(plan),
         Kind::Insert { plan, source: None } if matches!(plan.source, InsertSource::Values(_)) => {
-            if insert_uses_sequences(plan) {
+            if plan.draws_sequences {
                 return Err(job.give_up());
             }
             let cx = EvalContext { params: &params, now, session: None };

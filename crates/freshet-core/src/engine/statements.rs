@@ -442,6 +442,12 @@ pub trait JobStatements {
     fn modify_records(&mut self, table: &Arc<TableDef>, read: &RecordRead, f: &mut RecordChanges) -> Result<Vec<Vec<Value>>>;
     /// Deletes the rows a read finds; returns how many.
     fn delete_records(&mut self, table: &Arc<TableDef>, read: &RecordRead) -> Result<u64>;
+    /// Calls `f` with each row a read finds, read where it is stored (see
+    /// [`exec::visit_records`]); returns how many it saw.
+    fn visit_records(&mut self, table: &Arc<TableDef>, read: &RecordRead, f: &mut dyn FnMut(&exec::RecordRow) -> Result<bool>) -> Result<usize>;
+    /// Changes each row a read finds by what `f` computes from it, read where it is stored
+    /// (see [`exec::modify_each`]); returns how many rows it changed.
+    fn modify_each(&mut self, table: &Arc<TableDef>, read: &RecordRead, f: &mut exec::RecordRowChanges) -> Result<usize>;
     /// A hint that the body will make these reads (of several tables) next (see
     /// [`exec::prefetch_records`]).
     fn prefetch_records(&mut self, _reads: &[(&Arc<TableDef>, &[RecordRead])]) {}
@@ -512,6 +518,18 @@ impl JobStatements for JobTxn<'_> {
         self.record_table(table)?;
         let deleted = exec::delete_records(self.part.table_mut(table.id)?, read, self.local, self.budget);
         self.or_give_up(deleted)?.ok_or_else(|| self.give_up())
+    }
+
+    fn visit_records(&mut self, table: &Arc<TableDef>, read: &RecordRead, f: &mut dyn FnMut(&exec::RecordRow) -> Result<bool>) -> Result<usize> {
+        self.record_table(table)?;
+        let seen = exec::visit_records(self.part.table(table.id)?, read, &self.local.view, self.budget, f);
+        self.or_give_up(seen)?.ok_or_else(|| self.give_up())
+    }
+
+    fn modify_each(&mut self, table: &Arc<TableDef>, read: &RecordRead, f: &mut exec::RecordRowChanges) -> Result<usize> {
+        self.record_table(table)?;
+        let changed = exec::modify_each(self.part.table_mut(table.id)?, read, self.local, self.budget, f);
+        self.or_give_up(changed)?.ok_or_else(|| self.give_up())
     }
 
     fn prefetch_records(&mut self, reads: &[(&Arc<TableDef>, &[RecordRead])]) {

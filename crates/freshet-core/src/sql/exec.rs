@@ -915,13 +915,24 @@ pub fn read_records(table: &TableStore, read: &RecordRead, view: &TxnView, budge
 /// [`read_records`] giving `columns` of each row instead of the read's own (none: the rows
 /// an update or delete changes).
 fn find_records(table: &TableStore, read: &RecordRead, columns: &[usize], view: &TxnView, budget: usize) -> Result<RecordRows> {
+    let mut found = Found::default();
+    let within = walk_records(table, read, view, budget, &mut |row, version| {
+        found.rows.push(row);
+        found.values.push(version.columns(columns));
+        Ok(true)
+    })?;
+    Ok(within.then_some(found))
+}
+
+/// Calls `f` with each row a record read finds and the version `view` sees of it, in the
+/// read's order, until `f` returns false or the read's limit is reached; false if the read
+/// examined more than `budget` rows (it stops there).
+fn walk_records(table: &TableStore, read: &RecordRead, view: &TxnView, budget: usize, f: &mut dyn FnMut(RowId, StoredRow) -> Result<bool>) -> Result<bool> {
     read.check(table.def())?;
     if read.limit == Some(0) {
-        return Ok(Some(Found::default()));
+        return Ok(true);
     }
-    let mut found = Found::default();
-    let mut examined = 0usize;
-    let mut too_large = false;
+    let (mut examined, mut taken, mut too_large) = (0usize, 0usize, false);
     let recheck = bounds_recheck(table, read);
     let keys = IndexKeys { index: read.index, eq: &read.eq, lower: &read.lower, upper: &read.upper, any: &read.any };
     for_each_in_index(table, &keys, read.reverse, read.reads(), view, &mut |row, version| {
@@ -935,11 +946,119 @@ fn find_records(table: &TableStore, read: &RecordRead, columns: &[usize], view: 
         if recheck && !within_bounds(table, read, &version)? {
             return Ok(true);
         }
-        found.rows.push(row);
-        found.values.push(version.columns(columns));
-        Ok(read.limit.is_none_or(|n| found.rows.len() < n))
+        taken += 1;
+        Ok(f(row, version)? && read.limit.is_none_or(|n| taken < n))
     })?;
-    Ok((!too_large).then_some(found))
+    Ok(!too_large)
+}
+
+/// A row a record read found, as the reading transaction sees it, given to a visitor
+/// ([`visit_records`], [`modify_each`]): the read's columns, by their position in the read,
+/// read where they are stored — a string is borrowed, not copied, and no row is built.
+pub enum RecordRow<'a> {
+    /// The row in its slot.
+    Stored { table: &'a TableStore, row: RowId, columns: &'a [usize] },
+    /// An older version, reconstructed: every column of the table.
+    Full { values: &'a [Value], columns: &'a [usize] },
+    /// The read's columns' values, in the read's order.
+    Listed(&'a [Value]),
+}
+
+impl RecordRow<'_> {
+    /// How many columns the read gives.
+    pub fn len(&self) -> usize {
+        match self {
+            RecordRow::Stored { columns, .. } | RecordRow::Full { columns, .. } => columns.len(),
+            RecordRow::Listed(values) => values.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The value of the read's `i`-th column (NULL past the last).
+    pub fn value(&self, i: usize) -> Value {
+        match self {
+            RecordRow::Stored { table, row, columns } => columns.get(i).map_or(Value::Null, |&c| table.get(*row, c)),
+            RecordRow::Full { values, columns } => columns.get(i).and_then(|&c| values.get(c)).cloned().unwrap_or(Value::Null),
+            RecordRow::Listed(values) => values.get(i).cloned().unwrap_or(Value::Null),
+        }
+    }
+
+    /// The read's `i`-th column as a string where it is stored; `None` for NULL or a column
+    /// that is not a string.
+    pub fn str(&self, i: usize) -> Option<&str> {
+        match self {
+            RecordRow::Stored { table, row, columns } => table.get_str(*row, *columns.get(i)?),
+            RecordRow::Full { values, columns } => values.get(*columns.get(i)?)?.as_str(),
+            RecordRow::Listed(values) => values.get(i)?.as_str(),
+        }
+    }
+
+    /// The read's `i`-th column as an integer; `None` for NULL or a column that is not one.
+    pub fn int(&self, i: usize) -> Option<i64> {
+        self.value(i).as_i64()
+    }
+
+    /// The read's `i`-th column as a decimal (integers too); `None` for NULL or another type.
+    pub fn decimal(&self, i: usize) -> Option<Decimal> {
+        self.value(i).as_decimal()
+    }
+}
+
+impl<'a> RecordRow<'a> {
+    fn of(table: &'a TableStore, row: RowId, version: &'a StoredRow<'a>, columns: &'a [usize]) -> RecordRow<'a> {
+        match version {
+            StoredRow::InPlace { .. } => RecordRow::Stored { table, row, columns },
+            StoredRow::Values(values) => RecordRow::Full { values, columns },
+        }
+    }
+}
+
+/// Calls `f` with each row a record read finds, as `view` sees it, in the read's order, until
+/// it returns false: what [`read_records`] gives, without building each row's values.
+/// Returns how many rows `f` saw; `None` if the read examined more than `budget` rows.
+pub fn visit_records(table: &TableStore, read: &RecordRead, view: &TxnView, budget: usize, f: &mut dyn FnMut(&RecordRow) -> Result<bool>) -> Result<Option<usize>> {
+    let mut seen = 0;
+    let within = walk_records(table, read, view, budget, &mut |row, version| {
+        seen += 1;
+        f(&RecordRow::of(table, row, &version, &read.columns))
+    })?;
+    Ok(within.then_some(seen))
+}
+
+/// What a record read-modify-write computes from each row it finds, read in place: the
+/// changes to make, already of the column types.
+pub type RecordRowChanges<'a> = dyn FnMut(&RecordRow) -> Result<Vec<(usize, Value)>> + 'a;
+
+/// [`modify_records`] with each row given to `f` where it is stored (see [`RecordRow`]).
+/// Returns how many rows were changed; `None` if the read examined more than `budget` rows.
+pub fn modify_each(table: &mut TableStore, read: &RecordRead, txn: &mut LocalTxn, budget: usize, f: &mut RecordRowChanges) -> Result<Option<usize>> {
+    // The rows first (an older version the transaction sees comes reconstructed), so that no
+    // row is visited twice.
+    let mut targets: SmallVec<[(RowId, Option<Vec<Value>>); 2]> = SmallVec::new();
+    let within = walk_records(table, read, &txn.view, budget, &mut |row, version| {
+        targets.push((row, match version {
+            StoredRow::InPlace { .. } => None,
+            StoredRow::Values(values) => Some(values),
+        }));
+        Ok(true)
+    })?;
+    if !within {
+        return Ok(None);
+    }
+    let id = table.def().id;
+    for (row, older) in &targets {
+        let changes = match older {
+            Some(values) => f(&RecordRow::Full { values, columns: &read.columns })?,
+            None => f(&RecordRow::Stored { table, row: *row, columns: &read.columns })?,
+        };
+        keeps_partition_key(table.def(), changes.iter().map(|(c, _)| *c))?;
+        let version = table.update(*row, &changes, &txn.view)?;
+        txn.versions.push((id, version));
+    }
+    Ok(Some(targets.len()))
 }
 
 /// Whether the read's candidates need [`within_bounds`]: a bound of the key column's own

@@ -79,6 +79,21 @@ pub struct InsertPlan {
     pub returning: Option<Returning>,
     /// `ON CONFLICT …`, if given.
     pub on_conflict: Option<Arc<OnConflict>>,
+    /// Whether the insert draws values from a sequence: a column default or a function in its
+    /// VALUES (computed once, when planned).
+    pub draws_sequences: bool,
+}
+
+impl InsertPlan {
+    fn new(table: Arc<TableDef>, columns: Vec<usize>, source: InsertSource, returning: Option<Returning>, on_conflict: Option<Arc<OnConflict>>) -> InsertPlan {
+        let mut draws_sequences = table.columns.iter().any(|c| c.default.as_ref().is_some_and(|d| d.sequence().is_some()));
+        if let InsertSource::Values(rows) = &source {
+            for e in rows.iter().flatten() {
+                e.visit(&mut |n| draws_sequences |= matches!(n, Expr::Func { func, .. } if func.is_sequence()));
+            }
+        }
+        InsertPlan { table, columns, source, returning, on_conflict, draws_sequences }
+    }
 }
 
 /// `INSERT … ON CONFLICT [target] DO NOTHING | DO UPDATE SET … [WHERE …]`.
@@ -363,7 +378,7 @@ pub fn plan_insert_overriding(catalog: &Catalog, insert: &ast::Insert, params: &
     }
     let Some(source) = &insert.source else {
         // INSERT … DEFAULT VALUES
-        return Ok(InsertPlan { table, columns: vec![], source: InsertSource::Values(vec![vec![]]), returning, on_conflict });
+        return Ok(InsertPlan::new(table, vec![], InsertSource::Values(vec![vec![]]), returning, on_conflict));
     };
     let values = match source.body.as_ref() {
         ast::SetExpr::Values(v) if source.order_by.is_none() && source.limit_clause.is_none() && source.with.is_none() => v,
@@ -375,7 +390,7 @@ pub fn plan_insert_overriding(catalog: &Catalog, insert: &ast::Insert, params: &
             {
                 return Err(identity_always(&table.columns[c].name));
             }
-            return Ok(InsertPlan { table, columns, source: InsertSource::Query(source.clone()), returning, on_conflict });
+            return Ok(InsertPlan::new(table, columns, InsertSource::Query(source.clone()), returning, on_conflict));
         }
     };
     // Without a column list, VALUES rows fill the table's first columns, the rest take their
@@ -412,7 +427,7 @@ pub fn plan_insert_overriding(catalog: &Catalog, insert: &ast::Insert, params: &
         }
         rows.push(bound);
     }
-    Ok(InsertPlan { table, columns, source: InsertSource::Values(rows), returning, on_conflict })
+    Ok(InsertPlan::new(table, columns, InsertSource::Values(rows), returning, on_conflict))
 }
 
 /// Whether a column is `GENERATED ALWAYS AS IDENTITY`.

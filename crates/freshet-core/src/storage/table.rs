@@ -230,6 +230,13 @@ impl TableStore {
         }
     }
 
+    /// The string in column `col` of `row` where it is stored, without a copy; `None` for NULL,
+    /// a column of another type, or a slot that holds no row.
+    pub fn get_str(&self, row: RowId, col: usize) -> Option<&str> {
+        let (chunk, slot) = self.locate(row)?;
+        chunk.columns.get(col)?.get_str(slot)
+    }
+
     /// The values of `columns` of `row` (live or not), in that order: the row is located once.
     pub fn get_columns(&self, row: RowId, columns: &[usize]) -> Vec<Value> {
         match self.locate(row) {
@@ -1253,14 +1260,15 @@ mod tests {
         }
         assert!(t.heads.is_empty());
         let w = TxnView::detached(TXN_ID_BASE + 1, 2);
-        let mut undo = vec![];
         // Rekeys in both indexes, back and forth, a second change of the same row, an insert
         // and a delete.
-        undo.push(t.update(a, &[(0, Value::Int32(7)), (1, Value::Text("z".into()))], &w).unwrap());
-        undo.push(t.update(a, &[(1, Value::Text("a".into()))], &w).unwrap());
-        undo.push(t.update(a, &[(2, Value::Int64(11))], &w).unwrap());
-        undo.push(t.insert(&row(3, "c", 30), &w).unwrap().1);
-        undo.push(t.delete(b, &w).unwrap());
+        let undo = vec![
+            t.update(a, &[(0, Value::Int32(7)), (1, Value::Text("z".into()))], &w).unwrap(),
+            t.update(a, &[(1, Value::Text("a".into()))], &w).unwrap(),
+            t.update(a, &[(2, Value::Int64(11))], &w).unwrap(),
+            t.insert(&row(3, "c", 30), &w).unwrap().1,
+            t.delete(b, &w).unwrap(),
+        ];
         assert!(t.heads.is_empty(), "detached versions stay out of the chains");
         assert_eq!(t.lock(a, &w).unwrap(), None);
         // While it runs, the old key finds nothing: the entry moved.

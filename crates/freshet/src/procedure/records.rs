@@ -13,7 +13,7 @@
 use std::sync::Arc;
 
 use freshet_core::catalog::TableDef;
-use freshet_core::sql::exec::{RecordChanges, RecordRead};
+use freshet_core::sql::exec::{RecordChanges, RecordRead, RecordRow, RecordRowChanges};
 use freshet_core::types::Value;
 use freshet_core::{Error, Result, SqlState};
 use sqlparser::ast::Ident;
@@ -203,6 +203,38 @@ impl ProcedureContext<'_> {
                 }
                 Ok(seen)
             }
+        }
+    }
+
+    /// As [`read`](Self::read), handing each row to `f` instead of returning it, until `f`
+    /// returns false: the row's columns are read where they are stored ([`RecordRow`]: a
+    /// string is borrowed, not copied, and no row of values is built). Returns how many rows
+    /// `f` saw. As statements, the rows are read as `read` reads them and handed over in turn.
+    pub fn read_each(&mut self, table: &TableRef, read: &RecordRead, f: &mut dyn FnMut(&RecordRow) -> Result<bool>) -> Result<usize> {
+        match &mut self.inner {
+            ContextInner::Job(cx) => cx.job.visit_records(&table.def, read, f),
+            ContextInner::Session(_) => {
+                let rows = self.read(table, read)?;
+                let mut seen = 0;
+                for row in &rows {
+                    seen += 1;
+                    if !f(&RecordRow::Listed(row))? {
+                        break;
+                    }
+                }
+                Ok(seen)
+            }
+        }
+    }
+
+    /// As [`modify`](Self::modify), with each row handed to `f` as it is stored
+    /// ([`RecordRow`]) rather than as values; returns how many rows were changed.
+    pub fn modify_each(&mut self, table: &TableRef, read: &RecordRead, f: &mut RecordRowChanges) -> Result<usize> {
+        let def = table.def.clone();
+        primary_key(&def)?;
+        match &mut self.inner {
+            ContextInner::Job(cx) => cx.job.modify_each(&def, read, &mut |row| assigned(&def, f(row)?)),
+            ContextInner::Session(_) => Ok(self.modify(table, read, &mut |values| f(&RecordRow::Listed(values)))?.len()),
         }
     }
 
