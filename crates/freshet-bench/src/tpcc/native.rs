@@ -36,6 +36,18 @@ fn plus_cents(v: &Value, cents: i64) -> Result<Value> {
     Ok(Value::Decimal(d.checked_add(Decimal::new(cents as i128, 2))?))
 }
 
+/// Adds `cents` to the year-to-date column `ytd` of the one row `read` finds (its columns:
+/// the year-to-date amount, the name, then the address) and returns the row's name.
+fn add_year_to_date(cx: &mut ProcedureContext, table: &TableRef, read: &RecordRead, ytd: usize, cents: i64, what: &str) -> Result<String> {
+    let mut name = None;
+    cx.modify_each(table, read, &mut |row| {
+        retrieve(row);
+        name = Some(row.str(1).unwrap_or("").to_string());
+        Ok(vec![(ytd, plus_cents(&row.value(0), cents)?)])
+    })?;
+    name.ok_or_else(|| missing(what))
+}
+
 fn missing(what: &str) -> Error {
     Error::new(SqlState::custom("P0002").unwrap_or(SqlState::RaiseException), format!("{what} not found"))
 }
@@ -308,20 +320,8 @@ pub(crate) fn payment(cx: &mut ProcedureContext, s: &Schema, i: &PaymentInput) -
         (&s.customer, by_id.as_slice()),
     ]);
     // The names go into the history row.
-    let mut w_name = None;
-    cx.modify_each(&s.warehouse, &warehouse, &mut |w| {
-        retrieve(w);
-        w_name = Some(w.str(1).unwrap_or("").to_string());
-        Ok(vec![(s.w_payment[0], plus_cents(&w.value(0), i.amount)?)])
-    })?;
-    let w_name = w_name.ok_or_else(|| missing("warehouse"))?;
-    let mut d_name = None;
-    cx.modify_each(&s.district, &district, &mut |d| {
-        retrieve(d);
-        d_name = Some(d.str(1).unwrap_or("").to_string());
-        Ok(vec![(s.d_payment[0], plus_cents(&d.value(0), i.amount)?)])
-    })?;
-    let d_name = d_name.ok_or_else(|| missing("district"))?;
+    let w_name = add_year_to_date(cx, &s.warehouse, &warehouse, s.w_payment[0], i.amount, "warehouse")?;
+    let d_name = add_year_to_date(cx, &s.district, &district, s.d_payment[0], i.amount, "district")?;
 
     let c_id = customer_id(cx, s, i.c_w_id, i.c_d_id, &i.customer)?;
     let read = match by_id {
