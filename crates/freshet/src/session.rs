@@ -2287,6 +2287,19 @@ pub(crate) fn call_plan(prepared: &Prepared) -> Option<&crate::procedure::CallPl
     }
 }
 
+/// The short-path plan of a prepared query, UPDATE or DELETE planned under the catalog
+/// version a job runs under (what [`run_in_job`] would run; for prefetch hints).
+pub(crate) fn job_plan(prepared: &Prepared, catalog_version: u64) -> Option<&Arc<OltpPlan>> {
+    if prepared.catalog_version != catalog_version {
+        return None;
+    }
+    match &prepared.kind {
+        Kind::Query(q) => q.short.as_ref(),
+        Kind::Dml(plan) => Some(plan),
+        _ => None,
+    }
+}
+
 /// Runs a prepared statement inside a one-job transaction (`freshet_core::engine::JobTxn`): a short-path query,
 /// an UPDATE or DELETE, or an INSERT … VALUES. Returns its rows and row count; anything else,
 /// or a statement prepared for an older catalog, gives the job up.

@@ -451,6 +451,9 @@ pub trait JobStatements {
     /// A hint that the body will make these reads (of several tables) next (see
     /// [`exec::prefetch_records`]).
     fn prefetch_records(&mut self, _reads: &[(&Arc<TableDef>, &[RecordRead])]) {}
+    /// A hint that these statements will run next with these parameters (see
+    /// [`exec::prefetch_plans`]).
+    fn prefetch_plans(&mut self, _lookups: &[(&Arc<OltpPlan>, &[Value])], _now: i64) {}
 }
 
 impl JobStatements for JobTxn<'_> {
@@ -540,6 +543,15 @@ impl JobStatements for JobTxn<'_> {
             .filter_map(|&(table, reads)| Some((self.part.table(table.id).ok()?, reads)))
             .collect();
         exec::prefetch_records(&stored);
+    }
+
+    fn prefetch_plans(&mut self, lookups: &[(&Arc<OltpPlan>, &[Value])], now: i64) {
+        let stored: SmallVec<[(&TableStore, &OltpPlan, &[Value]); 32]> = lookups
+            .iter()
+            .filter(|(plan, _)| self.stores(plan.table()))
+            .filter_map(|&(plan, params)| Some((self.part.table(plan.table().id).ok()?, plan.as_ref(), params)))
+            .collect();
+        exec::prefetch_plans(&stored, now);
     }
 }
 

@@ -886,6 +886,40 @@ pub fn prefetch_records(reads: &[(&TableStore, &[RecordRead])]) {
     prefetch_lookups(keys.iter().map(|(store, key, table, columns)| (*store, key.as_slice(), *table, *columns)));
 }
 
+/// A hint that each statement will run next with its parameters (a PL/pgSQL loop's lookups,
+/// known when the loop starts): for those whose access path is a whole-key lookup in a hash
+/// index, the slots and rows they will touch are requested at once, as
+/// [`prefetch_records`] does for record reads. A key that does not evaluate (an error, a
+/// function that needs the session) is left out; nothing is read or changed.
+pub fn prefetch_plans(lookups: &[(&TableStore, &super::plan::OltpPlan, &[Value])], now: i64) {
+    let mut keys: SmallVec<[(&IndexStore, KeyBuf, &TableStore, u64); 32]> = SmallVec::new();
+    // A loop's lookups repeat one plan per statement: its columns are worked out once.
+    let mut last: Option<(*const super::plan::OltpPlan, u64)> = None;
+    'lookup: for &(table, plan, params) in lookups {
+        let Access::Index { index, eq, lower: None, upper: None, any } = plan.access() else { continue };
+        let def = table.def();
+        let (Some(index_def), store) = (def.indexes.get(*index), table.index_store(*index)) else { continue };
+        if !any.is_empty() || !store.has_hash() || eq.len() != index_def.columns.len() {
+            continue;
+        }
+        let cx = EvalContext { params, now, session: None };
+        let mut key = KeyBuf::new();
+        for (e, &col) in eq.iter().zip(&index_def.columns) {
+            let (Ok(v), Some(column)) = (e.eval(&super::expr::NoRow, &cx), def.columns.get(col)) else { continue 'lookup };
+            if encode_key_value(&v, column.ty, &mut key).is_none() {
+                continue 'lookup;
+            }
+        }
+        let columns = match last {
+            Some((p, columns)) if std::ptr::eq(p, plan) => columns,
+            _ => plan.columns_depended_on(),
+        };
+        last = Some((plan, columns));
+        keys.push((store, key, table, columns));
+    }
+    prefetch_lookups(keys.iter().map(|(store, key, table, columns)| (*store, key.as_slice(), *table, *columns)));
+}
+
 /// The waves of a group prefetch over whole-key lookups (index, key, table, columns wanted):
 /// every key's hash slot, then the wanted columns of the row each slot names, then the bytes
 /// of their long strings.

@@ -297,6 +297,36 @@ impl OltpPlan {
         }
     }
 
+    /// How the statement finds its rows.
+    pub fn access(&self) -> &Access {
+        match self {
+            OltpPlan::Update(p) => &p.access,
+            OltpPlan::Delete(p) => &p.access,
+            OltpPlan::Select(p) => &p.access,
+        }
+    }
+
+    /// For a lookup of one whole index key (equality on every key column, no bounds, no IN
+    /// list): which parameters its key values depend on (bit `n` for `$n+1`); `None` for any
+    /// other access path, or a key that uses a parameter past the 64th.
+    pub fn key_params(&self) -> Option<u64> {
+        let Access::Index { index, eq, lower: None, upper: None, any } = self.access() else { return None };
+        if !any.is_empty() || self.table().indexes.get(*index)?.columns.len() != eq.len() {
+            return None;
+        }
+        let mut params = 0u64;
+        let mut within = true;
+        for e in eq {
+            e.visit(&mut |e| {
+                if let Expr::Param { index, .. } = e {
+                    within &= *index < 64;
+                    params |= 1u64.checked_shl(*index as u32).unwrap_or(0);
+                }
+            });
+        }
+        within.then_some(params)
+    }
+
     /// The whole WHERE clause.
     pub fn filter(&self) -> Option<&Expr> {
         match self {

@@ -15,6 +15,7 @@ use freshet_core::sql::bind::Binder;
 use freshet_core::sql::expr::{EvalContext, Expr, NoRow};
 use freshet_core::sql::names::fold_ident;
 use freshet_core::sql::plpgsql::parser::RaiseLevel;
+use freshet_core::sql::plpgsql::compile::MAX_PREFETCHED_ITERATIONS;
 use freshet_core::sql::plpgsql::{self, ExprUnit, Instr, ParamSource, PlType, PlValue};
 use freshet_core::types::{DataType, Value};
 use freshet_core::{Error, Result, SqlState};
@@ -368,6 +369,63 @@ fn eval(unit: &ExprUnit, vars: &Vars, now: Clock) -> Result<Value> {
     unit.expr.eval(&NoRow, &cx(&params))
 }
 
+/// A range loop as it starts: its variable's slot, bounds and step (positive; `reverse`
+/// counts down).
+struct LoopRange {
+    var: usize,
+    lo: i64,
+    hi: i64,
+    step: i64,
+    reverse: bool,
+}
+
+/// Asks for what the lookups of a range loop's statements `units` ([`RangeBounds::prefetch`])
+/// will touch over the whole loop, before its first iteration: the parameters of their keys for each
+/// value the loop variable will take (at most [`MAX_PREFETCHED_ITERATIONS`] of them), without
+/// the session's functions (nothing with an effect runs; a parameter that needs one leaves
+/// its statement out). The loop variable is left at the loop's first value.
+///
+/// [`RangeBounds::prefetch`]: freshet_core::sql::plpgsql::compile::RangeBounds::prefetch
+fn prefetch_loop<S: RoutineStatements>(
+    r: &plpgsql::Routine,
+    compiled: &CompiledCall,
+    units: &[usize],
+    LoopRange { var, lo, hi, step, reverse }: LoopRange,
+    vars: &mut Vars,
+    at: i64,
+    statements: &mut S,
+) {
+    let iterations = if reverse { lo - hi } else { hi - lo } / step + 1;
+    if !(2..=MAX_PREFETCHED_ITERATIONS).contains(&iterations) {
+        return;
+    }
+    let units: SmallVec<[(usize, u64); 8]> = units.iter().filter_map(|&u| Some((u, statements.key_params(&compiled.prepared[u])?))).collect();
+    if units.is_empty() {
+        return;
+    }
+    let clock = Clock { at, sequences: None };
+    let mut batch = Vec::with_capacity(units.len() * iterations as usize);
+    for k in 0..iterations {
+        let value = if reverse { lo - k * step } else { lo + k * step };
+        vars.set(var, Value::Int32(value.clamp(i32::MIN as i64, i32::MAX as i64) as i32));
+        'unit: for &(u, key_params) in &units {
+            let sources = &r.sql[u].params;
+            let mut params = Vec::with_capacity(sources.len());
+            for (n, source) in sources.iter().enumerate() {
+                // Only the key's parameters: the others stay NULL, unread.
+                let key = n < 64 && key_params & (1 << n) != 0;
+                let Ok(v) = (if key { source_value(source, vars, clock) } else { Ok(Value::Null) }) else {
+                    continue 'unit;
+                };
+                params.push(v);
+            }
+            batch.push((&compiled.prepared[u], params));
+        }
+    }
+    vars.set(var, Value::Int32(lo.clamp(i32::MIN as i64, i32::MAX as i64) as i32));
+    statements.prefetch(&batch);
+}
+
 fn slot_type(ty: PlType) -> DataType {
     match ty {
         PlType::Scalar(t) | PlType::Array(t) => t,
@@ -639,6 +697,16 @@ trait RoutineStatements {
     fn over_budget(&mut self) -> Option<Error> {
         None
     }
+
+    /// Which parameters of `prepared` a [`prefetch`](Self::prefetch) of it would use (see
+    /// `OltpPlan::key_params`): `None` if it would not prefetch it. The interpreter computes
+    /// only those.
+    fn key_params(&self, _prepared: &crate::session::Prepared) -> Option<u64> {
+        None
+    }
+
+    /// A hint that these statements will run next with these parameters.
+    fn prefetch(&mut self, _statements: &[(&Arc<crate::session::Prepared>, Vec<Value>)]) {}
 }
 
 /// How long a routine may hold its partition inside one job before the job gives up and the
@@ -688,6 +756,21 @@ impl RoutineStatements for InJob<'_> {
 
     async fn rollback_to(&mut self, _savepoint: &RoutineSavepoint) -> Result<()> {
         Err(self.job.give_up())
+    }
+
+    fn key_params(&self, prepared: &crate::session::Prepared) -> Option<u64> {
+        crate::session::job_plan(prepared, self.catalog.version)?.key_params()
+    }
+
+    fn prefetch(&mut self, statements: &[(&Arc<crate::session::Prepared>, Vec<Value>)]) {
+        let version = self.catalog.version;
+        let lookups: SmallVec<[(&Arc<freshet_core::sql::plan::OltpPlan>, &[Value]); 32]> = statements
+            .iter()
+            .filter_map(|(prepared, params)| Some((crate::session::job_plan(prepared, version)?, params.as_slice())))
+            .collect();
+        if !lookups.is_empty() {
+            self.job.prefetch_plans(&lookups, self.now);
+        }
     }
 
     async fn run(&mut self, prepared: &Arc<crate::session::Prepared>, params: Vec<Value>) -> Result<(Vec<Vec<Value>>, u64)> {
@@ -863,6 +946,12 @@ async fn run_instructions<S: RoutineStatements>(
                 vars.set(*var, Value::Int32(lo.clamp(i32::MIN as i64, i32::MAX as i64) as i32));
                 vars.set(*hi, Value::Int64(h));
                 vars.set(*step, Value::Int64(s));
+                if !bounds.prefetch.is_empty() {
+                    // The compiler puts the loop's test right after its start.
+                    let reverse = matches!(r.code.get(*pc), Some(Instr::RangeTest { reverse: true, .. }));
+                    let range = LoopRange { var: *var, lo, hi: h, step: s, reverse };
+                    prefetch_loop(r, compiled, &bounds.prefetch, range, vars, now.at, statements);
+                }
             }
             Instr::RangeTest { var, hi, reverse, exit } => {
                 let v = vars.scalar(*var)?.as_i64().unwrap_or(0);

@@ -129,6 +129,65 @@ pub struct RangeBounds {
     pub lo: ExprUnit,
     pub hi: ExprUnit,
     pub step: Option<ExprUnit>,
+    /// Statements of the body whose parameters are known for every iteration when the loop
+    /// starts ([`loop_prefetch`]): the interpreter may ask for what their lookups will touch
+    /// at once.
+    pub prefetch: Vec<usize>,
+}
+
+/// The longest range loop whose lookups are prefetched when it starts.
+pub const MAX_PREFETCHED_ITERATIONS: i64 = 32;
+
+/// The statements (indexes into `sql`) of a `FOR var IN lo..hi` loop whose body is `body` that
+/// can be prefetched when the loop starts: each parameter is the loop variable, a variable the
+/// body never assigns, or an element or length of such an array indexed by expressions of
+/// those, and at least one depends on the loop variable (a New-Order's item and stock lookups
+/// by `p_items[i]`). Prefetching is a hint only: a guess made wrong by control flow (an EXIT)
+/// costs a wasted memory request, never a different result. A body with an EXCEPTION block,
+/// or one that assigns the loop variable, gets none.
+fn loop_prefetch(body: &[Instr], sql: &[SqlUnit], var: usize) -> Vec<usize> {
+    let mut assigned = Vec::new();
+    for instr in body {
+        match instr {
+            Instr::TryEnter { .. } => return Vec::new(),
+            Instr::Init { slot, .. } | Instr::Assign { slot, .. } => assigned.push(*slot),
+            Instr::Sql(i) => assigned.extend(&sql[*i].into),
+            Instr::RangeInit { var, hi, step, .. } => assigned.extend([*var, *hi, *step]),
+            Instr::RangeNext { var, .. } => assigned.push(*var),
+            Instr::ForeachInit { idx } => assigned.push(*idx),
+            Instr::ForeachNext { idx, var, .. } => assigned.extend([*idx, *var]),
+            Instr::QueryNext { targets, .. } => assigned.extend(targets),
+            _ => {}
+        }
+    }
+    if assigned.contains(&var) {
+        return Vec::new();
+    }
+    body.iter()
+        .filter_map(|instr| if let Instr::Sql(i) = instr { Some(*i) } else { None })
+        .filter(|&i| {
+            let (mut invariant, mut varies) = (true, false);
+            for_each_source_slot(&sql[i].params, &mut |slot| {
+                varies |= slot == var;
+                invariant &= slot == var || !assigned.contains(&slot);
+            });
+            !sql[i].expression && invariant && varies
+        })
+        .collect()
+}
+
+/// Calls `f` with every slot the parameter sources read (arrays and the slots of their index
+/// expressions).
+fn for_each_source_slot(sources: &[ParamSource], f: &mut dyn FnMut(usize)) {
+    for source in sources {
+        match source {
+            ParamSource::Var(slot) | ParamSource::Length { array: slot, .. } => f(*slot),
+            ParamSource::Element { array, index } => {
+                f(*array);
+                for_each_source_slot(&index.params, f);
+            }
+        }
+    }
 }
 
 /// A compiled procedure or function.
@@ -386,11 +445,16 @@ impl Compiler<'_> {
                 self.scopes.push(Vec::new());
                 let v = self.declare(var, PlType::Scalar(DataType::Int32));
                 let (h, st) = (self.hidden(), self.hidden());
-                self.code.push(Instr::RangeInit { var: v, hi: h, step: st, bounds: Box::new(RangeBounds { lo: lo_e, hi: hi_e, step: step_e }) });
+                let bounds = Box::new(RangeBounds { lo: lo_e, hi: hi_e, step: step_e, prefetch: Vec::new() });
+                self.code.push(Instr::RangeInit { var: v, hi: h, step: st, bounds });
                 let test = self.here();
                 self.code.push(Instr::RangeTest { var: v, hi: h, reverse: *reverse, exit: PATCH });
                 let patches = self.loop_body(body)?;
                 let next = self.here();
+                let prefetch = loop_prefetch(&self.code[test + 1..next], &self.sql, v);
+                if let Instr::RangeInit { bounds, .. } = &mut self.code[test - 1] {
+                    bounds.prefetch = prefetch;
+                }
                 self.code.push(Instr::RangeNext { var: v, step: st, reverse: *reverse });
                 self.code.push(Instr::Jump(test));
                 let end = self.here();
@@ -968,6 +1032,55 @@ mod tests {
                 assert!(*t <= r.code.len(), "unpatched jump");
             }
         }
+    }
+
+    #[test]
+    fn a_range_loop_prefetches_the_lookups_its_start_determines() {
+        let prefetched = |body: &str| {
+            let r = compile(&format!(
+                "CREATE PROCEDURE p(w INT, xs INT[], ys INT[]) LANGUAGE plpgsql AS $$
+                 DECLARE s INT; o INT := 0;
+                 BEGIN {body} END $$"
+            ))
+            .unwrap();
+            let texts: Vec<Vec<String>> = r
+                .code
+                .iter()
+                .filter_map(|i| match i {
+                    Instr::RangeInit { bounds, .. } => Some(bounds.prefetch.iter().map(|&u| r.sql[u].text.to_lowercase()).collect()),
+                    _ => None,
+                })
+                .collect();
+            texts
+        };
+        // By the loop variable, elements indexed by it and unassigned variables: both; by a
+        // variable the body assigns, or by nothing that varies: neither of those.
+        let chosen = prefetched(
+            "FOR i IN 1..array_length(xs, 1) LOOP
+               SELECT a INTO s FROM t WHERE k = xs[i];
+               UPDATE u SET n = n + 1 WHERE c = w AND k = ys[i] AND j = i;
+               SELECT a INTO o FROM t WHERE k = s;
+               SELECT a INTO s FROM t WHERE k = w;
+               INSERT INTO v VALUES (xs[i]);
+               o := o + 1;
+             END LOOP;",
+        );
+        assert_eq!(chosen.len(), 1);
+        assert_eq!(chosen[0].len(), 3, "{chosen:?}");
+        assert!(chosen[0][0].starts_with("select a from t where k = xs[i]"), "{chosen:?}");
+        assert!(chosen[0][1].starts_with("update u"), "{chosen:?}");
+        assert!(chosen[0][2].starts_with("insert into v"), "the interpreter leaves out what has no lookup: {chosen:?}");
+        // A loop that assigns its variable, or has an EXCEPTION block, prefetches nothing; an
+        // inner loop's statements count for the outer loop when its parameters allow.
+        assert_eq!(prefetched("FOR i IN 1..3 LOOP SELECT a INTO s FROM t WHERE k = xs[i]; i := i + 1; END LOOP;"), vec![Vec::<String>::new()]);
+        assert_eq!(
+            prefetched("FOR i IN 1..3 LOOP BEGIN SELECT a INTO s FROM t WHERE k = xs[i]; EXCEPTION WHEN OTHERS THEN NULL; END; END LOOP;"),
+            vec![Vec::<String>::new()]
+        );
+        let nested = prefetched("FOR i IN 1..3 LOOP FOR j IN 1..2 LOOP SELECT a INTO s FROM t WHERE k = xs[i] AND m = j; END LOOP; END LOOP;");
+        assert_eq!(nested.len(), 2);
+        assert!(nested[0].is_empty(), "the inner loop assigns j: {nested:?}");
+        assert_eq!(nested[1].len(), 1, "{nested:?}");
     }
 
     #[test]
