@@ -2307,28 +2307,25 @@ pub(crate) fn run_in_job(prepared: &Prepared, params: Vec<Value>, now: i64, cata
     if prepared.catalog_version != catalog_version && needs_catalog(&prepared.kind) {
         return Err(job.give_up());
     }
-    let short = match &prepared.kind {
-        Kind::Query(q) => q.short.as_ref(),
-        Kind::Dml(plan) => Some(plan),
-        Kind::Insert { plan, source: None } if matches!(plan.source, InsertSource::Values(_)) => {
-            if plan.draws_sequences {
-                return Err(job.give_up());
-            }
-            let cx = EvalContext { params: &params, now, session: None };
-            let supplied = values_rows(plan, &cx)?;
-            if let Some(on) = &plan.on_conflict {
-                let full_rows = whole_rows(plan, supplied, &cx)?;
-                let returning = plan.returning.is_some();
-                let (n, written) = if full_rows.is_empty() { (0, Vec::new()) } else { job.upsert(&plan.table, &full_rows, on, returning, &params, now)? };
-                return Ok((returned_rows(plan, &written, &cx)?.unwrap_or_default(), n));
-            }
-            let (full_rows, returned) = complete_rows(plan, supplied, &cx)?;
-            let n = if full_rows.is_empty() { 0 } else { job.insert(&plan.table, &full_rows)? };
-            return Ok((returned.unwrap_or_default(), n));
+    if let Kind::Insert { plan, source: None } = &prepared.kind
+        && matches!(plan.source, InsertSource::Values(_))
+    {
+        if plan.draws_sequences {
+            return Err(job.give_up());
         }
-        _ => None,
-    };
-    let Some(plan) = short else { return Err(job.give_up()) };
+        let cx = EvalContext { params: &params, now, session: None };
+        let supplied = values_rows(plan, &cx)?;
+        if let Some(on) = &plan.on_conflict {
+            let full_rows = whole_rows(plan, supplied, &cx)?;
+            let returning = plan.returning.is_some();
+            let (n, written) = if full_rows.is_empty() { (0, Vec::new()) } else { job.upsert(&plan.table, &full_rows, on, returning, &params, now)? };
+            return Ok((returned_rows(plan, &written, &cx)?.unwrap_or_default(), n));
+        }
+        let (full_rows, returned) = complete_rows(plan, supplied, &cx)?;
+        let n = if full_rows.is_empty() { 0 } else { job.insert(&plan.table, &full_rows)? };
+        return Ok((returned.unwrap_or_default(), n));
+    }
+    let Some(plan) = job_plan(prepared, catalog_version) else { return Err(job.give_up()) };
     match job.run(plan, params, now)? {
         OltpResult::Count(n) => Ok((Vec::new(), n)),
         OltpResult::Rows(rows) => {

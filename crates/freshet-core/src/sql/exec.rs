@@ -903,13 +903,12 @@ pub fn prefetch_plans(lookups: &[(&TableStore, &super::plan::OltpPlan, &[Value])
             continue;
         }
         let cx = EvalContext { params, now, session: None };
-        let mut key = KeyBuf::new();
-        for (e, &col) in eq.iter().zip(&index_def.columns) {
-            let (Ok(v), Some(column)) = (e.eval(&super::expr::NoRow, &cx), def.columns.get(col)) else { continue 'lookup };
-            if encode_key_value(&v, column.ty, &mut key).is_none() {
-                continue 'lookup;
-            }
+        let mut values: SmallVec<[Value; 4]> = SmallVec::with_capacity(eq.len());
+        for e in eq {
+            let Ok(v) = e.eval(&super::expr::NoRow, &cx) else { continue 'lookup };
+            values.push(v);
         }
+        let Some(key) = encoded_key(def, index_def, &values) else { continue };
         let columns = match last {
             Some((p, columns)) if std::ptr::eq(p, plan) => columns,
             _ => plan.columns_depended_on(),
