@@ -29,7 +29,7 @@ use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::coop::cooperative;
 use datafusion::physical_plan::empty::EmptyExec;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType, SchedulingType};
-use datafusion::physical_plan::memory::MemoryStream;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::placeholder_row::PlaceholderRowExec;
 use datafusion::physical_plan::statistics::StatisticsArgs;
 use datafusion::physical_plan::{
@@ -38,10 +38,10 @@ use datafusion::physical_plan::{
 };
 use freshet_core::catalog::TableDef;
 use freshet_core::engine::Engine;
-use freshet_core::storage::DbSnapshot;
+use freshet_core::storage::{ChunkSnapshot, DbSnapshot};
 
-use crate::prune::{range_test, RangeTest};
-use crate::scan::chunk_batch;
+use crate::prune::{exact_test, range_test, RangeTest};
+use crate::scan::{chunk_batch, select};
 use crate::types::table_schema;
 
 /// A table as DataFusion sees it.
@@ -69,13 +69,16 @@ impl TableProvider for SnapshotTable {
     }
 
     /// Range filters on integer, date and timestamp columns let the scan skip whole chunks
-    /// ([`crate::prune`]); DataFusion still applies every filter to the rows that remain.
+    /// ([`crate::prune`]). A comparison with a constant or a BETWEEN the scan applies itself,
+    /// row by row over the segments ([`crate::scan::selection`]); DataFusion still applies the
+    /// others (IN lists, ORs) to the rows that remain.
     fn supports_filters_pushdown(&self, filters: &[&Expr]) -> Result<Vec<TableProviderFilterPushDown>> {
         Ok(filters
             .iter()
-            .map(|f| match range_test(f, &self.schema) {
-                Some(_) => TableProviderFilterPushDown::Inexact,
-                None => TableProviderFilterPushDown::Unsupported,
+            .map(|f| match (exact_test(f, &self.schema), range_test(f, &self.schema)) {
+                (Some(_), _) => TableProviderFilterPushDown::Exact,
+                (None, Some(_)) => TableProviderFilterPushDown::Inexact,
+                (None, None) => TableProviderFilterPushDown::Unsupported,
             })
             .collect())
     }
@@ -88,12 +91,13 @@ impl TableProvider for SnapshotTable {
         _limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let tests: Vec<RangeTest> = filters.iter().filter_map(|f| range_test(f, &self.schema)).collect();
+        let exact: Vec<RangeTest> = filters.iter().filter_map(|f| exact_test(f, &self.schema)).collect();
         let projection: Vec<usize> = match projection {
             Some(p) => p.clone(),
             None => (0..self.schema.fields().len()).collect(),
         };
         let schema = Arc::new(self.schema.project(&projection)?);
-        let leaf = ScanLeaf { table: self.def.clone(), projection, tests, schema };
+        let leaf = ScanLeaf { table: self.def.clone(), projection, tests, exact: exact.into(), schema };
         let partitions = state.config().target_partitions().max(1);
         Ok(Arc::new(SnapshotScanExec::try_new(leaf, query_snapshot(state.config())?, Shape::Spread(partitions))?))
     }
@@ -105,14 +109,65 @@ pub(crate) fn query_snapshot(config: &datafusion::execution::context::SessionCon
     config.get_extension::<DbSnapshot>().ok_or_else(|| DataFusionError::Internal("no snapshot for this query".into()))
 }
 
-/// What a scan reads, whatever the snapshot: a table, its projected columns and the range
-/// tests of its pushed-down filters.
+/// What a scan reads, whatever the snapshot: a table, its projected columns, the range
+/// tests of its pushed-down filters and, of those, the ones that are exactly their filter:
+/// the scan applies them to the rows (DataFusion does not).
 #[derive(Debug, Clone)]
 struct ScanLeaf {
     table: Arc<TableDef>,
     projection: Vec<usize>,
     tests: Vec<RangeTest>,
+    exact: Arc<[RangeTest]>,
     schema: SchemaRef,
+}
+
+/// One chunk of a scan: its batch over every slot, zero-copy, and when some of its rows are
+/// to be left out (deleted, or failing an exact test that its value ranges do not settle),
+/// the chunk and those tests; the rows are selected when the partition's stream reaches it,
+/// on the thread that runs that partition.
+#[derive(Debug, Clone)]
+struct Piece {
+    batch: RecordBatch,
+    select: Option<(ChunkSnapshot, Arc<[RangeTest]>)>,
+}
+
+impl Piece {
+    fn new(chunk: &ChunkSnapshot, leaf: &ScanLeaf, types: &[freshet_core::types::DataType]) -> Result<Piece> {
+        let batch = chunk_batch(chunk, types, &leaf.projection, leaf.schema.clone())?;
+        // A test that every value of its column passes (the segment's range lies inside the
+        // test's, and no value is NULL) need not be applied row by row.
+        let pending: Arc<[RangeTest]> = leaf
+            .exact
+            .iter()
+            .filter(|t| {
+                let segment = &chunk.columns[t.column];
+                let within = segment.int_range().is_some_and(|(min, max)| t.lo <= min && max <= t.hi);
+                !within || segment.validity().is_some()
+            })
+            .copied()
+            .collect();
+        let select = (!pending.is_empty() || chunk.live < chunk.len).then(|| (chunk.clone(), pending));
+        Ok(Piece { batch, select })
+    }
+
+    /// Rows it may give, as the statistics tell them: its live rows, a fifth of them when a
+    /// test is still to be applied (DataFusion's default selectivity of a filter it knows
+    /// nothing of).
+    fn estimated_rows(&self) -> usize {
+        match &self.select {
+            Some((chunk, tests)) if !tests.is_empty() => chunk.live / 5,
+            Some((chunk, _)) => chunk.live,
+            None => self.batch.num_rows(),
+        }
+    }
+
+    /// The rows this piece gives (`None`: none).
+    fn rows(&self) -> Result<Option<RecordBatch>> {
+        match &self.select {
+            None => Ok(Some(self.batch.clone())),
+            Some((chunk, tests)) => select(&self.batch, chunk, tests),
+        }
+    }
 }
 
 /// How a scan's chunks are spread over its partitions.
@@ -140,7 +195,7 @@ pub struct SnapshotScanExec {
     leaf: ScanLeaf,
     /// The most partitions the scan may have: the analytical threads when it was planned.
     most: usize,
-    parts: Vec<Vec<RecordBatch>>,
+    parts: Vec<Vec<Piece>>,
     /// Rows and bytes of all partitions' batches.
     rows: usize,
     bytes: usize,
@@ -168,14 +223,14 @@ impl SnapshotScanExec {
                 .with_scheduling_type(SchedulingType::Cooperative),
             )),
         };
-        let mut parts: Vec<Vec<RecordBatch>> = vec![Vec::new(); properties.partitioning.partition_count()];
+        let mut parts: Vec<Vec<Piece>> = vec![Vec::new(); properties.partitioning.partition_count()];
         let (mut rows, mut bytes) = (0, 0);
         for (i, chunk) in chunks.into_iter().enumerate() {
-            let batch = chunk_batch(chunk, &types, &leaf.projection, leaf.schema.clone())?;
-            rows += batch.num_rows();
-            bytes += batch.get_array_memory_size();
+            let piece = Piece::new(chunk, &leaf, &types)?;
+            rows += piece.estimated_rows();
+            bytes += piece.batch.get_array_memory_size();
             let n = parts.len();
-            parts[i % n].push(batch);
+            parts[i % n].push(piece);
         }
         Ok(SnapshotScanExec { leaf, most, parts, rows, bytes, properties })
     }
@@ -199,7 +254,25 @@ impl SnapshotScanExec {
 impl DisplayAs for SnapshotScanExec {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         let sizes: Vec<String> = self.parts.iter().map(|p| p.len().to_string()).collect();
-        write!(f, "SnapshotScanExec: table={}, partition_sizes=[{}], rows={}", self.leaf.table.name, sizes.join(", "), self.rows)
+        write!(f, "SnapshotScanExec: table={}, partition_sizes=[{}], rows={}", self.leaf.table.name, sizes.join(", "), self.rows)?;
+        if !self.leaf.exact.is_empty() {
+            let tests: Vec<String> = self
+                .leaf
+                .exact
+                .iter()
+                .map(|t| {
+                    let name = self.leaf.table.columns.get(t.column).map_or("?", |c| c.name.as_str());
+                    match (t.lo, t.hi) {
+                        (lo, hi) if lo == hi => format!("{name} = {lo}"),
+                        (i64::MIN, hi) => format!("{name} <= {hi}"),
+                        (lo, i64::MAX) => format!("{name} >= {lo}"),
+                        (lo, hi) => format!("{name} BETWEEN {lo} AND {hi}"),
+                    }
+                })
+                .collect();
+            write!(f, ", filter=[{}]", tests.join(" AND "))?;
+        }
+        Ok(())
     }
 }
 
@@ -233,10 +306,11 @@ impl ExecutionPlan for SnapshotScanExec {
     }
 
     fn execute(&self, partition: usize, _context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
-        let batches = self.parts.get(partition).ok_or_else(|| {
+        let pieces = self.parts.get(partition).ok_or_else(|| {
             DataFusionError::Internal(format!("SnapshotScanExec has no partition {partition}"))
         })?;
-        let stream = MemoryStream::try_new(batches.clone(), self.leaf.schema.clone(), None)?;
+        let batches = pieces.clone().into_iter().filter_map(|p| p.rows().transpose());
+        let stream = RecordBatchStreamAdapter::new(self.leaf.schema.clone(), futures::stream::iter(batches));
         Ok(Box::pin(cooperative(stream)))
     }
 
@@ -244,7 +318,7 @@ impl ExecutionPlan for SnapshotScanExec {
         let (rows, bytes) = match args.partition() {
             None => (self.rows, self.bytes),
             Some(p) => self.parts.get(p).map_or((0, 0), |b| {
-                (b.iter().map(RecordBatch::num_rows).sum(), b.iter().map(RecordBatch::get_array_memory_size).sum())
+                (b.iter().map(Piece::estimated_rows).sum(), b.iter().map(|p| p.batch.get_array_memory_size()).sum())
             }),
         };
         let statistics = Statistics::new_unknown(&self.leaf.schema)

@@ -13,6 +13,11 @@
 //! The constant must have the column's kind (any integer type for an integer column, a date
 //! for a date column, a timestamp with the column's unit and zone for a timestamp column): the
 //! planner has already cast constants to the column's type wherever that is exact.
+//!
+//! A comparison or BETWEEN *is* its range (for integers, `x < 5` is `x <= 4`), so the scan can
+//! also apply it exactly, row by row over the segment ([`exact_test`], `crate::scan::selection`),
+//! and DataFusion then leaves it out of the plan above the scan. An IN list or an OR is only
+//! bounded by its range (its hull), so DataFusion keeps applying it.
 
 use datafusion::arrow::datatypes::{DataType as ArrowType, Schema, TimeUnit};
 use datafusion::common::ScalarValue;
@@ -23,11 +28,23 @@ pub use freshet_core::storage::RangeTest;
 
 /// The range test `filter` implies, if it is one of the understood forms.
 pub fn range_test(filter: &Expr, schema: &Schema) -> Option<RangeTest> {
+    test(filter, schema).map(|(t, _)| t)
+}
+
+/// The range test that is exactly `filter` (a row passes the filter if and only if its
+/// value is not NULL and lies in the range): a comparison with a constant or a BETWEEN.
+pub fn exact_test(filter: &Expr, schema: &Schema) -> Option<RangeTest> {
+    test(filter, schema).and_then(|(t, exact)| exact.then_some(t))
+}
+
+/// The range test `filter` implies, and whether it is exactly the filter.
+fn test(filter: &Expr, schema: &Schema) -> Option<(RangeTest, bool)> {
     match filter {
-        // Either side's range on the same column: their hull (small IN lists arrive as ORs).
+        // Either side's range on the same column: their hull (small IN lists arrive as ORs),
+        // which bounds the OR without being it.
         Expr::BinaryExpr(BinaryExpr { left, op: Operator::Or, right }) => {
             let (a, b) = (range_test(left, schema)?, range_test(right, schema)?);
-            (a.column == b.column).then(|| RangeTest { column: a.column, lo: a.lo.min(b.lo), hi: a.hi.max(b.hi) })
+            (a.column == b.column).then(|| (RangeTest { column: a.column, lo: a.lo.min(b.lo), hi: a.hi.max(b.hi) }, false))
         }
         Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
             let (column, op, value) = match (left.as_ref(), right.as_ref()) {
@@ -45,7 +62,7 @@ pub fn range_test(filter: &Expr, schema: &Schema) -> Option<RangeTest> {
                 Operator::GtEq => (v, i64::MAX),
                 _ => return None,
             };
-            Some(RangeTest { column: index, lo, hi })
+            Some((RangeTest { column: index, lo, hi }, true))
         }
         Expr::Between(Between { expr, negated: false, low, high }) => {
             let (Expr::Column(c), Expr::Literal(low, _), Expr::Literal(high, _)) = (expr.as_ref(), low.as_ref(), high.as_ref())
@@ -54,7 +71,7 @@ pub fn range_test(filter: &Expr, schema: &Schema) -> Option<RangeTest> {
             };
             let index = schema.index_of(&c.name).ok()?;
             let ty = schema.field(index).data_type();
-            Some(RangeTest { column: index, lo: constant(low, ty)?, hi: constant(high, ty)? })
+            Some((RangeTest { column: index, lo: constant(low, ty)?, hi: constant(high, ty)? }, true))
         }
         Expr::InList(InList { expr, list, negated: false }) => {
             let Expr::Column(c) = expr.as_ref() else { return None };
@@ -66,7 +83,7 @@ pub fn range_test(filter: &Expr, schema: &Schema) -> Option<RangeTest> {
             });
             let first = values.next()??;
             let (lo, hi) = values.try_fold((first, first), |(lo, hi), v| v.map(|v| (lo.min(v), hi.max(v))))?;
-            Some(RangeTest { column: index, lo, hi })
+            Some((RangeTest { column: index, lo, hi }, false))
         }
         _ => None,
     }
@@ -120,6 +137,18 @@ mod tests {
         assert_eq!(t(col("a").in_list(vec![lit(7i32), lit(3i32), lit(4i32)], false)), Some(RangeTest { column: 0, lo: 3, hi: 7 }));
         assert_eq!(t(col("d").gt_eq(lit(ScalarValue::Date32(Some(100))))), Some(RangeTest { column: 1, lo: 100, hi: i64::MAX }));
         assert_eq!(t(col("a").eq(lit(9i32)).or(col("a").lt(lit(2i32)))), Some(RangeTest { column: 0, lo: i64::MIN, hi: 9 }));
+    }
+
+    #[test]
+    fn comparisons_and_between_are_exact_in_lists_and_ors_are_hulls() {
+        let s = schema();
+        let t = |e: Expr| exact_test(&e, &s);
+        assert_eq!(t(col("a").eq(lit(5i32))), Some(RangeTest { column: 0, lo: 5, hi: 5 }));
+        assert_eq!(t(col("a").lt(lit(5i64))), Some(RangeTest { column: 0, lo: i64::MIN, hi: 4 }));
+        assert_eq!(t(col("a").between(lit(2i32), lit(9i32))), Some(RangeTest { column: 0, lo: 2, hi: 9 }));
+        assert_eq!(t(col("a").in_list(vec![lit(7i32), lit(3i32)], false)), None, "3 and 7, not 3..=7");
+        assert_eq!(t(col("a").eq(lit(9i32)).or(col("a").lt(lit(2i32)))), None);
+        assert_eq!(t(col("f").eq(lit(1.5f64))), None);
     }
 
     #[test]
