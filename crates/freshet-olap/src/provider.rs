@@ -140,9 +140,10 @@ impl Piece {
             .exact
             .iter()
             .filter(|t| {
-                let segment = &chunk.columns[t.column];
-                let within = segment.int_range().is_some_and(|(min, max)| t.lo <= min && max <= t.hi);
-                !within || segment.validity().is_some()
+                chunk.columns.get(t.column).is_none_or(|segment| {
+                    let within = segment.int_range().is_some_and(|(min, max)| t.lo <= min && max <= t.hi);
+                    !within || segment.validity().is_some()
+                })
             })
             .copied()
             .collect();
