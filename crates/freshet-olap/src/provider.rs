@@ -40,7 +40,7 @@ use freshet_core::catalog::TableDef;
 use freshet_core::engine::Engine;
 use freshet_core::storage::{ChunkSnapshot, DbSnapshot};
 
-use crate::prune::{exact_test, range_test, RangeTest};
+use crate::prune::{self, RangeTest};
 use crate::scan::{chunk_batch, select};
 use crate::types::table_schema;
 
@@ -75,10 +75,10 @@ impl TableProvider for SnapshotTable {
     fn supports_filters_pushdown(&self, filters: &[&Expr]) -> Result<Vec<TableProviderFilterPushDown>> {
         Ok(filters
             .iter()
-            .map(|f| match (exact_test(f, &self.schema), range_test(f, &self.schema)) {
-                (Some(_), _) => TableProviderFilterPushDown::Exact,
-                (None, Some(_)) => TableProviderFilterPushDown::Inexact,
-                (None, None) => TableProviderFilterPushDown::Unsupported,
+            .map(|f| match prune::test(f, &self.schema) {
+                Some((_, true)) => TableProviderFilterPushDown::Exact,
+                Some((_, false)) => TableProviderFilterPushDown::Inexact,
+                None => TableProviderFilterPushDown::Unsupported,
             })
             .collect())
     }
@@ -90,14 +90,15 @@ impl TableProvider for SnapshotTable {
         filters: &[Expr],
         _limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let tests: Vec<RangeTest> = filters.iter().filter_map(|f| range_test(f, &self.schema)).collect();
-        let exact: Vec<RangeTest> = filters.iter().filter_map(|f| exact_test(f, &self.schema)).collect();
+        let pushed: Vec<(RangeTest, bool)> = filters.iter().filter_map(|f| prune::test(f, &self.schema)).collect();
+        let tests: Vec<RangeTest> = pushed.iter().map(|(t, _)| *t).collect();
+        let exact: Arc<[RangeTest]> = pushed.iter().filter(|(_, exact)| *exact).map(|(t, _)| *t).collect();
         let projection: Vec<usize> = match projection {
             Some(p) => p.clone(),
             None => (0..self.schema.fields().len()).collect(),
         };
         let schema = Arc::new(self.schema.project(&projection)?);
-        let leaf = ScanLeaf { table: self.def.clone(), projection, tests, exact: exact.into(), schema };
+        let leaf = ScanLeaf { table: self.def.clone(), projection, tests, exact, schema };
         let partitions = state.config().target_partitions().max(1);
         Ok(Arc::new(SnapshotScanExec::try_new(leaf, query_snapshot(state.config())?, Shape::Spread(partitions))?))
     }

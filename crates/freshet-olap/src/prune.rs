@@ -15,7 +15,7 @@
 //! planner has already cast constants to the column's type wherever that is exact.
 //!
 //! A comparison or BETWEEN *is* its range (for integers, `x < 5` is `x <= 4`), so the scan can
-//! also apply it exactly, row by row over the segment ([`exact_test`], `crate::scan::selection`),
+//! also apply it exactly, row by row over the segment ([`test`], `crate::scan::selection`),
 //! and DataFusion then leaves it out of the plan above the scan. An IN list or an OR is only
 //! bounded by its range (its hull), so DataFusion keeps applying it.
 
@@ -31,14 +31,10 @@ pub fn range_test(filter: &Expr, schema: &Schema) -> Option<RangeTest> {
     test(filter, schema).map(|(t, _)| t)
 }
 
-/// The range test that is exactly `filter` (a row passes the filter if and only if its
-/// value is not NULL and lies in the range): a comparison with a constant or a BETWEEN.
-pub fn exact_test(filter: &Expr, schema: &Schema) -> Option<RangeTest> {
-    test(filter, schema).and_then(|(t, exact)| exact.then_some(t))
-}
-
-/// The range test `filter` implies, and whether it is exactly the filter.
-fn test(filter: &Expr, schema: &Schema) -> Option<(RangeTest, bool)> {
+/// The range test `filter` implies, and whether it is exactly the filter (a row passes the
+/// filter if and only if its value is not NULL and lies in the range): true for a comparison
+/// with a constant or a BETWEEN.
+pub fn test(filter: &Expr, schema: &Schema) -> Option<(RangeTest, bool)> {
     match filter {
         // Either side's range on the same column: their hull (small IN lists arrive as ORs),
         // which bounds the OR without being it.
@@ -142,7 +138,7 @@ mod tests {
     #[test]
     fn comparisons_and_between_are_exact_in_lists_and_ors_are_hulls() {
         let s = schema();
-        let t = |e: Expr| exact_test(&e, &s);
+        let t = |e: Expr| test(&e, &s).and_then(|(t, exact)| exact.then_some(t));
         assert_eq!(t(col("a").eq(lit(5i32))), Some(RangeTest { column: 0, lo: 5, hi: 5 }));
         assert_eq!(t(col("a").lt(lit(5i64))), Some(RangeTest { column: 0, lo: i64::MIN, hi: 4 }));
         assert_eq!(t(col("a").between(lit(2i32), lit(9i32))), Some(RangeTest { column: 0, lo: 2, hi: 9 }));
