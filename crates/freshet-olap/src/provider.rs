@@ -27,6 +27,7 @@ use datafusion::common::Statistics;
 use datafusion::execution::TaskContext;
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::coop::cooperative;
+use datafusion::physical_plan::metrics::{BaselineMetrics, ExecutionPlanMetricsSet, MetricsSet, RecordOutput};
 use datafusion::physical_plan::empty::EmptyExec;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType, SchedulingType};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
@@ -41,7 +42,9 @@ use freshet_core::engine::Engine;
 use freshet_core::storage::{ChunkSnapshot, DbSnapshot};
 
 use crate::prune::{self, RangeTest};
-use crate::scan::{chunk_batch, select};
+use crate::scan::{chunk_batch, selection};
+use datafusion::arrow::array::BooleanArray;
+use datafusion::arrow::compute::BatchCoalescer;
 use crate::types::table_schema;
 
 /// A table as DataFusion sees it.
@@ -162,12 +165,63 @@ impl Piece {
             None => self.batch.num_rows(),
         }
     }
+}
 
-    /// The rows this piece gives (`None`: none).
-    fn rows(&self) -> Result<Option<RecordBatch>> {
-        match &self.select {
-            None => Ok(Some(self.batch.clone())),
-            Some((chunk, tests)) => select(&self.batch, chunk, tests),
+/// The rows of one partition's pieces, in batches: a piece handed over whole is its own
+/// (zero-copy) batch; the rows selected from pieces that lose some are copied together into
+/// batches of the session's batch size, so that a selective filter does not feed the plan
+/// above one small batch per chunk (each batch costs every operator a fixed overhead).
+struct Rows {
+    pieces: std::vec::IntoIter<Piece>,
+    selected: BatchCoalescer,
+    done: bool,
+    metrics: BaselineMetrics,
+}
+
+impl Rows {
+    /// The next batch, or `None` at the end.
+    fn next_batch(&mut self) -> Result<Option<RecordBatch>> {
+        loop {
+            if let Some(batch) = self.selected.next_completed_batch() {
+                return Ok(Some(batch));
+            }
+            if self.done {
+                return Ok(None);
+            }
+            let Some(piece) = self.pieces.next() else {
+                self.done = true;
+                self.selected.finish_buffered_batch()?;
+                continue;
+            };
+            let Some((chunk, tests)) = &piece.select else {
+                return Ok(Some(piece.batch));
+            };
+            let (keep, kept) = selection(chunk, tests);
+            if kept == chunk.len {
+                return Ok(Some(piece.batch));
+            }
+            if kept > 0 {
+                self.selected.push_batch_with_filter(piece.batch, &BooleanArray::new(keep, None))?;
+            }
+        }
+    }
+}
+
+impl Iterator for Rows {
+    type Item = Result<RecordBatch>;
+
+    fn next(&mut self) -> Option<Result<RecordBatch>> {
+        let clock = self.metrics.elapsed_compute().clone();
+        let timer = clock.timer();
+        let next = self.next_batch();
+        timer.done();
+        match next {
+            Ok(Some(batch)) => Some(Ok(batch.record_output(&self.metrics))),
+            Ok(None) => {
+                self.metrics.done();
+                None
+            }
+            Err(e) => Some(Err(e)),
         }
     }
 }
@@ -202,6 +256,8 @@ pub struct SnapshotScanExec {
     rows: usize,
     bytes: usize,
     properties: Arc<PlanProperties>,
+    /// Rows and batches given, and the time spent selecting and copying rows (EXPLAIN ANALYZE).
+    metrics: ExecutionPlanMetricsSet,
 }
 
 impl SnapshotScanExec {
@@ -234,13 +290,21 @@ impl SnapshotScanExec {
             let n = parts.len();
             parts[i % n].push(piece);
         }
-        Ok(SnapshotScanExec { leaf, most, parts, rows, bytes, properties })
+        Ok(SnapshotScanExec { leaf, most, parts, rows, bytes, properties, metrics: ExecutionPlanMetricsSet::new() })
     }
 
     /// The same scan without data: what a cached plan keeps.
     fn emptied(&self) -> SnapshotScanExec {
         let parts = vec![Vec::new(); self.parts.len()];
-        SnapshotScanExec { leaf: self.leaf.clone(), most: self.most, parts, rows: 0, bytes: 0, properties: self.properties.clone() }
+        SnapshotScanExec {
+            leaf: self.leaf.clone(),
+            most: self.most,
+            parts,
+            rows: 0,
+            bytes: 0,
+            properties: self.properties.clone(),
+            metrics: ExecutionPlanMetricsSet::new(),
+        }
     }
 
     /// The same scan over `snapshot`, with the same partitions and properties; `None` when
@@ -307,13 +371,23 @@ impl ExecutionPlan for SnapshotScanExec {
         Ok(self)
     }
 
-    fn execute(&self, partition: usize, _context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
+    fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
         let pieces = self.parts.get(partition).ok_or_else(|| {
             DataFusionError::Internal(format!("SnapshotScanExec has no partition {partition}"))
         })?;
-        let batches = pieces.clone().into_iter().filter_map(|p| p.rows().transpose());
+        let batch_size = context.session_config().batch_size();
+        let batches = Rows {
+            pieces: pieces.clone().into_iter(),
+            selected: BatchCoalescer::new(self.leaf.schema.clone(), batch_size),
+            done: false,
+            metrics: BaselineMetrics::new(&self.metrics, partition),
+        };
         let stream = RecordBatchStreamAdapter::new(self.leaf.schema.clone(), futures::stream::iter(batches));
         Ok(Box::pin(cooperative(stream)))
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
     }
 
     fn statistics_from_inputs(&self, _input_stats: &[Arc<Statistics>], args: &StatisticsArgs) -> Result<Arc<Statistics>> {

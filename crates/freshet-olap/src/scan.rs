@@ -3,9 +3,14 @@
 //! Every fixed-width segment becomes an Arrow buffer that points into the segment's own
 //! memory and keeps the segment alive through its `Arc` (Arrow's custom allocation). String
 //! segments become `StringViewArray`s over the same views and blocks. Validity bitmaps are
-//! shared the same way. The only copy is for chunks with deleted slots: those rows are
-//! filtered out (a chunk without deletions is never copied), and for chunks where the scan
-//! applies a filter itself ([`selection`]): only the rows that pass are copied.
+//! shared the same way. The only copy is for chunks with deleted slots, or where the scan
+//! applies a filter itself ([`selection`]): the rows that pass are copied (the provider
+//! gathers them from consecutive chunks into full batches); a chunk whose every slot passes
+//! is never copied.
+//!
+//! A filter on a full chunk's column with few distinct values reads the segment's value
+//! bitmaps ([`ColumnSegment::value_bitmaps`]: one bit per slot for each value it accepts)
+//! instead of the values; other segments are compared value by value in their own width.
 //!
 //! Soundness: a snapshot's segments are immutable (the live table copies a segment before it
 //! writes to one a snapshot shares), and string blocks never change below their published
@@ -19,11 +24,10 @@ use datafusion::arrow::array::{
     Int64Array, StringViewArray, TimestampMicrosecondArray,
 };
 use datafusion::arrow::buffer::{BooleanBuffer, Buffer, NullBuffer, ScalarBuffer};
-use datafusion::arrow::compute::filter_record_batch;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use datafusion::error::Result;
-use freshet_core::storage::{Bitmap, ChunkSnapshot, ColumnSegment, RangeTest, SegmentValues, StringBlock};
+use freshet_core::storage::{Bitmap, ChunkSnapshot, CHUNK_ROWS, ColumnSegment, RangeTest, SegmentValues, StringBlock};
 use freshet_core::types::DataType;
 
 /// An Arrow buffer over `len` bytes at `ptr`, kept alive by `owner`.
@@ -110,21 +114,14 @@ pub fn chunk_batch(chunk: &ChunkSnapshot, types: &[DataType], projection: &[usiz
     Ok(RecordBatch::try_new_with_options(schema, columns, &options)?)
 }
 
-/// `batch` (a [`chunk_batch`] of `chunk`) with only the rows that [`selection`] keeps; `None`
-/// when none is kept. A batch all of whose rows are kept is returned as it is (no copy).
-pub fn select(batch: &RecordBatch, chunk: &ChunkSnapshot, tests: &[RangeTest]) -> Result<Option<RecordBatch>> {
-    let (keep, kept) = selection(chunk, tests);
-    Ok(match kept {
-        0 => None,
-        n if n == chunk.len => Some(batch.clone()),
-        _ => Some(filter_record_batch(batch, &BooleanArray::new(keep, None))?),
-    })
-}
-
 /// The slots of `chunk` that are not deleted and whose values pass every test (not NULL and
 /// inside the test's range), as a bitmap of `chunk.len` bits, and how many they are. A test
 /// on a column that is not a 16/32/64-bit integer segment keeps no row (the planner hands the
 /// scan only tests on such columns: integers, dates and timestamps).
+///
+/// A full chunk is not appended to any more, so its value bitmaps, built by the first query
+/// that filters the column, serve every later one; the chunk being filled is copied after each
+/// snapshot that shares it (the copy drops them), so its values are compared directly.
 pub fn selection(chunk: &ChunkSnapshot, tests: &[RangeTest]) -> (BooleanBuffer, usize) {
     let len = chunk.len;
     let mut words = vec![u64::MAX; len.div_ceil(64)];
@@ -136,11 +133,14 @@ pub fn selection(chunk: &ChunkSnapshot, tests: &[RangeTest]) -> (BooleanBuffer, 
             words.fill(0);
             break;
         };
-        match segment.values() {
-            SegmentValues::I16(v) => keep_in_range(&mut words, &v[..len], test),
-            SegmentValues::I32(v) => keep_in_range(&mut words, &v[..len], test),
-            SegmentValues::I64(v) => keep_in_range(&mut words, &v[..len], test),
-            _ => words.fill(0),
+        match (segment.len() == CHUNK_ROWS).then(|| segment.value_bitmaps()).flatten() {
+            Some(bitmaps) => bitmaps.keep_in_range(&mut words, test.lo, test.hi),
+            None => match segment.values() {
+                SegmentValues::I16(v) => keep_in_range(&mut words, &v[..len], test),
+                SegmentValues::I32(v) => keep_in_range(&mut words, &v[..len], test),
+                SegmentValues::I64(v) => keep_in_range(&mut words, &v[..len], test),
+                _ => words.fill(0),
+            },
         }
         if let Some(valid) = segment.validity() {
             words.iter_mut().zip(valid.words()).for_each(|(w, v)| *w &= v);

@@ -356,4 +356,10 @@ fn scans_apply_comparisons_exactly_over_nulls_deletions_and_every_integer_width(
     let lines: Vec<String> = plan[0].rows().iter().map(|r| format!("{:?}", r[0])).collect();
     assert!(lines.iter().any(|l| l.contains("filter=[a = 3 AND b >= 10001]")), "{lines:#?}");
     assert!(!lines.iter().any(|l| l.contains("FilterExec")), "{lines:#?}");
+    // The rows selected from the three chunks (over two partitions) come out as one batch
+    // per partition, not one per chunk.
+    let plan = s.execute_blocking("EXPLAIN ANALYZE SELECT count(*) FROM f WHERE a = 3").unwrap();
+    let lines: Vec<String> = plan[0].rows().iter().map(|r| format!("{:?}", r[0])).collect();
+    let scan = lines.iter().find(|l| l.contains("SnapshotScanExec")).expect("a scan");
+    assert!(scan.contains("partition_sizes=[2, 1]") && scan.contains("output_batches=2"), "{scan}");
 }

@@ -23,7 +23,7 @@ pub mod table;
 
 pub use bitmap::Bitmap;
 pub use index::{IndexStore, KeyBuf};
-pub use segment::{ColumnSegment, SegmentValues};
+pub use segment::{ColumnSegment, SegmentValues, ValueBitmaps, BITMAP_VALUES};
 pub use snapshot::{ChunkSnapshot, DbSnapshot, RangeTest, LiveSnapshot, SnapshotInfo, SnapshotMemory, SnapshotMode, SnapshotScope, TableSnapshot};
 pub use strings::{StringBlock, StringColumn};
 pub use mvcc::{Change, RowVersion, Ts, TxnView, TXN_ID_BASE};

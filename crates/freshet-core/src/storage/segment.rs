@@ -6,7 +6,7 @@
 //! snapshot keeps the old contents and the live table gets its own. A segment has at most
 //! [`CHUNK_ROWS`](super::CHUNK_ROWS) values, so a copy costs tens of kilobytes.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use super::bitmap::Bitmap;
 use super::strings::{StringArena, StringColumn};
@@ -49,12 +49,68 @@ impl Clone for SegmentValues {
     }
 }
 
+/// The most distinct values (from the smallest to the largest) an integer segment may span
+/// for [`ColumnSegment::value_bitmaps`] to describe it: 32 bitmaps of a full chunk take 32 KiB,
+/// as much as its 32-bit values.
+pub const BITMAP_VALUES: i64 = 32;
+
+/// Where each value of an integer segment with few distinct values lies: one bitmap of the
+/// segment's slots per value from its smallest to its largest. A range filter on the column
+/// then reads one bit per slot for each value it accepts instead of each slot's value (an
+/// equality on a 32-bit column reads 1/32 of the bytes).
+#[derive(Debug)]
+pub struct ValueBitmaps {
+    min: i64,
+    max: i64,
+    /// Words per bitmap: the segment's slots / 64, rounded up.
+    stride: usize,
+    /// The bitmap of value `min + k` is `words[k * stride..(k + 1) * stride]`.
+    words: Vec<u64>,
+}
+
+impl ValueBitmaps {
+    fn build<T: Copy + Into<i64>>(values: &[T], min: i64, max: i64) -> Self {
+        let stride = values.len().div_ceil(64);
+        let mut words = vec![0u64; stride * (max - min + 1) as usize];
+        for (i, &v) in values.iter().enumerate() {
+            words[(v.into() - min) as usize * stride + i / 64] |= 1 << (i % 64);
+        }
+        ValueBitmaps { min, max, stride, words }
+    }
+
+    /// Clears in `keep` (one bit per slot, from slot 0) every slot whose value lies outside
+    /// `lo..=hi`. NULL slots count with the value they store (the caller applies validity).
+    pub fn keep_in_range(&self, keep: &mut [u64], lo: i64, hi: i64) {
+        let (lo, hi) = (lo.max(self.min), hi.min(self.max));
+        if lo > hi {
+            keep.fill(0);
+            return;
+        }
+        let first = (lo - self.min) as usize;
+        let count = (hi - lo + 1) as usize;
+        let bitmaps = &self.words[first * self.stride..(first + count) * self.stride];
+        if count == 1 {
+            keep.iter_mut().zip(bitmaps).for_each(|(k, b)| *k &= b);
+            return;
+        }
+        for (i, word) in keep.iter_mut().enumerate().take(self.stride) {
+            if *word != 0 {
+                *word &= bitmaps.iter().skip(i).step_by(self.stride).fold(0, |acc, w| acc | w);
+            }
+        }
+    }
+
+    pub fn heap_bytes(&self) -> usize {
+        self.words.capacity() * 8
+    }
+}
+
 /// One column of one chunk.
 ///
-/// Invariant: `range`, once computed, bounds every value the segment holds. Every write goes
-/// through a `&mut self` method, which clears it; a segment a snapshot shares is never written
-/// (the live table copies it first), so its range is computed at most once and stays valid for
-/// every later snapshot that shares the segment.
+/// Invariant: `range` and `bitmaps`, once computed, describe every value the segment holds.
+/// Every write goes through a `&mut self` method, which clears them; a segment a snapshot
+/// shares is never written (the live table copies it first), so they are computed at most
+/// once and stay valid for every later snapshot that shares the segment.
 #[derive(Clone, Debug)]
 pub struct ColumnSegment {
     values: SegmentValues,
@@ -64,6 +120,9 @@ pub struct ColumnSegment {
     /// dates, timestamps) over all its slots, computed on first use ([`Self::int_range`]).
     /// NULL and deleted slots count with the value they store, which only widens the range.
     range: OnceLock<Option<(i64, i64)>>,
+    /// Built on first use ([`Self::value_bitmaps`]); shared by the copies of the segment
+    /// (a copy is made to be written, which drops it).
+    bitmaps: OnceLock<Option<Arc<ValueBitmaps>>>,
 }
 
 impl ColumnSegment {
@@ -78,7 +137,7 @@ impl ColumnSegment {
             PhysicalType::I128 => SegmentValues::I128(Vec::with_capacity(capacity)),
             PhysicalType::Utf8 => SegmentValues::Utf8(StringColumn::with_capacity(capacity)),
         };
-        ColumnSegment { values, validity: None, range: OnceLock::new() }
+        ColumnSegment { values, validity: None, range: OnceLock::new(), bitmaps: OnceLock::new() }
     }
 
     /// The typed values (every slot, including NULL and deleted ones).
@@ -106,6 +165,25 @@ impl ColumnSegment {
             SegmentValues::I64(v) => min_max(v),
             _ => None,
         })
+    }
+
+    /// One bitmap per value, for an integer segment whose values span at most
+    /// [`BITMAP_VALUES`] distinct values (NULL slots count with the value they store); `None`
+    /// for other segments. Built once per segment contents in one pass over the values; worth
+    /// it for segments that are read more often than written (full chunks).
+    pub fn value_bitmaps(&self) -> Option<&ValueBitmaps> {
+        let (min, max) = self.int_range()?;
+        if (max as i128 - min as i128) >= BITMAP_VALUES as i128 {
+            return None;
+        }
+        self.bitmaps
+            .get_or_init(|| match &self.values {
+                SegmentValues::I16(v) => Some(Arc::new(ValueBitmaps::build(v, min, max))),
+                SegmentValues::I32(v) => Some(Arc::new(ValueBitmaps::build(v, min, max))),
+                SegmentValues::I64(v) => Some(Arc::new(ValueBitmaps::build(v, min, max))),
+                _ => None,
+            })
+            .as_deref()
     }
 
     pub fn len(&self) -> usize {
@@ -190,6 +268,7 @@ impl ColumnSegment {
     /// Appends a value already converted to the column's type.
     pub fn push(&mut self, value: &Value, arena: &mut StringArena) {
         self.range.take();
+        self.bitmaps.take();
         let slot = self.len();
         let valid = !value.is_null();
         match &mut self.values {
@@ -214,6 +293,7 @@ impl ColumnSegment {
     /// Overwrites the value at `slot` with a value already converted to the column's type.
     pub fn set(&mut self, slot: usize, value: &Value, arena: &mut StringArena) {
         self.range.take();
+        self.bitmaps.take();
         let valid = !value.is_null();
         match &mut self.values {
             SegmentValues::Bool(b) => b.set(slot, value.as_bool().unwrap_or(false)),
@@ -263,7 +343,8 @@ impl ColumnSegment {
             SegmentValues::I128(v) => v.capacity() * 16,
             SegmentValues::Utf8(s) => s.heap_bytes(),
         };
-        values + self.validity.as_ref().map_or(0, Bitmap::heap_bytes)
+        let bitmaps = self.bitmaps.get().and_then(|b| b.as_deref()).map_or(0, ValueBitmaps::heap_bytes);
+        values + self.validity.as_ref().map_or(0, Bitmap::heap_bytes) + bitmaps
     }
 }
 
@@ -302,6 +383,38 @@ mod tests {
             assert!(capacity >= 8192, "{physical:?}: {capacity}");
             assert_eq!(copy.len(), 1);
         }
+    }
+
+    /// The bitmaps hold exactly the slots of each value, a range test keeps exactly the slots
+    /// in range, a write drops them, and a segment spanning too many values has none.
+    #[test]
+    fn value_bitmaps_describe_the_values_and_are_rebuilt_after_a_write() {
+        let mut arena = StringArena::default();
+        let mut seg = ColumnSegment::new(PhysicalType::I32, 200);
+        let value = |i: i32| (i * 7) % 11 - 3;
+        for i in 0..200 {
+            seg.push(&Value::Int32(value(i)), &mut arena);
+        }
+        let check = |seg: &ColumnSegment, value: &dyn Fn(i32) -> i32| {
+            let bitmaps = seg.value_bitmaps().expect("few values");
+            for (lo, hi) in [(-3, -3), (0, 4), (5, 100), (-100, -4), (2, 1), (i64::MIN, i64::MAX)] {
+                let mut keep = vec![u64::MAX; 4];
+                bitmaps.keep_in_range(&mut keep, lo, hi);
+                for i in 0..200 {
+                    let v = i64::from(value(i as i32));
+                    assert_eq!(keep[i / 64] >> (i % 64) & 1 == 1, lo <= v && v <= hi, "slot {i} ({v}) in {lo}..={hi}");
+                }
+            }
+        };
+        check(&seg, &value);
+        let copy = seg.clone();
+        seg.set(5, &Value::Int32(20), &mut arena);
+        let changed = |i: i32| if i == 5 { 20 } else { value(i) };
+        check(&seg, &changed);
+        check(&copy, &value);
+        seg.set(6, &Value::Int32(20 + BITMAP_VALUES as i32), &mut arena);
+        assert!(seg.value_bitmaps().is_none());
+        assert!(ColumnSegment::new(PhysicalType::F64, 1).value_bitmaps().is_none());
     }
 
     #[test]
