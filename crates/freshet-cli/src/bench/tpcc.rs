@@ -156,6 +156,10 @@ pub struct ChArgs {
     /// Skip DuckDB.
     #[arg(long)]
     no_duckdb: bool,
+    /// Skip DuckDB's second round of timed runs, made while another connection runs
+    /// New-Order and Payment transactions in DuckDB.
+    #[arg(long)]
+    no_duckdb_writes: bool,
     /// Write DuckDB's answers after loading to this file (the format of the tests' reference).
     #[arg(long)]
     answers_out: Option<PathBuf>,
@@ -449,13 +453,14 @@ fn finish(runs: &[SystemRun]) -> anyhow::Result<()> {
 // CH-benCHmark
 
 const DUCKDB_SCRIPT: &str = r#"
-import datetime, decimal, glob, json, os, subprocess, sys, time
+import datetime, decimal, glob, json, os, random, subprocess, sys, threading, time
 try:
     import duckdb
 except ImportError:
     subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", "duckdb"])
     import duckdb
 directory, runs, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+warehouses, with_writes = int(sys.argv[4]), sys.argv[5] == "1"
 spec = json.load(open(os.path.join(directory, "spec.json")))
 
 def canon(v):
@@ -506,7 +511,68 @@ for name, sql in spec["queries"]:
         out[name] = {"rows": [[canon(v) for v in r] for r in rows], "first_ms": first, "times_ms": times}
     except Exception as e:
         out[name] = {"error": str(e)}
-print(json.dumps({"version": duckdb.__version__, "load_s": load, "queries": out}))
+
+# The same queries again while a second connection runs New-Order and Payment transactions
+# (the statements of TPC-C's clauses 2.4 and 2.5, without the customer-by-name and remote
+# cases; DuckDB has no indexes here, so each statement scans its table's matching row groups).
+def writer(stop, stats):
+    cur = con.cursor()
+    rnd = random.Random(42)
+    items = cur.execute("SELECT max(i_id) FROM item").fetchone()[0]
+    customers = cur.execute("SELECT max(c_id) FROM customer").fetchone()[0]
+    while not stop.is_set():
+        w, d, c = rnd.randint(1, warehouses), rnd.randint(1, 10), rnd.randint(1, customers)
+        new_order = rnd.random() < 0.51
+        try:
+            cur.execute("BEGIN TRANSACTION")
+            now = datetime.datetime.now()
+            if new_order:
+                o_id = cur.execute("UPDATE district SET d_next_o_id = d_next_o_id + 1 WHERE d_w_id = ? AND d_id = ? RETURNING d_next_o_id - 1", [w, d]).fetchone()[0]
+                lines = [rnd.randint(1, items) for _ in range(rnd.randint(5, 15))]
+                cur.execute("INSERT INTO oorder VALUES (?, ?, ?, ?, NULL, ?, 1, ?)", [w, d, o_id, c, len(lines), now])
+                cur.execute("INSERT INTO new_order VALUES (?, ?, ?)", [w, d, o_id])
+                for number, i in enumerate(lines, 1):
+                    q = rnd.randint(1, 10)
+                    price = cur.execute("SELECT i_price FROM item WHERE i_id = ?", [i]).fetchone()[0]
+                    cur.execute("UPDATE stock SET s_quantity = CASE WHEN s_quantity >= ? + 10 THEN s_quantity - ? ELSE s_quantity - ? + 91 END, "
+                                "s_ytd = s_ytd + ?, s_order_cnt = s_order_cnt + 1 WHERE s_w_id = ? AND s_i_id = ?", [q, q, q, q, w, i])
+                    cur.execute("INSERT INTO order_line VALUES (?, ?, ?, ?, ?, NULL, ?, ?, ?, ?)", [w, d, o_id, number, i, price * q, w, q, "x" * 24])
+            else:
+                h = decimal.Decimal(rnd.randint(100, 500000)) / 100
+                cur.execute("UPDATE warehouse SET w_ytd = w_ytd + ? WHERE w_id = ?", [h, w])
+                cur.execute("UPDATE district SET d_ytd = d_ytd + ? WHERE d_w_id = ? AND d_id = ?", [h, w, d])
+                cur.execute("UPDATE customer SET c_balance = c_balance - ?, c_ytd_payment = c_ytd_payment + ?, c_payment_cnt = c_payment_cnt + 1 "
+                            "WHERE c_w_id = ? AND c_d_id = ? AND c_id = ?", [h, h, w, d, c])
+                cur.execute("INSERT INTO history VALUES (?, ?, ?, ?, ?, ?, ?, 'payment')", [c, d, w, d, w, now, h])
+            cur.execute("COMMIT")
+            stats["committed"] += 1
+        except Exception as e:
+            try:
+                cur.execute("ROLLBACK")
+            except Exception:
+                pass
+            stats["aborted"] += 1
+            stats["error"] = str(e)
+
+writes = None
+if with_writes:
+    stop, stats = threading.Event(), {"committed": 0, "aborted": 0, "error": None}
+    thread = threading.Thread(target=writer, args=(stop, stats))
+    t0 = time.perf_counter()
+    thread.start()
+    for name, sql in spec["queries"]:
+        if "error" in out[name]:
+            continue
+        times = []
+        for i in range(max(runs, 1)):
+            t = time.perf_counter()
+            con.execute(sql).fetchall()
+            times.append((time.perf_counter() - t) * 1e3)
+        out[name]["times_with_writes_ms"] = times
+    stop.set()
+    thread.join()
+    writes = dict(stats, seconds=time.perf_counter() - t0)
+print(json.dumps({"version": duckdb.__version__, "load_s": load, "queries": out, "writes": writes}))
 "#;
 
 struct DuckDbRun {
@@ -514,7 +580,24 @@ struct DuckDbRun {
     load_s: f64,
     generate_s: f64,
     /// Per query: answer or error, and timed runs.
-    queries: Vec<(String, Result<answers::Answer, String>, Vec<f64>)>,
+    queries: Vec<DuckQuery>,
+    /// The concurrent write stream of the second round, if it ran.
+    writes: Option<DuckWrites>,
+}
+
+struct DuckQuery {
+    name: String,
+    result: Result<answers::Answer, String>,
+    /// Timed runs on the loaded data, then while the write stream ran.
+    times: Vec<f64>,
+    times_with_writes: Vec<f64>,
+}
+
+struct DuckWrites {
+    committed: u64,
+    aborted: u64,
+    seconds: f64,
+    error: Option<String>,
 }
 
 fn run_duckdb(args: &ChArgs) -> anyhow::Result<DuckDbRun> {
@@ -535,6 +618,8 @@ fn run_duckdb(args: &ChArgs) -> anyhow::Result<DuckDbRun> {
         dir.to_str().unwrap_or_default(),
         &args.duckdb_runs.to_string(),
         &threads.to_string(),
+        &args.tpcc.warehouses.to_string(),
+        if args.no_duckdb_writes { "0" } else { "1" },
     ]));
     let _ = std::fs::remove_dir_all(&dir);
     let out = out?;
@@ -555,21 +640,39 @@ fn run_duckdb(args: &ChArgs) -> anyhow::Result<DuckDbRun> {
                 })
                 .unwrap_or_default()),
         };
-        let times = q["times_ms"].as_array().map(|a| a.iter().filter_map(Value::as_f64).collect()).unwrap_or_default();
-        queries.push((name, result, times));
+        let times_of = |key: &str| q[key].as_array().map(|a| a.iter().filter_map(Value::as_f64).collect()).unwrap_or_default();
+        queries.push(DuckQuery { name, result, times: times_of("times_ms"), times_with_writes: times_of("times_with_writes_ms") });
     }
+    let w = &v["writes"];
+    let writes = w.is_object().then(|| DuckWrites {
+        committed: w["committed"].as_u64().unwrap_or(0),
+        aborted: w["aborted"].as_u64().unwrap_or(0),
+        seconds: w["seconds"].as_f64().unwrap_or(f64::NAN),
+        error: w["error"].as_str().map(str::to_string),
+    });
     println!("  loaded in {:.1} s (CSV generated in {:.1} s)", v["load_s"].as_f64().unwrap_or(f64::NAN), generated.seconds);
+    if let Some(w) = &writes {
+        println!(
+            "  write stream during the second round: {} transactions committed in {:.1} s ({:.1}/s), {} rolled back{}",
+            w.committed,
+            w.seconds,
+            w.committed as f64 / w.seconds,
+            w.aborted,
+            w.error.as_deref().map(|e| format!(" (last error: {e})")).unwrap_or_default()
+        );
+    }
     Ok(DuckDbRun {
         version: v["version"].as_str().unwrap_or("").to_string(),
         load_s: v["load_s"].as_f64().unwrap_or(f64::NAN),
         generate_s: generated.seconds,
         queries,
+        writes,
     })
 }
 
 fn write_answers(path: &std::path::Path, duck: &DuckDbRun) -> anyhow::Result<()> {
     let mut text = String::new();
-    for (name, result, _) in &duck.queries {
+    for DuckQuery { name, result, .. } in &duck.queries {
         match result {
             Ok(a) => text.push_str(&format!("== {name}\n{}\n", answers::to_text(a))),
             Err(e) => bail!("DuckDB failed on {name}: {e}"),
@@ -598,13 +701,14 @@ pub fn run_ch(args: ChArgs) -> anyhow::Result<()> {
     }
     print_runs(&runs, &args.tpcc);
 
+    let duck_query = |name: &str| duck.as_ref()?.queries.iter().find(|q| q.name == name);
     // Answers after loading: every system against PostgreSQL (exact NUMERIC) and DuckDB.
     let answer_of = |r: &SystemRun, name: &str| r.answers.iter().find(|a| a.name == name).map(|a| a.result.clone());
     let reference = |name: &str| -> Option<answers::Answer> {
         let pg = runs.iter().find(|r| r.system == "postgresql").and_then(|r| answer_of(r, name)).and_then(Result::ok);
-        pg.or_else(|| duck.as_ref()?.queries.iter().find(|(n, _, _)| n == name)?.1.clone().ok())
+        pg.or_else(|| duck_query(name)?.result.clone().ok())
     };
-    let duck_answer = |name: &str| duck.as_ref().and_then(|d| d.queries.iter().find(|(n, _, _)| n == name)).map(|(_, r, _)| r.clone());
+    let duck_answer = |name: &str| duck_query(name).map(|q| q.result.clone());
     let correct = |system: &str, name: &str| -> Option<bool> {
         let mine = match system {
             "duckdb" => duck_answer(name)?,
@@ -620,27 +724,31 @@ pub fn run_ch(args: ChArgs) -> anyhow::Result<()> {
 
     println!();
     println!(
-        "CH-benCHmark queries: answers after loading (before TPC-C), then {} stream(s) during the TPC-C run; DuckDB {} on the loaded data, no concurrent writes",
+        "CH-benCHmark queries: answers after loading (before TPC-C), then {} stream(s) during the TPC-C run; DuckDB {} on the loaded data, then while another connection writes",
         args.streams,
         duck.as_ref().map(|d| d.version.as_str()).unwrap_or("(skipped)")
     );
     let mut rows = Vec::new();
-    let mut totals = [0.0f64; 4];
-    // Per query, for the chart: Freshet under TPC-C, Freshet after loading, PostgreSQL, DuckDB.
-    let mut bars: [Vec<Option<f64>>; 4] = Default::default();
+    let mut totals = [0.0f64; 5];
+    // Per query, for the chart: Freshet under TPC-C, Freshet after loading, PostgreSQL,
+    // DuckDB, DuckDB with writes.
+    let mut bars: [Vec<Option<f64>>; 5] = Default::default();
     for (name, _) in args.tpcc.ch_queries() {
         let fr = &runs[0];
         let once = fr.answers.iter().find(|a| a.name == name).map(|a| a.ms).unwrap_or(f64::NAN);
         let during = fr.stats.queries.iter().find(|(n, _)| *n == name).map(|(_, q)| q.clone()).unwrap_or_default();
         let pg = runs.get(1).and_then(|p| p.answers.iter().find(|a| a.name == name)).map(|a| a.ms);
-        let dd = duck_answer(&name).map(|_| mean(&duck.as_ref().map(|d| d.queries.iter().find(|(n, _, _)| *n == name).map(|q| q.2.clone()).unwrap_or_default()).unwrap_or_default()));
-        for (b, v) in bars.iter_mut().zip([(!during.times_ms.is_empty()).then(|| during.mean_ms()), Some(once), pg, dd]) {
+        let dq = duck_query(&name);
+        let dd = dq.map(|q| mean(&q.times));
+        let dw = dq.filter(|q| !q.times_with_writes.is_empty()).map(|q| mean(&q.times_with_writes));
+        for (b, v) in bars.iter_mut().zip([(!during.times_ms.is_empty()).then(|| during.mean_ms()), Some(once), pg, dd, dw]) {
             b.push(v);
         }
         totals[0] += once;
         totals[1] += during.mean_ms();
         totals[2] += pg.unwrap_or(0.0);
         totals[3] += dd.unwrap_or(0.0);
+        totals[4] += dw.unwrap_or(0.0);
         let mark = |c: Option<bool>| match c {
             Some(true) => "correct",
             Some(false) => "INCORRECT",
@@ -655,6 +763,7 @@ pub fn run_ch(args: ChArgs) -> anyhow::Result<()> {
             during.times_ms.len().to_string(),
             pg.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into()),
             dd.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into()),
+            dw.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into()),
             mark(correct("freshet", &name)).to_string(),
             mark(correct("postgresql", &name)).to_string(),
             mark(correct("duckdb", &name)).to_string(),
@@ -662,19 +771,27 @@ pub fn run_ch(args: ChArgs) -> anyhow::Result<()> {
         ]);
     }
     print_table(
-        &["query", "Freshet ms (loaded)", "Freshet mean ms (under TPC-C)", "p99 ms", "runs", "PostgreSQL ms (loaded)", "DuckDB mean ms", "Freshet", "PostgreSQL", "DuckDB", "Freshet error"],
+        &["query", "Freshet ms (loaded)", "Freshet mean ms (under TPC-C)", "p99 ms", "runs", "PostgreSQL ms (loaded)", "DuckDB mean ms", "DuckDB ms (writes)", "Freshet", "PostgreSQL", "DuckDB", "Freshet error"],
         &rows,
     );
     println!(
-        "total of the {} queries: Freshet {:.0} ms after loading, {:.0} ms (means) under TPC-C; PostgreSQL {:.0} ms after loading; DuckDB {:.0} ms",
+        "total of the {} queries: Freshet {:.0} ms after loading, {:.0} ms (means) under TPC-C; PostgreSQL {:.0} ms after loading; DuckDB {:.0} ms, {:.0} ms with writes",
         rows.len(),
-        totals[0], totals[1], totals[2], totals[3]
+        totals[0], totals[1], totals[2], totals[3], totals[4]
     );
     if totals[3] > 0.0 {
         println!(
             "Freshet / DuckDB total query time = {:.2}x after loading, {:.2}x with TPC-C running in Freshet",
             totals[0] / totals[3],
             totals[1] / totals[3]
+        );
+    }
+    if let (Some(w), true) = (duck.as_ref().and_then(|d| d.writes.as_ref()), totals[4] > 0.0) {
+        println!(
+            "with writes on both: Freshet / DuckDB total query time = {:.2}x, while Freshet committed {:.0} TPC-C transactions/s and DuckDB {:.1} New-Order/Payment transactions/s",
+            totals[1] / totals[4],
+            runs[0].stats.tps(),
+            w.committed as f64 / w.seconds
         );
     }
 
@@ -691,23 +808,26 @@ pub fn run_ch(args: ChArgs) -> anyhow::Result<()> {
         let queries: serde_json::Map<String, Value> = d
             .queries
             .iter()
-            .map(|(name, result, times)| {
-                let mut t = times.clone();
-                t.sort_by(|a, b| a.total_cmp(b));
-                let p99 = t.last().copied().unwrap_or(f64::NAN);
-                (name.clone(), json!({ "runs": times.len(), "mean_ms": mean(times), "p99_ms": p99, "correct": correct("duckdb", name), "error": result.as_ref().err() }))
+            .map(|DuckQuery { name, result, times, times_with_writes }| {
+                let max = |t: &[f64]| t.iter().copied().fold(f64::NAN, f64::max);
+                let with_writes = (!times_with_writes.is_empty())
+                    .then(|| json!({ "runs": times_with_writes.len(), "mean_ms": mean(times_with_writes), "p99_ms": max(times_with_writes) }));
+                (name.clone(), json!({ "runs": times.len(), "mean_ms": mean(times), "p99_ms": max(times), "correct": correct("duckdb", name), "error": result.as_ref().err(), "with_writes": with_writes }))
             })
             .collect();
         objects.push(json!({
             "system": "duckdb", "mode": "static", "version": d.version, "warehouses": args.tpcc.warehouses, "machine": machine(),
             "load_s": d.load_s, "csv_generate_s": d.generate_s, "queries": queries,
+            "writes": d.writes.as_ref().map(|w| json!({
+                "committed": w.committed, "aborted": w.aborted, "seconds": w.seconds, "tps": w.committed as f64 / w.seconds, "error": w.error,
+            })),
         }));
     }
     write_json(args.tpcc.json.as_deref(), &json!(objects))?;
     if let Some(dir) = &args.tpcc.charts {
         throughput_chart(dir, &runs, &args.tpcc)?;
         let names: Vec<String> = args.tpcc.ch_queries().into_iter().map(|(n, _)| n).collect();
-        let labels = ["Freshet, TPC-C running", "Freshet, after loading", "PostgreSQL, after loading", "DuckDB"];
+        let labels = ["Freshet, TPC-C running", "Freshet, after loading", "PostgreSQL, after loading", "DuckDB", "DuckDB, with writes"];
         let series: Vec<(String, Vec<Option<f64>>)> =
             labels.iter().zip(bars).filter(|(_, v)| v.iter().any(Option::is_some)).map(|(l, v)| (l.to_string(), v)).collect();
         let title = format!("CH-benCHmark query times, W={}", args.tpcc.warehouses);
