@@ -12,6 +12,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::RwLock;
+use datafusion::arrow::array::BooleanArray;
+use datafusion::arrow::compute::BatchCoalescer;
 use datafusion::arrow::record_batch::RecordBatch;
 
 use async_trait::async_trait;
@@ -43,8 +45,6 @@ use freshet_core::storage::{ChunkSnapshot, DbSnapshot};
 
 use crate::prune::{self, RangeTest};
 use crate::scan::{chunk_batch, selection};
-use datafusion::arrow::array::BooleanArray;
-use datafusion::arrow::compute::BatchCoalescer;
 use crate::types::table_schema;
 
 /// A table as DataFusion sees it.
