@@ -747,17 +747,28 @@ impl Session {
         params: &mut Vec<Option<DataType>>,
         overriding: Option<plan::Overriding>,
     ) -> Result<(Kind, Option<Vec<ColumnInfo>>)> {
-        let plan = plan::plan_insert_overriding(catalog, insert, params, overriding)?;
+        let mut plan = plan::plan_insert_overriding(catalog, insert, params, overriding)?;
         let source = match &plan.source {
             InsertSource::Query(q) => {
                 let (q, drawn) = crate::sequences::draw_in_session(q, params)?;
                 let stmt = Statement::Query(Box::new(q.clone()));
                 let (mut query, columns) = self.plan_query(&q, &stmt, catalog, params).await?;
+                // Without a column list, the query's columns fill the table's first columns and
+                // the others take their defaults, as in PostgreSQL.
+                if insert.columns.is_empty() && columns.len() < plan.columns.len() {
+                    plan.columns.truncate(columns.len());
+                }
                 query.drawn = drawn;
                 if overriding == Some(plan::Overriding::User) {
                     query.drawn.extend(plan::user_overridden(&plan));
                 }
-                check_insert_source(&plan, &columns)?;
+                // A bare NULL in the query's select list has no type of its own yet (Arrow's
+                // Null): as in PostgreSQL it takes the target column's.
+                let untyped: Vec<bool> = match query.olap.get() {
+                    Some(olap) => olap.schema.fields().iter().map(|f| f.data_type().is_null()).collect(),
+                    None => vec![false; columns.len()],
+                };
+                check_insert_source(&plan, &columns, &untyped)?;
                 Some((query, columns))
             }
             InsertSource::Values(_) => None,
@@ -2133,16 +2144,18 @@ fn returning_columns(r: &plan::Returning) -> Vec<ColumnInfo> {
     r.columns.iter().map(|c| ColumnInfo { name: c.name.clone(), ty: c.ty }).collect()
 }
 
-fn check_insert_source(plan: &InsertPlan, columns: &[ColumnInfo]) -> Result<()> {
+/// Checks that the query's columns can be stored in the INSERT's target columns: as many, and
+/// each of a type assignable to its column's, or `untyped` (a bare NULL).
+fn check_insert_source(plan: &InsertPlan, columns: &[ColumnInfo], untyped: &[bool]) -> Result<()> {
     if columns.len() > plan.columns.len() {
         return Err(Error::syntax("INSERT has more expressions than target columns"));
     }
     if columns.len() < plan.columns.len() {
         return Err(Error::syntax("INSERT has more target columns than expressions"));
     }
-    for (c, &target) in columns.iter().zip(&plan.columns) {
+    for (i, (c, &target)) in columns.iter().zip(&plan.columns).enumerate() {
         let col = &plan.table.columns[target];
-        if !assignable(c.ty.family(), col.ty) {
+        if !untyped.get(i).copied().unwrap_or(false) && !assignable(c.ty.family(), col.ty) {
             return Err(Error::mismatch(format!(
                 "column \"{}\" is of type {} but expression is of type {}",
                 col.name,
