@@ -160,6 +160,9 @@ enum Kind {
     ExecuteSql { name: String, args: Vec<ast::Expr> },
     /// `DEALLOCATE [PREPARE] name | ALL` (`None`: all).
     DeallocateSql(Option<String>),
+    /// `CREATE TABLE name AS query`: the table, typed from the query's columns, then the INSERT
+    /// of the query's rows into it (`INSERT INTO name (columns) query`).
+    CreateTableAs { create: DdlPlan, table: String, if_not_exists: bool, insert: String },
 }
 
 /// A statement that starts or ends a transaction block or works with savepoints.
@@ -638,6 +641,7 @@ impl Session {
                     (Kind::Dml(Arc::new(plan)), columns)
                 }
             }
+            Statement::CreateTable(ct) if ct.query.is_some() => (self.plan_create_table_as(ct, catalog, params).await?, None),
             Statement::CreateTable(ct) => (Kind::Ddl(ddl::plan_create_table(ct, self.settings.foreign_keys())?), None),
             Statement::CreateSequence { temporary, if_not_exists, name, data_type, sequence_options, owned_by } => (
                 Kind::Ddl(ddl::plan_create_sequence(name, *if_not_exists, *temporary, data_type.as_ref(), sequence_options, owned_by.as_ref())?),
@@ -775,6 +779,47 @@ impl Session {
         };
         let columns = plan.returning.as_ref().map(returning_columns);
         Ok((Kind::Insert { plan, source }, columns))
+    }
+
+    /// `CREATE TABLE name [(column names)] AS query`: the query is planned to learn its
+    /// columns' names and types (a bare NULL is `text`, as in PostgreSQL); the table gets those
+    /// columns, without constraints, and the query's rows.
+    async fn plan_create_table_as(
+        &self,
+        ct: &ast::CreateTable,
+        catalog: &freshet_core::catalog::Catalog,
+        params: &mut Vec<Option<DataType>>,
+    ) -> Result<Kind> {
+        let query = ct.query.as_deref().ok_or_else(|| Error::internal("CREATE TABLE … AS without its query"))?;
+        if ct.columns.iter().any(|c| !matches!(c.data_type, ast::DataType::Unspecified) || !c.options.is_empty())
+            || !ct.constraints.is_empty()
+        {
+            return Err(Error::syntax("CREATE TABLE … AS takes column names, not column definitions or constraints"));
+        }
+        let stmt = Statement::Query(Box::new(query.clone()));
+        let (_, columns) = self.plan_query(query, &stmt, catalog, params).await?;
+        if !params.is_empty() {
+            return Err(Error::unsupported("parameters in CREATE TABLE … AS"));
+        }
+        if ct.columns.len() > columns.len() {
+            return Err(Error::syntax("too many column names were specified"));
+        }
+        let names: Vec<String> =
+            columns.iter().enumerate().map(|(i, c)| ct.columns.get(i).map_or_else(|| c.name.clone(), |n| fold_ident(&n.name))).collect();
+        let quoted = |n: &String| ast::Ident::with_quote('"', n.as_str()).to_string();
+        let definitions: Vec<String> = names.iter().zip(&columns).map(|(n, c)| format!("{} {}", quoted(n), c.ty)).collect();
+        let create = format!("CREATE TABLE {} ({})", ct.name, definitions.join(", "));
+        let plain = match freshet_core::sql::parse(&create)?.pop() {
+            Some(Statement::CreateTable(plain)) => plain,
+            _ => return Err(Error::internal("CREATE TABLE … AS: the table's definition did not parse")),
+        };
+        let list: Vec<String> = names.iter().map(quoted).collect();
+        Ok(Kind::CreateTableAs {
+            create: ddl::plan_create_table(&plain, self.settings.foreign_keys())?,
+            table: user_relation(&ct.name)?,
+            if_not_exists: ct.if_not_exists,
+            insert: format!("INSERT INTO {} ({}) {query}", ct.name, list.join(", ")),
+        })
     }
 
     async fn plan_query(
@@ -1223,6 +1268,36 @@ impl Session {
                 }
                 let outcome = Box::pin(self.db.inner.engine.execute_ddl(plan.clone())).await?;
                 Ok(StatementResult::command(outcome.tag).with_notices(outcome.notices))
+            }
+            Kind::CreateTableAs { create, table, if_not_exists, insert } => {
+                if self.txn.is_some() {
+                    return Err(Error::unsupported(
+                        "CREATE TABLE … AS inside a transaction block (schema changes commit on their own; run it outside BEGIN … COMMIT)",
+                    ));
+                }
+                if *if_not_exists && self.catalog().table(table).is_some() {
+                    let notice = format!("relation \"{table}\" already exists, skipping");
+                    return Ok(StatementResult::command("CREATE TABLE AS").with_notices([notice]));
+                }
+                Box::pin(self.db.inner.engine.execute_ddl(create.clone())).await?;
+                // The rows go in as one INSERT; if it fails, the table it was to fill goes too.
+                let filled = Box::pin(async {
+                    let prepared = self.prepare(insert, &[]).await?;
+                    self.execute(&prepared, Vec::new()).await
+                })
+                .await;
+                match filled {
+                    Ok(StatementResult { output: Output::Command { tag }, .. }) => {
+                        let rows = tag.rsplit(' ').next().unwrap_or("0").to_string();
+                        Ok(StatementResult::command(format!("SELECT {rows}")))
+                    }
+                    Ok(_) => Err(Error::internal("CREATE TABLE … AS: the INSERT gave rows")),
+                    Err(e) => {
+                        let drop = DdlPlan::DropTables { names: vec![table.clone()], if_exists: true, cascade: false };
+                        let _ = Box::pin(self.db.inner.engine.execute_ddl(drop)).await;
+                        Err(e)
+                    }
+                }
             }
             Kind::CopyFrom { table, columns, format } => {
                 let txn = self.statement_txn();
@@ -2104,7 +2179,7 @@ fn writes(kind: &Kind) -> Option<&'static str> {
         Kind::UpdateFrom => Some("UPDATE"),
         Kind::Dml(_) | Kind::DmlWithSubqueries => Some("DELETE"),
         Kind::CopyFrom { .. } => Some("COPY FROM"),
-        Kind::Ddl(_) => Some("DDL"),
+        Kind::Ddl(_) | Kind::CreateTableAs { .. } => Some("DDL"),
         _ => None,
     }
 }
@@ -2129,7 +2204,7 @@ fn changes_a_sequence(kind: &Kind) -> Option<&'static str> {
 }
 
 fn needs_catalog(kind: &Kind) -> bool {
-    matches!(kind, Kind::Query(_) | Kind::Insert { .. } | Kind::Dml(_) | Kind::CopyFrom { .. } | Kind::CopyTo { .. })
+    matches!(kind, Kind::Query(_) | Kind::Insert { .. } | Kind::Dml(_) | Kind::CopyFrom { .. } | Kind::CopyTo { .. } | Kind::CreateTableAs { .. })
 }
 
 fn plan_dml(statement: &Statement, catalog: &freshet_core::catalog::Catalog, params: &mut Vec<Option<DataType>>) -> Result<OltpPlan> {
