@@ -26,6 +26,9 @@
 //! Views are `pg_class` rows with `relkind` 'v' (OIDs from the table id space), their columns
 //! are in `pg_attribute`, their queries in `pg_views` and `pg_get_viewdef`. A transaction
 //! block's own uncommitted views are not listed.
+//!
+//! `pg_tables` and `pg_indexes` list the user's tables and indexes only (PostgreSQL's also list
+//! its own catalog tables under `pg_catalog`); an index's definition is `pg_get_indexdef`'s.
 
 use std::sync::Arc;
 
@@ -290,6 +293,11 @@ const RELATIONS: &[(&str, &[(&str, ArrowType)])] = &[
     ("pg_publication_rel", &[("oid", I8), ("prpubid", I8), ("prrelid", I8), ("prqual", T), ("prattrs", T)]),
     ("pg_publication_namespace", &[("oid", I8), ("pnpubid", I8), ("pnnspid", I8)]),
     ("pg_views", &[("schemaname", T), ("viewname", T), ("viewowner", T), ("definition", T)]),
+    (
+        "pg_tables",
+        &[("schemaname", T), ("tablename", T), ("tableowner", T), ("tablespace", T), ("hasindexes", B), ("hasrules", B), ("hastriggers", B), ("rowsecurity", B)],
+    ),
+    ("pg_indexes", &[("schemaname", T), ("tablename", T), ("indexname", T), ("tablespace", T), ("indexdef", T)]),
 ];
 
 /// The relations of features Freshet does not have: they never have rows.
@@ -709,6 +717,19 @@ fn rows(name: &str, catalog: &Catalog) -> Vec<Vec<V>> {
             })
             .collect(),
         "pg_views" => catalog.views().map(|v| vec![t("public"), t(v.name.clone()), t(ROLE), t(format!(" {};", v.query))]).collect(),
+        // The user's tables and their indexes (PostgreSQL's views also list its own catalog
+        // tables, under pg_catalog).
+        "pg_tables" => tables()
+            .map(|table| vec![t("public"), t(table.name.clone()), t(ROLE), V::Null, b(!table.indexes.is_empty()), b(false), b(false), b(false)])
+            .collect(),
+        "pg_indexes" => tables()
+            .flat_map(|table| {
+                (0..table.indexes.len()).map(move |p| {
+                    let definition = index_definition(catalog, index_oid(table, p), 0).unwrap_or_default();
+                    vec![t("public"), t(table.name.clone()), t(table.indexes[p].name.clone()), V::Null, t(definition)]
+                })
+            })
+            .collect(),
         "pg_tablespace" => vec![vec![i(1663), t("pg_default"), i(ROLE_OID)], vec![i(1664), t("pg_global"), i(ROLE_OID)]],
         _ => Vec::new(),
     }
