@@ -775,9 +775,10 @@ pub fn run_ch(args: ChArgs) -> anyhow::Result<()> {
         &rows,
     );
     println!(
-        "total of the {} queries: Freshet {:.0} ms after loading, {:.0} ms (means) under TPC-C; PostgreSQL {:.0} ms after loading; DuckDB {:.0} ms, {:.0} ms with writes",
+        "total of the {} queries: Freshet {:.0} ms after loading, {:.0} ms (means) under TPC-C; PostgreSQL {:.0} ms after loading; DuckDB {:.0} ms{}",
         rows.len(),
-        totals[0], totals[1], totals[2], totals[3], totals[4]
+        totals[0], totals[1], totals[2], totals[3],
+        if totals[4] > 0.0 { format!(", {:.0} ms with writes", totals[4]) } else { String::new() }
     );
     if totals[3] > 0.0 {
         println!(
