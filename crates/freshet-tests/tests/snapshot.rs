@@ -320,8 +320,7 @@ fn a_kept_plan_is_planned_again_when_its_table_outgrows_it() {
 #[test]
 fn scans_apply_comparisons_exactly_over_nulls_deletions_and_every_integer_width() {
     const N: i64 = 20_000; // three chunks
-    let db = Database::open(Config { olap_threads: 2, ..Config::default() }).unwrap();
-    let mut s = db.session();
+    let (_db, mut s) = analytical_session();
     s.execute_blocking("CREATE TABLE f (id INT PRIMARY KEY, a SMALLINT, b INT, c BIGINT, d DATE)").unwrap();
     s.execute_blocking(&format!(
         "INSERT INTO f SELECT value, CASE WHEN value % 11 = 0 THEN NULL ELSE value % 7 END, value, value * 1000, \
@@ -370,8 +369,7 @@ fn scans_apply_comparisons_exactly_over_nulls_deletions_and_every_integer_width(
 #[test]
 fn selected_rows_of_many_chunks_keep_their_strings_nulls_and_updates() {
     const N: i64 = 20_000; // three chunks
-    let db = Database::open(Config { olap_threads: 2, ..Config::default() }).unwrap();
-    let mut s = db.session();
+    let (_db, mut s) = analytical_session();
     s.execute_blocking("CREATE TABLE g (id INT PRIMARY KEY, k INT, t TEXT)").unwrap();
     s.execute_blocking(&format!(
         "INSERT INTO g SELECT value, value % 10, CASE WHEN value % 6 = 0 THEN NULL WHEN value % 2 = 0 THEN 'v' || value \
