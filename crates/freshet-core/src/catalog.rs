@@ -26,6 +26,12 @@ pub enum ColumnDefault {
     Value(Value),
     /// CURRENT_TIMESTAMP / now(): the statement's start time.
     CurrentTimestamp,
+    /// Any other expression whose value depends on the time (`now() + interval '1 day'`,
+    /// `current_date`, `CURRENT_TIMESTAMP(0)`): evaluated for each row with the statement's
+    /// start time. `sql` is its text as written (what `pg_get_expr` shows, and what the log
+    /// keeps); `expr` is that text bound as an assignment to the column's type, without row
+    /// or parameters.
+    TimeDependent { sql: String, expr: crate::sql::expr::Expr },
     /// `gen_random_uuid()`: a new random uuid for each row.
     RandomUuid,
     /// `nextval('name')` (a SERIAL column's default, or one written out).

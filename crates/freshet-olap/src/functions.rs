@@ -2,7 +2,8 @@
 //! `width_bucket(operand, low, high, count)`, `age(timestamp, timestamp)` (the one-argument
 //! `age(t)`, from midnight today, is rewritten into it: `rewrite::postgres_functions`),
 //! `format(text, …)`, `justify_hours`, `justify_days`, `justify_interval` and
-//! `make_timestamp`.
+//! `make_timestamp`; and `freshet_time_precision(timestamp, digits)`, which the rewrites
+//! call for `CAST(… AS timestamp(p))` and `CURRENT_TIMESTAMP(p)`.
 
 use std::sync::Arc;
 
@@ -32,6 +33,7 @@ pub(crate) fn all() -> Vec<ScalarUDF> {
         ScalarUDF::new_from_impl(Justify { hours: false, days: true, signature: Signature::any(1, Volatility::Immutable) }),
         ScalarUDF::new_from_impl(Justify { hours: true, days: true, signature: Signature::any(1, Volatility::Immutable) }),
         ScalarUDF::new_from_impl(MakeTimestamp { signature: Signature::any(6, Volatility::Immutable) }),
+        ScalarUDF::new_from_impl(TimePrecision { signature: Signature::any(2, Volatility::Immutable) }),
     ]
 }
 
@@ -125,6 +127,52 @@ impl ScalarUDFImpl for MakeTimestamp {
             out.append_value(at);
         }
         columnar(Arc::new(out.finish()), scalar)
+    }
+}
+
+/// `freshet_time_precision(timestamp, digits) → timestamp`: the timestamp rounded to `digits`
+/// fractional digits of a second ([`freshet_core::types::datetime::round_to_precision`]), in
+/// microseconds and with the argument's zone.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct TimePrecision {
+    signature: Signature,
+}
+
+pub(crate) const TIME_PRECISION: &str = "freshet_time_precision";
+
+impl ScalarUDFImpl for TimePrecision {
+    fn name(&self) -> &str {
+        TIME_PRECISION
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, args: &[ArrowType]) -> DfResult<ArrowType> {
+        match args {
+            [ArrowType::Timestamp(_, zone), digits] if digits.is_integer() => Ok(ArrowType::Timestamp(TimeUnit::Microsecond, zone.clone())),
+            [ArrowType::Null, digits] if digits.is_integer() => Ok(ArrowType::Timestamp(TimeUnit::Microsecond, None)),
+            _ => Err(no_function_for(self.name(), args)),
+        }
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let scalar = args.args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        let n = args.number_rows;
+        let ty = args.return_field.data_type().clone();
+        let times = cast(&args.args[0].to_array(n)?, &ty)?;
+        let times = times.as_primitive::<TimestampMicrosecondType>();
+        let digits = cast(&args.args[1].to_array(n)?, &ArrowType::Int64)?;
+        let digits = digits.as_primitive::<Int64Type>();
+        let rounded: datafusion::arrow::array::TimestampMicrosecondArray = (0..n)
+            .map(|i| {
+                (!times.is_null(i) && !digits.is_null(i))
+                    .then(|| freshet_core::types::datetime::round_to_precision(times.value(i), digits.value(i).clamp(0, 6) as u32))
+            })
+            .collect();
+        let ArrowType::Timestamp(_, zone) = ty else { return Err(no_function_for(self.name(), &[ty])) };
+        columnar(Arc::new(rounded.with_timezone_opt(zone)), scalar)
     }
 }
 

@@ -580,6 +580,24 @@ fn without_zone(instant: Expr) -> Expr {
     call_with("arrow_cast", vec![instant, Expr::Value(ast::Value::SingleQuotedString("Timestamp(Microsecond, None)".into()).into())])
 }
 
+/// PostgreSQL's timestamp input (`'2024-03-05 10:00'` has no seconds, which Arrow's parser
+/// requires), and any year (Arrow's literal counts nanoseconds, which end in 1677 and 2262):
+/// the value parsed by Freshet, as microseconds. The function gives an instant in the
+/// session's zone (UTC); a timestamp without time zone is that instant's UTC time.
+fn timestamp_constant(micros: i64, zoned: bool) -> Expr {
+    let instant = call("to_timestamp_micros", Expr::Value(ast::Value::Number(micros.to_string(), false).into()));
+    if zoned { instant } else { without_zone(instant) }
+}
+
+/// `e` (a timestamp) rounded to `digits` fractional digits, if that is coarser than the
+/// microsecond.
+fn with_precision(e: Expr, digits: u64) -> Expr {
+    if digits >= 6 {
+        return e;
+    }
+    call_with(crate::functions::TIME_PRECISION, vec![e, Expr::Value(ast::Value::Number(digits.to_string(), false).into())])
+}
+
 /// A call of function `name`.
 fn call_with(name: &str, args: Vec<Expr>) -> Expr {
     Expr::Function(ast::Function {
@@ -618,7 +636,9 @@ fn contains_aggregate(e: &Expr) -> bool {
 
 /// Rewrites every PostgreSQL-only function call in `statement`: `mod(a, b)`, the functions
 /// DataFusion knows by another name ([`other_name`]), timestamp constants
-/// ([`timestamp_literal`]), interval constants (PostgreSQL's input forms), `LOCALTIMESTAMP`, row comparisons ([`row_comparison`]),
+/// ([`timestamp_literal`]), interval constants (PostgreSQL's input forms), `LOCALTIMESTAMP`,
+/// `CURRENT_TIMESTAMP(p)`, `LOCALTIMESTAMP(p)` and casts to `timestamp(p)` (rounded by
+/// `freshet_time_precision`), row comparisons ([`row_comparison`]),
 /// `op ANY/ALL (subquery)` ([`quantified_subquery`]), `FETCH FIRST n ROWS ONLY` (LIMIT),
 /// `SIMILAR TO` (see [`crate::similar`]), EXISTS outside WHERE ([`ExistsAsCount`])
 /// and `generate_series(…)` as a whole select-list item, which PostgreSQL expands into rows
@@ -643,14 +663,27 @@ pub fn postgres_functions(statement: &mut ast::Statement) {
             // age(t) is the age at midnight today: age(current_date, t).
             let today = cast_to(call_with("current_date", vec![]), ast::DataType::Timestamp(None, ast::TimezoneInfo::None));
             list.args.insert(0, ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(today)));
+        } else if let Expr::Function(f) = e
+            && let [ast::ObjectNamePart::Identifier(i)] = f.name.0.as_slice()
+            && i.quote_style.is_none()
+            && (i.value.eq_ignore_ascii_case("current_timestamp") || i.value.eq_ignore_ascii_case("localtimestamp"))
+            && let Ok(Some(digits)) = freshet_core::sql::bind::current_time_precision(&f.args)
+        {
+            // CURRENT_TIMESTAMP(p) / LOCALTIMESTAMP(p): the time now, rounded.
+            let now = call_with("now", vec![]);
+            let local = i.value.eq_ignore_ascii_case("localtimestamp");
+            *e = with_precision(if local { without_zone(now) } else { now }, digits);
+        } else if let Expr::Cast { expr, data_type, format: None, array: false, .. } = e
+            && let Some((ty, digits)) = freshet_core::sql::bind::timestamp_precision(data_type)
+        {
+            // CAST(… AS timestamp(p)): the cast without the precision (a constant parsed as
+            // below), then rounded.
+            let zone = if ty == freshet_core::types::DataType::TimestampTz { ast::TimezoneInfo::WithTimeZone } else { ast::TimezoneInfo::None };
+            let plain = cast_to(std::mem::replace(expr.as_mut(), null()), ast::DataType::Timestamp(None, zone));
+            let plain = timestamp_literal(&plain).map_or(plain, |(micros, zoned)| timestamp_constant(micros, zoned));
+            *e = with_precision(plain, digits);
         } else if let Some((micros, zoned)) = timestamp_literal(e) {
-            // PostgreSQL's timestamp input (`'2024-03-05 10:00'` has no seconds, which Arrow's
-            // parser requires), and any year (Arrow's literal counts nanoseconds, which end
-            // in 1677 and 2262): the value parsed by Freshet, as microseconds. The function
-            // gives an instant in the session's zone (UTC); a timestamp without time zone is
-            // that instant's UTC time.
-            let instant = call("to_timestamp_micros", Expr::Value(ast::Value::Number(micros.to_string(), false).into()));
-            *e = if zoned { instant } else { without_zone(instant) };
+            *e = timestamp_constant(micros, zoned);
         } else if let Expr::Function(f) = e
             && matches!(f.args, ast::FunctionArguments::None)
             && let [ast::ObjectNamePart::Identifier(i)] = f.name.0.as_slice()

@@ -169,6 +169,47 @@ fn restart_with_three_partitions() {
     restart_brings_back_everything(3, 18);
 }
 
+/// A DEFAULT computed from the time comes back from the log and from a checkpoint as the
+/// same expression, and is still computed for each new row.
+#[test]
+fn time_dependent_defaults_come_back_from_the_log_and_a_checkpoint() {
+    let dir = TempDir::new("time-defaults");
+    let defaults = |db: &Database| {
+        let def = db.engine().catalog().require_table("tokens").unwrap().clone();
+        def.columns.iter().map(|c| c.default.clone()).collect::<Vec<_>>()
+    };
+    let check = |db: &Database, id: i32| {
+        let mut s = db.session();
+        run(&mut s, &format!("INSERT INTO tokens (id) VALUES ({id})"));
+        let sql = format!(
+            "SELECT expires > now() + INTERVAL '29 days', due = current_date + 1,              extract(microseconds FROM issued)::int % 1000000 FROM tokens WHERE id = {id}"
+        );
+        assert_eq!(run(&mut s, &sql), vec![vec![Value::Bool(true), Value::Bool(true), Value::Int32(0)]], "row {id}");
+    };
+    let before = {
+        let db = open(&dir.0, 1);
+        let mut s = db.session();
+        run(
+            &mut s,
+            "CREATE TABLE tokens (id INT PRIMARY KEY, expires TIMESTAMPTZ DEFAULT now() + INTERVAL '30 days',              due DATE DEFAULT current_date + 1, issued TIMESTAMPTZ DEFAULT CURRENT_TIMESTAMP(0))",
+        );
+        check(&db, 1);
+        defaults(&db)
+    };
+    assert!(matches!(&before[1], Some(freshet_core::catalog::ColumnDefault::TimeDependent { sql, .. }) if sql == "now() + INTERVAL '30 days'"), "{before:?}");
+    // From the log.
+    {
+        let db = open(&dir.0, 1);
+        assert_eq!(defaults(&db), before);
+        check(&db, 2);
+        run(&mut db.session(), "CHECKPOINT");
+    }
+    // From the checkpoint.
+    let db = open(&dir.0, 1);
+    assert_eq!(defaults(&db), before);
+    check(&db, 3);
+}
+
 #[test]
 fn a_second_database_on_the_same_directory_is_refused() {
     let dir = TempDir::new("lock");

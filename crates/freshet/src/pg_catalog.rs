@@ -611,6 +611,7 @@ fn rows(name: &str, catalog: &Catalog) -> Vec<Vec<V>> {
                     let text = match column.default.as_ref()? {
                         ColumnDefault::CurrentTimestamp => "CURRENT_TIMESTAMP".to_string(),
                         ColumnDefault::RandomUuid => "gen_random_uuid()".to_string(),
+                        ColumnDefault::TimeDependent { sql, .. } => sql.clone(),
                         ColumnDefault::Value(v) => literal(v, column.ty),
                         ColumnDefault::Nextval(s) => format!("nextval('{s}'::regclass)"),
                         // An identity column has no default expression in PostgreSQL's catalog.

@@ -53,6 +53,7 @@ pub fn default_value(col: &ColumnDef, cx: &EvalContext) -> Result<Value> {
         Some(ColumnDefault::Value(v)) => Ok(v.clone()),
         Some(ColumnDefault::CurrentTimestamp) => Value::Timestamp(cx.now).cast(col.ty),
         Some(ColumnDefault::RandomUuid) => Value::Text(freshet_core::types::uuid::random()).assign_to(col.ty),
+        Some(ColumnDefault::TimeDependent { expr, .. }) => expr.eval(&NoRow, cx)?.assign_to(col.ty),
         Some(d @ (ColumnDefault::Nextval(_) | ColumnDefault::Identity { .. })) => {
             plan::nextval_expr(d.sequence().unwrap_or_default()).eval(&NoRow, cx)?.assign_to(col.ty)
         }

@@ -717,6 +717,9 @@ impl Engine {
             None => Value::Null,
             Some(crate::catalog::ColumnDefault::Value(v)) => v.clone(),
             Some(crate::catalog::ColumnDefault::CurrentTimestamp) => Value::Timestamp(now).cast(column.ty)?,
+            Some(crate::catalog::ColumnDefault::TimeDependent { expr, .. }) => {
+                expr.eval(&crate::sql::expr::NoRow, &crate::sql::expr::EvalContext { params: &[], now, session: None })?.assign_to(column.ty)?
+            }
             Some(crate::catalog::ColumnDefault::RandomUuid) => return Err(Error::unsupported("ADD COLUMN with a DEFAULT of gen_random_uuid()")),
             Some(_) => return Err(Error::unsupported("ADD COLUMN with a sequence default (serial, identity, nextval)")),
         };

@@ -132,6 +132,24 @@ impl<'a> Binder<'a> {
                 };
                 Item::Typed(Expr::literal(Value::parse(&text, ty)?, ty))
             }
+            A::Cast { expr, data_type, format: None, array: false, .. } if timestamp_precision(data_type).is_some_and(|(_, p)| p < 6) => {
+                let (ty, precision) = timestamp_precision(data_type).unwrap_or((DataType::Timestamp, 6));
+                let cast = A::Cast {
+                    kind: ast::CastKind::Cast,
+                    expr: expr.clone(),
+                    data_type: if ty == DataType::Timestamp {
+                        ast::DataType::Timestamp(None, ast::TimezoneInfo::None)
+                    } else {
+                        ast::DataType::Timestamp(None, ast::TimezoneInfo::WithTimeZone)
+                    },
+                    array: false,
+                    format: None,
+                };
+                match self.bind(&cast)? {
+                    Item::Typed(e) => Item::Typed(with_precision(e, precision)),
+                    other => other,
+                }
+            }
             A::Cast { expr, data_type, format: None, array: false, .. } => {
                 let to = sql_type(data_type)?;
                 match self.bind(expr)? {
@@ -218,8 +236,7 @@ impl<'a> Binder<'a> {
         let Some(scope) = &self.scope else {
             // Without a table, a bare word is a column reference that cannot resolve.
             if ident.quote_style.is_none() && matches!(name.as_str(), "current_timestamp" | "localtimestamp" | "current_date") {
-                let func = functions::lookup(&name).unwrap_or(Func::Now);
-                return self.call(&name, func, vec![]);
+                return self.current_time(&name, None);
             }
             return Err(Error::undefined_column(&name));
         };
@@ -245,8 +262,7 @@ impl<'a> Binder<'a> {
                 && ident.quote_style.is_none()
                 && matches!(name.as_str(), "current_timestamp" | "localtimestamp" | "current_date") =>
             {
-                let func = functions::lookup(&name).unwrap_or(Func::Now);
-                self.call(&name, func, vec![])
+                self.current_time(&name, None)
             }
             None => Err(Error::undefined_column(&match qualifier {
                 Some(q) => format!("{}.{name}", fold_ident(q)),
@@ -524,6 +540,9 @@ impl<'a> Binder<'a> {
         if f.over.is_some() || f.filter.is_some() || is_aggregate(&name) {
             return Err(unsupported(format!("aggregate or window function {name} on the short-statement path")));
         }
+        if matches!(name.as_str(), "current_timestamp" | "localtimestamp") && f.name.0.len() == 1 {
+            return self.current_time(&name, current_time_precision(&f.args)?);
+        }
         let func = functions::lookup(&name).ok_or_else(|| unsupported(format!("function {name} on the short-statement path")))?;
         let args: Vec<&ast::Expr> = match &f.args {
             ast::FunctionArguments::None => vec![],
@@ -560,6 +579,18 @@ impl<'a> Binder<'a> {
             bound.push(self.resolve(item, hint)?);
         }
         self.call(&name, func, bound)
+    }
+
+    /// `CURRENT_TIMESTAMP`, `LOCALTIMESTAMP` (the statement's start time as an instant, or as
+    /// the wall time of the session's zone, UTC) or `CURRENT_DATE`, rounded to `precision`
+    /// fractional digits if one is given.
+    fn current_time(&mut self, name: &str, precision: Option<u64>) -> Result<Item> {
+        if name == "current_date" {
+            return self.call(name, Func::CurrentDate, vec![]);
+        }
+        let now = Expr::Func { func: Func::Now, args: vec![], ty: DataType::TimestampTz };
+        let now = if name == "localtimestamp" { Expr::Cast { expr: Box::new(now), to: DataType::Timestamp } } else { now };
+        Ok(Item::Typed(with_precision(now, precision.unwrap_or(6))))
     }
 
     fn call(&mut self, name: &str, func: Func, args: Vec<Expr>) -> Result<Item> {
@@ -741,6 +772,15 @@ pub fn interval_constant(e: &ast::Expr) -> Option<Result<crate::types::datetime:
 /// A SQL type name from the parser's AST.
 pub fn sql_type(t: &ast::DataType) -> Result<DataType> {
     use ast::DataType as T;
+    if let Some((ty, precision)) = timestamp_precision(t) {
+        // Values are kept to the microsecond: timestamp(6) (and above, which PostgreSQL
+        // reduces to 6) is the type itself; a coarser one would round every value stored.
+        return if precision >= 6 {
+            Ok(ty)
+        } else {
+            Err(Error::unsupported(format!("type {t} (a timestamp precision below 6 outside a cast)")))
+        };
+    }
     let len = |l: &Option<ast::CharacterLength>| -> Vec<u64> {
         match l {
             Some(ast::CharacterLength::IntegerLength { length, .. }) => vec![*length],
@@ -782,4 +822,50 @@ pub fn sql_type(t: &ast::DataType) -> Result<DataType> {
         }
         other => Err(Error::unsupported(format!("type {other}"))),
     }
+}
+
+/// The type and precision of a timestamp type written with a precision: `timestamp(p)`,
+/// `timestamp(p) with time zone`, `timestamptz(p)`.
+pub fn timestamp_precision(t: &ast::DataType) -> Option<(DataType, u64)> {
+    match t {
+        ast::DataType::Timestamp(Some(p), ast::TimezoneInfo::None | ast::TimezoneInfo::WithoutTimeZone) => Some((DataType::Timestamp, *p)),
+        ast::DataType::Timestamp(Some(p), ast::TimezoneInfo::WithTimeZone | ast::TimezoneInfo::Tz) => Some((DataType::TimestampTz, *p)),
+        ast::DataType::Custom(name, mods) if mods.len() == 1 => {
+            let ty = match name.0.last().and_then(|p| p.as_ident()).map(fold_ident)?.as_str() {
+                "timestamp" => DataType::Timestamp,
+                "timestamptz" => DataType::TimestampTz,
+                _ => return None,
+            };
+            Some((ty, mods[0].parse().ok()?))
+        }
+        _ => None,
+    }
+}
+
+/// The precision of `CURRENT_TIMESTAMP(p)` / `LOCALTIMESTAMP(p)`: an unsigned integer
+/// constant, as PostgreSQL's grammar requires.
+pub fn current_time_precision(args: &ast::FunctionArguments) -> Result<Option<u64>> {
+    let bad = || Error::syntax("CURRENT_TIMESTAMP and LOCALTIMESTAMP take an integer constant precision");
+    match args {
+        ast::FunctionArguments::None => Ok(None),
+        ast::FunctionArguments::List(list) if list.args.is_empty() => Err(bad()),
+        ast::FunctionArguments::List(list) => match list.args.as_slice() {
+            [ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(ast::Expr::Value(v)))] => match &v.value {
+                ast::Value::Number(n, _) => n.parse().map(Some).map_err(|_| bad()),
+                _ => Err(bad()),
+            },
+            _ => Err(bad()),
+        },
+        ast::FunctionArguments::Subquery(_) => Err(bad()),
+    }
+}
+
+/// Wraps `e` (a timestamp) to round it to `precision` fractional digits, if that is coarser
+/// than the microsecond.
+fn with_precision(e: Expr, precision: u64) -> Expr {
+    if precision >= 6 {
+        return e;
+    }
+    let ty = e.ty();
+    Expr::Func { func: Func::TimePrecision, args: vec![e, Expr::literal(Value::Int32(precision as i32), DataType::Int32)], ty }
 }

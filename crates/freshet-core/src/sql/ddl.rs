@@ -397,8 +397,8 @@ pub fn sequence_name(text: &str) -> Result<String> {
     }
 }
 
-/// A DEFAULT must be a constant, CURRENT_TIMESTAMP / now(), `nextval('sequence')` or
-/// `gen_random_uuid()`.
+/// A DEFAULT must be a constant, an expression of constants and the time (now(),
+/// CURRENT_TIMESTAMP, CURRENT_DATE), `nextval('sequence')` or `gen_random_uuid()`.
 pub fn column_default(e: &ast::Expr, ty: DataType, column: &str) -> Result<Option<ColumnDefault>> {
     let mut params = Vec::new();
     let bound = Binder::new(None, &mut params).bind_assignment(e, ty, column)?;
@@ -448,10 +448,14 @@ pub fn column_default(e: &ast::Expr, ty: DataType, column: &str) -> Result<Optio
         return Err(Error::unsupported("a DEFAULT with sequence functions other than nextval('name') alone"));
     }
     if time_dependent {
-        if !matches!(ty.family(), crate::types::TypeFamily::Timestamp | crate::types::TypeFamily::Date) {
-            return Err(Error::unsupported("a time-dependent DEFAULT for a non-time column"));
+        // now() / CURRENT_TIMESTAMP alone (with the cast to a date or timestamp column's
+        // type); anything more is kept as an expression.
+        let plain_now = |e: &Expr| matches!(e, Expr::Func { func: Func::Now, args, .. } if args.is_empty());
+        let time_column = matches!(ty.family(), crate::types::TypeFamily::Timestamp | crate::types::TypeFamily::Date);
+        if time_column && (plain_now(&bound) || matches!(&bound, Expr::Cast { expr, .. } if plain_now(expr))) {
+            return Ok(Some(ColumnDefault::CurrentTimestamp));
         }
-        return Ok(Some(ColumnDefault::CurrentTimestamp));
+        return Ok(Some(ColumnDefault::TimeDependent { sql: e.to_string(), expr: bound }));
     }
     let v = bound.eval(&NoRow, &EvalContext { params: &[], now: 0, session: None })?.assign_to(ty)?;
     Ok(if v.is_null() { None } else { Some(ColumnDefault::Value(v)) })
@@ -610,4 +614,16 @@ pub fn plan_truncate(t: &ast::Truncate) -> Result<DdlPlan> {
     let tables = t.table_names.iter().map(|n| user_relation(&n.name)).collect::<Result<Vec<_>>>()?;
     let restart_identity = matches!(t.identity, Some(ast::TruncateIdentityOption::Restart));
     Ok(DdlPlan::Truncate { tables, restart_identity })
+}
+
+/// The default `sql` of a column, read back from the log or a checkpoint: bound again as
+/// [`column_default`] bound it when the column was defined.
+pub fn restore_time_default(sql: &str, ty: DataType, column: &str) -> Result<ColumnDefault> {
+    let parsed = sqlparser::parser::Parser::new(&sqlparser::dialect::PostgreSqlDialect {})
+        .try_with_sql(sql)
+        .and_then(|mut p| p.parse_expr())
+        .map_err(|e| Error::syntax(format!("{e}")))?;
+    let mut params = Vec::new();
+    let expr = Binder::new(None, &mut params).bind_assignment(&parsed, ty, column)?;
+    Ok(ColumnDefault::TimeDependent { sql: sql.to_string(), expr })
 }

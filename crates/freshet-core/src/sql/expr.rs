@@ -116,6 +116,9 @@ pub enum Func {
     /// the interval already negated for `-`; a scaled interval (`t + n * INTERVAL '…'`) adds
     /// the factor (float8) and whether it divides. Not callable by name.
     AddInterval,
+    /// A timestamp rounded to a number of fractional digits (timestamp, precision 0 – 5):
+    /// `CAST(… AS timestamp(p))` and `CURRENT_TIMESTAMP(p)`. Not callable by name.
+    TimePrecision,
 }
 
 impl Func {

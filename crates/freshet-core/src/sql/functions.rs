@@ -60,6 +60,7 @@ fn arity(func: Func, n: usize) -> bool {
         Func::Setval => n == 2 || n == 3,
         Func::PgGetSerialSequence => n == 2,
         Func::AddInterval => n == 4 || n == 6,
+        Func::TimePrecision => n == 2,
         Func::Advisory(f) if f.op == AdvisoryOp::UnlockAll => n == 0,
         Func::Advisory(_) => n == 1 || n == 2,
         Func::PgSleep => n == 1,
@@ -129,6 +130,10 @@ pub fn result_type(name: &str, func: Func, args: &[DataType]) -> Result<DataType
         Func::Now => DataType::TimestampTz,
         Func::CurrentDate => DataType::Date,
         Func::Extract => DataType::Float64,
+        Func::TimePrecision => {
+            need(family(0) == TypeFamily::Timestamp)?;
+            args[0]
+        }
         Func::AddInterval => {
             need(matches!(family(0), TypeFamily::Date | TypeFamily::Timestamp))?;
             if args[0] == DataType::TimestampTz { DataType::TimestampTz } else { DataType::Timestamp }
@@ -253,6 +258,14 @@ pub fn call(func: Func, args: Vec<Value>, ty: DataType, cx: &EvalContext) -> Res
         }
         Func::Round | Func::Floor | Func::Ceil => round(func, &args[0], args.get(1).map(|v| v.as_i64().unwrap_or(0)), ty)?,
         Func::Extract => extract(text(0), &args[1])?,
+        Func::TimePrecision => {
+            let digits = int(1).clamp(0, 6) as u32;
+            match &args[0] {
+                Value::Timestamp(t) => Value::Timestamp(datetime::round_to_precision(*t, digits)),
+                Value::TimestampTz(t) => Value::TimestampTz(datetime::round_to_precision(*t, digits)),
+                other => return Err(Error::mismatch(format!("cannot round {other:?} as a timestamp"))),
+            }
+        }
         Func::AddInterval => {
             let micros = match &args[0] {
                 Value::Timestamp(t) | Value::TimestampTz(t) => *t,

@@ -500,6 +500,7 @@ pub fn default_expr(default: Option<&ColumnDefault>, ty: DataType) -> Expr {
             expr: Box::new(Expr::Func { func: super::expr::Func::Now, args: vec![], ty: DataType::Timestamp }),
             to: ty,
         },
+        Some(ColumnDefault::TimeDependent { expr, .. }) => expr.clone(),
         Some(d @ (ColumnDefault::Nextval(_) | ColumnDefault::Identity { .. })) => Expr::Cast {
             expr: Box::new(nextval_expr(d.sequence().unwrap_or_default())),
             to: ty,

@@ -493,6 +493,21 @@ fn clock_micros(word: &str) -> Option<f64> {
     Some(sign * ((h * 3600.0 + m * 60.0 + s as f64) * 1e6 + us as f64))
 }
 
+/// `micros` rounded to `precision` fractional digits of a second (0 – 6), as PostgreSQL
+/// rounds a value for `timestamp(p)` and `CURRENT_TIMESTAMP(p)`: halves away from its own
+/// epoch, 2000-01-01 (so a half second in 1985 rounds down, one in 2024 up).
+pub fn round_to_precision(micros: i64, precision: u32) -> i64 {
+    if precision >= 6 {
+        return micros;
+    }
+    let scale = 10i128.pow(6 - precision);
+    let epoch = PG_EPOCH_DAYS as i128 * MICROS_PER_DAY as i128;
+    let since = micros as i128 - epoch;
+    let rounded = (since.abs() + scale / 2) / scale * scale;
+    let rounded = if since < 0 { -rounded } else { rounded };
+    i64::try_from(rounded + epoch).unwrap_or(micros)
+}
+
 /// `micros` (a timestamp's microseconds since 1970) plus an interval: months first, keeping
 /// the day of the month where the month has it (else its last day), then days, then time.
 pub fn add_interval(micros: i64, iv: Interval) -> Result<i64> {
@@ -537,6 +552,24 @@ pub fn timestamp_field(micros: i64, field: &str) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn precision_rounds_halves_away_from_postgresqls_epoch() {
+        let at = |text: &str| parse_timestamp(text).unwrap();
+        // PostgreSQL 15: '2024-01-01 10:00:00.5'::timestamp(0) = 10:00:01, but
+        // '1985-01-01 10:00:00.5'::timestamp(0) = 10:00:00 (before 2000, so "away" is down).
+        assert_eq!(round_to_precision(at("2024-01-01 10:00:00.5"), 0), at("2024-01-01 10:00:01"));
+        assert_eq!(round_to_precision(at("2024-01-01 10:00:00.499999"), 0), at("2024-01-01 10:00:00"));
+        assert_eq!(round_to_precision(at("1985-01-01 10:00:00.5"), 0), at("1985-01-01 10:00:00"));
+        assert_eq!(round_to_precision(at("1985-01-01 10:00:00.500001"), 0), at("1985-01-01 10:00:01"));
+        assert_eq!(round_to_precision(at("1969-12-31 23:59:59.95"), 1), at("1969-12-31 23:59:59.9"));
+        assert_eq!(round_to_precision(at("2024-01-01 10:00:00.56789"), 3), at("2024-01-01 10:00:00.568"));
+        assert_eq!(round_to_precision(at("2024-01-01 10:00:00.56789"), 6), at("2024-01-01 10:00:00.56789"));
+        assert_eq!(round_to_precision(at("2024-12-31 23:59:59.7"), 0), at("2025-01-01 00:00:00"));
+        // The ends of the range do not overflow.
+        assert_eq!(round_to_precision(i64::MAX, 0), i64::MAX);
+        assert_eq!(round_to_precision(i64::MIN, 0), i64::MIN);
+    }
 
     #[test]
     fn scaled_intervals_cascade_fractions_down_as_postgresql_does() {

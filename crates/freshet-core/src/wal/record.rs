@@ -464,6 +464,10 @@ fn encode_column(c: &ColumnDef, out: &mut Vec<u8>) {
         }
         Some(ColumnDefault::CurrentTimestamp) => out.push(2),
         Some(ColumnDefault::RandomUuid) => out.push(6),
+        Some(ColumnDefault::TimeDependent { sql, .. }) => {
+            out.push(7);
+            put_str(out, sql);
+        }
         Some(ColumnDefault::Nextval(seq)) => {
             out.push(3);
             put_str(out, seq);
@@ -486,6 +490,7 @@ fn decode_column(r: &mut Reader) -> Result<ColumnDef> {
         3 => Some(ColumnDefault::Nextval(r.string()?)),
         t @ (4 | 5) => Some(ColumnDefault::Identity { sequence: r.string()?, always: t == 4 }),
         6 => Some(ColumnDefault::RandomUuid),
+        7 => Some(crate::sql::ddl::restore_time_default(&r.string()?, ty, &name).map_err(|e| corrupt(&format!("column default: {e}")))?),
         t => return Err(corrupt(&format!("unknown column default {t}"))),
     };
     Ok(ColumnDef { name, ty, nullable, default })
