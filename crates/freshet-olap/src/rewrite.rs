@@ -204,7 +204,7 @@ pub fn catalog_spellings(statement: &mut ast::Statement, names: &dyn CatalogName
                 if let Some(name) = unqualified(&f.name) {
                     f.name = ast::ObjectName(vec![ast::ObjectNamePart::Identifier(name)]);
                 }
-                if let Some(mapped) = array_of_unnest(f) {
+                if let Some(mapped) = array_of_unnest(f).or_else(|| array_of_query(f)) {
                     *e = mapped;
                 }
             }
@@ -318,6 +318,45 @@ fn array_of_unnest(f: &ast::Function) -> Option<Expr> {
         syntax: ast::LambdaSyntax::Arrow,
     });
     Some(call_with("array_transform", vec![array, lambda]))
+}
+
+/// `ARRAY(SELECT e FROM … [ORDER BY …])` as the scalar subquery
+/// `(SELECT coalesce(array_agg(e ORDER BY …), make_array()) FROM …)`: the rows' values in the
+/// query's order, an empty array when there are none, as PostgreSQL gives. (psql's `\du`
+/// lists each role's memberships so.) A query with grouping, DISTINCT, LIMIT or an aggregate
+/// in its select item is left as it is.
+fn array_of_query(f: &ast::Function) -> Option<Expr> {
+    let name = f.name.0.last()?.as_ident()?;
+    let ast::FunctionArguments::Subquery(q) = &f.args else { return None };
+    if f.name.0.len() != 1 || name.quote_style.is_some() || !name.value.eq_ignore_ascii_case("array") || q.limit_clause.is_some() || q.fetch.is_some() {
+        return None;
+    }
+    let mut q = q.as_ref().clone();
+    let order = match q.order_by.take() {
+        None => vec![],
+        Some(ast::OrderBy { kind: ast::OrderByKind::Expressions(items), .. }) => items,
+        Some(_) => return None,
+    };
+    let ast::SetExpr::Select(select) = q.body.as_mut() else { return None };
+    let plain = select.having.is_none()
+        && select.distinct.is_none()
+        && matches!(&select.group_by, ast::GroupByExpr::Expressions(g, _) if g.is_empty());
+    let [ast::SelectItem::UnnamedExpr(element) | ast::SelectItem::ExprWithAlias { expr: element, .. }] = select.projection.as_slice() else {
+        return None;
+    };
+    if !plain || contains_aggregate(element) {
+        return None;
+    }
+    let mut aggregate = call("array_agg", element.clone());
+    if let Expr::Function(agg) = &mut aggregate
+        && let ast::FunctionArguments::List(list) = &mut agg.args
+        && !order.is_empty()
+    {
+        list.clauses.push(ast::FunctionArgumentClause::OrderBy(order));
+    }
+    let whole = call_with("coalesce", vec![aggregate, call_with("make_array", vec![])]);
+    select.projection = vec![ast::SelectItem::UnnamedExpr(whole)];
+    Some(Expr::Subquery(Box::new(q)))
 }
 
 fn null() -> Expr {

@@ -51,6 +51,7 @@ const DATABASE: &str = "freshet";
 const DATABASE_OID: i64 = 16383;
 const PG_CATALOG_OID: i64 = 11;
 const PUBLIC_OID: i64 = 2200;
+const PLPGSQL_EXTENSION_OID: i64 = 13_576;
 const DEFAULT_COLLATION_OID: i64 = 100;
 const HEAP_AM: i64 = 2;
 const BTREE_AM: i64 = 403;
@@ -175,7 +176,7 @@ fn catalog_relation_oid(name: &str) -> Option<i64> {
         ("pg_am", 2601), ("pg_attrdef", 2604), ("pg_constraint", 2606), ("pg_inherits", 2611), ("pg_index", 2610),
         ("pg_description", 2609), ("pg_namespace", 2615), ("pg_trigger", 2620), ("pg_tablespace", 1213),
         ("pg_collation", 3456), ("pg_policy", 3256), ("pg_statistic_ext", 3381), ("pg_publication", 6104),
-        ("pg_publication_rel", 6106), ("pg_publication_namespace", 6237),
+        ("pg_publication_rel", 6106), ("pg_publication_namespace", 6237), ("pg_extension", 3079), ("pg_auth_members", 1261),
     ];
     WELL_KNOWN.iter().find(|(n, _)| *n == name).map(|(_, oid)| *oid).or_else(|| {
         RELATIONS.iter().position(|(n, _)| *n == name).map(|p| 12000 + p as i64)
@@ -252,9 +253,14 @@ const RELATIONS: &[(&str, &[(&str, ArrowType)])] = &[
         "pg_roles",
         &[
             ("oid", I8), ("rolname", T), ("rolsuper", B), ("rolinherit", B), ("rolcreaterole", B), ("rolcreatedb", B),
-            ("rolcanlogin", B), ("rolreplication", B), ("rolconnlimit", I4), ("rolpassword", T), ("rolbypassrls", B),
-            ("rolconfig", TA),
+            ("rolcanlogin", B), ("rolreplication", B), ("rolconnlimit", I4), ("rolpassword", T), ("rolvaliduntil", T),
+            ("rolbypassrls", B), ("rolconfig", TA),
         ],
+    ),
+    ("pg_auth_members", &[("oid", I8), ("roleid", I8), ("member", I8), ("grantor", I8), ("admin_option", B)]),
+    (
+        "pg_extension",
+        &[("oid", I8), ("extname", T), ("extowner", I8), ("extnamespace", I8), ("extrelocatable", B), ("extversion", T), ("extconfig", OA), ("extcondition", TA)],
     ),
     (
         "pg_user",
@@ -303,7 +309,7 @@ const RELATIONS: &[(&str, &[(&str, ArrowType)])] = &[
 /// The relations of features Freshet does not have: they never have rows.
 const EMPTY: &[&str] = &[
     "pg_inherits", "pg_trigger", "pg_policy", "pg_statistic_ext", "pg_publication", "pg_publication_rel",
-    "pg_publication_namespace",
+    "pg_publication_namespace", "pg_auth_members",
 ];
 
 /// One catalog relation, computed from the current catalog when scanned. Its rows depend on
@@ -687,8 +693,10 @@ fn rows(name: &str, catalog: &Catalog) -> Vec<Vec<V>> {
             i(DATABASE_OID), t(DATABASE), i(ROLE_OID), i(UTF8_ENCODING as i64), t("c"), b(false), b(true), i(-1), i(1663), t("C"), t("C"), null, null,
         ]],
         "pg_roles" => vec![vec![
-            i(ROLE_OID), t(ROLE), b(true), b(true), b(true), b(true), b(true), b(false), i(-1), t("********"), b(true), null,
+            i(ROLE_OID), t(ROLE), b(true), b(true), b(true), b(true), b(true), b(false), i(-1), t("********"), null, b(true), null,
         ]],
+        // PL/pgSQL, the one procedural language, which PostgreSQL always has installed.
+        "pg_extension" => vec![vec![i(PLPGSQL_EXTENSION_OID), t("plpgsql"), i(ROLE_OID), i(PG_CATALOG_OID), b(false), t("1.0"), null, null]],
         "pg_user" => vec![vec![t(ROLE), i(ROLE_OID), b(true), b(true), b(false), b(true), t("********"), null]],
         "pg_proc" => catalog
             .procedures()
