@@ -141,7 +141,38 @@ fn unmatched_call(m: &str) -> Option<String> {
     Some(format!("{name}({})", types.join(", ")))
 }
 
+/// The error PostgreSQL's input function gives for the text Arrow could not cast, from
+/// Arrow's "Cannot cast string 'abc' to value of Int32 type": Freshet's own parser of the
+/// target type reads the text again and says why, in PostgreSQL's words and SQLSTATE
+/// (`invalid input syntax for type integer: "abc"`, 22P02; `value "99999999999" is out of
+/// range for type integer`, 22003; `date/time field value out of range`, 22008).
+fn input_error(m: &str) -> Option<Error> {
+    use freshet_core::types::{DataType, Value};
+    let rest = m.split("Cannot cast string '").nth(1).or_else(|| m.split("Cannot cast value '").nth(1))?;
+    let (text, rest) = rest.rsplit_once("' to value of ")?;
+    let arrow = rest.strip_suffix(" type").unwrap_or(rest).trim();
+    let ty = match arrow {
+        "Int16" => DataType::Int16,
+        "Int32" => DataType::Int32,
+        "Int64" => DataType::Int64,
+        "Float32" => DataType::Float32,
+        "Float64" => DataType::Float64,
+        "Boolean" => DataType::Bool,
+        "Date32" => DataType::Date,
+        t if t.starts_with("Decimal") => DataType::Decimal { precision: 38, scale: 0 },
+        t if t.starts_with("Timestamp") && t.contains(", Some(") => DataType::TimestampTz,
+        t if t.starts_with("Timestamp") => DataType::Timestamp,
+        _ => return None,
+    };
+    Value::parse(text, ty).err()
+}
+
 fn from_arrow(e: &ArrowError) -> Error {
+    if let ArrowError::CastError(m) | ArrowError::ParseError(m) = e
+        && let Some(input) = input_error(m)
+    {
+        return input;
+    }
     match e {
         ArrowError::DivideByZero => Error::division_by_zero(),
         ArrowError::ArithmeticOverflow(m) => Error::new(SqlState::NumericValueOutOfRange, m.clone()),
@@ -215,7 +246,9 @@ fn from_plan_message(m: &str) -> Error {
 }
 
 fn from_execution_message(m: &str) -> Error {
-    if m.contains("Divide by zero") || m.contains("division by zero") {
+    if let Some(input) = input_error(m) {
+        input
+    } else if m.contains("Divide by zero") || m.contains("division by zero") {
         Error::division_by_zero()
     } else if m.contains("overflow") {
         Error::new(SqlState::NumericValueOutOfRange, m.to_string())
@@ -243,6 +276,24 @@ mod tests {
         assert_eq!(e.state.code(), SqlState::UndefinedFunction.code());
         assert_eq!(e.message, "function round(numeric, text) does not exist");
         assert_eq!(unmatched_call("something else"), None);
+    }
+
+    #[test]
+    fn text_arrow_cannot_cast_gets_postgresqls_input_error() {
+        let cast = |m: &str| from_arrow(&ArrowError::CastError(m.into()));
+        let e = cast("Cannot cast string 'abc' to value of Int32 type");
+        assert_eq!((e.state.code(), e.message.as_str()), ("22P02", "invalid input syntax for type integer: \"abc\""));
+        let e = cast("Cannot cast string '99999999999' to value of Int32 type");
+        assert_eq!((e.state.code(), e.message.as_str()), ("22003", "value \"99999999999\" is out of range for type integer"));
+        let e = cast("Cannot cast value 'maybe' to value of Boolean type");
+        assert_eq!((e.state.code(), e.message.as_str()), ("22P02", "invalid input syntax for type boolean: \"maybe\""));
+        let e = cast("Cannot cast string 'x' to value of Decimal128(38, 10) type");
+        assert_eq!((e.state.code(), e.message.as_str()), ("22P02", "invalid input syntax for type numeric: \"x\""));
+        // Text the type's parser reads (a disagreement) keeps Arrow's message.
+        let e = cast("Cannot cast string '12' to value of Int32 type");
+        assert_eq!((e.state.code(), e.message.as_str()), ("22P02", "Cannot cast string '12' to value of Int32 type"));
+        let e = from_execution_message("Cannot cast string 'z' to value of Int64 type");
+        assert_eq!((e.state.code(), e.message.as_str()), ("22P02", "invalid input syntax for type bigint: \"z\""));
     }
 
     #[test]

@@ -341,3 +341,22 @@ fn db_with_default_limit() -> Database {
     assert!(db.config().resolved_olap_memory_limit() >= 64 << 20);
     db
 }
+
+/// SHOW names its column as PostgreSQL does: the parameter's own name, whatever words named it.
+#[test]
+fn show_names_its_column_after_the_parameter() {
+    let db = db();
+    let mut s = db.session();
+    for (sql, column) in [
+        ("SHOW transaction isolation level", "transaction_isolation"),
+        ("SHOW transaction_isolation", "transaction_isolation"),
+        ("SHOW time zone", "TimeZone"),
+        ("SHOW TimeZone", "TimeZone"),
+        ("SHOW DateStyle", "DateStyle"),
+        ("SHOW statement_timeout", "statement_timeout"),
+    ] {
+        let r = s.execute_blocking(sql).unwrap();
+        assert_eq!(r[0].columns[0].name, column, "{sql}");
+        assert_eq!(r[0].rows().len(), 1, "{sql}");
+    }
+}

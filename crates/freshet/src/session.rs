@@ -700,7 +700,7 @@ impl Session {
                     ["name", "setting", "description"].iter().map(|n| ColumnInfo { name: n.to_string(), ty: DataType::Text }).collect()
                 } else {
                     self.show(&name)?;
-                    vec![ColumnInfo { name: name.clone(), ty: DataType::Text }]
+                    vec![ColumnInfo { name: show_column(&name).to_string(), ty: DataType::Text }]
                 };
                 (Kind::Utility, Some(columns))
             }
@@ -2126,6 +2126,19 @@ fn show_name(variable: &[ast::Ident]) -> String {
     let words: Vec<String> = variable.iter().map(fold_ident).collect();
     let spaced = words.join(" ");
     if words.len() == 2 && !matches!(spaced.as_str(), "time zone") { words.join(".") } else { spaced }
+}
+
+/// The name of SHOW's result column: the parameter's own name, as PostgreSQL spells it
+/// (`SHOW transaction isolation level` shows `transaction_isolation`, `SHOW time zone`
+/// `TimeZone`).
+fn show_column(name: &str) -> &str {
+    match name {
+        "transaction isolation level" => "transaction_isolation",
+        "time zone" | "timezone" => "TimeZone",
+        "datestyle" => "DateStyle",
+        "intervalstyle" => "IntervalStyle",
+        other => other,
+    }
 }
 
 /// Extensions whose functions Freshet has built in (`CREATE EXTENSION` accepts them): the
