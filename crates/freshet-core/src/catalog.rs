@@ -57,6 +57,26 @@ pub struct ColumnDef {
     pub ty: DataType,
     pub nullable: bool,
     pub default: Option<ColumnDefault>,
+    /// `timestamp(p)` / `timestamptz(p)` with p below 6: every value written is rounded to p
+    /// fractional digits of a second (`TableStore::insert` and `update`, and the session for
+    /// INSERT's RETURNING), as PostgreSQL stores it. `None` for microseconds and other types.
+    pub precision: Option<u8>,
+}
+
+impl ColumnDef {
+    /// A column of type `ty`, nullable, without default or precision.
+    pub fn new(name: impl Into<String>, ty: DataType) -> ColumnDef {
+        ColumnDef { name: name.into(), ty, nullable: true, default: None, precision: None }
+    }
+
+    /// Rounds `v` to the column's precision, if it has one and `v` is a timestamp.
+    pub fn round(&self, v: &mut Value) {
+        if let Some(p) = self.precision {
+            if let Value::Timestamp(t) | Value::TimestampTz(t) = v {
+                *t = crate::types::datetime::round_to_precision(*t, p as u32);
+            }
+        }
+    }
 }
 
 /// An index on a table. The primary key is a hash index, which for a key of several columns
@@ -247,6 +267,7 @@ impl TableDef {
         let mut def = self.clone();
         let column = &mut def.columns[c];
         column.ty = ty;
+        column.precision = None;
         if let Some(ColumnDefault::Value(v)) = &mut column.default {
             *v = convert_column_value(std::mem::replace(v, Value::Null), ty, explicit)?;
         }
@@ -302,6 +323,18 @@ impl TableDef {
 
     pub fn types(&self) -> Vec<DataType> {
         self.columns.iter().map(|c| c.ty).collect()
+    }
+
+    /// Whether a column rounds the values written to it (`timestamp(p)`, p < 6).
+    pub fn rounds(&self) -> bool {
+        self.columns.iter().any(|c| c.precision.is_some())
+    }
+
+    /// Rounds a whole row's values to their columns' precisions.
+    pub fn round_row(&self, row: &mut [Value]) {
+        for (c, v) in self.columns.iter().zip(row) {
+            c.round(v);
+        }
     }
 
     pub fn index_position(&self, name: &str) -> Option<usize> {

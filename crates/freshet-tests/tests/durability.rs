@@ -170,43 +170,48 @@ fn restart_with_three_partitions() {
 }
 
 /// A DEFAULT computed from the time comes back from the log and from a checkpoint as the
-/// same expression, and is still computed for each new row.
+/// same expression, and is still computed for each new row; a timestamp(p) column keeps its
+/// precision and still rounds what is written.
 #[test]
-fn time_dependent_defaults_come_back_from_the_log_and_a_checkpoint() {
+fn time_dependent_defaults_and_precisions_come_back_from_the_log_and_a_checkpoint() {
     let dir = TempDir::new("time-defaults");
-    let defaults = |db: &Database| {
-        let def = db.engine().catalog().require_table("tokens").unwrap().clone();
-        def.columns.iter().map(|c| c.default.clone()).collect::<Vec<_>>()
-    };
+    let columns = |db: &Database| db.engine().catalog().require_table("tokens").unwrap().columns.clone();
     let check = |db: &Database, id: i32| {
         let mut s = db.session();
-        run(&mut s, &format!("INSERT INTO tokens (id) VALUES ({id})"));
+        run(&mut s, &format!("INSERT INTO tokens (id, stamp) VALUES ({id}, '2024-01-01 10:00:00.6')"));
         let sql = format!(
-            "SELECT expires > now() + INTERVAL '29 days', due = current_date + 1,              extract(microseconds FROM issued)::int % 1000000 FROM tokens WHERE id = {id}"
+            "SELECT expires > now() + INTERVAL '29 days', due = current_date + 1, \
+             extract(microseconds FROM issued)::int % 1000000, stamp = '2024-01-01 10:00:01' FROM tokens WHERE id = {id}"
         );
-        assert_eq!(run(&mut s, &sql), vec![vec![Value::Bool(true), Value::Bool(true), Value::Int32(0)]], "row {id}");
+        let expected = vec![vec![Value::Bool(true), Value::Bool(true), Value::Int32(0), Value::Bool(true)]];
+        assert_eq!(run(&mut s, &sql), expected, "row {id}");
     };
     let before = {
         let db = open(&dir.0, 1);
         let mut s = db.session();
         run(
             &mut s,
-            "CREATE TABLE tokens (id INT PRIMARY KEY, expires TIMESTAMPTZ DEFAULT now() + INTERVAL '30 days',              due DATE DEFAULT current_date + 1, issued TIMESTAMPTZ DEFAULT CURRENT_TIMESTAMP(0))",
+            "CREATE TABLE tokens (id INT PRIMARY KEY, expires TIMESTAMPTZ DEFAULT now() + INTERVAL '30 days', \
+             due DATE DEFAULT current_date + 1, issued TIMESTAMPTZ DEFAULT CURRENT_TIMESTAMP(0), stamp TIMESTAMP(0))",
         );
         check(&db, 1);
-        defaults(&db)
+        columns(&db)
     };
-    assert!(matches!(&before[1], Some(freshet_core::catalog::ColumnDefault::TimeDependent { sql, .. }) if sql == "now() + INTERVAL '30 days'"), "{before:?}");
+    let time_dependent = |c: &freshet_core::catalog::ColumnDef| {
+        matches!(&c.default, Some(freshet_core::catalog::ColumnDefault::TimeDependent { sql, .. }) if sql == "now() + INTERVAL '30 days'")
+    };
+    assert!(time_dependent(&before[1]), "{before:?}");
+    assert_eq!(before[4].precision, Some(0));
     // From the log.
     {
         let db = open(&dir.0, 1);
-        assert_eq!(defaults(&db), before);
+        assert_eq!(columns(&db), before);
         check(&db, 2);
         run(&mut db.session(), "CHECKPOINT");
     }
     // From the checkpoint.
     let db = open(&dir.0, 1);
-    assert_eq!(defaults(&db), before);
+    assert_eq!(columns(&db), before);
     check(&db, 3);
 }
 

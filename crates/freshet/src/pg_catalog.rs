@@ -591,7 +591,7 @@ fn rows(name: &str, catalog: &Catalog) -> Vec<Vec<V>> {
                         Some(ColumnDefault::Identity { always, .. }) => Some(if always { "a" } else { "d" }),
                         _ => None,
                     };
-                    let mut row = attribute_row(table_oid(table), &column.name, AttType::of(column.ty), c + 1, !column.nullable, column.default.is_some() && identity.is_none());
+                    let mut row = attribute_row(table_oid(table), &column.name, AttType::of_column(column), c + 1, !column.nullable, column.default.is_some() && identity.is_none());
                     if let Some(kind) = identity {
                         row[16] = t(kind);
                     }
@@ -600,7 +600,7 @@ fn rows(name: &str, catalog: &Catalog) -> Vec<Vec<V>> {
                 for (p, index) in table.indexes.iter().enumerate() {
                     for (k, &c) in index.columns.iter().enumerate() {
                         let column = &table.columns[c];
-                        out.push(attribute_row(index_oid(table, p), &column.name, AttType::of(column.ty), k + 1, !column.nullable, false));
+                        out.push(attribute_row(index_oid(table, p), &column.name, AttType::of_column(column), k + 1, !column.nullable, false));
                     }
                 }
             }
@@ -769,6 +769,15 @@ impl AttType {
         let collation = if ty.is_string() { DEFAULT_COLLATION_OID } else { 0 };
         AttType { oid: ty.oid() as i64, len: ty.type_len() as i64, typmod: ty.typmod() as i64, collation }
     }
+
+    /// A table column's type: a `timestamp(p)`'s typmod is p, as in PostgreSQL.
+    fn of_column(column: &freshet_core::catalog::ColumnDef) -> AttType {
+        let ty = AttType::of(column.ty);
+        match column.precision {
+            Some(p) => AttType { typmod: p as i64, ..ty },
+            None => ty,
+        }
+    }
 }
 
 fn attribute_row(relation: i64, name: &str, ty: AttType, number: usize, not_null: bool, has_default: bool) -> Vec<V> {
@@ -835,7 +844,14 @@ fn format_type(oid: i64, typmod: Option<i64>) -> String {
         1016 => "bigint[]".into(),
         19 => "name".into(),
         26 => "oid".into(),
-        1184 => "timestamp with time zone".into(),
+        // A timestamp's typmod is its precision itself.
+        1114 | 1184 => {
+            let zone = if oid == 1184 { "with" } else { "without" };
+            match typmod.filter(|m| (0..=6).contains(m)) {
+                Some(p) => format!("timestamp({p}) {zone} time zone"),
+                None => format!("timestamp {zone} time zone"),
+            }
+        }
         other => match u32::try_from(other).ok().and_then(DataType::from_oid) {
             Some(ty) => ty.pg_name().to_string(),
             None => "???".into(),
@@ -1130,7 +1146,7 @@ mod tests {
     fn every_relation_has_rows_as_wide_as_its_columns_at_most() {
         let store = freshet_core::catalog::CatalogStore::new();
         let default = Some(ColumnDefault::Value(freshet_core::types::Value::Int32(7)));
-        let column = |name: &str, ty| freshet_core::catalog::ColumnDef { name: name.into(), ty, nullable: false, default: default.clone() };
+        let column = |name: &str, ty| freshet_core::catalog::ColumnDef { nullable: false, default: default.clone(), ..freshet_core::catalog::ColumnDef::new(name, ty) };
         let index = freshet_core::catalog::IndexDef { name: "t_pkey".into(), columns: vec![0], unique: true, primary: true };
         let table = TableDef { id: 3, name: "t".into(), columns: vec![column("a", DataType::Int32)], indexes: vec![index], partition_key: None, sequences: Vec::new(), checks: Vec::new(), comments: vec![(None, "a table".into())] };
         store.put_table(Arc::new(table));

@@ -2360,8 +2360,12 @@ fn whole_rows(plan: &InsertPlan, supplied: Rows, cx: &EvalContext) -> Result<Row
     // Only the columns the INSERT does not give take their defaults (a sequence is not
     // advanced for a column given a value).
     let defaulted: Vec<usize> = (0..plan.table.columns.len()).filter(|c| !plan.columns.contains(c)).collect();
-    freshet_core::try_vec(supplied.into_iter().map(|values| {
+    let rounds = plan.table.rounds();
+    freshet_core::try_vec(supplied.into_iter().map(|mut values| {
         if whole && values.len() == plan.columns.len() {
+            if rounds {
+                plan.table.round_row(&mut values);
+            }
             return Ok(values);
         }
         let mut row = vec![Value::Null; plan.table.columns.len()];
@@ -2370,6 +2374,9 @@ fn whole_rows(plan: &InsertPlan, supplied: Rows, cx: &EvalContext) -> Result<Row
         }
         for (v, &c) in values.into_iter().zip(&plan.columns) {
             row[c] = v;
+        }
+        if rounds {
+            plan.table.round_row(&mut row);
         }
         Ok(row)
     }))

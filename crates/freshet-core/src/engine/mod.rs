@@ -723,6 +723,8 @@ impl Engine {
             Some(crate::catalog::ColumnDefault::RandomUuid) => return Err(Error::unsupported("ADD COLUMN with a DEFAULT of gen_random_uuid()")),
             Some(_) => return Err(Error::unsupported("ADD COLUMN with a sequence default (serial, identity, nextval)")),
         };
+        let mut fill = fill;
+        column.round(&mut fill);
         let mut new_def = (**def).clone();
         new_def.columns.push(column.clone());
         crate::catalog::validate_table(&new_def)?;
@@ -899,7 +901,9 @@ impl Engine {
         let c = column_of(def, table, column)?;
         let done = Ok(DdlOutcome { tag: "ALTER TABLE", notices: vec![] });
         let old = def.columns[c].ty;
-        if old == ty {
+        // To the same type (without a precision): nothing changes, unless a timestamp(p)
+        // column loses its precision.
+        if old == ty && def.columns[c].precision.is_none() {
             return done;
         }
         if !explicit && !crate::catalog::converts_without_using(old, ty) {

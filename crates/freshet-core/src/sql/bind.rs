@@ -778,7 +778,7 @@ pub fn sql_type(t: &ast::DataType) -> Result<DataType> {
         return if precision >= 6 {
             Ok(ty)
         } else {
-            Err(Error::unsupported(format!("type {t} (a timestamp precision below 6 outside a cast)")))
+            Err(Error::unsupported(format!("type {t} here (a timestamp precision below 6 is kept by a column's type or a cast)")))
         };
     }
     let len = |l: &Option<ast::CharacterLength>| -> Vec<u64> {
@@ -821,6 +821,15 @@ pub fn sql_type(t: &ast::DataType) -> Result<DataType> {
             DataType::from_sql_name(&n, &mods)
         }
         other => Err(Error::unsupported(format!("type {other}"))),
+    }
+}
+
+/// The type of a column and, for `timestamp(p)` with p below 6, the precision its values are
+/// rounded to.
+pub fn column_type(t: &ast::DataType) -> Result<(DataType, Option<u8>)> {
+    match timestamp_precision(t) {
+        Some((ty, p)) if p < 6 => Ok((ty, Some(p as u8))),
+        _ => Ok((sql_type(t)?, None)),
     }
 }
 

@@ -3,7 +3,7 @@
 
 use sqlparser::ast;
 
-use super::bind::{sql_type, Binder};
+use super::bind::{column_type, sql_type, Binder};
 use super::expr::{EvalContext, Expr, Func, NoRow};
 use super::names::{fold_ident, user_relation};
 use crate::catalog::{ColumnDef, ColumnDefault, IndexDef, TableDef};
@@ -111,11 +111,11 @@ pub fn plan_create_table(ct: &ast::CreateTable, foreign_keys: ForeignKeys) -> Re
     for c in &ct.columns {
         let col_name = fold_ident(&c.name);
         let serial = serial_type(&c.data_type);
-        let ty = match serial {
-            Some(ty) => ty,
-            None => sql_type(&c.data_type)?,
+        let (ty, precision) = match serial {
+            Some(ty) => (ty, None),
+            None => column_type(&c.data_type)?,
         };
-        let mut col = ColumnDef { name: col_name.clone(), ty, nullable: true, default: None };
+        let mut col = ColumnDef { precision, ..ColumnDef::new(col_name.clone(), ty) };
         // A table's sequences are named `<table>_<column>_seq`, as PostgreSQL names them (the
         // engine picks another name if that one is taken when the table is created).
         let owned = |options: &SequenceOptions| -> Result<SequenceDef> {
@@ -541,8 +541,8 @@ pub fn plan_alter_table(at: &ast::AlterTable, foreign_keys: ForeignKeys) -> Resu
             if serial_type(&c.data_type).is_some() {
                 return Err(Error::unsupported("ADD COLUMN of a serial column"));
             }
-            let ty = sql_type(&c.data_type)?;
-            let mut column = ColumnDef { name: name.clone(), ty, nullable: true, default: None };
+            let (ty, precision) = column_type(&c.data_type)?;
+            let mut column = ColumnDef { precision, ..ColumnDef::new(name.clone(), ty) };
             for opt in &c.options {
                 match &opt.option {
                     ast::ColumnOption::Null => column.nullable = true,

@@ -385,6 +385,14 @@ fn seen(table: &TableStore, row: RowId, old: Option<Vec<Value>>) -> StoredRow<'_
     }
 }
 
+/// `v` assigned to `column`: converted to its type and rounded to its precision, as stored
+/// (so RETURNING shows what the row holds).
+fn assigned(v: Value, column: &crate::catalog::ColumnDef) -> Result<Value> {
+    let mut v = v.assign_to(column.ty)?;
+    column.round(&mut v);
+    Ok(v)
+}
+
 /// Inserts rows (already of the column types) for transaction `txn`; returns how many.
 pub fn insert_rows(table: &mut TableStore, rows: &[Vec<Value>], txn: &mut LocalTxn) -> Result<u64> {
     let id = table.def().id;
@@ -435,7 +443,7 @@ pub fn upsert_rows(table: &mut TableStore, rows: &[Vec<Value>], on: &OnConflict,
             }
             let mut changes = Vec::with_capacity(assignments.len());
             for (col, e) in assignments {
-                changes.push((*col, e.eval(&both, cx)?.assign_to(table.def().columns[*col].ty)?));
+                changes.push((*col, assigned(e.eval(&both, cx)?, &table.def().columns[*col])?));
             }
             changes
         };
@@ -483,7 +491,7 @@ pub fn run_update(table: &mut TableStore, plan: &UpdatePlan, cx: &EvalContext, t
             let version = seen(table, row, old);
             let mut changes = Vec::with_capacity(plan.assignments.len());
             for (col, e) in &plan.assignments {
-                let v = e.eval(&version, cx)?.assign_to(table.def().columns[*col].ty)?;
+                let v = assigned(e.eval(&version, cx)?, &table.def().columns[*col])?;
                 changes.push((*col, v));
             }
             if let Some(r) = &plan.returning {

@@ -133,6 +133,8 @@ fn cow<'a, T: Clone>(arc: &'a mut Arc<T>, copies: &mut u64) -> &'a mut T {
 pub struct TableStore {
     pub(crate) def: Arc<TableDef>,
     types: Vec<DataType>,
+    /// `def.rounds()`: some column rounds the values written to it.
+    rounds: bool,
     chunks: Vec<Chunk>,
     /// Slots that can take a new row.
     pub(crate) free: Vec<RowId>,
@@ -156,6 +158,7 @@ impl TableStore {
         let types = def.types();
         let indexes = def.indexes.iter().map(new_index).collect();
         TableStore {
+            rounds: def.rounds(),
             def,
             types,
             chunks: Vec::new(),
@@ -370,6 +373,17 @@ impl TableStore {
     /// `view`. Checks NOT NULL and uniqueness before changing anything. Returns the row and
     /// its version.
     pub fn insert(&mut self, row: &[Value], view: &TxnView) -> Result<(RowId, u32)> {
+        let rounded;
+        let row = if self.rounds {
+            rounded = {
+                let mut r = row.to_vec();
+                self.def.round_row(&mut r);
+                r
+            };
+            &rounded[..]
+        } else {
+            row
+        };
         if row.len() != self.types.len() {
             // Made for the table before a column was added (ALTER TABLE ran meanwhile).
             return Err(Error::new(
@@ -478,6 +492,22 @@ impl TableStore {
     /// uniqueness before changing anything; adds index entries for new keys.
     pub fn update(&mut self, row: RowId, changes: &[(usize, Value)], view: &TxnView) -> Result<u32> {
         self.check_writable(row, view)?;
+        let rounded;
+        let changes = if self.rounds {
+            rounded = changes
+                .iter()
+                .map(|(c, v)| {
+                    let mut v = v.clone();
+                    if let Some(column) = self.def.columns.get(*c) {
+                        column.round(&mut v);
+                    }
+                    (*c, v)
+                })
+                .collect::<Vec<_>>();
+            &rounded[..]
+        } else {
+            changes
+        };
         for (c, v) in changes {
             self.check_not_null(*c, v)?;
         }
@@ -691,6 +721,7 @@ impl TableStore {
         }
         self.indexes = indexes;
         self.def = def;
+        self.rounds = self.def.rounds();
         Ok(())
     }
 
@@ -781,6 +812,7 @@ impl TableStore {
         }
         self.indexes = def.indexes.iter().map(new_index).collect();
         self.def = def;
+        self.rounds = self.def.rounds();
     }
 
     /// ALTER TABLE … ADD COLUMN: `def` is the table's definition with one more column, at the
@@ -815,6 +847,7 @@ impl TableStore {
         }
         self.types.push(ty);
         self.def = def;
+        self.rounds = self.def.rounds();
     }
 
     /// ALTER TABLE … DROP COLUMN: column `c`'s segment leaves every chunk (a snapshot that
@@ -856,6 +889,7 @@ impl TableStore {
             }
         }
         self.def = def;
+        self.rounds = self.def.rounds();
     }
 
     /// ALTER TABLE … ALTER COLUMN … TYPE, first part (on every partition before any changes):
@@ -945,6 +979,7 @@ impl TableStore {
         }
         self.types[c] = ty;
         self.def = def;
+        self.rounds = self.def.rounds();
         let rebuilt: Vec<(usize, IndexStore)> = (0..self.def.indexes.len())
             .filter(|&p| self.def.indexes[p].columns.contains(&c))
             .map(|p| (p, self.build_index(&self.def.indexes[p], false).unwrap_or_else(|_| new_index(&self.def.indexes[p]))))
@@ -1133,7 +1168,7 @@ mod tests {
     use crate::storage::mvcc::RowVersion;
 
     fn table() -> TableStore {
-        let col = |name: &str, ty, nullable| ColumnDef { name: name.into(), ty, nullable, default: None };
+        let col = |name: &str, ty, nullable| ColumnDef { nullable, ..ColumnDef::new(name, ty) };
         TableStore::new(Arc::new(TableDef {
             id: 1,
             name: "t".into(),

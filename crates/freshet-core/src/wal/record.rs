@@ -373,8 +373,14 @@ fn encode_type(t: DataType, out: &mut Vec<u8>) {
 }
 
 fn decode_type(r: &mut Reader) -> Result<DataType> {
+    decode_type_and_modifier(r).map(|(ty, _)| ty)
+}
+
+/// A type and its first modifier as written (for a column of a timestamp type, its
+/// precision + 1, or 0 for microseconds: see [`encode_column`]).
+fn decode_type_and_modifier(r: &mut Reader) -> Result<(DataType, u32)> {
     let (tag, a, b) = (r.u8()?, r.u32()?, r.u32()?);
-    Ok(match tag {
+    let ty = match tag {
         1 => DataType::Bool,
         2 => DataType::Int16,
         3 => DataType::Int32,
@@ -391,7 +397,8 @@ fn decode_type(r: &mut Reader) -> Result<DataType> {
         14 => DataType::TimestampTz,
         15 => DataType::Uuid,
         t => return Err(corrupt(&format!("unknown type tag {t}"))),
-    })
+    };
+    Ok((ty, a))
 }
 
 /// Appends the encoding of a table definition (also used by checkpoints for the catalog).
@@ -454,7 +461,13 @@ pub fn encode_table(def: &TableDef, out: &mut Vec<u8>) {
 
 fn encode_column(c: &ColumnDef, out: &mut Vec<u8>) {
     put_str(out, &c.name);
+    let at = out.len();
     encode_type(c.ty, out);
+    if let Some(p) = c.precision {
+        // A timestamp type's first modifier is otherwise unused (0): the column's precision
+        // + 1, so logs written before precisions existed read as microseconds.
+        out[at + 1..at + 5].copy_from_slice(&(p as u32 + 1).to_le_bytes());
+    }
     out.push(c.nullable as u8);
     match &c.default {
         None => out.push(0),
@@ -481,7 +494,11 @@ fn encode_column(c: &ColumnDef, out: &mut Vec<u8>) {
 
 fn decode_column(r: &mut Reader) -> Result<ColumnDef> {
     let name = r.string()?;
-    let ty = decode_type(r)?;
+    let (ty, modifier) = decode_type_and_modifier(r)?;
+    let precision = match ty {
+        DataType::Timestamp | DataType::TimestampTz if modifier > 0 => Some((modifier - 1).min(6) as u8),
+        _ => None,
+    };
     let nullable = r.u8()? != 0;
     let default = match r.u8()? {
         0 => None,
@@ -493,7 +510,7 @@ fn decode_column(r: &mut Reader) -> Result<ColumnDef> {
         7 => Some(crate::sql::ddl::restore_time_default(&r.string()?, ty, &name).map_err(|e| corrupt(&format!("column default: {e}")))?),
         t => return Err(corrupt(&format!("unknown column default {t}"))),
     };
-    Ok(ColumnDef { name, ty, nullable, default })
+    Ok(ColumnDef { name, ty, nullable, default, precision })
 }
 
 /// Appends the encoding of a sequence definition (also used by checkpoints).
@@ -659,14 +676,17 @@ mod tests {
             id: 7,
             name: "t".into(),
             columns: vec![
-                ColumnDef { name: "a".into(), ty: DataType::Int32, nullable: false, default: None },
+                ColumnDef { name: "a".into(), ty: DataType::Int32, nullable: false, default: None, precision: None },
                 ColumnDef {
                     name: "b".into(),
                     ty: DataType::Decimal { precision: 10, scale: 2 },
                     nullable: true,
                     default: Some(ColumnDefault::Value(Value::Decimal(Decimal::new(150, 2)))),
+                    precision: None,
                 },
-                ColumnDef { name: "c".into(), ty: DataType::Timestamp, nullable: true, default: Some(ColumnDefault::CurrentTimestamp) },
+                ColumnDef { name: "c".into(), ty: DataType::Timestamp, nullable: true, default: Some(ColumnDefault::CurrentTimestamp), precision: None },
+                ColumnDef { name: "d".into(), ty: DataType::TimestampTz, nullable: true, default: None, precision: Some(0) },
+                ColumnDef { name: "e".into(), ty: DataType::Timestamp, nullable: true, default: None, precision: Some(3) },
             ],
             indexes: vec![IndexDef { name: "t_pkey".into(), columns: vec![0], unique: true, primary: true }],
             partition_key: Some(0),
@@ -716,7 +736,7 @@ mod tests {
             RedoRecord::SequenceValue { id: 9, last: -5, called: true },
             RedoRecord::AddColumn {
                 table: 7,
-                column: ColumnDef { name: "d".into(), ty: DataType::Text, nullable: true, default: Some(ColumnDefault::Value(Value::Text("x".into()))) },
+                column: ColumnDef { name: "d".into(), ty: DataType::Text, nullable: true, default: Some(ColumnDefault::Value(Value::Text("x".into()))), precision: None },
                 fill: Value::Text("x".into()),
             },
             RedoRecord::DropColumn { table: 7, column: 2 },
