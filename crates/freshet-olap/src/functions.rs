@@ -15,6 +15,7 @@ use datafusion::arrow::datatypes::{
 };
 use datafusion::common::Result as DfResult;
 use datafusion::logical_expr::{ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility};
+use freshet_core::sql::names::quote_ident;
 use freshet_core::types::Value;
 use freshet_core::{Error, SqlState};
 use md5::{Digest, Md5};
@@ -374,14 +375,6 @@ struct Format {
 
 fn format_error(message: &str) -> Error {
     Error::new(SqlState::InvalidParameterValue, message.to_string())
-}
-
-/// An identifier as SQL text: as it is when it is a plain lower-case word, else in double
-/// quotes (PostgreSQL also quotes its reserved words, which stay bare here).
-fn quote_ident(s: &str) -> String {
-    let plain = s.chars().next().is_some_and(|c| c.is_ascii_lowercase() || c == '_')
-        && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '$');
-    if plain { s.to_string() } else { format!("\"{}\"", s.replace('"', "\"\"")) }
 }
 
 /// One formatted string from the template and the arguments' texts (None: NULL).

@@ -619,7 +619,7 @@ fn rows(name: &str, catalog: &Catalog) -> Vec<Vec<V>> {
                         ColumnDefault::RandomUuid => "gen_random_uuid()".to_string(),
                         ColumnDefault::TimeDependent { sql, .. } => sql.clone(),
                         ColumnDefault::Value(v) => literal(v, column.ty),
-                        ColumnDefault::Nextval(s) => format!("nextval('{s}'::regclass)"),
+                        ColumnDefault::Nextval(s) => format!("nextval('{}'::regclass)", freshet_core::sql::names::quote_ident(s).replace('\'', "''")),
                         // An identity column has no default expression in PostgreSQL's catalog.
                         ColumnDefault::Identity { .. } => return None,
                     };
@@ -1084,16 +1084,17 @@ fn functions(engine: &Arc<Engine>) -> Vec<ScalarUDF> {
         constant("has_function_privilege", &[2, 3], ScalarValue::Boolean(Some(true))),
         {
             // The sequence a column's default takes its values from (SERIAL, identity,
-            // nextval), as `public.name`; NULL for any other column or an unknown table.
+            // nextval), as `public.name` (quoted where needed); NULL for any other column or
+            // an unknown table.
             let engine = engine.clone();
             function("pg_get_serial_sequence", &[2], T, move |a| {
                 let catalog = engine.catalog();
                 let (Some(table), Some(column)) = (text(&a[0]), text(&a[1])) else { return text_of(None) };
                 let table = freshet_core::sql::ddl::sequence_name(&table).ok();
                 let def = table.as_deref().and_then(|t| catalog.table(t));
-                let column = column.to_lowercase();
+                // The column's name as written: PostgreSQL does not fold it.
                 let sequence = def.and_then(|d| d.columns.iter().find(|c| c.name == column)).and_then(|c| c.default.as_ref()?.sequence());
-                text_of(sequence.map(|s| format!("public.{s}")))
+                text_of(sequence.map(freshet_core::sql::names::qualified_sequence))
             })
         },
         function("pg_function_is_visible", &[1], B, |a| Ok(ScalarValue::Boolean(int(&a[0]).map(|_| true)))),

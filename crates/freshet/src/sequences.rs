@@ -245,12 +245,14 @@ impl SessionSequences {
         let table = freshet_core::sql::ddl::sequence_name(table.as_str().unwrap_or_default())?;
         let catalog = self.engine.catalog();
         let def = catalog.require_table(&table)?;
-        let column = column.as_str().unwrap_or_default().to_lowercase();
+        // The column's name is taken as written (PostgreSQL does not fold it); the table's is
+        // read as SQL reads a name.
+        let column = column.as_str().unwrap_or_default().to_string();
         let col = def.columns.iter().find(|c| c.name == column).ok_or_else(|| {
             Error::new(SqlState::UndefinedColumn, format!("column \"{column}\" of relation \"{table}\" does not exist"))
         })?;
         Ok(match col.default.as_ref().and_then(|d| d.sequence()) {
-            Some(s) => Value::Text(format!("public.{s}")),
+            Some(s) => Value::Text(freshet_core::sql::names::qualified_sequence(s)),
             None => Value::Null,
         })
     }

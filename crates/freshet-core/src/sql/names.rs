@@ -19,6 +19,21 @@ pub enum RelationName {
 }
 
 /// Resolves `name`, `public.name`, `pg_catalog.name` or `information_schema.name`.
+/// An identifier as SQL text: as it is when it is a plain lower-case word, else in double
+/// quotes (PostgreSQL also quotes its reserved words, which stay bare here), so that reading
+/// it back as a name gives `s` again.
+pub fn quote_ident(s: &str) -> String {
+    let plain = s.chars().next().is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+        && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '$');
+    if plain { s.to_string() } else { format!("\"{}\"", s.replace('"', "\"\"")) }
+}
+
+/// A sequence's name as `pg_get_serial_sequence` gives it: schema-qualified, quoted where SQL
+/// needs it (`public."User_id_seq"`).
+pub fn qualified_sequence(name: &str) -> String {
+    format!("public.{}", quote_ident(name))
+}
+
 pub fn relation_name(name: &ast::ObjectName) -> Result<RelationName> {
     let parts: Vec<String> = name
         .0

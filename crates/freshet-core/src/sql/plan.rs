@@ -515,7 +515,10 @@ pub fn default_expr(default: Option<&ColumnDefault>, ty: DataType) -> Expr {
 
 /// `nextval('sequence')`.
 pub fn nextval_expr(sequence: &str) -> Expr {
-    Expr::Func { func: super::expr::Func::Nextval, args: vec![Expr::literal(Value::Text(sequence.to_string()), DataType::Text)], ty: DataType::Int64 }
+    // The argument is a name as SQL reads it: quoted if the sequence's name is not lower case
+    // (a table created as "User" owns "User_id_seq").
+    let name = Value::Text(super::names::quote_ident(sequence));
+    Expr::Func { func: super::expr::Func::Nextval, args: vec![Expr::literal(name, DataType::Text)], ty: DataType::Int64 }
 }
 
 fn single_table(from: &ast::TableWithJoins) -> Option<(&ast::ObjectName, Option<&ast::Ident>)> {
