@@ -603,6 +603,40 @@ fn is_expandarray(name: &ast::ObjectName) -> bool {
     matches!(parts.iter().map(String::as_str).collect::<Vec<_>>().as_slice(), ["_pg_expandarray"] | ["information_schema", "_pg_expandarray"])
 }
 
+/// `generate_subscripts(a, 1 [, reverse])` as a select item: the subscripts of the
+/// (one-dimensional) array's elements, as `generate_series(1, cardinality(a))` (counting down
+/// with `reverse` true), which the caller turns into rows. Arrays here subscript from 1, also
+/// `int2vector` catalog columns (so Rails' primary-key query, which reads `indkey[idx]` for
+/// each subscript, pairs them as PostgreSQL does). Another dimension is left as it is.
+fn subscripts_series(e: &Expr) -> Option<Expr> {
+    let Expr::Function(f) = e else { return None };
+    if f.over.is_some() || !f.name.0.last().and_then(|p| p.as_ident()).is_some_and(|n| fold_ident(n) == "generate_subscripts") {
+        return None;
+    }
+    let ast::FunctionArguments::List(list) = &f.args else { return None };
+    let args: Vec<&Expr> = list
+        .args
+        .iter()
+        .map(|a| match a {
+            ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => Some(e),
+            _ => None,
+        })
+        .collect::<Option<_>>()?;
+    let number = |e: &Expr| matches!(e, Expr::Value(v) if matches!(&v.value, ast::Value::Number(n, _) if n == "1"));
+    let (array, reverse) = match args.as_slice() {
+        [a, d] if number(d) => (*a, false),
+        [a, d, Expr::Value(v)] if number(d) => (*a, matches!(v.value, ast::Value::Boolean(true))),
+        _ => return None,
+    };
+    let one = Expr::Value(ast::Value::Number("1".into(), false).into());
+    let count = call("cardinality", array.clone());
+    Some(if reverse {
+        call_with("generate_series", vec![count, one, Expr::Value(ast::Value::Number("-1".into(), false).into())])
+    } else {
+        call_with("generate_series", vec![one, count])
+    })
+}
+
 /// A call of the one-argument function `name`.
 fn call(name: &str, arg: Expr) -> Expr {
     call_with(name, vec![arg])
@@ -770,6 +804,11 @@ pub fn postgres_functions(statement: &mut ast::Statement) {
         type Break = ();
         fn pre_visit_select(&mut self, select: &mut ast::Select) -> ControlFlow<()> {
             for item in &mut select.projection {
+                if let ast::SelectItem::UnnamedExpr(e) | ast::SelectItem::ExprWithAlias { expr: e, .. } = item
+                    && let Some(series) = subscripts_series(e)
+                {
+                    *e = series;
+                }
                 if let ast::SelectItem::UnnamedExpr(e) | ast::SelectItem::ExprWithAlias { expr: e, .. } = item
                     && let Expr::Function(f) = e
                     && f.over.is_none()
@@ -1294,7 +1333,7 @@ mod tests {
         assert_eq!(
             s.to_string(),
             "SELECT t.tgname, NULL FROM pg_trigger t WHERE false \
-             UNION SELECT p.polname, array(SELECT 1) FROM pg_class c LEFT JOIN pg_policy p ON p.polrelid = c.oid \
+             UNION SELECT p.polname, (SELECT coalesce(array_agg(1), make_array())) FROM pg_class c LEFT JOIN pg_policy p ON p.polrelid = c.oid \
              UNION SELECT 'n', NULL FROM pg_class JOIN pg_policy ON true WHERE false \
              UNION SELECT 'm', count(*) FROM pg_trigger"
         );
@@ -1313,7 +1352,7 @@ mod tests {
             s.to_string(),
             "SELECT (unnest(freshet_expandarray(i.indkey))).'n', r.k[1], (r.k).'x', \
              array_transform(r.k, o -> 't.' || o), r.k, \
-             ARRAY(SELECT y FROM UNNEST(r.k) AS u (y) WHERE y > 1) \
+             (SELECT coalesce(array_agg(y), make_array()) FROM UNNEST(r.k) AS u (y) WHERE y > 1) \
              FROM pg_index i, generate_series(1, 32) pos (n), r"
         );
     }

@@ -42,6 +42,7 @@ const KNOWN: &[Known] = &[
     Known { name: "transaction_read_only", default: "off", reported: false, description: "Whether the current transaction is read-only (SHOW only)." },
     Known { name: "default_transaction_isolation", default: "serializable", reported: false, description: "Isolation level of new transactions: serializable, repeatable read, read committed (read uncommitted behaves as read committed)." },
     Known { name: "max_index_keys", default: "32", reported: false, description: "Maximum columns in an index key." },
+    Known { name: "max_identifier_length", default: "63", reported: false, description: "PostgreSQL's identifier length, which drivers and ORMs read (Rails); Freshet keeps longer names whole." },
     Known { name: "client_min_messages", default: "notice", reported: false, description: "Lowest message level sent to the client." },
     Known { name: "synchronous_commit", default: "on", reported: false, description: "on: a commit is acknowledged once its redo record is durable (group commit); off: at once, the record becoming durable within 10 ms (asynchronous commit)." },
     // Settings pg_dump's output sets, accepted so that a dump restores: none changes what
