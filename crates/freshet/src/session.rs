@@ -728,6 +728,7 @@ impl Session {
             | Statement::Vacuum(_)
             | Statement::Analyze(_) => (Kind::Utility, None),
             Statement::Pragma { name, value: None, .. } if name.to_string() == "checkpoint" => (Kind::Checkpoint, None),
+            Statement::Pragma { name, .. } if name.to_string() == freshet_core::sql::parse::SET_CONSTRAINTS_PRAGMA => (Kind::Utility, None),
             Statement::StartTransaction { modes, .. } => {
                 let (isolation, read_only) = txn_block::modes(modes);
                 (Kind::Transaction(TxnStatement::Begin { isolation, read_only }), None)
@@ -1870,8 +1871,54 @@ impl Session {
             }
             Statement::Vacuum(_) => Ok(StatementResult::command("VACUUM")),
             Statement::Analyze(_) => Ok(StatementResult::command("ANALYZE")),
+            Statement::Pragma { name, value: Some(v), .. } if name.to_string() == freshet_core::sql::parse::SET_CONSTRAINTS_PRAGMA => {
+                let ast::Value::SingleQuotedString(text) = &v.value else { return Err(Error::internal("SET CONSTRAINTS without text")) };
+                self.set_constraints(text)
+            }
             other => Err(Error::unsupported(statement_name(other))),
         }
+    }
+
+    /// `SET CONSTRAINTS {ALL | name, …} {IMMEDIATE | DEFERRED}`: every constraint Freshet
+    /// checks (primary keys, UNIQUE, CHECK, NOT NULL) is checked at once and none is
+    /// deferrable, so the statement changes nothing. As in PostgreSQL, a name must be a
+    /// constraint (42704) and naming one with DEFERRED fails (55000); ALL DEFERRED leaves the
+    /// non-deferrable ones immediate. Outside a block PostgreSQL warns that it has no effect.
+    fn set_constraints(&self, text: &str) -> Result<StatementResult> {
+        let syntax = || Error::syntax(format!("syntax error in SET CONSTRAINTS {text}"));
+        let (names, mode) = text.trim().rsplit_once(char::is_whitespace).ok_or_else(syntax)?;
+        let deferred = match mode.to_ascii_lowercase().as_str() {
+            "deferred" => true,
+            "immediate" => false,
+            _ => return Err(syntax()),
+        };
+        let names: Vec<String> = names
+            .split(',')
+            .map(|n| {
+                let n = n.trim();
+                match n.strip_prefix('"').and_then(|n| n.strip_suffix('"')) {
+                    Some(quoted) => quoted.replace("\"\"", "\""),
+                    None => n.to_lowercase(),
+                }
+            })
+            .collect();
+        if names.iter().any(String::is_empty) {
+            return Err(syntax());
+        }
+        if names != ["all"] {
+            let catalog = self.catalog();
+            for name in &names {
+                let exists = catalog.tables().any(|t| t.indexes.iter().any(|i| (i.unique || i.primary) && &i.name == name) || t.checks.iter().any(|k| &k.name == name));
+                if !exists {
+                    return Err(Error::new(SqlState::UndefinedObject, format!("constraint \"{name}\" does not exist")));
+                }
+                if deferred {
+                    return Err(Error::new(SqlState::ObjectNotInPrerequisiteState, format!("constraint \"{name}\" is not deferrable")));
+                }
+            }
+        }
+        let result = StatementResult::command("SET CONSTRAINTS");
+        Ok(if self.txn.is_none() { result.with_notices(vec![String::from("SET CONSTRAINTS can only be used in transaction blocks")]) } else { result })
     }
 
     fn run_set(&mut self, set: &ast::Set) -> Result<StatementResult> {

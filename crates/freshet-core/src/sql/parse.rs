@@ -57,6 +57,9 @@ pub const ADD_IDENTITY_PRAGMA: &str = "freshet_add_identity";
 /// The pragma that carries `INSERT … OVERRIDING {SYSTEM | USER} VALUE …` (sqlparser does not
 /// parse the clause): `SYSTEM` or `USER`, a NUL, then the statement without the clause.
 pub const INSERT_OVERRIDING_PRAGMA: &str = "freshet_insert_overriding";
+/// The pragma that carries `SET CONSTRAINTS {ALL | name, …} {IMMEDIATE | DEFERRED}`: the text
+/// after `SET CONSTRAINTS`.
+pub const SET_CONSTRAINTS_PRAGMA: &str = "freshet_set_constraints";
 
 fn pragma(name: &str, text: String) -> Statement {
     Statement::Pragma {
@@ -349,13 +352,18 @@ pub(crate) fn parse_plain(sql: &str) -> Result<Vec<Statement>> {
 
 /// PostgreSQL statements the parser lacks, written on their own: `ABORT [WORK | TRANSACTION]`
 /// (ROLLBACK's other name), the VACUUM forms the parser does not know (`VACUUM ANALYZE t`),
-/// which Freshet accepts and ignores anyway, and `CHECKPOINT` (carried as a pragma named
-/// `checkpoint`).
+/// which Freshet accepts and ignores anyway, `CHECKPOINT` (carried as a pragma named
+/// `checkpoint`) and `SET CONSTRAINTS …` ([`SET_CONSTRAINTS_PRAGMA`]).
 fn postgres_only(sql: &str) -> Option<Statement> {
     let words: Vec<String> = sql.trim().trim_end_matches(';').split_whitespace().map(str::to_lowercase).collect();
     match words.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
         ["abort"] | ["abort", "work" | "transaction"] => Some(Statement::Rollback { chain: false, savepoint: None }),
         ["vacuum", ..] if words.len() > 1 => parse_plain("VACUUM").ok()?.pop(),
+        ["set", "constraints", _, ..] => {
+            let text = sql.trim().trim_end_matches(';');
+            let at = text.to_ascii_lowercase().find("constraints")? + "constraints".len();
+            Some(pragma(SET_CONSTRAINTS_PRAGMA, text[at..].trim().to_string()))
+        }
         ["checkpoint"] => Some(Statement::Pragma {
             name: vec![sqlparser::ast::Ident::new("checkpoint")].into(),
             value: None,
