@@ -773,8 +773,9 @@ pub fn interval_constant(e: &ast::Expr) -> Option<Result<crate::types::datetime:
 pub fn sql_type(t: &ast::DataType) -> Result<DataType> {
     use ast::DataType as T;
     if let Some((ty, precision)) = timestamp_precision(t) {
-        // Values are kept to the microsecond: timestamp(6) (and above, which PostgreSQL
-        // reduces to 6) is the type itself; a coarser one would round every value stored.
+        // timestamp(6) (and above, which PostgreSQL reduces to 6) is the type itself; a
+        // coarser precision is kept by a column (`column_type`) or applied by a cast, and
+        // refused anywhere else (ALTER COLUMN … TYPE, a routine's variable).
         return if precision >= 6 {
             Ok(ty)
         } else {
