@@ -774,12 +774,18 @@ pub fn run_ch(args: ChArgs) -> anyhow::Result<()> {
         &["query", "Freshet ms (loaded)", "Freshet mean ms (under TPC-C)", "p99 ms", "runs", "PostgreSQL ms (loaded)", "DuckDB mean ms", "DuckDB ms (writes)", "Freshet", "PostgreSQL", "DuckDB", "Freshet error"],
         &rows,
     );
-    println!(
-        "total of the {} queries: Freshet {:.0} ms after loading, {:.0} ms (means) under TPC-C; PostgreSQL {:.0} ms after loading; DuckDB {:.0} ms{}",
-        rows.len(),
-        totals[0], totals[1], totals[2], totals[3],
-        if totals[4] > 0.0 { format!(", {:.0} ms with writes", totals[4]) } else { String::new() }
-    );
+    // Only the systems that ran (`--no-postgres`, `--no-duckdb`).
+    let mut line = format!("total of the {} queries: Freshet {:.0} ms after loading, {:.0} ms (means) under TPC-C", rows.len(), totals[0], totals[1]);
+    if runs.get(1).is_some() {
+        line += &format!("; PostgreSQL {:.0} ms after loading", totals[2]);
+    }
+    if totals[3] > 0.0 {
+        line += &format!("; DuckDB {:.0} ms", totals[3]);
+        if totals[4] > 0.0 {
+            line += &format!(", {:.0} ms with writes", totals[4]);
+        }
+    }
+    println!("{line}");
     if totals[3] > 0.0 {
         println!(
             "Freshet / DuckDB total query time = {:.2}x after loading, {:.2}x with TPC-C running in Freshet",
