@@ -370,7 +370,8 @@ impl TableStore {
     }
 
     /// Inserts a row whose values already have the column types, as a change of transaction
-    /// `view`. Checks NOT NULL and uniqueness before changing anything. Returns the row and
+    /// `view`; a `timestamp(p)` column's value is rounded here (before its index keys are
+    /// made). Checks NOT NULL and uniqueness before changing anything. Returns the row and
     /// its version.
     pub fn insert(&mut self, row: &[Value], view: &TxnView) -> Result<(RowId, u32)> {
         let rounded;
@@ -487,9 +488,10 @@ impl TableStore {
         }
     }
 
-    /// Sets columns of a row to new values (already of the column types) as a change of
-    /// transaction `view`, which must see the row's newest version. Checks NOT NULL and
-    /// uniqueness before changing anything; adds index entries for new keys.
+    /// Sets columns of a row to new values (already of the column types; rounded here for a
+    /// `timestamp(p)` column) as a change of transaction `view`, which must see the row's
+    /// newest version. Checks NOT NULL and uniqueness before changing anything; adds index
+    /// entries for new keys.
     pub fn update(&mut self, row: RowId, changes: &[(usize, Value)], view: &TxnView) -> Result<u32> {
         self.check_writable(row, view)?;
         let rounded;
