@@ -132,6 +132,10 @@ pub fn grouped_order_ordinals(statement: &mut ast::Statement) {
 /// there is none), or the number itself.
 pub const REGCLASS_FUNCTION: &str = "freshet_regclass";
 
+/// The function a cast to `regproc` or `regprocedure` becomes: the OID of the routine a text
+/// names (42883 if none), or the number itself.
+pub const REGPROC_FUNCTION: &str = "freshet_regproc";
+
 /// The function `information_schema._pg_expandarray(a)` becomes, under `unnest`: the array's
 /// elements with their positions, as a list of `{x, n}` structs.
 pub const EXPANDARRAY_FUNCTION: &str = "freshet_expandarray";
@@ -463,7 +467,8 @@ fn catalog_cast(expr: &Expr, data_type: &ast::DataType) -> Option<Expr> {
         // A name, a number, or a parameter holding either: looked up.
         "regclass" => Some(call(REGCLASS_FUNCTION, expr.clone())),
         "uuid" => Some(call(crate::uuid::CAST_FUNCTION, expr.clone())),
-        "oid" | "regtype" | "regnamespace" | "regproc" | "regprocedure" | "regrole" | "regoper" | "xid" | "cid" => cast(T::BigInt(None)),
+        "regproc" | "regprocedure" => Some(call(REGPROC_FUNCTION, expr.clone())),
+        "oid" | "regtype" | "regnamespace" | "regrole" | "regoper" | "xid" | "cid" => cast(T::BigInt(None)),
         "name" | "char" | "bpchar" | "text" => cast(T::Text),
         "varchar" => cast(T::Varchar(None)),
         "int2" | "smallint" => cast(T::SmallInt(None)),

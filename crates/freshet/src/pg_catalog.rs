@@ -52,6 +52,7 @@ const DATABASE_OID: i64 = 16383;
 const PG_CATALOG_OID: i64 = 11;
 const PUBLIC_OID: i64 = 2200;
 const PLPGSQL_EXTENSION_OID: i64 = 13_576;
+const PLPGSQL_LANGUAGE_OID: i64 = 13_575;
 const DEFAULT_COLLATION_OID: i64 = 100;
 const HEAP_AM: i64 = 2;
 const BTREE_AM: i64 = 403;
@@ -176,7 +177,7 @@ fn catalog_relation_oid(name: &str) -> Option<i64> {
         ("pg_am", 2601), ("pg_attrdef", 2604), ("pg_constraint", 2606), ("pg_inherits", 2611), ("pg_index", 2610),
         ("pg_description", 2609), ("pg_namespace", 2615), ("pg_trigger", 2620), ("pg_tablespace", 1213),
         ("pg_collation", 3456), ("pg_policy", 3256), ("pg_statistic_ext", 3381), ("pg_publication", 6104),
-        ("pg_publication_rel", 6106), ("pg_publication_namespace", 6237), ("pg_extension", 3079), ("pg_auth_members", 1261),
+        ("pg_publication_rel", 6106), ("pg_publication_namespace", 6237), ("pg_extension", 3079), ("pg_auth_members", 1261), ("pg_language", 2612),
     ];
     WELL_KNOWN.iter().find(|(n, _)| *n == name).map(|(_, oid)| *oid).or_else(|| {
         RELATIONS.iter().position(|(n, _)| *n == name).map(|p| 12000 + p as i64)
@@ -258,6 +259,7 @@ const RELATIONS: &[(&str, &[(&str, ArrowType)])] = &[
         ],
     ),
     ("pg_auth_members", &[("oid", I8), ("roleid", I8), ("member", I8), ("grantor", I8), ("admin_option", B)]),
+    ("pg_language", &[("oid", I8), ("lanname", T), ("lanowner", I8), ("lanispl", B), ("lanpltrusted", B), ("lanacl", TA)]),
     (
         "pg_extension",
         &[("oid", I8), ("extname", T), ("extowner", I8), ("extnamespace", I8), ("extrelocatable", B), ("extversion", T), ("extconfig", OA), ("extcondition", TA)],
@@ -695,6 +697,11 @@ fn rows(name: &str, catalog: &Catalog) -> Vec<Vec<V>> {
         "pg_roles" => vec![vec![
             i(ROLE_OID), t(ROLE), b(true), b(true), b(true), b(true), b(true), b(false), i(-1), t("********"), null, b(true), null,
         ]],
+        // PostgreSQL's built-in languages, and PL/pgSQL, the language of every stored routine.
+        "pg_language" => [(12, "internal", false, false), (13, "c", false, false), (14, "sql", false, true), (PLPGSQL_LANGUAGE_OID, "plpgsql", true, true)]
+            .into_iter()
+            .map(|(oid, name, pl, trusted)| vec![i(oid), t(name), i(ROLE_OID), b(pl), b(trusted), null])
+            .collect(),
         // PL/pgSQL, the one procedural language, which PostgreSQL always has installed.
         "pg_extension" => vec![vec![i(PLPGSQL_EXTENSION_OID), t("plpgsql"), i(ROLE_OID), i(PG_CATALOG_OID), b(false), t("1.0"), null, null]],
         "pg_user" => vec![vec![t(ROLE), i(ROLE_OID), b(true), b(true), b(false), b(true), t("********"), null]],
@@ -714,9 +721,9 @@ fn rows(name: &str, catalog: &Catalog) -> Vec<Vec<V>> {
                 };
                 let argument_types = r.params.iter().map(|(_, t)| scalar_oid(t).to_string()).collect::<Vec<_>>().join(" ");
                 vec![
-                    i(procedure_oid(def.id)), t(r.name.clone()), i(PUBLIC_OID), i(ROLE_OID), i(0), i(100), i(if r.set.is_some() { 1000 } else { 0 }), i(0),
+                    i(procedure_oid(def.id)), t(r.name.clone()), i(PUBLIC_OID), i(ROLE_OID), i(PLPGSQL_LANGUAGE_OID), i(100), i(if r.set.is_some() { 1000 } else { 0 }), i(0),
                     t(if r.function { "f" } else { "p" }), b(false), b(false), b(false), b(r.set.is_some()), t("v"), t("u"),
-                    i(r.params.len() as i64), i(0), i(returns), t(argument_types), null, t(r.source.clone()), null,
+                    i(r.params.len() as i64), i(0), i(returns), t(argument_types), null, t(crate::procedure::body(r)), null,
                 ]
             })
             .collect(),
@@ -906,6 +913,24 @@ fn regclass(catalog: &Catalog, name: &str) -> DfResult<i64> {
     Err(DataFusionError::External(Box::new(missing)))
 }
 
+/// The OID of the routine a text names (`'name'::regproc`, `'name(integer)'::regprocedure`,
+/// optionally `public.`-qualified, quoted as SQL reads names), or of an OID written as a number.
+fn regproc(catalog: &Catalog, name: &str) -> DfResult<i64> {
+    if let Ok(oid) = name.trim().parse::<i64>() {
+        return Ok(oid);
+    }
+    let without_arguments = name.split_once('(').map_or(name, |(n, _)| n).trim();
+    let bare = without_arguments.strip_prefix("public.").unwrap_or(without_arguments);
+    let folded = if bare.starts_with('"') && bare.ends_with('"') && bare.len() > 1 { bare[1..bare.len() - 1].to_string() } else { bare.to_lowercase() };
+    match catalog.procedure(&folded) {
+        Some(def) => Ok(procedure_oid(def.id)),
+        None => {
+            let missing = freshet_core::Error::new(freshet_core::SqlState::UndefinedFunction, format!("function \"{name}\" does not exist"));
+            Err(DataFusionError::External(Box::new(missing)))
+        }
+    }
+}
+
 /// `pg_size_pretty(bytes)`: bytes below 10 kB, then kB, MB, GB and TB, each rounded half
 /// away from zero once the value is below 20480 of its unit.
 fn size_pretty(bytes: i64) -> String {
@@ -1018,6 +1043,7 @@ fn functions(engine: &Arc<Engine>) -> Vec<ScalarUDF> {
     };
     let constant = |name: &str, arities: &[usize], value: ScalarValue| function(name, arities, value.data_type(), move |_| Ok(value.clone()));
     let engine_for_regclass = engine.clone();
+    let engine_for_regproc = engine.clone();
     vec![
         function("version", &[0], T, move |_| text_of(Some(version.clone()))),
         function("current_schema", &[0], T, move |_| text_of(Some("public".into()))),
@@ -1075,6 +1101,9 @@ fn functions(engine: &Arc<Engine>) -> Vec<ScalarUDF> {
         describe("pg_get_function_result", &[1], |c, oid, _| procedure_of(c, oid).and_then(|p| crate::procedure::result_type(&p.routine))),
         describe("pg_get_function_arguments", &[1], |c, oid, _| procedure_of(c, oid).map(|p| crate::procedure::argument_list(&p.routine))),
         describe("pg_get_function_identity_arguments", &[1], |c, oid, _| procedure_of(c, oid).map(|p| crate::procedure::argument_list(&p.routine))),
+        describe("pg_get_functiondef", &[1], |c, oid, _| procedure_of(c, oid).map(|p| crate::procedure::definition(&p.routine))),
+        // No routine has an SQL-standard body (`BEGIN ATOMIC`): prosrc holds every body.
+        function("pg_get_function_sqlbody", &[1], T, |_| text_of(None)),
         constant("pg_is_in_recovery", &[0], ScalarValue::Boolean(Some(false))),
         // One role, a superuser: every privilege is held.
         constant("has_table_privilege", &[2, 3], ScalarValue::Boolean(Some(true))),
@@ -1106,6 +1135,12 @@ fn functions(engine: &Arc<Engine>) -> Vec<ScalarUDF> {
         constant("pg_indexes_size", &[1], ScalarValue::Int64(None)),
         // A relation and its partition ancestors; Freshet's tables have none.
         function("pg_partition_ancestors", &[1], I8, |a| Ok(ScalarValue::Int64(int(&a[0])))),
+        function(freshet_olap::rewrite::REGPROC_FUNCTION, &[1], I8, move |a| {
+            Ok(ScalarValue::Int64(match text(&a[0]) {
+                Some(name) => Some(regproc(&engine_for_regproc.catalog(), &name)?),
+                None => None,
+            }))
+        }),
         function(freshet_olap::rewrite::REGCLASS_FUNCTION, &[1], I8, move |a| {
             Ok(ScalarValue::Int64(match text(&a[0]) {
                 Some(name) => Some(regclass(&engine_for_regclass.catalog(), &name)?),

@@ -35,7 +35,7 @@ mod view;
 
 pub(crate) use call::{plan_call, select_function_call, stored_function_in_query, CallPlan, FunctionCall};
 pub use records::{Resolved, TableRef};
-pub(crate) use view::{argument_list, result_type, CallCounts, Natives, ProceduresView};
+pub(crate) use view::{argument_list, body, definition, result_type, CallCounts, Natives, ProceduresView};
 
 use hashbrown::HashMap;
 use std::sync::Arc;

@@ -90,3 +90,21 @@ pub(crate) fn result_type(r: &plpgsql::Routine) -> Option<String> {
         None => None,
     }
 }
+
+/// The body of a routine (the text between its dollar quotes), as `pg_proc.prosrc` holds it.
+pub(crate) fn body(r: &plpgsql::Routine) -> String {
+    plpgsql::parser::parse_header(&r.source).map(|h| h.body).unwrap_or_else(|_| r.source.clone())
+}
+
+/// `pg_get_functiondef`: the routine as PostgreSQL writes it back (what psql's `\sf` shows).
+pub(crate) fn definition(r: &plpgsql::Routine) -> String {
+    let kind = if r.function { "function" } else { "procedure" };
+    let returns = result_type(r).map(|t| format!(" RETURNS {t}\n")).unwrap_or_default();
+    let name = freshet_core::sql::names::quote_ident(&r.name);
+    format!(
+        "CREATE OR REPLACE {} public.{name}({})\n{returns} LANGUAGE plpgsql\nAS ${kind}${}${kind}$\n",
+        kind.to_uppercase(),
+        argument_list(r),
+        body(r)
+    )
+}
