@@ -257,6 +257,9 @@ impl OlapEngine {
             .map_err(from_datafusion)?;
         // PostgreSQL's template patterns in place of DataFusion's chrono formats.
         ctx.register_udf(datafusion::logical_expr::ScalarUDF::new_from_impl(crate::to_char::ToChar::new()));
+        for date in [false, true] {
+            ctx.register_udf(datafusion::logical_expr::ScalarUDF::new_from_impl(crate::to_char::ToTimestamp::new(date)));
+        }
         ctx.register_udf(datafusion::logical_expr::ScalarUDF::new_from_impl(crate::similar::SimilarRegex::new()));
         for f in crate::functions::all().into_iter().chain(crate::uuid::functions()) {
             ctx.register_udf(f);

@@ -7,9 +7,15 @@
 //!
 //! Each distinct template of a batch is compiled once (a constant template: once per batch).
 //! NULL in either argument gives NULL.
+//!
+//! The other way, `to_timestamp(text, template)` and `to_date(text, template)` read a date
+//! and time with the same templates ([`parse`]), in place of DataFusion's functions of those
+//! names (chrono formats); `to_timestamp(seconds)` is the instant that many seconds after
+//! 1970-01-01 UTC, as in PostgreSQL.
 
 mod datetime;
 mod number;
+mod parse;
 
 use std::sync::Arc;
 
@@ -207,3 +213,88 @@ impl ScalarUDFImpl for ToChar {
         columnar(result, scalar)
     }
 }
+
+/// `to_timestamp(text, template) → timestamptz`, `to_timestamp(seconds) → timestamptz` and
+/// `to_date(text, template) → date`.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub(crate) struct ToTimestamp {
+    /// `to_date`: the date of what is read.
+    date: bool,
+    signature: Signature,
+}
+
+impl ToTimestamp {
+    pub(crate) fn new(date: bool) -> ToTimestamp {
+        ToTimestamp { date, signature: Signature::variadic_any(Volatility::Immutable) }
+    }
+
+    fn zoned() -> ArrowType {
+        ArrowType::Timestamp(TimeUnit::Microsecond, Some(crate::types::UTC.into()))
+    }
+}
+
+impl ScalarUDFImpl for ToTimestamp {
+    fn name(&self) -> &str {
+        if self.date { "to_date" } else { "to_timestamp" }
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, args: &[ArrowType]) -> DfResult<ArrowType> {
+        match args {
+            [t, f] if is_text(t) && is_text(f) => Ok(if self.date { ArrowType::Date32 } else { ToTimestamp::zoned() }),
+            [n] if !self.date && (n.is_numeric() || matches!(n, ArrowType::Null)) => Ok(ToTimestamp::zoned()),
+            _ => Err(no_function_for(self.name(), args)),
+        }
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let scalar = args.args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        let n = args.number_rows;
+        if let [seconds] = args.args.as_slice() {
+            // Seconds since the epoch, to the microsecond.
+            let seconds = cast(&seconds.to_array(n)?, &ArrowType::Float64)?;
+            let seconds = seconds.as_primitive::<Float64Type>();
+            let mut out = datafusion::arrow::array::TimestampMicrosecondBuilder::with_capacity(n).with_timezone(crate::types::UTC);
+            for i in 0..n {
+                let s = seconds.value(i);
+                if seconds.is_null(i) {
+                    out.append_null();
+                } else if !s.is_finite() || s.abs() > 9.0e12 {
+                    return Err(to_datafusion(Error::new(SqlState::DatetimeFieldOverflow, "timestamp out of range")));
+                } else {
+                    out.append_value((s * 1e6).round() as i64);
+                }
+            }
+            return columnar(Arc::new(out.finish()), scalar);
+        }
+        let texts = cast(&args.args[0].to_array(n)?, &ArrowType::Utf8)?;
+        let texts = texts.as_string::<i32>();
+        let templates = cast(&args.args[1].to_array(n)?, &ArrowType::Utf8)?;
+        let templates = templates.as_string::<i32>();
+        let mut compiled: Option<(String, Vec<datetime::Piece>)> = None;
+        let mut instants = Vec::with_capacity(n);
+        for i in 0..n {
+            if texts.is_null(i) || templates.is_null(i) {
+                instants.push(None);
+                continue;
+            }
+            let template = templates.value(i);
+            let pieces = match compiled {
+                Some((ref t, ref p)) if t == template => p,
+                _ => &compiled.insert((template.to_string(), datetime::compile(template))).1,
+            };
+            instants.push(Some(parse::parse(pieces, texts.value(i)).map_err(to_datafusion)?));
+        }
+        let result: ArrayRef = if self.date {
+            let days = freshet_core::types::datetime::MICROS_PER_DAY;
+            Arc::new(datafusion::arrow::array::Date32Array::from_iter(instants.iter().map(|t| t.map(|t| t.div_euclid(days) as i32))))
+        } else {
+            Arc::new(datafusion::arrow::array::TimestampMicrosecondArray::from_iter(instants).with_timezone(crate::types::UTC))
+        };
+        columnar(result, scalar)
+    }
+}
+
