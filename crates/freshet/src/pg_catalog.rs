@@ -890,13 +890,19 @@ fn constraint_definition(catalog: &Catalog, oid: i64) -> Option<String> {
     index.primary.then(|| format!("PRIMARY KEY ({})", names.join(", ")))
 }
 
+/// The name a text gives an object, read as SQL reads a name: without a `public.` schema,
+/// unquoted if quoted, else folded to lower case.
+fn object_name(text: &str) -> String {
+    let bare = text.strip_prefix("public.").unwrap_or(text);
+    if bare.starts_with('"') && bare.ends_with('"') && bare.len() > 1 { bare[1..bare.len() - 1].to_string() } else { bare.to_lowercase() }
+}
+
 /// The OID of a relation named in text (or given as a number).
 fn regclass(catalog: &Catalog, name: &str) -> DfResult<i64> {
     if let Ok(oid) = name.trim().parse::<i64>() {
         return Ok(oid);
     }
-    let bare = name.strip_prefix("public.").unwrap_or(name);
-    let folded = if bare.starts_with('"') && bare.ends_with('"') && bare.len() > 1 { bare[1..bare.len() - 1].to_string() } else { bare.to_lowercase() };
+    let folded = object_name(name);
     if let Some(table) = catalog.table(&folded) {
         return Ok(table_oid(table));
     }
@@ -920,9 +926,7 @@ fn regproc(catalog: &Catalog, name: &str) -> DfResult<i64> {
         return Ok(oid);
     }
     let without_arguments = name.split_once('(').map_or(name, |(n, _)| n).trim();
-    let bare = without_arguments.strip_prefix("public.").unwrap_or(without_arguments);
-    let folded = if bare.starts_with('"') && bare.ends_with('"') && bare.len() > 1 { bare[1..bare.len() - 1].to_string() } else { bare.to_lowercase() };
-    match catalog.procedure(&folded) {
+    match catalog.procedure(&object_name(without_arguments)) {
         Some(def) => Ok(procedure_oid(def.id)),
         None => {
             let missing = freshet_core::Error::new(freshet_core::SqlState::UndefinedFunction, format!("function \"{name}\" does not exist"));
