@@ -809,13 +809,11 @@ pub fn postgres_functions(statement: &mut ast::Statement) {
         type Break = ();
         fn pre_visit_select(&mut self, select: &mut ast::Select) -> ControlFlow<()> {
             for item in &mut select.projection {
-                if let ast::SelectItem::UnnamedExpr(e) | ast::SelectItem::ExprWithAlias { expr: e, .. } = item
-                    && let Some(series) = subscripts_series(e)
-                {
+                let (ast::SelectItem::UnnamedExpr(e) | ast::SelectItem::ExprWithAlias { expr: e, .. }) = item else { continue };
+                if let Some(series) = subscripts_series(e) {
                     *e = series;
                 }
-                if let ast::SelectItem::UnnamedExpr(e) | ast::SelectItem::ExprWithAlias { expr: e, .. } = item
-                    && let Expr::Function(f) = e
+                if let Expr::Function(f) = e
                     && f.over.is_none()
                     && f.name.0.last().and_then(|p| p.as_ident()).is_some_and(|n| fold_ident(n) == "generate_series")
                 {

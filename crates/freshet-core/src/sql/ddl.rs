@@ -619,10 +619,7 @@ pub fn plan_truncate(t: &ast::Truncate) -> Result<DdlPlan> {
 /// The default `sql` of a column, read back from the log or a checkpoint: bound again as
 /// [`column_default`] bound it when the column was defined.
 pub fn restore_time_default(sql: &str, ty: DataType, column: &str) -> Result<ColumnDefault> {
-    let parsed = sqlparser::parser::Parser::new(&sqlparser::dialect::PostgreSqlDialect {})
-        .try_with_sql(sql)
-        .and_then(|mut p| p.parse_expr())
-        .map_err(|e| Error::syntax(format!("{e}")))?;
+    let parsed = super::plpgsql::parser::parse_expr(sql)?;
     let mut params = Vec::new();
     let expr = Binder::new(None, &mut params).bind_assignment(&parsed, ty, column)?;
     Ok(ColumnDefault::TimeDependent { sql: sql.to_string(), expr })
