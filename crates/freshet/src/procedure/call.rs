@@ -341,6 +341,7 @@ fn source_value(p: &ParamSource, vars: &Vars, now: Clock) -> Result<Value> {
                 _ => Value::Null,
             })
         }
+        ParamSource::Row(fields) => Ok(Value::Text(composite_text(fields.iter().map(|(s, ty)| (&vars.scalars[*s], *ty))))),
         ParamSource::Length { array, cardinality } => Ok(match vars.array(*array) {
             Some(items) if items.is_empty() && !cardinality => Value::Null,
             Some(items) => Value::Int32(items.len() as i32),
@@ -608,17 +609,39 @@ impl Session {
         {
             return Ok(c.clone());
         }
-        let mut prepared = Vec::with_capacity(def.routine.sql.len());
-        for unit in &def.routine.sql {
-            let declared: Vec<Option<DataType>> = unit.param_types.iter().copied().map(Some).collect();
-            let text = unit.statement.to_string();
-            let p = Box::pin(self.prepare_statement(unit.statement.clone(), &text, &declared)).await.map_err(|e| {
-                let message = format!("{} (in statement \"{}\" of {} {})", e.message, unit.text, def.routine.kind(), def.routine.name);
-                Error { message, ..e }
-            })?;
-            prepared.push(p);
+        // A routine with record or %TYPE variables is compiled again knowing the columns of
+        // the statements that assign them, until every type is known (each round learns the
+        // columns of statements whose own parameters became known in the round before).
+        let mut routine = def.routine.clone();
+        let mut prepared: HashMap<plpgsql::UnitKey, Arc<crate::session::Prepared>> = HashMap::new();
+        let mut described = plpgsql::Described::default();
+        loop {
+            for unit in routine.sql.iter().filter(|u| u.resolved) {
+                let key = unit.key();
+                if prepared.contains_key(&key) {
+                    continue;
+                }
+                let declared: Vec<Option<DataType>> = unit.param_types.iter().copied().map(Some).collect();
+                let p = Box::pin(self.prepare_statement(unit.statement.clone(), &key.0, &declared)).await.map_err(|e| {
+                    let message = format!("{} (in statement \"{}\" of {} {})", e.message, unit.text, routine.kind(), routine.name);
+                    Error { message, ..e }
+                })?;
+                let columns = p.columns.as_ref().map_or_else(Vec::new, |c| c.iter().map(|c| (c.name.clone(), c.ty)).collect());
+                described.columns.insert(key.clone(), columns);
+                prepared.insert(key, p);
+            }
+            let Some(why) = &routine.unresolved else { break };
+            let learned = plpgsql::Described { columns: described.columns.clone(), assigners: routine.record_assigners.clone() };
+            if learned == described {
+                return Err(why.clone());
+            }
+            described = learned;
+            routine = Arc::new(plpgsql::compile_with(&routine.source, &described)?);
         }
-        let compiled = Arc::new(CompiledCall { id: def.id, catalog_version: version, prepared });
+        let prepared = freshet_core::try_vec(
+            routine.sql.iter().map(|u| prepared.get(&u.key()).cloned().ok_or_else(|| Error::internal(format!("statement \"{}\" of {} was not prepared", u.text, routine.name)))),
+        )?;
+        let compiled = Arc::new(CompiledCall { id: def.id, catalog_version: version, routine, prepared });
         Arc::make_mut(&mut self.procedures.routines).insert(def.routine.name.clone(), compiled.clone());
         Ok(compiled)
     }
@@ -629,7 +652,7 @@ impl Session {
         let deadline = self.settings().statement_timeout().map(|t| std::time::Instant::now() + t);
         let now = self.statement_time();
         let sequences = self.sequences.clone();
-        interpret(&def, &compiled, args, deadline, now, sequences, &mut InSession(self)).await
+        interpret(&compiled, args, deadline, now, sequences, &mut InSession(self)).await
     }
 
     /// Runs a routine's call outside a transaction block as one executor job (see
@@ -645,7 +668,7 @@ impl Session {
         let engine = self.database().inner.engine.clone();
         let catalog = engine.catalog();
         let routines = self.procedures.routines.clone();
-        let (def, args) = (def.clone(), args.to_vec());
+        let args = args.to_vec();
         let now = now_micros();
         let sequences = self.sequences.clone();
         let outcome = engine
@@ -653,7 +676,7 @@ impl Session {
                 let started = std::time::Instant::now();
                 let mut statements = InJob { job, started, now, catalog, routines, deadline, depth: 1, sequences: sequences.clone() };
                 sequences.enter_job();
-                let result = interpret(&def, &compiled, args, deadline, now, sequences.clone(), &mut statements).now_or_never();
+                let result = interpret(&compiled, args, deadline, now, sequences.clone(), &mut statements).now_or_never();
                 // A call of an advisory lock function or pg_sleep gives the job up too.
                 match (result, sequences.leave_job()) {
                     (Some(result), false) => result,
@@ -788,7 +811,7 @@ impl RoutineStatements for InJob<'_> {
         self.depth += 1;
         let deadline = self.deadline;
         let sequences = self.sequences.clone();
-        let result = Box::pin(interpret(&def, &compiled, args, deadline, self.now, sequences, self)).await;
+        let result = Box::pin(interpret(&compiled, args, deadline, self.now, sequences, self)).await;
         self.depth -= 1;
         // Notices of a nested call are dropped, as the ordinary path drops them.
         let (rows, _) = result?;
@@ -802,7 +825,6 @@ impl RoutineStatements for InJob<'_> {
 /// `compiled`; returns the function's result rows (see [`result_rows`]) and the notices RAISE
 /// NOTICE produced.
 async fn interpret<S: RoutineStatements>(
-    def: &ProcedureDef,
     compiled: &CompiledCall,
     args: Vec<PlValue>,
     deadline: Option<std::time::Instant>,
@@ -810,7 +832,7 @@ async fn interpret<S: RoutineStatements>(
     sequences: Arc<crate::sequences::SessionSequences>,
     statements: &mut S,
 ) -> Result<(Vec<Vec<Value>>, Vec<Notice>)> {
-    let r = &def.routine;
+    let r = &compiled.routine;
     let vars = Vars::new(r, args);
     let mut st = Interp {
         vars,
@@ -912,6 +934,7 @@ async fn run_instructions<S: RoutineStatements>(
                             Error::new(SqlState::custom("P0002").unwrap_or(SqlState::RaiseException), "query returned no rows")
                         } else {
                             Error::new(SqlState::custom("P0003").unwrap_or(SqlState::RaiseException), "query returned more than one row")
+                                .with_hint("Make sure the query returns a single row, or use LIMIT 1.")
                         });
                     }
                     let mut first = rows.into_iter().next();

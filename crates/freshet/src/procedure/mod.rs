@@ -159,6 +159,10 @@ pub(crate) struct CompiledCall {
     /// The `ProcedureDef::id` they were prepared for.
     pub id: u64,
     pub catalog_version: u64,
+    /// The routine as it runs: the catalog's, or one compiled again knowing the types of
+    /// its record and `%TYPE` variables.
+    pub routine: Arc<freshet_core::sql::plpgsql::Routine>,
+    /// Per statement of `routine.sql`.
     pub prepared: Vec<Arc<Prepared>>,
 }
 

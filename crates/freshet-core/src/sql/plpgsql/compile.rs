@@ -7,19 +7,20 @@
 //! ambiguity error there (`plpgsql.variable_conflict = error`); Freshet prefers the variable,
 //! which PostgreSQL offers as `use_variable`. Qualify columns (`t.col`) to reach them.
 
-use std::collections::HashMap;
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
 use std::ops::ControlFlow;
 
 use sqlparser::ast::{self, VisitMut, VisitorMut};
 
-use super::parser::{self, Decl, RaiseLevel, SynStmt};
+use super::parser::{self, Decl, DeclType, RaiseLevel, SynStmt};
 use super::PlType;
 use crate::catalog::Catalog;
 use crate::error::{Error, Result, SqlState};
 use crate::sql::bind::Binder;
 use crate::sql::expr::Expr;
-use crate::sql::names::fold_ident;
-use crate::types::DataType;
+use crate::sql::names::{fold_ident, quote_ident};
+use crate::types::{DataType, Value};
 
 /// Where the value of one `$n` of an expression or statement comes from.
 #[derive(Clone, Debug)]
@@ -29,6 +30,8 @@ pub enum ParamSource {
     Element { array: usize, index: Box<ExprUnit> },
     /// `array_length(arr, 1)` (NULL for an empty array) or `cardinality(arr)` (0).
     Length { array: usize, cardinality: bool },
+    /// A record as a whole: the text form of its fields' values (`(1,ann,100.00)`).
+    Row(Vec<(usize, DataType)>),
 }
 
 /// A bound expression and the sources of its parameters.
@@ -57,6 +60,31 @@ pub struct SqlUnit {
     /// An expression with a subquery evaluated as `SELECT e` ([`Compiler::expr`]): it does not
     /// set FOUND.
     pub expression: bool,
+    /// False when it reads a field of a record (or a `%TYPE` variable) whose type the compile
+    /// did not know: its parameters are incomplete and it must not be prepared.
+    pub resolved: bool,
+    /// Never run: the session prepares it only to learn its columns (a `%ROWTYPE` record's
+    /// table, a `%TYPE` variable's column).
+    pub describe_only: bool,
+}
+
+/// What identifies a statement for [`Described`]: its text with `$n` parameters and their types.
+pub type UnitKey = (String, Vec<DataType>);
+
+impl SqlUnit {
+    pub fn key(&self) -> UnitKey {
+        (self.statement.to_string(), self.param_types.clone())
+    }
+}
+
+/// What the session learned by preparing a routine's statements, for compiling it again
+/// ([`compile_with`]): the result columns of each statement it prepared, and the statements
+/// that assigned each record variable in the previous compile (by the records' order of
+/// declaration, which does not change between compiles of one source).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Described {
+    pub columns: HashMap<UnitKey, Vec<(String, DataType)>>,
+    pub assigners: Vec<Vec<UnitKey>>,
 }
 
 #[derive(Clone, Debug)]
@@ -182,6 +210,7 @@ fn for_each_source_slot(sources: &[ParamSource], f: &mut dyn FnMut(usize)) {
     for source in sources {
         match source {
             ParamSource::Var(slot) | ParamSource::Length { array: slot, .. } => f(*slot),
+            ParamSource::Row(fields) => fields.iter().for_each(|(s, _)| f(*s)),
             ParamSource::Element { array, index } => {
                 f(*array);
                 for_each_source_slot(&index.params, f);
@@ -215,6 +244,12 @@ pub struct Routine {
     pub code: Vec<Instr>,
     pub sql: Vec<SqlUnit>,
     pub or_replace: bool,
+    /// Per record variable (`record` or `%ROWTYPE`, in order of declaration): the statements
+    /// that assign it.
+    pub record_assigners: Vec<Vec<UnitKey>>,
+    /// Why the routine cannot run as compiled: a record's fields or a `%TYPE` variable's type
+    /// were not known ([`Described`]). `None`: complete.
+    pub unresolved: Option<Error>,
 }
 
 impl Routine {
@@ -230,10 +265,36 @@ impl Routine {
 
 /// Parses and compiles a CREATE PROCEDURE/FUNCTION statement. Errors in the body are 42601
 /// (or 0A000 for constructs outside the subset).
+///
+/// A routine with `record`, `%ROWTYPE` or `%TYPE` variables compiles without their types
+/// (`Routine::unresolved` says what is missing): the session learns them by preparing the
+/// statements that assign those variables, and compiles the routine again with what it
+/// learned ([`compile_with`]) until it is complete, as PostgreSQL too learns a record's
+/// fields only when the routine runs.
 pub fn compile(source: &str) -> Result<Routine> {
+    compile_with(source, &Described::default())
+}
+
+/// [`compile`] knowing the columns of statements the session prepared.
+pub fn compile_with(source: &str, described: &Described) -> Result<Routine> {
     let header = parser::parse_header(source)?;
     let body = parser::parse_body(&header.body)?;
-    let mut c = Compiler { scopes: vec![Vec::new()], slots: Vec::new(), code: Vec::new(), sql: Vec::new(), loops: Vec::new(), header: &header, constants: Vec::new(), cursors: 0, handlers: Vec::new(), tries: 0 };
+    let mut c = Compiler {
+        scopes: vec![Vec::new()],
+        slots: Vec::new(),
+        code: Vec::new(),
+        sql: Vec::new(),
+        loops: Vec::new(),
+        header: &header,
+        constants: Vec::new(),
+        cursors: 0,
+        handlers: Vec::new(),
+        tries: 0,
+        described,
+        records: Vec::new(),
+        pending: HashSet::new(),
+        unresolved: RefCell::new(None),
+    };
     for (name, ty) in &header.params {
         if header.params.iter().filter(|(n, _)| n == name).count() > 1 {
             return Err(duplicate_parameter(name));
@@ -267,7 +328,20 @@ pub fn compile(source: &str) -> Result<Routine> {
         code: c.code,
         sql: c.sql,
         or_replace: header.or_replace,
+        record_assigners: c.records.into_iter().map(|r| r.assigners).collect(),
+        unresolved: c.unresolved.into_inner(),
     })
+}
+
+/// A record variable while compiling.
+struct RecordVar {
+    name: String,
+    /// The slot its name resolves to (never read: only its fields hold values).
+    slot: usize,
+    /// Its fields and their slots, when some statement assigning it was described.
+    fields: Option<Vec<(String, usize)>>,
+    /// The statements assigning it in this compile.
+    assigners: Vec<UnitKey>,
 }
 
 /// 42P13 (invalid_function_definition), as PostgreSQL reports it.
@@ -296,6 +370,12 @@ struct Compiler<'a> {
     handlers: Vec<Vec<HandlerCode>>,
     /// Blocks with an EXCEPTION section open at this point of the code.
     tries: usize,
+    described: &'a Described,
+    records: Vec<RecordVar>,
+    /// Slots of `%TYPE` variables whose type is not known yet.
+    pending: HashSet<usize>,
+    /// The first thing found that the compile could not resolve ([`Routine::unresolved`]).
+    unresolved: RefCell<Option<Error>>,
 }
 
 const PATCH: usize = usize::MAX;
@@ -322,6 +402,9 @@ impl Compiler<'_> {
 
     fn scalar_slot(&self, name: &str) -> Result<usize> {
         let slot = self.lookup(name).ok_or_else(|| Error::syntax(format!("\"{name}\" is not a known variable")))?;
+        if self.record_of(slot).is_some() {
+            return Err(Error::unsupported(format!("assigning to the record \"{name}\" as a whole (assign it with SELECT … INTO {name}, or assign its fields' values to variables)")));
+        }
         if matches!(self.slots[slot].ty, PlType::Array(_)) {
             return Err(Error::unsupported(format!("assigning to the array variable \"{name}\"")));
         }
@@ -343,14 +426,43 @@ impl Compiler<'_> {
     fn block(&mut self, decls: &[Decl], body: &[SynStmt], handlers: &[parser::Handler]) -> Result<()> {
         self.scopes.push(Vec::new());
         for d in decls {
+            // `pending`: a %TYPE whose type is not known yet (see `compile_with`).
+            let (ty, pending) = match &d.ty {
+                DeclType::Plain(ty) => (*ty, false),
+                DeclType::Record | DeclType::RowType(_) => {
+                    self.declare_record(d)?;
+                    continue;
+                }
+                DeclType::ColumnType { table, column } => {
+                    let key = self.describe_only(&format!("SELECT {} FROM {}", quote_ident(column), quote_ident(table)))?;
+                    match self.described.columns.get(&key).and_then(|c| c.first()) {
+                        Some((_, t)) => (PlType::Scalar(*t), false),
+                        None => {
+                            self.unresolve(|| Error::internal(format!("the type of {table}.{column} is not known yet")));
+                            (PlType::Scalar(DataType::Text), true)
+                        }
+                    }
+                }
+                DeclType::VariableType(name) => {
+                    let slot = self.lookup(name).ok_or_else(|| Error::syntax(format!("\"{name}\" is not a known variable (in {name}%TYPE)")))?;
+                    if self.record_of(slot).is_some() {
+                        return Err(Error::unsupported(format!("%TYPE of the record \"{name}\"")));
+                    }
+                    (self.slots[slot].ty, self.pending.contains(&slot))
+                }
+            };
             let value = match &d.default {
-                Some(e) => Some(self.expr(e, hint(d.ty))?),
+                Some(e) if pending => Some(self.expr(e, None).unwrap_or_else(|_| unresolved_expr())),
+                Some(e) => Some(self.expr(e, hint(ty))?),
                 None => None,
             };
-            if value.is_some() && matches!(d.ty, PlType::Array(_)) {
+            if value.is_some() && matches!(ty, PlType::Array(_)) {
                 return Err(Error::unsupported("array variables with a default (arrays come from parameters)"));
             }
-            let slot = self.declare(&d.name, d.ty);
+            let slot = self.declare(&d.name, ty);
+            if pending {
+                self.pending.insert(slot);
+            }
             if d.constant {
                 self.constants.push(slot);
             }
@@ -397,6 +509,98 @@ impl Compiler<'_> {
         Ok(())
     }
 
+    /// Declares a `record` or `%ROWTYPE` variable: a slot for its name and, when the columns
+    /// of the statements assigning it are known, one slot per field (set to NULL here, as the
+    /// block starts).
+    fn declare_record(&mut self, d: &Decl) -> Result<()> {
+        if d.default.is_some() || d.constant {
+            return Err(Error::unsupported(format!("a default or CONSTANT for the record variable \"{}\"", d.name)));
+        }
+        let (assigners, own) = match &d.ty {
+            DeclType::RowType(table) => {
+                let key = self.describe_only(&format!("SELECT * FROM {}", quote_ident(table)))?;
+                (vec![key.clone()], vec![key])
+            }
+            _ => (self.described.assigners.get(self.records.len()).cloned().unwrap_or_default(), Vec::new()),
+        };
+        let slot = self.declare(&d.name, PlType::Scalar(DataType::Bool));
+        let mut fields: Vec<(String, usize)> = Vec::new();
+        let mut known = false;
+        for key in &assigners {
+            let Some(columns) = self.described.columns.get(key) else { continue };
+            known = true;
+            for (name, ty) in columns {
+                if fields.iter().all(|(f, _)| f != name) {
+                    let field = self.slots.len();
+                    self.slots.push(Slot { name: format!("{}.{name}", d.name), ty: PlType::Scalar(*ty) });
+                    self.code.push(Instr::Init { slot: field, value: None });
+                    fields.push((name.clone(), field));
+                }
+            }
+        }
+        self.records.push(RecordVar { name: d.name.clone(), slot, fields: known.then_some(fields), assigners: own });
+        Ok(())
+    }
+
+    /// Adds a statement run only to learn its columns; its key.
+    fn describe_only(&mut self, text: &str) -> Result<UnitKey> {
+        let statement = crate::sql::parse::parse(text)?.pop().ok_or_else(|| Error::internal("an empty statement"))?;
+        let mut unit = self.sql_unit(&statement, text, Vec::new(), false)?;
+        unit.describe_only = true;
+        let key = unit.key();
+        self.sql.push(unit);
+        Ok(key)
+    }
+
+    /// Notes the first thing the compile could not resolve.
+    fn unresolve(&self, why: impl FnOnce() -> Error) {
+        let mut first = self.unresolved.borrow_mut();
+        if first.is_none() {
+            *first = Some(why());
+        }
+    }
+
+    fn record_of(&self, slot: usize) -> Option<&RecordVar> {
+        self.records.iter().find(|r| r.slot == slot)
+    }
+
+    /// The slots a statement's row is assigned to (`INTO targets`, `FOR targets IN`): a list
+    /// of scalar variables, or one record variable, whose fields get the columns by name.
+    fn row_targets(&mut self, names: &[String], unit: &SqlUnit) -> Result<Vec<usize>> {
+        let record = match names {
+            [name] => self.lookup(name).and_then(|slot| self.records.iter().position(|r| r.slot == slot)),
+            _ => None,
+        };
+        let Some(record) = record else {
+            let slots = names.iter().map(|n| self.scalar_slot(n)).collect::<Result<Vec<_>>>()?;
+            if let Some(slot) = slots.iter().find(|s| self.pending.contains(s)) {
+                let name = self.slots[*slot].name.clone();
+                self.unresolve(|| Error::internal(format!("the type of \"{name}\" is not known yet")));
+            }
+            return Ok(slots);
+        };
+        let key = unit.key();
+        if unit.resolved && !self.records[record].assigners.contains(&key) {
+            self.records[record].assigners.push(key.clone());
+        }
+        let r = &self.records[record];
+        let targets = match (self.described.columns.get(&key), &r.fields) {
+            (Some(columns), Some(fields)) if unit.resolved => columns
+                .iter()
+                .map(|(name, _)| fields.iter().find(|(f, _)| f == name).map(|(_, slot)| *slot))
+                .collect::<Option<Vec<_>>>(),
+            _ => None,
+        };
+        match targets {
+            Some(targets) => Ok(targets),
+            None => {
+                let name = r.name.clone();
+                self.unresolve(|| not_assigned(&name));
+                Ok(Vec::new())
+            }
+        }
+    }
+
     fn statement(&mut self, s: &SynStmt) -> Result<()> {
         match s {
             SynStmt::Block { decls, body, handlers } => self.block(decls, body, handlers)?,
@@ -406,12 +610,17 @@ impl Compiler<'_> {
                 if self.constants.contains(&slot) {
                     return Err(Error::new(SqlState::custom("22005").unwrap_or(SqlState::SyntaxError), format!("variable \"{target}\" is declared CONSTANT")));
                 }
-                let value = self.expr(value, hint(self.slots[slot].ty))?;
+                let value = if self.pending.contains(&slot) {
+                    self.unresolve(|| Error::internal(format!("the type of \"{target}\" is not known yet")));
+                    self.expr(value, None).unwrap_or_else(|_| unresolved_expr())
+                } else {
+                    self.expr(value, hint(self.slots[slot].ty))?
+                };
                 self.code.push(Instr::Assign { slot, value });
             }
             SynStmt::Sql { statement, text, into, strict } => {
-                let into = into.iter().map(|n| self.scalar_slot(n)).collect::<Result<Vec<_>>>()?;
-                let unit = self.sql_unit(statement, text, into, *strict)?;
+                let mut unit = self.sql_unit(statement, text, Vec::new(), *strict)?;
+                unit.into = self.row_targets(into, &unit)?;
                 self.sql.push(unit);
                 self.code.push(Instr::Sql(self.sql.len() - 1));
             }
@@ -487,8 +696,8 @@ impl Compiler<'_> {
                 self.close_loop(patches, next, end);
             }
             SynStmt::ForQuery { targets, statement, text, body } => {
-                let targets = targets.iter().map(|n| self.scalar_slot(n)).collect::<Result<Vec<_>>>()?;
                 let unit = self.sql_unit(statement, text, Vec::new(), false)?;
+                let targets = self.row_targets(targets, &unit)?;
                 self.sql.push(unit);
                 let cursor = self.cursors;
                 self.cursors += 1;
@@ -618,13 +827,15 @@ impl Compiler<'_> {
         }
     }
 
-    /// Replaces variable references in `node` by `$n` parameters; returns their sources.
-    fn rewrite<T: VisitMut>(&self, node: &mut T) -> Result<Vec<ParamSource>> {
-        let mut rewriter = Rewriter { c: self, params: Vec::new(), shared: HashMap::new(), error: None };
+    /// Replaces variable references in `node` by `$n` parameters; returns their sources, and
+    /// whether it read something of unknown type (a record's field, a `%TYPE` variable, each
+    /// replaced by NULL: the result is not to be run).
+    fn rewrite<T: VisitMut>(&self, node: &mut T) -> Result<(Vec<ParamSource>, bool)> {
+        let mut rewriter = Rewriter { c: self, params: Vec::new(), shared: HashMap::new(), error: None, unresolved: false };
         let _ = node.visit(&mut rewriter);
         match rewriter.error {
             Some(err) => Err(err),
-            None => Ok(rewriter.params),
+            None => Ok((rewriter.params, rewriter.unresolved)),
         }
     }
 
@@ -664,7 +875,10 @@ impl Compiler<'_> {
     /// [`expr`](Self::expr) of an expression without a subquery.
     fn bound_expr(&self, e: &ast::Expr, hint: Option<DataType>) -> Result<ExprUnit> {
         let mut e = e.clone();
-        let params = self.rewrite(&mut e)?;
+        let (params, unresolved) = self.rewrite(&mut e)?;
+        if unresolved {
+            return Ok(unresolved_expr());
+        }
         let mut types: Vec<Option<DataType>> = params.iter().map(|p| Some(self.source_type(p))).collect();
         let mut binder = Binder::new(None, &mut types);
         let expr = binder.bind_expr(&e, hint).map_err(|err| {
@@ -692,9 +906,9 @@ impl Compiler<'_> {
 
     fn sql_unit(&self, statement: &ast::Statement, text: &str, into: Vec<usize>, strict: bool) -> Result<SqlUnit> {
         let mut statement = statement.clone();
-        let params = self.rewrite(&mut statement)?;
+        let (params, unresolved) = self.rewrite(&mut statement)?;
         let param_types = params.iter().map(|p| self.source_type(p)).collect();
-        Ok(SqlUnit { statement, text: text.to_string(), params, param_types, into, strict, expression: false })
+        Ok(SqlUnit { statement, text: text.to_string(), params, param_types, into, strict, expression: false, resolved: !unresolved, describe_only: false })
     }
 
     fn source_type(&self, p: &ParamSource) -> DataType {
@@ -706,6 +920,7 @@ impl Compiler<'_> {
                 PlType::Scalar(t) | PlType::Array(t) => t,
             },
             ParamSource::Length { .. } => DataType::Int32,
+            ParamSource::Row(_) => DataType::Text,
         }
     }
 }
@@ -727,6 +942,18 @@ fn bare_var(unit: &ExprUnit) -> Option<usize> {
     }
 }
 
+/// What stands for an expression that reads something of unknown type (never evaluated: the
+/// routine is compiled again before it runs).
+fn unresolved_expr() -> ExprUnit {
+    ExprUnit { expr: Expr::Literal { value: Value::Null, ty: DataType::Text }, params: Vec::new(), ty: DataType::Text, on_slots: None }
+}
+
+/// 55000, as PostgreSQL reports reading a field of a record no statement assigned.
+fn not_assigned(name: &str) -> Error {
+    Error::new(SqlState::custom("55000").unwrap_or(SqlState::FeatureNotSupported), format!("record \"{name}\" is not assigned yet"))
+        .with_detail("The tuple structure of a not-yet-assigned record is indeterminate.")
+}
+
 fn hint(ty: PlType) -> Option<DataType> {
     match ty {
         PlType::Scalar(t) => Some(t),
@@ -742,6 +969,8 @@ struct Rewriter<'a, 'b> {
     /// of a statement is one parameter, evaluated once.
     shared: HashMap<SharedSource, usize>,
     error: Option<Error>,
+    /// Something of unknown type was read (and replaced by NULL).
+    unresolved: bool,
 }
 
 /// A parameter source that always gives the same value within one statement's evaluation.
@@ -752,12 +981,12 @@ enum SharedSource {
     Element(usize, usize),
 }
 
-impl Rewriter<'_, '_> {
+impl<'a> Rewriter<'a, '_> {
     fn placeholder(&mut self, source: ParamSource) -> ast::Expr {
         let key = match &source {
             ParamSource::Var(slot) => Some(SharedSource::Var(*slot)),
             ParamSource::Element { array, index } => bare_var(index).map(|i| SharedSource::Element(*array, i)),
-            ParamSource::Length { .. } => None,
+            ParamSource::Length { .. } | ParamSource::Row(_) => None,
         };
         let n = match key.and_then(|k| self.shared.get(&k)) {
             Some(n) => *n,
@@ -778,8 +1007,35 @@ impl Rewriter<'_, '_> {
         matches!(self.c.slots[slot].ty, PlType::Array(_)).then_some(slot)
     }
 
+    /// The record an expression names, if it names one.
+    fn record(&self, e: &ast::Expr) -> Option<&'a RecordVar> {
+        let ast::Expr::Identifier(id) = e else { return None };
+        let c = self.c;
+        c.lookup(&fold_ident(id)).and_then(|slot| c.record_of(slot))
+    }
+
     fn rewrite(&mut self, expr: &mut ast::Expr) -> Result<()> {
         match expr {
+            // A record IS [NOT] NULL: whether all its fields are (not) NULL, as for a row.
+            ast::Expr::IsNull(inner) | ast::Expr::IsNotNull(inner) if self.record(inner).is_some() => {
+                let record = self.record(inner).expect("checked");
+                let null = matches!(expr, ast::Expr::IsNull(_));
+                let Some(fields) = &record.fields else {
+                    let name = record.name.clone();
+                    self.c.unresolve(|| not_assigned(&name));
+                    self.unresolved = true;
+                    *expr = ast::Expr::Value(ast::Value::Null.with_empty_span());
+                    return Ok(());
+                };
+                // Fields named as `record.field`, which the visit rewrites next.
+                let tests = fields.iter().map(|(name, _)| {
+                    let field = Box::new(ast::Expr::CompoundIdentifier(vec![ast::Ident::with_quote('"', &record.name), ast::Ident::with_quote('"', name)]));
+                    if null { ast::Expr::IsNull(field) } else { ast::Expr::IsNotNull(field) }
+                });
+                *expr = tests
+                    .reduce(|a, b| ast::Expr::BinaryOp { left: Box::new(a), op: ast::BinaryOperator::And, right: Box::new(b) })
+                    .unwrap_or(ast::Expr::Value(ast::Value::Boolean(true).with_empty_span()));
+            }
             ast::Expr::CompoundFieldAccess { root, access_chain } if self.array_var(root).is_some() => {
                 let array = self.array_var(root).expect("checked");
                 let [ast::AccessExpr::Subscript(ast::Subscript::Index { index })] = access_chain.as_slice() else {
@@ -809,9 +1065,44 @@ impl Rewriter<'_, '_> {
                 }
                 *expr = self.placeholder(ParamSource::Length { array, cardinality });
             }
+            ast::Expr::CompoundIdentifier(parts) if parts.len() == 2 && self.c.lookup(&fold_ident(&parts[0])).and_then(|s| self.c.record_of(s)).is_some() => {
+                let record = self.c.lookup(&fold_ident(&parts[0])).and_then(|s| self.c.record_of(s)).expect("checked");
+                let field = fold_ident(&parts[1]);
+                match record.fields.as_ref().and_then(|f| f.iter().find(|(n, _)| *n == field)) {
+                    Some((_, slot)) => *expr = self.placeholder(ParamSource::Var(*slot)),
+                    None => {
+                        let name = record.name.clone();
+                        match &record.fields {
+                            Some(_) => self.c.unresolve(|| Error::new(SqlState::UndefinedColumn, format!("record \"{name}\" has no field \"{field}\""))),
+                            None => self.c.unresolve(|| not_assigned(&name)),
+                        }
+                        self.unresolved = true;
+                        *expr = ast::Expr::Value(ast::Value::Null.with_empty_span());
+                    }
+                }
+            }
             ast::Expr::Identifier(id) => {
                 let name = fold_ident(id);
                 if let Some(slot) = self.c.lookup(&name) {
+                    if let Some(record) = self.c.record_of(slot) {
+                        match &record.fields {
+                            Some(fields) => {
+                                let fields = fields.iter().map(|(_, s)| (*s, hint(self.c.slots[*s].ty).unwrap_or(DataType::Text))).collect();
+                                *expr = self.placeholder(ParamSource::Row(fields));
+                            }
+                            None => {
+                                self.c.unresolve(|| not_assigned(&name));
+                                self.unresolved = true;
+                                *expr = ast::Expr::Value(ast::Value::Null.with_empty_span());
+                            }
+                        }
+                        return Ok(());
+                    }
+                    if self.c.pending.contains(&slot) {
+                        self.unresolved = true;
+                        *expr = ast::Expr::Value(ast::Value::Null.with_empty_span());
+                        return Ok(());
+                    }
                     if matches!(self.c.slots[slot].ty, PlType::Array(_)) {
                         return Err(Error::unsupported(format!(
                             "the array \"{name}\" as a value (use {name}[i], array_length({name}, 1), cardinality({name}) or FOREACH)"
@@ -887,7 +1178,7 @@ impl Classification {
 /// Classifies `routine` against the tables of `catalog`.
 pub fn classify(routine: &Routine, catalog: &Catalog) -> Classification {
     let mut key: Option<usize> = None;
-    for unit in &routine.sql {
+    for unit in routine.sql.iter().filter(|u| !u.describe_only) {
         match unit_partitioning(unit, catalog, routine) {
             Ok(None) => {}
             Ok(Some(slot)) => match key {
@@ -1005,6 +1296,41 @@ fn conjuncts(e: &ast::Expr, f: &mut dyn FnMut(&ast::Expr)) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn records_resolve_one_dependency_per_compile() {
+        let source = "CREATE FUNCTION f() RETURNS INT LANGUAGE plpgsql AS $$
+             DECLARE o record; l record; n INT := 0;
+             BEGIN
+               FOR o IN SELECT id, total FROM orders LOOP
+                 FOR l IN SELECT qty FROM lines WHERE order_id = o.id LOOP n := n + l.qty + o.total; END LOOP;
+               END LOOP;
+               RETURN n;
+             END $$";
+        // Without columns: only the outer query can be prepared.
+        let first = compile(source).unwrap();
+        assert!(first.unresolved.as_ref().is_some_and(|e| e.message.contains("record \"o\" is not assigned yet")), "{:?}", first.unresolved);
+        assert_eq!(first.sql.iter().filter(|u| u.resolved).count(), 1);
+        let outer = first.sql[0].key();
+        assert_eq!(first.record_assigners[0], vec![outer.clone()]);
+        // Knowing the outer query's columns, the inner one gets `o.id` as an INT parameter.
+        let mut described = Described { columns: HashMap::new(), assigners: first.record_assigners.clone() };
+        described.columns.insert(outer.clone(), vec![("id".into(), DataType::Int32), ("total".into(), DataType::Int64)]);
+        let second = compile_with(source, &described).unwrap();
+        let inner = second.sql.iter().find(|u| u.text.contains("lines")).unwrap();
+        assert!(inner.resolved);
+        assert_eq!(inner.param_types, vec![DataType::Int32]);
+        assert!(second.unresolved.is_some(), "l's fields are not known yet");
+        // Then everything.
+        described.assigners = second.record_assigners.clone();
+        described.columns.insert(inner.key(), vec![("qty".into(), DataType::Int32)]);
+        let third = compile_with(source, &described).unwrap();
+        assert!(third.unresolved.is_none(), "{:?}", third.unresolved);
+        assert!(third.sql.iter().all(|u| u.resolved));
+        // A field the row does not have.
+        let missing = compile_with(&source.replace("l.qty", "l.price"), &described).unwrap();
+        assert!(missing.unresolved.is_some_and(|e| e.state == SqlState::UndefinedColumn));
+    }
 
     #[test]
     fn loops_and_conditions_compile_to_jumps() {

@@ -18,7 +18,12 @@
 //! procedure parameters and variables ([`PlValue::Array`]): they are never stored in a table
 //! and never passed to SQL whole, only as elements or lengths.
 //!
-//! NOT IMPLEMENTED: cursors (OPEN/FETCH), GET DIAGNOSTICS, OUT parameters, %TYPE, dynamic
+//! Record variables (`record`, `%ROWTYPE`) and `%TYPE` get their types when the session first
+//! runs the routine ([`compile::compile_with`]); a record is a set of hidden scalar slots, one
+//! per field.
+//!
+//! NOT IMPLEMENTED: cursors (OPEN/FETCH), GET DIAGNOSTICS, OUT parameters, whole-record
+//! assignment (`r := …`), record parameters and results, dynamic
 //! SQL, overloading (a name identifies one routine), a set-returning function inside a larger
 //! query (it is called only as `SELECT * FROM f(…)` or `SELECT f(…)`).
 
@@ -26,7 +31,7 @@ pub mod compile;
 pub mod lexer;
 pub mod parser;
 
-pub use compile::{classify, compile, Classification, ExprUnit, HandlerCode, Instr, ParamSource, Routine, SqlUnit};
+pub use compile::{classify, compile, compile_with, Classification, Described, ExprUnit, HandlerCode, Instr, ParamSource, Routine, SqlUnit, UnitKey};
 
 use crate::error::{Error, Result, SqlState};
 use crate::types::{DataType, Value};

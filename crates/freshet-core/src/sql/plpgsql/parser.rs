@@ -52,9 +52,50 @@ pub struct DropRoutines {
 #[derive(Clone, Debug)]
 pub struct Decl {
     pub name: String,
-    pub ty: PlType,
+    pub ty: DeclType,
     pub default: Option<ast::Expr>,
     pub constant: bool,
+}
+
+/// A declared variable's type as written.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DeclType {
+    Plain(PlType),
+    /// `record`: a row of whatever query assigns it.
+    Record,
+    /// `table%ROWTYPE`: a row of the table's columns (the table's name as written).
+    RowType(String),
+    /// `table.column%TYPE`: the column's type.
+    ColumnType { table: String, column: String },
+    /// `variable%TYPE`: the type of a variable declared before.
+    VariableType(String),
+}
+
+impl DeclType {
+    fn parse(text: &str) -> Result<DeclType> {
+        let Some((name, attribute)) = text.rsplit_once('%') else {
+            if text.trim().eq_ignore_ascii_case("record") {
+                return Ok(DeclType::Record);
+            }
+            return Ok(DeclType::Plain(parse_type(text)?));
+        };
+        let bad = || err(format!("syntax error in type \"{}\"", text.trim()));
+        let mut p = SqlParser::new(&PostgreSqlDialect {}).try_with_sql(name).map_err(|e| crate::sql::parse::syntax_error(name, e))?;
+        let object = p.parse_object_name(false).map_err(|e| crate::sql::parse::syntax_error(name, e))?;
+        if p.peek_token().token != sqlparser::tokenizer::Token::EOF {
+            return Err(bad());
+        }
+        let mut parts: Vec<String> = object.0.iter().map(|p| p.as_ident().map(crate::sql::names::fold_ident).ok_or_else(bad)).collect::<Result<_>>()?;
+        if parts.first().is_some_and(|s| s == "public") && parts.len() > 1 {
+            parts.remove(0);
+        }
+        match (attribute.trim().to_ascii_lowercase().as_str(), parts.as_slice()) {
+            ("rowtype", [table]) => Ok(DeclType::RowType(table.clone())),
+            ("type", [table, column]) => Ok(DeclType::ColumnType { table: table.clone(), column: column.clone() }),
+            ("type", [variable]) => Ok(DeclType::VariableType(variable.clone())),
+            _ => Err(bad()),
+        }
+    }
 }
 
 /// RAISE's level. WARNING, NOTICE and INFO reach the client with that severity; LOG and DEBUG
@@ -528,10 +569,7 @@ fn decl(c: &mut Cursor) -> Result<Decl> {
     let name = c.ident()?;
     let constant = c.eat_word("constant");
     let (ty, _) = c.until(|t| t.is_op(":=") || t.is_op("=") || t.is_word("default") || t.is_op(";") || t.is_word("not"));
-    if ty.contains('%') {
-        return Err(Error::unsupported("%TYPE and %ROWTYPE declarations"));
-    }
-    let ty = parse_type(&ty)?;
+    let ty = DeclType::parse(&ty)?;
     if c.eat_word("not") {
         c.expect_word("null")?;
     }
