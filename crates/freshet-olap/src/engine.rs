@@ -253,6 +253,7 @@ impl OlapEngine {
         let mut ctx = SessionContext::new_with_config_rt(config, runtime_env);
         ctx.add_analyzer_rule(Arc::new(crate::checked::CheckedIntegerArithmetic::default()));
         ctx.add_analyzer_rule(Arc::new(crate::uuid::UuidLiterals));
+        ctx.add_analyzer_rule(Arc::new(crate::shown_numeric::ShownNumericText::default()));
         datafusion::execution::FunctionRegistry::register_expr_planner(&mut ctx, Arc::new(crate::interval::IntervalArithmetic::default()))
             .map_err(from_datafusion)?;
         // PostgreSQL's template patterns in place of DataFusion's chrono formats.

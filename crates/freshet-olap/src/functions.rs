@@ -472,8 +472,14 @@ impl ScalarUDFImpl for Format {
             // Each value in PostgreSQL's text form (a timestamp as `2024-03-05 10:00:00`).
             let texts: Vec<Option<String>> = arrays
                 .iter()
-                .map(|a| match crate::values::value_at(a, i, crate::types::sql_type_of_arrow(a.data_type())) {
+                .map(|a| {
+                    let ty = crate::types::sql_type_of_arrow(a.data_type());
+                    (crate::values::value_at(a, i, ty), ty)
+                })
+                .map(|(v, ty)| match v {
                     Value::Null => None,
+                    // As output shows it (without the storage scale's trailing zeros).
+                    Value::Decimal(d) => Some(freshet_core::types::shown_decimal(d, ty).to_string()),
                     v => {
                         let mut s = String::new();
                         v.write_as_text(&mut s);

@@ -21,6 +21,7 @@ pub mod provider;
 pub mod prune;
 pub mod rewrite;
 pub mod scan;
+mod shown_numeric;
 pub mod similar;
 mod to_char;
 pub mod types;

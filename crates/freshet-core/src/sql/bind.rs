@@ -374,7 +374,7 @@ impl<'a> Binder<'a> {
                 if !l.ty().is_string() && !r.ty().is_string() {
                     return Err(operator_error("||", Some(l.ty()), r.ty()));
                 }
-                Expr::Binary { op, left: Box::new(l), right: Box::new(r), ty: DataType::Text }
+                Expr::Binary { op, left: Box::new(shown(l)), right: Box::new(shown(r)), ty: DataType::Text }
             }
             op if op.is_comparison() => self.comparison(left, op, right)?,
             op => {
@@ -625,6 +625,7 @@ impl Item {
     fn cast_to(self, to: DataType) -> Item {
         match self {
             Item::Typed(e) if e.ty() == to => Item::Typed(e),
+            Item::Typed(e) if to.is_string() => Item::Typed(Expr::Cast { expr: Box::new(shown(e)), to }),
             Item::Typed(e) => Item::Typed(Expr::Cast { expr: Box::new(e), to }),
             other => other,
         }
@@ -868,6 +869,15 @@ pub fn current_time_precision(args: &ast::FunctionArguments) -> Result<Option<u6
         },
         ast::FunctionArguments::Subquery(_) => Err(bad()),
     }
+}
+
+/// `e` as text output shows it: a NUMERIC without a declared scale loses the trailing zeros
+/// of its storage scale (`1.5`, not `1.5000000000`), as when it is a result column.
+fn shown(e: Expr) -> Expr {
+    if e.ty() != crate::types::DEFAULT_NUMERIC {
+        return e;
+    }
+    Expr::Func { func: Func::ShownNumeric, args: vec![e], ty: crate::types::DEFAULT_NUMERIC }
 }
 
 /// Wraps `e` (a timestamp) to round it to `precision` fractional digits, if that is coarser

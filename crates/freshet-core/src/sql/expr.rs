@@ -119,6 +119,10 @@ pub enum Func {
     /// A timestamp rounded to a number of fractional digits (timestamp, precision 0 – 5):
     /// `CAST(… AS timestamp(p))` and `CURRENT_TIMESTAMP(p)`. Not callable by name.
     TimePrecision,
+    /// A NUMERIC without a declared scale as output shows it, without trailing fractional
+    /// zeros ([`crate::types::shown_decimal`]): what a cast to text or `||` reads. Not
+    /// callable by name.
+    ShownNumeric,
 }
 
 impl Func {

@@ -61,6 +61,7 @@ fn arity(func: Func, n: usize) -> bool {
         Func::PgGetSerialSequence => n == 2,
         Func::AddInterval => n == 4 || n == 6,
         Func::TimePrecision => n == 2,
+        Func::ShownNumeric => n == 1,
         Func::Advisory(f) if f.op == AdvisoryOp::UnlockAll => n == 0,
         Func::Advisory(_) => n == 1 || n == 2,
         Func::PgSleep => n == 1,
@@ -134,6 +135,7 @@ pub fn result_type(name: &str, func: Func, args: &[DataType]) -> Result<DataType
             need(family(0) == TypeFamily::Timestamp)?;
             args[0]
         }
+        Func::ShownNumeric => args[0],
         Func::AddInterval => {
             need(matches!(family(0), TypeFamily::Date | TypeFamily::Timestamp))?;
             if args[0] == DataType::TimestampTz { DataType::TimestampTz } else { DataType::Timestamp }
@@ -258,6 +260,10 @@ pub fn call(func: Func, args: Vec<Value>, ty: DataType, cx: &EvalContext) -> Res
         }
         Func::Round | Func::Floor | Func::Ceil => round(func, &args[0], args.get(1).map(|v| v.as_i64().unwrap_or(0)), ty)?,
         Func::Extract => extract(text(0), &args[1])?,
+        Func::ShownNumeric => match &args[0] {
+            Value::Decimal(d) => Value::Decimal(d.trimmed()),
+            other => other.clone(),
+        },
         Func::TimePrecision => {
             let digits = int(1).clamp(0, 6) as u32;
             match &args[0] {
