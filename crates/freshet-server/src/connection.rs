@@ -132,6 +132,7 @@ impl<'a> Connection<'a> {
     fn extended(&mut self, r: Result<(), ConnError>) -> Result<(), ConnError> {
         match r {
             Err(ConnError::Sql(e)) => {
+                self.failed_notices();
                 backend::error_response(&mut self.wire.out, &e);
                 // An error anywhere in a transaction block fails the block (25P02 until
                 // ROLLBACK), also one raised while rows were streaming.
@@ -150,6 +151,13 @@ impl<'a> Connection<'a> {
             self.portals.clear();
         }
         self.ready_for_query().await
+    }
+
+    /// The notices a failed call sent before its error (they precede the ErrorResponse).
+    fn failed_notices(&mut self) {
+        for notice in self.session.take_failed_notices() {
+            backend::notice(&mut self.wire.out, &notice);
+        }
     }
 
     /// NotificationResponse for each notification the session has received.
@@ -175,6 +183,7 @@ impl<'a> Connection<'a> {
         self.portals.remove("");
         match self.run_statements(sql).await {
             Err(ConnError::Sql(e)) => {
+                self.failed_notices();
                 backend::error_response(&mut self.wire.out, &e);
                 self.session.statement_failed();
             }

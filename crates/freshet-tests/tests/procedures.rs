@@ -556,6 +556,45 @@ fn an_upsert_in_a_plpgsql_function_runs_inside_the_one_job_call() {
     assert!(in_one_job >= 3, "{in_one_job} of {calls} calls ran as one job");
 }
 
+/// Notices raised before an error reach the client before it (PostgreSQL sends each as it is
+/// raised), whether the call ran statement by statement (in a block) or as one job; a
+/// handler's `RAISE;` raises the caught error again with its detail.
+#[test]
+fn notices_before_an_error_are_kept_for_the_client() {
+    use freshet::Notice;
+    let db = Database::open(Config { olap_threads: 1, ..Config::default() }).unwrap();
+    let mut s = db.session();
+    s.execute_blocking("CREATE TABLE u (k INT PRIMARY KEY)").unwrap();
+    s.execute_blocking("INSERT INTO u VALUES (1)").unwrap();
+    s.execute_blocking(
+        "CREATE FUNCTION again(k INT) RETURNS INT LANGUAGE plpgsql AS $$
+         BEGIN
+           RAISE NOTICE 'inserting %', k;
+           BEGIN
+             INSERT INTO u VALUES (k);
+           EXCEPTION WHEN unique_violation THEN
+             RAISE WARNING 'caught %', SQLSTATE;
+             RAISE;
+           END;
+           RETURN k;
+         END $$",
+    )
+    .unwrap();
+    for block in [false, true, false] {
+        if block {
+            s.execute_blocking("BEGIN").unwrap();
+        }
+        let err = s.execute_blocking("SELECT again(1)").unwrap_err();
+        assert_eq!((err.state.code(), err.detail.as_deref()), ("23505", Some("Key (k)=(1) already exists.")), "{err:?}");
+        assert_eq!(s.take_failed_notices(), vec![Notice::from("inserting 1"), Notice::warning("caught 23505")], "in a block: {block}");
+        assert!(s.take_failed_notices().is_empty(), "taken once");
+        if block {
+            s.execute_blocking("ROLLBACK").unwrap();
+        }
+    }
+    assert_eq!(s.execute_blocking("SELECT again(2)").unwrap().remove(0).notices, vec![Notice::from("inserting 2")]);
+}
+
 #[test]
 fn raise_levels_reach_the_client_with_their_severity() {
     use freshet::{Notice, NoticeSeverity};

@@ -945,6 +945,26 @@ async fn simple_query_notices_parameter_status_and_empty_query() {
     assert_eq!(tags(&raw.until_ready().await), "IZ");
 }
 
+/// A function's notices raised before its error come before the ErrorResponse, in both
+/// protocols.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn notices_of_a_failed_call_precede_its_error() {
+    let server = TestServer::start().await;
+    let mut raw = Raw::connect(server.addr).await;
+    let create = "CREATE FUNCTION loud(n INT) RETURNS INT LANGUAGE plpgsql AS $$ BEGIN RAISE NOTICE 'about to divide %', n; RETURN 10 / n; END $$";
+    raw.send(&[Raw::message(b'Q', &cstr(create))]).await;
+    raw.until_ready().await;
+    raw.send(&[Raw::message(b'Q', &cstr("SELECT loud(0)"))]).await;
+    let answer = raw.until_ready().await;
+    assert_eq!(tags(&answer), "NEZ");
+    assert_eq!(error_field(&answer[0].1, b'M').as_deref(), Some("about to divide 0"));
+    assert_eq!(error_field(&answer[1].1, b'C').as_deref(), Some("22012"));
+    raw.send(&[parse_msg("", "SELECT loud(0)"), bind_msg("", "", &[]), execute_msg("", 0), sync_msg()]).await;
+    let answer = raw.until_ready().await;
+    assert_eq!(tags(&answer), "12NEZ");
+    assert_eq!(error_field(&answer[2].1, b'M').as_deref(), Some("about to divide 0"));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn startup_reports_settings_and_declines_ssl() {
     let server = TestServer::start().await;

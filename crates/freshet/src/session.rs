@@ -304,6 +304,13 @@ impl Session {
         &self.db
     }
 
+    /// The notices (RAISE NOTICE, WARNING, INFO) a procedure or function call sent before the
+    /// error it ended with: PostgreSQL sends them before the error, and so does the server.
+    /// The last failed call's only; taking them empties the list.
+    pub fn take_failed_notices(&mut self) -> Vec<crate::result::Notice> {
+        std::mem::take(&mut self.procedures.failed_notices)
+    }
+
     /// The notifications this session has received on the channels it listens on (LISTEN) and
     /// not yet taken, oldest first. A notification arrives when its sender's transaction
     /// commits.

@@ -652,7 +652,12 @@ impl Session {
         let deadline = self.settings().statement_timeout().map(|t| std::time::Instant::now() + t);
         let now = self.statement_time();
         let sequences = self.sequences.clone();
-        interpret(&compiled, args, deadline, now, sequences, &mut InSession(self)).await
+        let mut failed = Vec::new();
+        let result = interpret(&compiled, args, deadline, now, sequences, &mut InSession(self), &mut failed).await;
+        if result.is_err() {
+            self.procedures.failed_notices = failed;
+        }
+        result
     }
 
     /// Runs a routine's call outside a transaction block as one executor job (see
@@ -671,20 +676,32 @@ impl Session {
         let args = args.to_vec();
         let now = now_micros();
         let sequences = self.sequences.clone();
+        // The notices of a call that fails (kept only if the job ends with its error rather
+        // than giving up).
+        let failed = Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let failed_in_job = failed.clone();
         let outcome = engine
             .run_as_one_job(sync, move |job| {
                 let started = std::time::Instant::now();
                 let mut statements = InJob { job, started, now, catalog, routines, deadline, depth: 1, sequences: sequences.clone() };
                 sequences.enter_job();
-                let result = interpret(&compiled, args, deadline, now, sequences.clone(), &mut statements).now_or_never();
+                let mut notices = Vec::new();
+                let result = interpret(&compiled, args, deadline, now, sequences.clone(), &mut statements, &mut notices).now_or_never();
+                *failed_in_job.lock() = notices;
                 // A call of an advisory lock function or pg_sleep gives the job up too.
                 match (result, sequences.leave_job()) {
                     (Some(result), false) => result,
                     _ => Err(statements.job.give_up()),
                 }
             })
-            .await?;
-        Ok(outcome.done())
+            .await;
+        match outcome {
+            Ok(outcome) => Ok(outcome.done()),
+            Err(e) => {
+                self.procedures.failed_notices = std::mem::take(&mut *failed.lock());
+                Err(e)
+            }
+        }
     }
 }
 
@@ -811,7 +828,7 @@ impl RoutineStatements for InJob<'_> {
         self.depth += 1;
         let deadline = self.deadline;
         let sequences = self.sequences.clone();
-        let result = Box::pin(interpret(&compiled, args, deadline, self.now, sequences, self)).await;
+        let result = Box::pin(interpret(&compiled, args, deadline, self.now, sequences, self, &mut Vec::new())).await;
         self.depth -= 1;
         // Notices of a nested call are dropped, as the ordinary path drops them.
         let (rows, _) = result?;
@@ -831,6 +848,7 @@ async fn interpret<S: RoutineStatements>(
     now: i64,
     sequences: Arc<crate::sequences::SessionSequences>,
     statements: &mut S,
+    failed: &mut Vec<Notice>,
 ) -> Result<(Vec<Vec<Value>>, Vec<Notice>)> {
     let r = &compiled.routine;
     let vars = Vars::new(r, args);
@@ -845,9 +863,27 @@ async fn interpret<S: RoutineStatements>(
         tries: Vec::new(),
         sequences,
     };
+    match run_with_handlers(compiled, deadline, statements, &mut st).await {
+        Ok(rows) => Ok((rows, st.notices)),
+        Err(e) => {
+            // What was raised before the error still reaches the client, before it.
+            *failed = std::mem::take(&mut st.notices);
+            Err(e)
+        }
+    }
+}
+
+/// Runs the routine from the start, continuing in the handler that catches an error.
+async fn run_with_handlers<S: RoutineStatements>(
+    compiled: &CompiledCall,
+    deadline: Option<std::time::Instant>,
+    statements: &mut S,
+    st: &mut Interp,
+) -> Result<Vec<Vec<Value>>> {
+    let r = &compiled.routine;
     loop {
-        let e = match run_instructions(r, compiled, deadline, statements, &mut st).await {
-            Ok(rows) => return Ok((rows, st.notices)),
+        let e = match run_instructions(r, compiled, deadline, statements, st).await {
+            Ok(rows) => return Ok(rows),
             Err(e) => e,
         };
         // Cancellation (a timeout, or a one-job run giving up), serialization failures and
@@ -867,6 +903,8 @@ async fn interpret<S: RoutineStatements>(
         let Some(h) = caught else { return Err(e) };
         st.vars.set(h.sqlstate, Value::Text(code));
         st.vars.set(h.sqlerrm, Value::Text(e.message));
+        st.vars.set(h.detail, e.detail.map_or(Value::Null, Value::Text));
+        st.vars.set(h.hint, e.hint.map_or(Value::Null, Value::Text));
         st.pc = h.target;
     }
 }
@@ -927,6 +965,7 @@ async fn run_instructions<S: RoutineStatements>(
                 let (rows, count) = statements.run(prepared, params).await?;
                 if !unit.expression {
                     vars.set(r.found, Value::Bool(count > 0));
+                    vars.set(r.row_count, Value::Int64(count as i64));
                 }
                 if !unit.into.is_empty() {
                     if unit.strict && rows.len() != 1 {
@@ -1081,7 +1120,8 @@ async fn run_instructions<S: RoutineStatements>(
                 let mut state = SqlState::RaiseException;
                 let (mut detail, mut hint) = (None, None);
                 for (name, e) in options {
-                    let text = eval(e, vars, now)?.to_text(e.ty).unwrap_or_default();
+                    // A NULL option is as if not given (`RAISE;` of an error without detail).
+                    let Some(text) = eval(e, vars, now)?.to_text(e.ty) else { continue };
                     match name.as_str() {
                         "errcode" => state = errcode(&text)?,
                         "message" => message = Some(text),

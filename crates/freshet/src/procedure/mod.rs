@@ -175,6 +175,9 @@ pub(crate) struct SessionProcedures {
     pub native_statements: Arc<HashMap<String, Arc<Prepared>>>,
     /// Calls running in this session, nested (a routine that calls a routine).
     pub depth: u32,
+    /// What RAISE NOTICE (WARNING, INFO) sent in the last call that failed: PostgreSQL sends
+    /// them before the error ([`crate::Session::take_failed_notices`]).
+    pub failed_notices: Vec<crate::result::Notice>,
 }
 
 /// How deeply calls may nest. A nested call re-enters `Session::execute`, so each level adds
@@ -205,23 +208,10 @@ pub(crate) fn format_raise(format: &str, args: &[String]) -> String {
 }
 
 /// The SQLSTATE of `RAISE … USING ERRCODE = …`: a five-character code or one of the
-/// condition names PostgreSQL programs use most.
+/// condition names Freshet knows (`plpgsql::parser::condition_code`).
 pub(crate) fn errcode(text: &str) -> Result<freshet_core::SqlState> {
     use freshet_core::SqlState;
-    let named = match text.to_ascii_lowercase().as_str() {
-        "raise_exception" => Some("P0001"),
-        "no_data_found" => Some("P0002"),
-        "too_many_rows" => Some("P0003"),
-        "unique_violation" => Some("23505"),
-        "check_violation" => Some("23514"),
-        "not_null_violation" => Some("23502"),
-        "foreign_key_violation" => Some("23503"),
-        "serialization_failure" => Some("40001"),
-        "invalid_parameter_value" => Some("22023"),
-        "division_by_zero" => Some("22012"),
-        "data_exception" => Some("22000"),
-        _ => None,
-    };
+    let named = freshet_core::sql::plpgsql::parser::condition_code(text).filter(|c| *c != "OTHERS");
     SqlState::custom(named.unwrap_or(text))
         .ok_or_else(|| Error::new(SqlState::UndefinedObject, format!("unrecognized exception condition \"{text}\"")))
 }

@@ -134,9 +134,12 @@ pub struct HandlerCode {
     pub conditions: Vec<String>,
     /// Where its statements start.
     pub target: usize,
-    /// The slots of the handler's SQLSTATE and SQLERRM variables.
+    /// The slots of the handler's SQLSTATE and SQLERRM variables, and of the caught error's
+    /// detail and hint (for GET STACKED DIAGNOSTICS and `RAISE;`).
     pub sqlstate: usize,
     pub sqlerrm: usize,
+    pub detail: usize,
+    pub hint: usize,
 }
 
 impl HandlerCode {
@@ -239,6 +242,9 @@ pub struct Routine {
     pub slots: Vec<Slot>,
     /// The slot of FOUND.
     pub found: usize,
+    /// The slot of the last SQL statement's row count (`GET DIAGNOSTICS … = ROW_COUNT`),
+    /// an int8.
+    pub row_count: usize,
     /// How many `FOR … IN query` loops the code has (each keeps its rows in a cursor).
     pub cursors: usize,
     pub code: Vec<Instr>,
@@ -294,6 +300,8 @@ pub fn compile_with(source: &str, described: &Described) -> Result<Routine> {
         records: Vec::new(),
         pending: HashSet::new(),
         unresolved: RefCell::new(None),
+        in_handlers: Vec::new(),
+        row_count: 0,
     };
     for (name, ty) in &header.params {
         if header.params.iter().filter(|(n, _)| n == name).count() > 1 {
@@ -312,6 +320,9 @@ pub fn compile_with(source: &str, described: &Described) -> Result<Routine> {
     }
     let found = c.declare("found", PlType::Scalar(DataType::Bool));
     c.code.push(Instr::Init { slot: found, value: None });
+    c.row_count = c.hidden();
+    let zero = Expr::literal(Value::Int64(0), DataType::Int64);
+    c.code.push(Instr::Init { slot: c.row_count, value: Some(ExprUnit { expr: zero.clone(), params: Vec::new(), ty: DataType::Int64, on_slots: Some(zero) }) });
     c.statement(&body)?;
     Ok(Routine {
         name: header.name.clone(),
@@ -324,6 +335,7 @@ pub fn compile_with(source: &str, described: &Described) -> Result<Routine> {
         source: source.trim().trim_end_matches(';').to_string(),
         slots: c.slots,
         found,
+        row_count: c.row_count,
         cursors: c.cursors,
         code: c.code,
         sql: c.sql,
@@ -376,6 +388,10 @@ struct Compiler<'a> {
     pending: HashSet<usize>,
     /// The first thing found that the compile could not resolve ([`Routine::unresolved`]).
     unresolved: RefCell<Option<Error>>,
+    /// Exception handlers whose statements are being compiled, innermost last.
+    in_handlers: Vec<HandlerCode>,
+    /// The slot that holds the row count of the last SQL statement (GET DIAGNOSTICS).
+    row_count: usize,
 }
 
 const PATCH: usize = usize::MAX;
@@ -388,6 +404,25 @@ impl Compiler<'_> {
             scope.push((name.to_string(), slot));
         }
         slot
+    }
+
+    fn hidden_text(&mut self) -> usize {
+        let slot = self.hidden();
+        self.slots[slot].ty = PlType::Scalar(DataType::Text);
+        slot
+    }
+
+    /// The innermost exception handler being compiled (its caught error's slots).
+    fn handler(&self, what: &str) -> Result<&HandlerCode> {
+        self.in_handlers.last().ok_or_else(|| {
+            Error::new(SqlState::custom("0Z002").unwrap_or(SqlState::SyntaxError), format!("{what} cannot be used outside an exception handler"))
+        })
+    }
+
+    /// An expression that reads one slot as it is.
+    fn slot_expr(&self, slot: usize) -> ExprUnit {
+        let ty = hint(self.slots[slot].ty).unwrap_or(DataType::Text);
+        ExprUnit { expr: Expr::Param { index: 0, ty }, params: vec![ParamSource::Var(slot)], ty, on_slots: Some(Expr::Param { index: slot, ty }) }
     }
 
     fn hidden(&mut self) -> usize {
@@ -491,11 +526,15 @@ impl Compiler<'_> {
                 self.scopes.push(Vec::new());
                 let sqlstate = self.declare("sqlstate", PlType::Scalar(DataType::Text));
                 let sqlerrm = self.declare("sqlerrm", PlType::Scalar(DataType::Text));
+                let (detail, hint) = (self.hidden_text(), self.hidden_text());
                 let target = self.here();
-                self.handlers[table].push(HandlerCode { conditions: h.conditions.clone(), target, sqlstate, sqlerrm });
+                let code = HandlerCode { conditions: h.conditions.clone(), target, sqlstate, sqlerrm, detail, hint };
+                self.handlers[table].push(code.clone());
+                self.in_handlers.push(code);
                 for s in &h.body {
                     self.statement(s)?;
                 }
+                self.in_handlers.pop();
                 self.scopes.pop();
                 to_end.push(self.here());
                 self.code.push(Instr::Jump(PATCH));
@@ -795,6 +834,88 @@ impl Compiler<'_> {
                 };
                 self.code.push(Instr::Return(value));
             }
+            SynStmt::Reraise => {
+                let h = self.handler("RAISE without parameters")?;
+                let options = [("errcode", h.sqlstate), ("message", h.sqlerrm), ("detail", h.detail), ("hint", h.hint)]
+                    .into_iter()
+                    .map(|(name, slot)| (name.to_string(), self.slot_expr(slot)))
+                    .collect();
+                self.code.push(Instr::Raise { level: RaiseLevel::Exception, format: None, args: Vec::new(), options });
+            }
+            SynStmt::GetDiagnostics { stacked, items } => {
+                for (target, item) in items {
+                    let slot = self.scalar_slot(target)?;
+                    let value = match (*stacked, item.as_str()) {
+                        (false, "row_count") => self.slot_expr(self.row_count),
+                        (true, _) => {
+                            let h = self.handler("GET STACKED DIAGNOSTICS")?;
+                            match item.as_str() {
+                                "returned_sqlstate" => self.slot_expr(h.sqlstate),
+                                "message_text" => self.slot_expr(h.sqlerrm),
+                                // Empty, not NULL, when the error has none.
+                                "pg_exception_detail" => empty_if_null(self.slot_expr(h.detail)),
+                                "pg_exception_hint" => empty_if_null(self.slot_expr(h.hint)),
+                                // Freshet does not keep these for an error: empty, as
+                                // PostgreSQL gives them when the error has none.
+                                "pg_exception_context" | "column_name" | "constraint_name" | "pg_datatype_name" | "table_name" | "schema_name" => {
+                                    ExprUnit { expr: Expr::literal(Value::Text(String::new()), DataType::Text), params: Vec::new(), ty: DataType::Text, on_slots: Some(Expr::literal(Value::Text(String::new()), DataType::Text)) }
+                                }
+                                other => return Err(Error::syntax(format!("unrecognized GET STACKED DIAGNOSTICS item \"{other}\""))),
+                            }
+                        }
+                        (false, "pg_context" | "pg_routine_oid") => return Err(Error::unsupported(format!("GET DIAGNOSTICS {}", item.to_uppercase()))),
+                        (false, other) => return Err(Error::syntax(format!("unrecognized GET DIAGNOSTICS item \"{other}\""))),
+                    };
+                    self.code.push(Instr::Assign { slot, value });
+                }
+            }
+            SynStmt::Assert { cond, message } => {
+                let cond = self.expr(cond, Some(DataType::Bool))?;
+                let at = self.here();
+                self.code.push(Instr::JumpIf { cond, target: PATCH });
+                let message = match message {
+                    Some(m) => self.expr(m, Some(DataType::Text))?,
+                    None => text_expr("assertion failed"),
+                };
+                let options = vec![("errcode".to_string(), text_expr("P0004")), ("message".to_string(), message)];
+                self.code.push(Instr::Raise { level: RaiseLevel::Exception, format: None, args: Vec::new(), options });
+                let past = self.here();
+                self.patch(at, past);
+            }
+            SynStmt::Case { subject, branches, otherwise } => {
+                // Lowered to IF … ELSIF …: with a subject, it is evaluated once into a hidden
+                // variable (named so that no identifier can name it) and each WHEN value is
+                // compared with it.
+                self.scopes.push(Vec::new());
+                const SUBJECT: &str = " case subject";
+                if let Some(subject) = subject {
+                    let unit = self.expr(subject, None)?;
+                    let slot = self.declare(SUBJECT, PlType::Scalar(unit.ty));
+                    self.code.push(Instr::Assign { slot, value: unit });
+                }
+                let subject_ident = || ast::Expr::Identifier(ast::Ident::with_quote('"', SUBJECT));
+                let ifs = branches
+                    .iter()
+                    .map(|(values, body)| {
+                        let cond = match subject {
+                            None => values[0].clone(),
+                            Some(_) => values
+                                .iter()
+                                .map(|v| ast::Expr::BinaryOp { left: Box::new(subject_ident()), op: ast::BinaryOperator::Eq, right: Box::new(ast::Expr::Nested(Box::new(v.clone()))) })
+                                .reduce(|a, b| ast::Expr::BinaryOp { left: Box::new(a), op: ast::BinaryOperator::Or, right: Box::new(b) })
+                                .expect("a WHEN has a value"),
+                        };
+                        (cond, body.clone())
+                    })
+                    .collect();
+                let otherwise = otherwise.clone().unwrap_or_else(|| {
+                    let literal = |s: &str| ast::Expr::Value(ast::Value::SingleQuotedString(s.to_string()).with_empty_span());
+                    let options = [("errcode", "20000"), ("message", "case not found"), ("hint", "CASE statement is missing ELSE part.")];
+                    vec![SynStmt::Raise { level: RaiseLevel::Exception, format: None, args: Vec::new(), options: options.iter().map(|(n, v)| (n.to_string(), literal(v))).collect() }]
+                });
+                self.statement(&SynStmt::If { branches: ifs, otherwise })?;
+                self.scopes.pop();
+            }
             SynStmt::Raise { level, format, args, options } => {
                 let args = args.iter().map(|a| self.expr(a, Some(DataType::Text))).collect::<Result<Vec<_>>>()?;
                 let mut opts = Vec::new();
@@ -940,6 +1061,18 @@ fn bare_var(unit: &ExprUnit) -> Option<usize> {
         (Expr::Param { index: 0, .. }, [ParamSource::Var(slot)]) => Some(*slot),
         _ => None,
     }
+}
+
+/// `coalesce(e, '')` of a text expression.
+fn empty_if_null(e: ExprUnit) -> ExprUnit {
+    let wrap = |x: Expr| Expr::Func { func: crate::sql::expr::Func::Coalesce, args: vec![x, Expr::literal(Value::Text(String::new()), DataType::Text)], ty: DataType::Text };
+    ExprUnit { expr: wrap(e.expr), params: e.params, ty: DataType::Text, on_slots: e.on_slots.map(wrap) }
+}
+
+/// A text constant as an expression.
+fn text_expr(text: &str) -> ExprUnit {
+    let e = Expr::literal(Value::Text(text.to_string()), DataType::Text);
+    ExprUnit { expr: e.clone(), params: Vec::new(), ty: DataType::Text, on_slots: Some(e) }
 }
 
 /// What stands for an expression that reads something of unknown type (never evaluated: the

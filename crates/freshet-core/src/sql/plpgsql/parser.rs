@@ -131,6 +131,16 @@ pub enum SynStmt {
     /// `RETURN QUERY query`: appends the query's rows to a set-returning function's result.
     ReturnQuery { statement: Box<ast::Statement>, text: String },
     Raise { level: RaiseLevel, format: Option<String>, args: Vec<ast::Expr>, options: Vec<(String, ast::Expr)> },
+    /// `RAISE;` in an exception handler: raises the error it caught again.
+    Reraise,
+    /// `GET [CURRENT | STACKED] DIAGNOSTICS target = item [, …]`.
+    GetDiagnostics { stacked: bool, items: Vec<(String, String)> },
+    /// `ASSERT condition [, message]`.
+    Assert { cond: ast::Expr, message: Option<ast::Expr> },
+    /// `CASE [subject] WHEN … THEN … [ELSE …] END CASE`: with a subject, each WHEN lists
+    /// values compared with it; without, each WHEN is a condition. `otherwise` is `None`
+    /// without ELSE (no branch taken is then error 20000).
+    Case { subject: Option<ast::Expr>, branches: Vec<(Vec<ast::Expr>, Vec<SynStmt>)>, otherwise: Option<Vec<SynStmt>> },
     Null,
     /// `[DECLARE …] BEGIN … [EXCEPTION WHEN … THEN …] END`.
     Block { decls: Vec<Decl>, body: Vec<SynStmt>, handlers: Vec<Handler> },
@@ -190,6 +200,11 @@ const CONDITIONS: [(&str, &str); 40] = [
 
 fn err(msg: impl Into<String>) -> Error {
     Error::syntax(msg)
+}
+
+/// The SQLSTATE of a condition name (`unique_violation`), or `OTHERS`.
+pub fn condition_code(name: &str) -> Option<&'static str> {
+    CONDITIONS.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, code)| *code)
 }
 
 /// One condition of a WHEN clause: a name or `SQLSTATE 'code'`.
@@ -679,7 +694,15 @@ fn statement(c: &mut Cursor) -> Result<SynStmt> {
         }
         "select" | "insert" | "update" | "delete" | "with" | "call" => sql_statement(c),
         "commit" | "rollback" | "savepoint" => Err(Error::unsupported("transaction control inside a procedure")),
-        "get" => Err(Error::unsupported("GET DIAGNOSTICS")),
+        "get" => get_diagnostics(c),
+        "assert" => {
+            c.pos += 1;
+            let cond = c.expr_until(|t| t.is_op(",") || t.is_op(";"))?;
+            let message = if c.eat_op(",") { Some(c.expr_until(|t| t.is_op(";"))?) } else { None };
+            c.expect_op(";")?;
+            Ok(SynStmt::Assert { cond, message })
+        }
+        "case" => case_statement(c),
         "execute" => Err(Error::unsupported("dynamic SQL (EXECUTE)")),
         _ => Err(err(c.near())),
     }
@@ -756,8 +779,55 @@ fn for_statement(c: &mut Cursor) -> Result<SynStmt> {
     Ok(SynStmt::ForRange { var, reverse, bounds: Box::new((lo, hi, step)), body })
 }
 
+fn get_diagnostics(c: &mut Cursor) -> Result<SynStmt> {
+    c.expect_word("get")?;
+    let stacked = c.eat_word("stacked");
+    if !stacked {
+        c.eat_word("current");
+    }
+    c.expect_word("diagnostics")?;
+    let mut items = Vec::new();
+    loop {
+        let target = c.ident()?;
+        if !(c.eat_op("=") || c.eat_op(":=")) {
+            return Err(err(c.near()));
+        }
+        items.push((target, c.ident()?));
+        if !c.eat_op(",") {
+            break;
+        }
+    }
+    c.expect_op(";")?;
+    Ok(SynStmt::GetDiagnostics { stacked, items })
+}
+
+fn case_statement(c: &mut Cursor) -> Result<SynStmt> {
+    c.expect_word("case")?;
+    let subject = if c.peek_word("when") { None } else { Some(c.expr_until(|t| t.is_word("when"))?) };
+    let mut branches = Vec::new();
+    while c.eat_word("when") {
+        let mut values = vec![c.expr_until(|t| t.is_word("then") || (subject.is_some() && t.is_op(",")))?];
+        while subject.is_some() && c.eat_op(",") {
+            values.push(c.expr_until(|t| t.is_word("then") || t.is_op(","))?);
+        }
+        c.expect_word("then")?;
+        branches.push((values, statements(c)?));
+    }
+    if branches.is_empty() {
+        return Err(err(format!("{} (CASE needs a WHEN)", c.near())));
+    }
+    let otherwise = if c.eat_word("else") { Some(statements(c)?) } else { None };
+    c.expect_word("end")?;
+    c.expect_word("case")?;
+    c.expect_op(";")?;
+    Ok(SynStmt::Case { subject, branches, otherwise })
+}
+
 fn raise(c: &mut Cursor) -> Result<SynStmt> {
     c.expect_word("raise")?;
+    if c.eat_op(";") {
+        return Ok(SynStmt::Reraise);
+    }
     let levels = [
         ("exception", RaiseLevel::Exception),
         ("warning", RaiseLevel::Warning),
@@ -775,10 +845,21 @@ fn raise(c: &mut Cursor) -> Result<SynStmt> {
         while c.eat_op(",") {
             args.push(c.expr_until(|t| t.is_op(",") || t.is_op(";") || t.is_word("using"))?);
         }
-    } else if !c.peek_word("using") {
-        return Err(Error::unsupported("RAISE with a condition name (use a message or USING ERRCODE)"));
     }
     let mut options = Vec::new();
+    // `RAISE condition_name` / `RAISE SQLSTATE 'code'`: that SQLSTATE, and the name (or the
+    // code) as the message unless USING gives one.
+    if format.is_none() && !c.peek_word("using") {
+        let literal = |s: &str| ast::Expr::Value(ast::Value::SingleQuotedString(s.to_string()).with_empty_span());
+        let code = condition(c)?;
+        if code == "OTHERS" {
+            return Err(err("unrecognized exception condition \"others\""));
+        }
+        let name = CONDITIONS.iter().find(|(_, k)| *k == code).map_or(code.as_str(), |(n, _)| *n);
+        let message = if c.toks.get(c.pos.wrapping_sub(1)).is_some_and(|t| matches!(t.tok, Tok::Str(_))) { code.clone() } else { name.to_string() };
+        options.push(("errcode".to_string(), literal(&code)));
+        options.push(("message".to_string(), literal(&message)));
+    }
     if c.eat_word("using") {
         loop {
             let name = c.ident()?;
