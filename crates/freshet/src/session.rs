@@ -152,6 +152,9 @@ enum Kind {
     Transaction(TxnStatement),
     /// CALL p(…), or `SELECT f(…)` of a stored function.
     Call(crate::procedure::CallPlan),
+    /// A SELECT with stored-function calls as items of its select list
+    /// (`procedure::per_row_calls`): the query without them, its columns, and the output.
+    CallsPerRow { query: Arc<QueryPlan>, columns: Arc<Vec<ColumnInfo>>, items: Arc<Vec<crate::procedure::RowItem>> },
     /// A SELECT without FROM that calls sequence functions (`SELECT nextval('s')`): its
     /// items, evaluated in the session.
     SessionSelect(Vec<freshet_core::sql::expr::Expr>),
@@ -416,6 +419,48 @@ impl Session {
     }
 
     /// The transaction context of the next statement (`None` outside a block).
+    /// Runs the query of a [`Kind::CallsPerRow`] and each call for each of its rows, all in
+    /// one transaction (the block's, or one of their own): the output rows and the calls'
+    /// notices.
+    async fn run_calls_per_row(
+        &mut self,
+        (query, columns, items): (Arc<QueryPlan>, Arc<Vec<ColumnInfo>>, Arc<Vec<crate::procedure::RowItem>>),
+        param_types: Vec<DataType>,
+        params: Vec<Value>,
+        now: i64,
+    ) -> Result<(Vec<Vec<Value>>, Vec<Notice>)> {
+        use crate::procedure::RowItem;
+        self.in_call_transaction(|s| {
+            Box::pin(async move {
+                let txn = s.statement_txn();
+                let rows = s.run_query(&query, &columns, &param_types, params, now, txn).await?;
+                let rows = rows.collect_values(&columns).await?;
+                let (mut out, mut notices) = (Vec::with_capacity(rows.len()), Vec::new());
+                for row in rows {
+                    let mut values = Vec::with_capacity(items.len());
+                    for item in items.iter() {
+                        match item {
+                            RowItem::Column(i) => values.push(row[*i].clone()),
+                            RowItem::Call { plan, args, column } => {
+                                let types: Vec<DataType> = args.iter().map(|i| columns[*i].ty).collect();
+                                let result = s.run_call(plan, &types, args.iter().map(|i| row[*i].clone()).collect(), Some(column.clone())).await?;
+                                notices.extend(result.notices);
+                                let Output::Rows { columns: shape, rows, .. } = result.output else {
+                                    return Err(Error::internal("a function call without a result"));
+                                };
+                                let value = rows.collect_values(&shape).await?.into_iter().next().and_then(|r| r.into_iter().next());
+                                values.push(value.unwrap_or(Value::Null));
+                            }
+                        }
+                    }
+                    out.push(values);
+                }
+                Ok((out, notices))
+            })
+        })
+        .await
+    }
+
     fn statement_txn(&mut self) -> Option<TxnCtx> {
         let engine = &self.db.inner.engine;
         self.txn.as_mut().map(|t| t.statement_ctx(engine))
@@ -524,9 +569,16 @@ impl Session {
                 let (call, columns) = crate::procedure::plan_call(&self.db, catalog, call, true, params)?;
                 (Kind::Call(call), columns)
             }
+            Statement::Query(q) if let Some(split) = crate::procedure::per_row_calls(q, catalog) => {
+                let inner = Statement::Query(Box::new(split.query.clone()));
+                let (query, columns) = self.plan_query(&split.query, &inner, catalog, params).await?;
+                let (items, output) = crate::procedure::per_row_layout(&self.db, catalog, &split, &columns)?;
+                (Kind::CallsPerRow { query: Arc::new(query), columns: Arc::new(columns), items: Arc::new(items) }, Some(output))
+            }
             Statement::Query(q) if let Some(name) = crate::procedure::stored_function_in_query(q, catalog) => {
-                return Err(Error::unsupported(format!("function {name}() inside a larger query"))
-                    .with_hint(format!("Call it on its own, as SELECT * FROM {name}(…), or put the query inside the function.")));
+                return Err(Error::unsupported(format!("function {name}() inside a larger query")).with_hint(format!(
+                    "A stored function may be an item of a select list (SELECT a, {name}(a) FROM t), or called on its own (SELECT * FROM {name}(…)); not inside an expression, in WHERE, FROM or ORDER BY, or under DISTINCT."
+                )));
             }
             Statement::Call(f) => {
                 let name = f.name.0.last().and_then(|p| p.as_ident()).map(fold_ident).ok_or_else(|| Error::syntax("CALL needs a procedure name"))?;
@@ -1382,6 +1434,12 @@ impl Session {
                 Ok(StatementResult::rows(columns, RowStream::from_values(rows)).with_notices(self.sequences.locks.take_warnings()))
             }
             Kind::Call(call) => self.run_call(call, &prepared.param_types, params, prepared.columns.clone()).await,
+            Kind::CallsPerRow { query, columns, items } => {
+                let output = prepared.columns.clone().unwrap_or_default();
+                let parts = (query.clone(), columns.clone(), items.clone());
+                let (rows, notices) = Box::pin(self.run_calls_per_row(parts, prepared.param_types.clone(), params, now)).await?;
+                Ok(StatementResult::rows(output, RowStream::from_values(rows)).with_notices(notices))
+            }
             Kind::CopyTo { query, format } => {
                 let columns = prepared.columns.clone().unwrap_or_default();
                 let txn = self.statement_txn();

@@ -205,6 +205,185 @@ pub(crate) fn select_function_call(q: &ast::Query, catalog: &Catalog) -> Option<
     Some(FunctionCall { name: fname, args, from, column_names })
 }
 
+/// A SELECT whose select list calls stored functions as whole items (`SELECT id, f(id) AS
+/// score FROM t WHERE …`): the query runs without the calls, their arguments appended to its
+/// select list, and each function is called once per row of its result with that row's
+/// arguments (PostgreSQL too evaluates the select list once per row that is returned).
+pub(crate) struct PerRowCalls {
+    /// The query without the calls, with every call's arguments appended to its select list
+    /// in order.
+    pub query: ast::Query,
+    pub items: Vec<ItemShape>,
+}
+
+/// One item of the original select list.
+pub(crate) enum ItemShape {
+    /// An item of the query: one column, or (a wildcard) as many as it expands to.
+    Columns { wildcard: bool },
+    /// A call: the function, the output column's name, how many arguments.
+    Call { name: String, output: String, args: usize },
+}
+
+/// One output column of a [`PerRowCalls`] statement, planned.
+#[derive(Clone, Debug)]
+pub(crate) enum RowItem {
+    /// That column of the query's row.
+    Column(usize),
+    /// The function's value for the query row's columns `args` (the call's `$1`, `$2`, …),
+    /// as the column `column`.
+    Call { plan: CallPlan, args: Vec<usize>, column: Arc<Vec<ColumnInfo>> },
+}
+
+/// [`PerRowCalls`] of `q`, if its stored-function calls are all whole items of its select list
+/// and nothing else in it would see them: no DISTINCT, no set operation, at most one
+/// wildcard, and ORDER BY / GROUP BY not by a call (its position or output name; positions of
+/// other items are renumbered).
+pub(crate) fn per_row_calls(q: &ast::Query, catalog: &Catalog) -> Option<PerRowCalls> {
+    let ast::SetExpr::Select(s) = q.body.as_ref() else { return None };
+    let stored = |e: &ast::Expr| -> Option<(String, Vec<ast::Expr>)> {
+        let ast::Expr::Function(f) = e else { return None };
+        let [part] = f.name.0.as_slice() else { return None };
+        let name = fold_ident(part.as_ident()?);
+        catalog.procedure(&name)?;
+        let ast::FunctionArguments::List(list) = &f.args else {
+            return matches!(f.args, ast::FunctionArguments::None).then_some((name, Vec::new()));
+        };
+        if list.duplicate_treatment.is_some() || !list.clauses.is_empty() || f.filter.is_some() || f.over.is_some() {
+            return None;
+        }
+        let args = list
+            .args
+            .iter()
+            .map(|a| match a {
+                ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => Some(e.clone()),
+                _ => None,
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some((name, args))
+    };
+    let mut items = Vec::new();
+    let mut kept = Vec::new();
+    let mut appended = Vec::new();
+    for item in &s.projection {
+        let call = match item {
+            ast::SelectItem::UnnamedExpr(e) => stored(e).map(|(name, args)| (name.clone(), name, args)),
+            ast::SelectItem::ExprWithAlias { expr, alias } => stored(expr).map(|(name, args)| (name, fold_ident(alias), args)),
+            _ => None,
+        };
+        match call {
+            Some((name, output, args)) => {
+                items.push(ItemShape::Call { name, output, args: args.len() });
+                // Named apart from every other column (`SELECT *, f(id)` repeats `id`).
+                for expr in args {
+                    let alias = ast::Ident::with_quote('"', format!("freshet argument {}", appended.len() + 1));
+                    appended.push(ast::SelectItem::ExprWithAlias { expr, alias });
+                }
+            }
+            None => {
+                let wildcard = matches!(item, ast::SelectItem::Wildcard(_) | ast::SelectItem::QualifiedWildcard(..));
+                items.push(ItemShape::Columns { wildcard });
+                kept.push(item.clone());
+            }
+        }
+    }
+    let outputs: Vec<&String> = items.iter().filter_map(|i| if let ItemShape::Call { output, .. } = i { Some(output) } else { None }).collect();
+    let wildcards = items.iter().filter(|i| matches!(i, ItemShape::Columns { wildcard: true })).count();
+    if outputs.is_empty() || wildcards > 1 || s.distinct.is_some() {
+        return None;
+    }
+    // ORDER BY / GROUP BY by position name the kept items' new positions; by a call (its
+    // position or output name) they would need its values first: not done here. Past a
+    // wildcard positions are known only if no call follows it.
+    let inner_position = |n: usize| -> Option<usize> {
+        let (mut out, mut inner) = (1, 1);
+        for (i, item) in items.iter().enumerate() {
+            match item {
+                ItemShape::Columns { wildcard: false } if n == out => return Some(inner),
+                ItemShape::Columns { wildcard: false } => (out, inner) = (out + 1, inner + 1),
+                ItemShape::Call { .. } if n == out => return None,
+                ItemShape::Call { .. } => out += 1,
+                ItemShape::Columns { wildcard: true } if n < out => return Some(n),
+                ItemShape::Columns { wildcard: true } => {
+                    let calls_after = items[i + 1..].iter().any(|i| matches!(i, ItemShape::Call { .. }));
+                    return (!calls_after).then(|| n - out + inner);
+                }
+            }
+        }
+        // Past the list: left for the planner to report.
+        Some(n)
+    };
+    let renumber = |e: &mut ast::Expr| -> Option<()> {
+        match e {
+            ast::Expr::Value(v) => {
+                if let ast::Value::Number(n, _) = &v.value {
+                    let new = inner_position(n.parse().ok()?)?;
+                    *e = ast::Expr::Value(ast::Value::Number(new.to_string(), false).with_empty_span());
+                }
+                Some(())
+            }
+            ast::Expr::Identifier(id) if outputs.contains(&&fold_ident(id)) => None,
+            _ => Some(()),
+        }
+    };
+    let mut query = q.clone();
+    if let Some(ob) = &mut query.order_by
+        && let ast::OrderByKind::Expressions(exprs) = &mut ob.kind
+    {
+        for o in exprs.iter_mut() {
+            renumber(&mut o.expr)?;
+        }
+    }
+    let ast::SetExpr::Select(select) = query.body.as_mut() else { return None };
+    if let ast::GroupByExpr::Expressions(exprs, _) = &mut select.group_by {
+        for e in exprs.iter_mut() {
+            renumber(e)?;
+        }
+    }
+    select.projection = kept.into_iter().chain(appended).collect();
+    // Any other call (in WHERE, in an argument, …) is still refused.
+    if stored_function_in_query(&query, catalog).is_some() {
+        return None;
+    }
+    Some(PerRowCalls { query, items })
+}
+
+/// The output of a [`PerRowCalls`] statement whose query has `columns`: where each column
+/// comes from, and the statement's columns.
+pub(crate) fn per_row_layout(db: &Database, catalog: &Catalog, split: &PerRowCalls, columns: &[ColumnInfo]) -> Result<(Vec<RowItem>, Vec<ColumnInfo>)> {
+    let arg_total: usize = split.items.iter().map(|i| if let ItemShape::Call { args, .. } = i { *args } else { 0 }).sum();
+    let plain = split.items.iter().filter(|i| matches!(i, ItemShape::Columns { wildcard: false })).count();
+    let kept = columns.len().checked_sub(arg_total).ok_or_else(|| Error::internal("a query with fewer columns than its calls' arguments"))?;
+    let wildcard_width = kept.checked_sub(plain).ok_or_else(|| Error::internal("a select list wider than its columns"))?;
+    let (mut next, mut next_arg) = (0, kept);
+    let (mut out, mut out_columns) = (Vec::new(), Vec::new());
+    for item in &split.items {
+        match item {
+            ItemShape::Columns { wildcard } => {
+                for i in next..next + if *wildcard { wildcard_width } else { 1 } {
+                    out.push(RowItem::Column(i));
+                    out_columns.push(columns[i].clone());
+                }
+                next += if *wildcard { wildcard_width } else { 1 };
+            }
+            ItemShape::Call { name, output, args } => {
+                let placeholders = (1..=*args).map(|n| ast::Expr::Value(ast::Value::Placeholder(format!("${n}")).with_empty_span())).collect();
+                let call = FunctionCall { name: name.clone(), args: placeholders, from: false, column_names: Vec::new() };
+                let (plan, planned) = plan_call(db, catalog, call, true, &mut Vec::new())?;
+                if catalog.procedure(name).is_some_and(|d| d.routine.set.is_some()) {
+                    return Err(Error::unsupported(format!("set-returning function {name}() beside other items of a select list"))
+                        .with_hint(format!("Call it on its own, as SELECT * FROM {name}(…).")));
+                }
+                let ty = planned.and_then(|c| c.first().map(|c| c.ty)).unwrap_or(DataType::Text);
+                let column = ColumnInfo { name: output.clone(), ty };
+                out.push(RowItem::Call { plan, args: (next_arg..next_arg + args).collect(), column: Arc::new(vec![column.clone()]) });
+                out_columns.push(column);
+                next_arg += args;
+            }
+        }
+    }
+    Ok((out, out_columns))
+}
+
 /// The name of a stored function that `q` calls in a FROM clause or inside an expression (forms other than
 /// [`select_function_call`]'s: those calls run only on their own).
 pub(crate) fn stored_function_in_query(q: &ast::Query, catalog: &Catalog) -> Option<String> {
