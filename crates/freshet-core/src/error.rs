@@ -256,6 +256,9 @@ pub struct Error {
     pub detail: Option<String>,
     pub hint: Option<String>,
     pub position: Option<u32>,
+    /// Where the error happened, innermost first, one line each (PostgreSQL's CONTEXT: the
+    /// routine and line that raised it, `PL/pgSQL function f(integer) line 3 at RAISE`).
+    pub context: Option<String>,
     /// For a write that met another transaction's uncommitted change: that transaction's id.
     /// The session may wait for it to end and run the statement again.
     pub blocked_by: Option<u64>,
@@ -265,7 +268,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     pub fn new(state: SqlState, message: impl Into<String>) -> Self {
-        Error { state, message: message.into(), detail: None, hint: None, position: None, blocked_by: None }
+        Error { state, message: message.into(), detail: None, hint: None, position: None, context: None, blocked_by: None }
     }
 
     pub fn with_detail(mut self, detail: impl Into<String>) -> Self {
@@ -275,6 +278,16 @@ impl Error {
 
     pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
         self.hint = Some(hint.into());
+        self
+    }
+
+    /// Adds a line to the error's context (after the lines of inner places).
+    pub fn within(mut self, place: impl Into<String>) -> Self {
+        let place = place.into();
+        self.context = Some(match self.context.take() {
+            Some(inner) => format!("{inner}\n{place}"),
+            None => place,
+        });
         self
     }
 

@@ -114,6 +114,9 @@ pub fn error_response(out: &mut BytesMut, e: &SqlError) {
     if let Some(p) = e.position {
         field(out, b'P', &p.to_string());
     }
+    if let Some(w) = &e.context {
+        field(out, b'W', w);
+    }
     out.put_u8(0);
     finish(out, at);
 }

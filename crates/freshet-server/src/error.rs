@@ -40,11 +40,13 @@ pub struct SqlError {
     pub hint: Option<String>,
     /// 1-based character position in the statement text.
     pub position: Option<u32>,
+    /// PostgreSQL's "where" field (CONTEXT).
+    pub context: Option<String>,
 }
 
 impl SqlError {
     pub fn new(code: &'static str, message: impl Into<String>) -> Self {
-        SqlError { severity: Severity::Error, code, message: message.into(), detail: None, hint: None, position: None }
+        SqlError { severity: Severity::Error, code, message: message.into(), detail: None, hint: None, position: None, context: None }
     }
 
     pub fn fatal(code: &'static str, message: impl Into<String>) -> Self {
@@ -85,6 +87,7 @@ impl From<freshet::Error> for SqlError {
             detail: e.detail,
             hint: e.hint,
             position: e.position,
+            context: e.context,
         }
     }
 }

@@ -595,6 +595,67 @@ fn notices_before_an_error_are_kept_for_the_client() {
     assert_eq!(s.execute_blocking("SELECT again(2)").unwrap().remove(0).notices, vec![Notice::from("inserting 2")]);
 }
 
+/// An error leaving a routine says where it came from, innermost first, as PostgreSQL's
+/// CONTEXT does: the SQL statement that failed, then the function and line of each routine it
+/// passed through. `RAISE;` keeps the context of the error it raises again, which GET STACKED
+/// DIAGNOSTICS … = PG_EXCEPTION_CONTEXT reads too.
+#[test]
+fn errors_carry_the_context_of_the_routines_they_leave() {
+    let db = Database::open(Config { olap_threads: 1, ..Config::default() }).unwrap();
+    let mut s = db.session();
+    s.execute_blocking("CREATE TABLE c (k INT PRIMARY KEY)").unwrap();
+    s.execute_blocking("INSERT INTO c VALUES (1)").unwrap();
+    s.execute_blocking(
+        "CREATE FUNCTION inner_f(x INT) RETURNS INT LANGUAGE plpgsql AS $$
+BEGIN
+  IF x > 5 THEN
+    RAISE EXCEPTION 'too big: %', x;
+  END IF;
+  INSERT INTO c VALUES (x);
+  RETURN x;
+END $$",
+    )
+    .unwrap();
+    s.execute_blocking(
+        "CREATE FUNCTION outer_f(x INT, y TEXT) RETURNS TEXT LANGUAGE plpgsql AS $$
+DECLARE n INT; ctx TEXT;
+BEGIN
+  IF y = 'catch' THEN
+    BEGIN
+      n := inner_f(x);
+    EXCEPTION WHEN OTHERS THEN
+      GET STACKED DIAGNOSTICS ctx = PG_EXCEPTION_CONTEXT;
+      IF x = 1 THEN RAISE; END IF;
+      RETURN ctx;
+    END;
+  END IF;
+  n := inner_f(x);
+  RETURN n::text;
+END $$",
+    )
+    .unwrap();
+    let context = |sql: &str, s: &mut freshet::Session| s.execute_blocking(sql).unwrap_err().context.unwrap_or_default();
+    assert_eq!(context("SELECT inner_f(9)", &mut s), "PL/pgSQL function inner_f(integer) line 4 at RAISE");
+    assert_eq!(
+        context("SELECT inner_f(1)", &mut s),
+        "SQL statement \"INSERT INTO c VALUES (x)\"\nPL/pgSQL function inner_f(integer) line 6 at SQL statement"
+    );
+    assert_eq!(
+        context("SELECT outer_f(9, 'no')", &mut s),
+        "PL/pgSQL function inner_f(integer) line 4 at RAISE\nPL/pgSQL function outer_f(integer,text) line 13 at assignment"
+    );
+    let caught = s.execute_blocking("SELECT outer_f(9, 'catch')").unwrap().remove(0);
+    assert_eq!(
+        caught.rows(),
+        vec![vec![Value::Text("PL/pgSQL function inner_f(integer) line 4 at RAISE\nPL/pgSQL function outer_f(integer,text) line 6 at assignment".into())]]
+    );
+    assert_eq!(
+        context("SELECT outer_f(1, 'catch')", &mut s),
+        "SQL statement \"INSERT INTO c VALUES (x)\"\nPL/pgSQL function inner_f(integer) line 6 at SQL statement\nPL/pgSQL function outer_f(integer,text) line 6 at assignment",
+        "RAISE; keeps the caught error's context"
+    );
+}
+
 #[test]
 fn raise_levels_reach_the_client_with_their_severity() {
     use freshet::{Notice, NoticeSeverity};

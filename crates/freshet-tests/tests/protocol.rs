@@ -946,7 +946,7 @@ async fn simple_query_notices_parameter_status_and_empty_query() {
 }
 
 /// A function's notices raised before its error come before the ErrorResponse, in both
-/// protocols.
+/// protocols; the error's CONTEXT is its "where" field.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn notices_of_a_failed_call_precede_its_error() {
     let server = TestServer::start().await;
@@ -959,6 +959,7 @@ async fn notices_of_a_failed_call_precede_its_error() {
     assert_eq!(tags(&answer), "NEZ");
     assert_eq!(error_field(&answer[0].1, b'M').as_deref(), Some("about to divide 0"));
     assert_eq!(error_field(&answer[1].1, b'C').as_deref(), Some("22012"));
+    assert_eq!(error_field(&answer[1].1, b'W').as_deref(), Some("PL/pgSQL function loud(integer) line 1 at RETURN"));
     raw.send(&[parse_msg("", "SELECT loud(0)"), bind_msg("", "", &[]), execute_msg("", 0), sync_msg()]).await;
     let answer = raw.until_ready().await;
     assert_eq!(tags(&answer), "12NEZ");

@@ -535,6 +535,11 @@ impl<'a> Binder<'a> {
         }))
     }
 
+    /// Whether a call of `name` (not an aggregate) is one the short path evaluates.
+    pub fn knows_function(name: &str) -> bool {
+        matches!(name, "current_timestamp" | "localtimestamp") || functions::lookup(name).is_some()
+    }
+
     fn function(&mut self, f: &ast::Function) -> Result<Item> {
         let name = f.name.0.last().and_then(|p| p.as_ident()).map(fold_ident).unwrap_or_default();
         if f.over.is_some() || f.filter.is_some() || is_aggregate(&name) {

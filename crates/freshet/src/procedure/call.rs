@@ -794,6 +794,7 @@ impl Session {
         let mut routine = def.routine.clone();
         let mut prepared: HashMap<plpgsql::UnitKey, Arc<crate::session::Prepared>> = HashMap::new();
         let mut described = plpgsql::Described::default();
+        let mut columns_of = std::collections::HashMap::new();
         loop {
             for unit in routine.sql.iter().filter(|u| u.resolved) {
                 let key = unit.key();
@@ -806,11 +807,11 @@ impl Session {
                     Error { message, ..e }
                 })?;
                 let columns = p.columns.as_ref().map_or_else(Vec::new, |c| c.iter().map(|c| (c.name.clone(), c.ty)).collect());
-                described.columns.insert(key.clone(), columns);
+                columns_of.insert(key.clone(), columns);
                 prepared.insert(key, p);
             }
             let Some(why) = &routine.unresolved else { break };
-            let learned = plpgsql::Described { columns: described.columns.clone(), assigners: routine.record_assigners.clone() };
+            let learned = plpgsql::Described { columns: columns_of.clone(), assigners: routine.record_assigners.clone() };
             if learned == described {
                 return Err(why.clone());
             }
@@ -1047,8 +1048,30 @@ async fn interpret<S: RoutineStatements>(
         Err(e) => {
             // What was raised before the error still reaches the client, before it.
             *failed = std::mem::take(&mut st.notices);
-            Err(e)
+            let pc = st.pc.saturating_sub(1);
+            // `RAISE;` raises the caught error with the context it had.
+            if matches!(r.code.get(pc), Some(Instr::Raise { .. })) && e.context.is_some() {
+                return Err(e);
+            }
+            Err(in_context(r, pc, e))
         }
+    }
+}
+
+/// `e` with the CONTEXT lines of the instruction `pc` it came from: the SQL statement, if it is
+/// one, then the routine and the line, as PostgreSQL writes them.
+fn in_context(r: &plpgsql::Routine, pc: usize, e: Error) -> Error {
+    let e = match r.code.get(pc) {
+        Some(Instr::Sql(i) | Instr::QueryOpen { sql: i, .. } | Instr::ReturnQuery(i)) if !r.sql[*i].expression => {
+            e.within(format!("SQL statement \"{}\"", r.sql[*i].text.trim()))
+        }
+        _ => e,
+    };
+    let types: Vec<String> = r.params.iter().map(|(_, t)| t.name()).collect();
+    let function = format!("PL/pgSQL function {}({})", r.name, types.join(","));
+    match r.lines.get(pc).copied().flatten() {
+        Some((line, kind)) => e.within(format!("{function} line {line} at {kind}")),
+        None => e.within(function),
     }
 }
 
@@ -1080,6 +1103,12 @@ async fn run_with_handlers<S: RoutineStatements>(
             }
         }
         let Some(h) = caught else { return Err(e) };
+        let context = in_context(r, st.pc.saturating_sub(1), Error::new(e.state, "")).context;
+        let context = match (e.context, context) {
+            (Some(inner), Some(here)) => Some(format!("{inner}\n{here}")),
+            (inner, here) => inner.or(here),
+        };
+        st.vars.set(h.context, context.map_or(Value::Null, Value::Text));
         st.vars.set(h.sqlstate, Value::Text(code));
         st.vars.set(h.sqlerrm, Value::Text(e.message));
         st.vars.set(h.detail, e.detail.map_or(Value::Null, Value::Text));
@@ -1297,7 +1326,7 @@ async fn run_instructions<S: RoutineStatements>(
                     .collect::<Result<Vec<_>>>()?;
                 let mut message = format.as_deref().map(|f| format_raise(f, &texts));
                 let mut state = SqlState::RaiseException;
-                let (mut detail, mut hint) = (None, None);
+                let (mut detail, mut hint, mut context) = (None, None, None);
                 for (name, e) in options {
                     // A NULL option is as if not given (`RAISE;` of an error without detail).
                     let Some(text) = eval(e, vars, now)?.to_text(e.ty) else { continue };
@@ -1305,6 +1334,7 @@ async fn run_instructions<S: RoutineStatements>(
                         "errcode" => state = errcode(&text)?,
                         "message" => message = Some(text),
                         "detail" => detail = Some(text),
+                        "context" => context = Some(text),
                         _ => hint = Some(text),
                     }
                 }
@@ -1323,6 +1353,7 @@ async fn run_instructions<S: RoutineStatements>(
                 let mut err = Error::new(state, message);
                 err.detail = detail;
                 err.hint = hint;
+                err.context = context;
                 return Err(err);
             }
         }

@@ -135,11 +135,12 @@ pub struct HandlerCode {
     /// Where its statements start.
     pub target: usize,
     /// The slots of the handler's SQLSTATE and SQLERRM variables, and of the caught error's
-    /// detail and hint (for GET STACKED DIAGNOSTICS and `RAISE;`).
+    /// detail, hint and context (for GET STACKED DIAGNOSTICS and `RAISE;`).
     pub sqlstate: usize,
     pub sqlerrm: usize,
     pub detail: usize,
     pub hint: usize,
+    pub context: usize,
 }
 
 impl HandlerCode {
@@ -253,6 +254,9 @@ pub struct Routine {
     /// Per record variable (`record` or `%ROWTYPE`, in order of declaration): the statements
     /// that assign it.
     pub record_assigners: Vec<Vec<UnitKey>>,
+    /// Per instruction of `code`: the line of the body and the kind of the statement it comes
+    /// from (for the CONTEXT of an error; `None` for the body's own declarations).
+    pub lines: Vec<Option<(u32, &'static str)>>,
     /// Why the routine cannot run as compiled: a record's fields or a `%TYPE` variable's type
     /// were not known ([`Described`]). `None`: complete.
     pub unresolved: Option<Error>,
@@ -302,6 +306,7 @@ pub fn compile_with(source: &str, described: &Described) -> Result<Routine> {
         unresolved: RefCell::new(None),
         in_handlers: Vec::new(),
         row_count: 0,
+        lines: Vec::new(),
     };
     for (name, ty) in &header.params {
         if header.params.iter().filter(|(n, _)| n == name).count() > 1 {
@@ -324,6 +329,7 @@ pub fn compile_with(source: &str, described: &Described) -> Result<Routine> {
     let zero = Expr::literal(Value::Int64(0), DataType::Int64);
     c.code.push(Instr::Init { slot: c.row_count, value: Some(ExprUnit { expr: zero.clone(), params: Vec::new(), ty: DataType::Int64, on_slots: Some(zero) }) });
     c.statement(&body)?;
+    c.lines.resize(c.code.len(), None);
     Ok(Routine {
         name: header.name.clone(),
         function: header.function,
@@ -341,6 +347,7 @@ pub fn compile_with(source: &str, described: &Described) -> Result<Routine> {
         sql: c.sql,
         or_replace: header.or_replace,
         record_assigners: c.records.into_iter().map(|r| r.assigners).collect(),
+        lines: c.lines,
         unresolved: c.unresolved.into_inner(),
     })
 }
@@ -392,6 +399,8 @@ struct Compiler<'a> {
     in_handlers: Vec<HandlerCode>,
     /// The slot that holds the row count of the last SQL statement (GET DIAGNOSTICS).
     row_count: usize,
+    /// Per instruction so far, the statement it belongs to (see [`Routine::lines`]).
+    lines: Vec<Option<(u32, &'static str)>>,
 }
 
 const PATCH: usize = usize::MAX;
@@ -526,9 +535,9 @@ impl Compiler<'_> {
                 self.scopes.push(Vec::new());
                 let sqlstate = self.declare("sqlstate", PlType::Scalar(DataType::Text));
                 let sqlerrm = self.declare("sqlerrm", PlType::Scalar(DataType::Text));
-                let (detail, hint) = (self.hidden_text(), self.hidden_text());
+                let (detail, hint, context) = (self.hidden_text(), self.hidden_text(), self.hidden_text());
                 let target = self.here();
-                let code = HandlerCode { conditions: h.conditions.clone(), target, sqlstate, sqlerrm, detail, hint };
+                let code = HandlerCode { conditions: h.conditions.clone(), target, sqlstate, sqlerrm, detail, hint, context };
                 self.handlers[table].push(code.clone());
                 self.in_handlers.push(code);
                 for s in &h.body {
@@ -642,6 +651,15 @@ impl Compiler<'_> {
 
     fn statement(&mut self, s: &SynStmt) -> Result<()> {
         match s {
+            SynStmt::At { line, kind, statement } => {
+                let start = self.here();
+                self.statement(statement)?;
+                // The instructions of inner statements keep their own place.
+                self.lines.resize(self.here(), None);
+                for place in &mut self.lines[start..] {
+                    place.get_or_insert((*line, kind));
+                }
+            }
             SynStmt::Block { decls, body, handlers } => self.block(decls, body, handlers)?,
             SynStmt::Null => {}
             SynStmt::Assign { target, value } => {
@@ -836,7 +854,7 @@ impl Compiler<'_> {
             }
             SynStmt::Reraise => {
                 let h = self.handler("RAISE without parameters")?;
-                let options = [("errcode", h.sqlstate), ("message", h.sqlerrm), ("detail", h.detail), ("hint", h.hint)]
+                let options = [("errcode", h.sqlstate), ("message", h.sqlerrm), ("detail", h.detail), ("hint", h.hint), ("context", h.context)]
                     .into_iter()
                     .map(|(name, slot)| (name.to_string(), self.slot_expr(slot)))
                     .collect();
@@ -855,9 +873,10 @@ impl Compiler<'_> {
                                 // Empty, not NULL, when the error has none.
                                 "pg_exception_detail" => empty_if_null(self.slot_expr(h.detail)),
                                 "pg_exception_hint" => empty_if_null(self.slot_expr(h.hint)),
+                                "pg_exception_context" => empty_if_null(self.slot_expr(h.context)),
                                 // Freshet does not keep these for an error: empty, as
                                 // PostgreSQL gives them when the error has none.
-                                "pg_exception_context" | "column_name" | "constraint_name" | "pg_datatype_name" | "table_name" | "schema_name" => {
+                                "column_name" | "constraint_name" | "pg_datatype_name" | "table_name" | "schema_name" => {
                                     ExprUnit { expr: Expr::literal(Value::Text(String::new()), DataType::Text), params: Vec::new(), ty: DataType::Text, on_slots: Some(Expr::literal(Value::Text(String::new()), DataType::Text)) }
                                 }
                                 other => return Err(Error::syntax(format!("unrecognized GET STACKED DIAGNOSTICS item \"{other}\""))),
@@ -960,37 +979,77 @@ impl Compiler<'_> {
         }
     }
 
-    /// Replaces variable references in `e` and binds it. An expression with a subquery
-    /// (`IF EXISTS (SELECT …)`, `x := (SELECT max(…) FROM …)`) of a known type (`hint`) runs as
-    /// the statement `SELECT e` into a hidden variable, placed right before the instruction
-    /// that uses it, which reads that variable; it leaves FOUND as it was, as PostgreSQL's
-    /// expressions do.
+    /// Replaces variable references in `e` and binds it. An expression of a known type (`hint`)
+    /// with a subquery (`IF EXISTS (SELECT …)`, `x := (SELECT max(…) FROM …)`), or calling a
+    /// function the short path does not have (`n := other_function(x)`, `s := md5(s)`), runs as
+    /// the statement `SELECT e` ([`Self::statement_expr`]); it leaves FOUND as it was, as
+    /// PostgreSQL's expressions do.
     fn expr(&mut self, e: &ast::Expr, hint: Option<DataType>) -> Result<ExprUnit> {
-        if let Some(ty) = hint
-            && has_subquery(e)
-        {
-            let slot = self.slots.len();
-            self.slots.push(Slot { name: String::new(), ty: PlType::Scalar(ty) });
-            let text = format!("SELECT {e}");
-            let mut parsed = crate::sql::parse::parse("SELECT NULL")?;
-            let Some(mut statement) = parsed.pop() else { return Err(Error::internal("SELECT NULL did not parse")) };
-            if let ast::Statement::Query(q) = &mut statement
-                && let ast::SetExpr::Select(select) = q.body.as_mut()
-            {
-                select.projection = vec![ast::SelectItem::UnnamedExpr(e.clone())];
-            }
-            let mut unit = self.sql_unit(&statement, &text, vec![slot], false)?;
-            unit.expression = true;
-            self.sql.push(unit);
-            self.code.push(Instr::Sql(self.sql.len() - 1));
-            return Ok(ExprUnit {
-                expr: Expr::Param { index: 0, ty },
-                params: vec![ParamSource::Var(slot)],
-                ty,
-                on_slots: Some(Expr::Param { index: slot, ty }),
-            });
+        let Some(ty) = hint else { return self.bound_expr(e, hint) };
+        if has_subquery(e) {
+            return self.statement_expr(e, ty);
         }
-        self.bound_expr(e, hint)
+        match self.bound_expr(e, hint) {
+            // A function the short path does not evaluate (a stored function, or one only the
+            // analytical side has): each such call runs as a statement of its own, its value
+            // in a hidden variable, and the rest of the expression on the short path; where a
+            // call sits under CASE, AND, OR, COALESCE or NULLIF (which may not evaluate it)
+            // the whole expression runs as a statement.
+            Err(err) if err.state == SqlState::FeatureNotSupported && calls_function(e) => {
+                if foreign_calls(e).is_some_and(|conditional| !conditional) {
+                    let mut hoisted = e.clone();
+                    let mut hoister = Hoister { c: self, error: None };
+                    let _ = VisitMut::visit(&mut hoisted, &mut hoister);
+                    if let Some(err) = hoister.error {
+                        return Err(err);
+                    }
+                    return self.bound_expr(&hoisted, hint);
+                }
+                self.statement_expr(e, ty)
+            }
+            bound => bound,
+        }
+    }
+
+    /// Compiles a call as the statement `SELECT call` into a hidden variable (typed by what the
+    /// session learns of the statement's column, see [`compile_with`]); the identifier that
+    /// names the variable.
+    fn hoist_call(&mut self, call: &ast::Expr) -> Result<ast::Expr> {
+        let text = format!("SELECT {call}");
+        let statement = crate::sql::parse::parse(&text)?.pop().ok_or_else(|| Error::internal("an empty statement"))?;
+        let mut unit = self.sql_unit(&statement, &text, Vec::new(), false)?;
+        unit.expression = true;
+        let ty = self.described.columns.get(&unit.key()).and_then(|c| c.first()).map(|(_, t)| *t);
+        let name = format!(" call {}", self.slots.len());
+        let slot = self.declare(&name, PlType::Scalar(ty.unwrap_or(DataType::Text)));
+        if ty.is_none() {
+            self.pending.insert(slot);
+            self.unresolve(|| Error::internal(format!("the type of {call} is not known yet")));
+        }
+        unit.into = vec![slot];
+        self.sql.push(unit);
+        self.code.push(Instr::Sql(self.sql.len() - 1));
+        Ok(ast::Expr::Identifier(ast::Ident::with_quote('"', name)))
+    }
+
+    /// Compiles `e` as the statement `SELECT e` into a hidden variable of type `ty`, placed
+    /// right before the instruction that uses it, which reads that variable.
+    fn statement_expr(&mut self, e: &ast::Expr, ty: DataType) -> Result<ExprUnit> {
+        let slot = self.slots.len();
+        self.slots.push(Slot { name: String::new(), ty: PlType::Scalar(ty) });
+        let text = format!("SELECT {e}");
+        let mut parsed = crate::sql::parse::parse("SELECT NULL")?;
+        let Some(mut statement) = parsed.pop() else { return Err(Error::internal("SELECT NULL did not parse")) };
+        if let ast::Statement::Query(q) = &mut statement
+            && let ast::SetExpr::Select(select) = q.body.as_mut()
+        {
+            select.projection = vec![ast::SelectItem::UnnamedExpr(e.clone())];
+        }
+        let mut unit = self.sql_unit(&statement, &text, vec![slot], false)?;
+        unit.expression = true;
+        self.sql.push(unit);
+        self.code.push(Instr::Sql(self.sql.len() - 1));
+        Ok(ExprUnit { expr: Expr::Param { index: 0, ty }, params: vec![ParamSource::Var(slot)], ty, on_slots: Some(Expr::Param { index: slot, ty }) })
     }
 
     /// [`expr`](Self::expr) of an expression without a subquery.
@@ -1053,6 +1112,75 @@ fn has_subquery(e: &ast::Expr) -> bool {
         _ => std::ops::ControlFlow::Continue(()),
     })
     .is_break()
+}
+
+/// Hoists the calls the short path does not know, innermost first ([`Compiler::hoist_call`]).
+struct Hoister<'c, 'a> {
+    c: &'c mut Compiler<'a>,
+    error: Option<Error>,
+}
+
+impl VisitorMut for Hoister<'_, '_> {
+    type Break = ();
+
+    fn post_visit_expr(&mut self, e: &mut ast::Expr) -> ControlFlow<()> {
+        if foreign_call(e) {
+            match self.c.hoist_call(e) {
+                Ok(name) => *e = name,
+                Err(err) => {
+                    self.error = Some(err);
+                    return ControlFlow::Break(());
+                }
+            }
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// A call of a function the short path does not evaluate (and not an aggregate).
+fn foreign_call(e: &ast::Expr) -> bool {
+    let ast::Expr::Function(f) = e else { return false };
+    let name = f.name.0.last().and_then(|p| p.as_ident()).map(fold_ident).unwrap_or_default();
+    !crate::sql::names::is_aggregate(&name) && f.over.is_none() && !Binder::knows_function(&name)
+}
+
+/// Whether `e` calls functions the short path does not evaluate (`None` if not), and whether
+/// one of those calls sits where it may not be evaluated (under CASE, AND, OR, COALESCE or
+/// NULLIF).
+fn foreign_calls(e: &ast::Expr) -> Option<bool> {
+    fn conditional(e: &ast::Expr) -> bool {
+        match e {
+            ast::Expr::Case { .. } | ast::Expr::BinaryOp { op: ast::BinaryOperator::And | ast::BinaryOperator::Or, .. } => true,
+            ast::Expr::Function(f) => f.name.0.last().and_then(|p| p.as_ident()).map(fold_ident).is_some_and(|n| n == "coalesce" || n == "nullif"),
+            _ => false,
+        }
+    }
+    struct Finder {
+        depth: usize,
+        found: Option<bool>,
+    }
+    impl ast::Visitor for Finder {
+        type Break = ();
+        fn pre_visit_expr(&mut self, e: &ast::Expr) -> ControlFlow<()> {
+            if foreign_call(e) {
+                self.found = Some(self.found.unwrap_or(false) || self.depth > 0);
+            }
+            self.depth += usize::from(conditional(e));
+            ControlFlow::Continue(())
+        }
+        fn post_visit_expr(&mut self, e: &ast::Expr) -> ControlFlow<()> {
+            self.depth -= usize::from(conditional(e));
+            ControlFlow::Continue(())
+        }
+    }
+    let mut finder = Finder { depth: 0, found: None };
+    let _ = ast::Visit::visit(e, &mut finder);
+    finder.found
+}
+
+/// Whether an expression calls a function.
+fn calls_function(e: &ast::Expr) -> bool {
+    ast::visit_expressions(e, |e| if matches!(e, ast::Expr::Function(_)) { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }).is_break()
 }
 
 /// The variable an expression is, if it is a bare variable.

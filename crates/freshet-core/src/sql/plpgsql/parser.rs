@@ -142,6 +142,9 @@ pub enum SynStmt {
     /// without ELSE (no branch taken is then error 20000).
     Case { subject: Option<ast::Expr>, branches: Vec<(Vec<ast::Expr>, Vec<SynStmt>)>, otherwise: Option<Vec<SynStmt>> },
     Null,
+    /// A statement of a body with where it starts: its line in the body (1 is the line the
+    /// body starts on) and what PostgreSQL's CONTEXT calls it (`RAISE`, `SQL statement`).
+    At { line: u32, kind: &'static str, statement: Box<SynStmt> },
     /// `[DECLARE …] BEGIN … [EXCEPTION WHEN … THEN …] END`.
     Block { decls: Vec<Decl>, body: Vec<SynStmt>, handlers: Vec<Handler> },
 }
@@ -601,7 +604,43 @@ fn statements(c: &mut Cursor) -> Result<Vec<SynStmt>> {
             None => return Err(err("syntax error at end of input (missing END)")),
             // WHEN starts the next handler of an EXCEPTION section; no statement begins with it.
             Some(t) if ["end", "elsif", "elseif", "else", "exception", "when"].iter().any(|k| t.is_word(k)) => return Ok(out),
-            _ => out.push(statement(c)?),
+            _ => {
+                let start = c.peek().map_or(0, |t| t.start);
+                let line = 1 + c.src[..start].matches('\n').count() as u32;
+                let perform = c.peek_word("perform");
+                let statement = statement(c)?;
+                let kind = if perform { "PERFORM" } else { statement.kind() };
+                out.push(SynStmt::At { line, kind, statement: Box::new(statement) });
+            }
+        }
+    }
+}
+
+impl SynStmt {
+    /// What PostgreSQL's CONTEXT lines call a statement of this kind.
+    fn kind(&self) -> &'static str {
+        match self {
+            SynStmt::Assign { .. } => "assignment",
+            SynStmt::Sql { .. } => "SQL statement",
+            SynStmt::If { .. } => "IF",
+            SynStmt::ForRange { .. } => "FOR with integer loop variable",
+            SynStmt::Foreach { .. } => "FOREACH over array",
+            SynStmt::ForQuery { .. } => "FOR over SELECT rows",
+            SynStmt::While { .. } => "WHILE",
+            SynStmt::Loop { .. } => "LOOP",
+            SynStmt::Exit { .. } => "EXIT",
+            SynStmt::Continue { .. } => "CONTINUE",
+            SynStmt::Return(_) => "RETURN",
+            SynStmt::ReturnNext(_) => "RETURN NEXT",
+            SynStmt::ReturnQuery { .. } => "RETURN QUERY",
+            SynStmt::Raise { .. } | SynStmt::Reraise => "RAISE",
+            SynStmt::GetDiagnostics { stacked: false, .. } => "GET DIAGNOSTICS",
+            SynStmt::GetDiagnostics { stacked: true, .. } => "GET STACKED DIAGNOSTICS",
+            SynStmt::Assert { .. } => "ASSERT",
+            SynStmt::Case { .. } => "CASE",
+            SynStmt::Null => "NULL",
+            SynStmt::At { kind, .. } => kind,
+            SynStmt::Block { .. } => "statement block",
         }
     }
 }
