@@ -386,7 +386,8 @@ impl Session {
         let placeholders: Vec<ast::Expr> =
             (1..=args.len()).map(|i| ast::Expr::Value(ast::Value::Placeholder(format!("${i}")).with_empty_span())).collect();
         let mut types: Vec<Option<DataType>> = args.iter().map(Value::data_type).collect();
-        let call = crate::procedure::FunctionCall { name: name.to_string(), args: placeholders, from: true, column_names: Vec::new() };
+        let names = vec![None; placeholders.len()];
+        let call = crate::procedure::FunctionCall { name: name.to_string(), args: placeholders, names, from: true, column_names: Vec::new() };
         let (plan, columns) = crate::procedure::plan_call(&self.db, &catalog, call, select, &mut types)?;
         let param_types: Vec<DataType> = types.iter().map(|t| t.unwrap_or(DataType::Text)).collect();
         let columns = Some(Arc::new(columns.unwrap_or_else(|| vec![ColumnInfo { name: name.to_string(), ty: DataType::Text }])));
@@ -582,18 +583,8 @@ impl Session {
             }
             Statement::Call(f) => {
                 let name = f.name.0.last().and_then(|p| p.as_ident()).map(fold_ident).ok_or_else(|| Error::syntax("CALL needs a procedure name"))?;
-                let args = match &f.args {
-                    ast::FunctionArguments::List(list) => list
-                        .args
-                        .iter()
-                        .map(|a| match a {
-                            ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => Ok(e.clone()),
-                            _ => Err(Error::unsupported("named arguments in CALL")),
-                        })
-                        .collect::<Result<Vec<_>>>()?,
-                    _ => vec![],
-                };
-                let call = crate::procedure::FunctionCall { name, args, from: false, column_names: Vec::new() };
+                let (args, names) = crate::procedure::call_arguments(&f.args).ok_or_else(|| Error::unsupported("this form of argument in CALL"))?;
+                let call = crate::procedure::FunctionCall { name, args, names, from: false, column_names: Vec::new() };
                 let (call, columns) = crate::procedure::plan_call(&self.db, catalog, call, false, params)?;
                 (Kind::Call(call), columns)
             }

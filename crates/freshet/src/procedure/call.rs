@@ -91,7 +91,7 @@ pub(crate) fn plan_call(
     select: bool,
     params: &mut Vec<Option<DataType>>,
 ) -> Result<(CallPlan, Option<Vec<ColumnInfo>>)> {
-    let FunctionCall { name, args, from, column_names } = call;
+    let FunctionCall { name, mut args, names, from, column_names } = call;
     let kind = if select { "function" } else { "procedure" };
     let (types, columns): (Vec<DataType>, Option<Vec<ColumnInfo>>) = if let Some(def) = catalog.procedure(&name) {
         let r = &def.routine;
@@ -99,9 +99,7 @@ pub(crate) fn plan_call(
             let (hint, what) = if select { ("To call a procedure, use CALL.", "procedure") } else { ("To call a function, use SELECT.", "function") };
             return Err(Error::new(SqlState::WrongObjectType, format!("{name}() is a {what}")).with_hint(hint));
         }
-        if r.params.len() != args.len() {
-            return Err(undefined(kind, &name, args.len()));
-        }
+        args = complete_arguments(r, kind, args, &names)?;
         let types = r.params.iter().map(|(_, t)| if let PlType::Scalar(t) = t { *t } else { DataType::Text }).collect();
         let columns = if !select {
             None
@@ -130,7 +128,7 @@ pub(crate) fn plan_call(
             Some(columns)
         };
         (types, columns)
-    } else if let (false, Some(native)) = (select, db.native_procedure(&name)) {
+    } else if let (false, Some(native), true) = (select, db.native_procedure(&name), names.iter().all(Option::is_none)) {
         let columns = (!native.columns.is_empty()).then(|| native.columns.clone());
         (vec![], columns)
     } else {
@@ -153,10 +151,55 @@ pub(crate) fn plan_call(
     Ok((CallPlan { name, args, select, from }, columns))
 }
 
+/// The arguments of a call in parameter order: those given by position, then by name
+/// (`p => value`), then the defaults of the parameters left out; 42883 if they do not fit.
+fn complete_arguments(r: &plpgsql::Routine, kind: &str, args: Vec<ast::Expr>, names: &[Option<String>]) -> Result<Vec<ast::Expr>> {
+    let positional = names.iter().take_while(|n| n.is_none()).count();
+    if names[positional..].iter().any(Option::is_none) {
+        return Err(Error::syntax("positional argument cannot follow named argument"));
+    }
+    let given = args.len();
+    let missing = || undefined(kind, &r.name, given);
+    if positional > r.params.len() {
+        return Err(missing());
+    }
+    let mut out: Vec<Option<ast::Expr>> = vec![None; r.params.len()];
+    for (i, (arg, name)) in args.into_iter().zip(names.iter().map(Option::as_deref).chain(std::iter::repeat(None))).enumerate() {
+        let at = match name {
+            None => i,
+            Some(name) => r.params.iter().position(|(p, _)| p == name).ok_or_else(missing)?,
+        };
+        if out[at].replace(arg).is_some() {
+            return Err(Error::syntax(format!("argument name \"{}\" used more than once", r.params[at].0)));
+        }
+    }
+    out.into_iter().zip(&r.defaults).map(|(arg, default)| arg.or_else(|| default.clone()).ok_or_else(missing)).collect()
+}
+
+/// A call's arguments as written: their expressions and the names of those given by name.
+pub(crate) fn call_arguments(args: &ast::FunctionArguments) -> Option<(Vec<ast::Expr>, Vec<Option<String>>)> {
+    let list = match args {
+        ast::FunctionArguments::List(list) => &list.args[..],
+        ast::FunctionArguments::None => &[],
+        ast::FunctionArguments::Subquery(_) => return None,
+    };
+    list.iter()
+        .map(|a| match a {
+            ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => Some((e.clone(), None)),
+            ast::FunctionArg::Named { name, arg: ast::FunctionArgExpr::Expr(e), .. } => Some((e.clone(), Some(fold_ident(name)))),
+            ast::FunctionArg::ExprNamed { name: ast::Expr::Identifier(name), arg: ast::FunctionArgExpr::Expr(e), .. } => Some((e.clone(), Some(fold_ident(name)))),
+            _ => None,
+        })
+        .collect::<Option<Vec<_>>>()
+        .map(|pairs| pairs.into_iter().unzip())
+}
+
 /// A call of a routine as a statement.
 pub(crate) struct FunctionCall {
     pub name: String,
     pub args: Vec<ast::Expr>,
+    /// Per argument, its name if it is given by name (`p => value`).
+    pub names: Vec<Option<String>>,
     /// `SELECT * FROM f(…)` rather than `SELECT f(…)` or `CALL p(…)`.
     pub from: bool,
     /// Column aliases (`FROM f(…) AS t(a, b)`; for a function of one result column, `AS t`
@@ -171,19 +214,13 @@ pub(crate) fn select_function_call(q: &ast::Query, catalog: &Catalog) -> Option<
     if q.order_by.is_some() || q.limit_clause.is_some() || q.with.is_some() || s.selection.is_some() || s.projection.len() != 1 {
         return None;
     }
-    let (name, args, alias, from) = match (&s.projection[0], &s.from[..]) {
-        (ast::SelectItem::UnnamedExpr(ast::Expr::Function(f)), []) => {
-            let args = match &f.args {
-                ast::FunctionArguments::List(list) => &list.args[..],
-                ast::FunctionArguments::None => &[],
-                ast::FunctionArguments::Subquery(_) => return None,
-            };
-            (&f.name, args, None, false)
-        }
+    let (name, (args, names), alias, from) = match (&s.projection[0], &s.from[..]) {
+        (ast::SelectItem::UnnamedExpr(ast::Expr::Function(f)), []) => (&f.name, call_arguments(&f.args)?, None, false),
         (ast::SelectItem::Wildcard(_), [ast::TableWithJoins { relation: ast::TableFactor::Table { name, alias, args: Some(args), .. }, joins }])
             if joins.is_empty() =>
         {
-            (name, &args.args[..], alias.as_ref(), true)
+            let list = ast::FunctionArguments::List(ast::FunctionArgumentList { duplicate_treatment: None, args: args.args.clone(), clauses: Vec::new() });
+            (name, call_arguments(&list)?, alias.as_ref(), true)
         }
         _ => return None,
     };
@@ -195,14 +232,7 @@ pub(crate) fn select_function_call(q: &ast::Query, catalog: &Catalog) -> Option<
         Some(a) if !returns_table => vec![fold_ident(&a.name)],
         _ => Vec::new(),
     };
-    let args = args
-        .iter()
-        .map(|a| match a {
-            ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => Some(e.clone()),
-            _ => None,
-        })
-        .collect::<Option<Vec<_>>>()?;
-    Some(FunctionCall { name: fname, args, from, column_names })
+    Some(FunctionCall { name: fname, args, names, from, column_names })
 }
 
 /// A SELECT whose select list calls stored functions as whole items (`SELECT id, f(id) AS
@@ -367,7 +397,7 @@ pub(crate) fn per_row_layout(db: &Database, catalog: &Catalog, split: &PerRowCal
             }
             ItemShape::Call { name, output, args } => {
                 let placeholders = (1..=*args).map(|n| ast::Expr::Value(ast::Value::Placeholder(format!("${n}")).with_empty_span())).collect();
-                let call = FunctionCall { name: name.clone(), args: placeholders, from: false, column_names: Vec::new() };
+                let call = FunctionCall { name: name.clone(), args: placeholders, names: vec![None; *args], from: false, column_names: Vec::new() };
                 let (plan, planned) = plan_call(db, catalog, call, true, &mut Vec::new())?;
                 if catalog.procedure(name).is_some_and(|d| d.routine.set.is_some()) {
                     return Err(Error::unsupported(format!("set-returning function {name}() beside other items of a select list"))

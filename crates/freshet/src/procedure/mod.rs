@@ -33,7 +33,7 @@ mod call;
 mod records;
 mod view;
 
-pub(crate) use call::{per_row_calls, per_row_layout, plan_call, select_function_call, stored_function_in_query, CallPlan, FunctionCall, RowItem};
+pub(crate) use call::{call_arguments, per_row_calls, per_row_layout, plan_call, select_function_call, stored_function_in_query, CallPlan, FunctionCall, RowItem};
 pub use records::{Resolved, TableRef};
 pub(crate) use view::{argument_list, body, definition, result_type, CallCounts, Natives, ProceduresView};
 

@@ -72,9 +72,17 @@ impl SystemTable for ProceduresView {
     }
 }
 
-/// A routine's parameters as PostgreSQL lists them: `a integer, b bigint[]`.
+/// A routine's parameters as PostgreSQL lists them: `a integer, b bigint[] DEFAULT NULL`.
 pub(crate) fn argument_list(r: &plpgsql::Routine) -> String {
-    r.params.iter().map(|(n, t)| format!("{n} {}", t.name())).collect::<Vec<_>>().join(", ")
+    r.params
+        .iter()
+        .zip(&r.defaults)
+        .map(|((n, t), default)| match default {
+            Some(d) => format!("{n} {} DEFAULT {d}", t.name()),
+            None => format!("{n} {}", t.name()),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// A function's result type as PostgreSQL shows it (`integer`, `SETOF bigint`,

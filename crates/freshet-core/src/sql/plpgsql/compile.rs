@@ -230,6 +230,8 @@ pub struct Routine {
     pub function: bool,
     /// The parameters are slots `0..params.len()`.
     pub params: Vec<(String, PlType)>,
+    /// Per parameter, its default, if it has one (see [`parser::Header::defaults`]).
+    pub defaults: Vec<Option<ast::Expr>>,
     pub returns: Option<PlType>,
     /// A set-returning function's result columns; its rows are what RETURN NEXT and RETURN
     /// QUERY appended when it ends (or reaches `RETURN;`).
@@ -334,6 +336,7 @@ pub fn compile_with(source: &str, described: &Described) -> Result<Routine> {
         name: header.name.clone(),
         function: header.function,
         params: header.params.clone(),
+        defaults: header.defaults.clone(),
         returns: header.returns,
         set: header.set.clone(),
         table_slots,

@@ -23,6 +23,9 @@ pub struct Header {
     pub function: bool,
     pub or_replace: bool,
     pub params: Vec<(String, PlType)>,
+    /// Per parameter, its default (`DEFAULT expr` or `= expr`): a call may leave out the
+    /// parameters from the first one with a default on.
+    pub defaults: Vec<Option<ast::Expr>>,
     /// A function's result type (`None` for a procedure, `RETURNS void` or a set).
     pub returns: Option<PlType>,
     /// A set-returning function's result (`RETURNS TABLE (…)` or `RETURNS SETOF type`).
@@ -393,6 +396,7 @@ pub fn parse_header(sql: &str) -> Result<Header> {
     let name = c.routine_name()?;
     c.expect_op("(")?;
     let mut params = Vec::new();
+    let mut defaults = Vec::new();
     if !c.eat_op(")") {
         loop {
             if c.eat_word("out") || c.eat_word("inout") || c.eat_word("variadic") {
@@ -401,10 +405,15 @@ pub fn parse_header(sql: &str) -> Result<Header> {
             c.eat_word("in");
             let pname = c.ident()?;
             let (ty, _) = c.until(|t| t.is_op(",") || t.is_op(")") || t.is_word("default") || t.is_op("="));
-            if c.peek_word("default") || c.peek_op("=") {
-                return Err(Error::unsupported("parameter defaults"));
+            let default = if c.eat_word("default") || c.eat_op("=") { Some(c.expr_until(|t| t.is_op(",") || t.is_op(")"))?) } else { None };
+            if default.is_none() && defaults.iter().any(Option::is_some) {
+                return Err(Error::new(
+                    crate::error::SqlState::custom("42P13").unwrap_or(crate::error::SqlState::InvalidTableDefinition),
+                    "input parameters after one with a default value must also have defaults",
+                ));
             }
             params.push((pname, parse_type(&ty)?));
+            defaults.push(default);
             if c.eat_op(")") {
                 break;
             }
@@ -496,7 +505,7 @@ pub fn parse_header(sql: &str) -> Result<Header> {
         return Err(err("procedures cannot have a RETURNS clause"));
     }
     let body = body.ok_or_else(|| err("no function body specified"))?;
-    Ok(Header { name, function, or_replace, params, returns, set, body })
+    Ok(Header { name, function, or_replace, params, defaults, returns, set, body })
 }
 
 /// Parses `DROP PROCEDURE|FUNCTION [IF EXISTS] name [(argtypes)] [, …] [CASCADE | RESTRICT]`.
