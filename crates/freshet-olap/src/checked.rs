@@ -295,17 +295,24 @@ impl CheckedIntegerArithmetic {
     }
 }
 
+/// Rewrites every expression of a plan and of its subqueries bottom-up with `f`, which sees
+/// the schema of the expression's inputs; output names stay as they were. What each of
+/// Freshet's analyzer rules does with its own rewrite.
+pub(crate) fn rewrite_expressions(plan: LogicalPlan, f: &dyn Fn(Expr, &DFSchema) -> DfResult<Transformed<Expr>>) -> DfResult<LogicalPlan> {
+    plan.transform_up_with_subqueries(|plan| {
+        let schema = merge_schema(&plan.inputs());
+        let names = NamePreserver::new(&plan);
+        plan.map_expressions(|expr| {
+            let name = names.save(&expr);
+            expr.transform_up(|e| f(e, &schema))?.map_data(|e| Ok(name.restore(e)))
+        })
+    })
+    .map(|t| t.data)
+}
+
 impl AnalyzerRule for CheckedIntegerArithmetic {
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> DfResult<LogicalPlan> {
-        plan.transform_up_with_subqueries(|plan| {
-            let schema = merge_schema(&plan.inputs());
-            let names = NamePreserver::new(&plan);
-            plan.map_expressions(|expr| {
-                let name = names.save(&expr);
-                expr.transform_up(|e| self.rewrite(e, &schema))?.map_data(|e| Ok(name.restore(e)))
-            })
-        })
-        .map(|t| t.data)
+        rewrite_expressions(plan, &|e, schema| self.rewrite(e, schema))
     }
 
     fn name(&self) -> &str {

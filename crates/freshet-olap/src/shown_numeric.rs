@@ -10,11 +10,9 @@ use std::sync::Arc;
 use datafusion::arrow::array::{Array, AsArray, StringBuilder};
 use datafusion::arrow::datatypes::{DataType as ArrowType, Decimal128Type};
 use datafusion::common::config::ConfigOptions;
-use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::tree_node::Transformed;
 use datafusion::common::{DFSchema, ExprSchema, Result as DfResult};
 use datafusion::logical_expr::expr::ScalarFunction;
-use datafusion::logical_expr::expr_rewriter::NamePreserver;
-use datafusion::logical_expr::utils::merge_schema;
 use datafusion::logical_expr::{Cast, ColumnarValue, Expr, ExprSchemable, LogicalPlan, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, TryCast, Volatility};
 use datafusion::optimizer::AnalyzerRule;
 use freshet_core::types::{Decimal, DEFAULT_NUMERIC};
@@ -102,15 +100,7 @@ impl ShownNumericText {
 
 impl AnalyzerRule for ShownNumericText {
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> DfResult<LogicalPlan> {
-        plan.transform_up_with_subqueries(|plan| {
-            let schema = merge_schema(&plan.inputs());
-            let names = NamePreserver::new(&plan);
-            plan.map_expressions(|expr| {
-                let name = names.save(&expr);
-                expr.transform_up(|e| self.rewrite(e, &schema))?.map_data(|e| Ok(name.restore(e)))
-            })
-        })
-        .map(|t| t.data)
+        crate::checked::rewrite_expressions(plan, &|e, schema| self.rewrite(e, schema))
     }
 
     fn name(&self) -> &str {

@@ -17,11 +17,9 @@ use datafusion::arrow::array::{Array, AsArray, StringBuilder};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType as ArrowType, Field, FieldRef};
 use datafusion::common::config::ConfigOptions;
-use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::tree_node::Transformed;
 use datafusion::common::{DFSchema, ExprSchema, Result as DfResult, ScalarValue};
 use datafusion::logical_expr::expr::InList;
-use datafusion::logical_expr::expr_rewriter::NamePreserver;
-use datafusion::logical_expr::utils::merge_schema;
 use datafusion::logical_expr::{
     BinaryExpr, ColumnarValue, Expr, LogicalPlan, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
 };
@@ -138,15 +136,7 @@ pub struct UuidLiterals;
 
 impl AnalyzerRule for UuidLiterals {
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> DfResult<LogicalPlan> {
-        plan.transform_up_with_subqueries(|plan| {
-            let schema = merge_schema(&plan.inputs());
-            let names = NamePreserver::new(&plan);
-            plan.map_expressions(|expr| {
-                let name = names.save(&expr);
-                expr.transform_up(|e| canonical_comparison(e, &schema))?.map_data(|e| Ok(name.restore(e)))
-            })
-        })
-        .map(|t| t.data)
+        crate::checked::rewrite_expressions(plan, &canonical_comparison)
     }
 
     fn name(&self) -> &str {
