@@ -721,8 +721,8 @@ fn rows(name: &str, catalog: &Catalog) -> Vec<Vec<V>> {
                 };
                 let argument_types = r.params.iter().map(|(_, t)| scalar_oid(t).to_string()).collect::<Vec<_>>().join(" ");
                 vec![
-                    i(procedure_oid(def.id)), t(r.name.clone()), i(PUBLIC_OID), i(ROLE_OID), i(PLPGSQL_LANGUAGE_OID), i(100), i(if r.set.is_some() { 1000 } else { 0 }), i(0),
-                    t(if r.function { "f" } else { "p" }), b(false), b(false), b(false), b(r.set.is_some()), t("v"), t("u"),
+                    i(procedure_oid(def.id)), t(r.name.clone()), i(PUBLIC_OID), i(ROLE_OID), i(PLPGSQL_LANGUAGE_OID), i(100), i(if r.set.as_ref().is_some_and(|s| !s.single) { 1000 } else { 0 }), i(0),
+                    t(if r.function { "f" } else { "p" }), b(false), b(false), b(false), b(r.set.as_ref().is_some_and(|s| !s.single)), t("v"), t("u"),
                     i(r.params.len() as i64), i(r.defaults.iter().flatten().count() as i64), i(returns), t(argument_types), null, t(crate::procedure::body(r)), null,
                 ]
             })

@@ -44,7 +44,7 @@ impl CallPlan {
     /// A function's result rows as this form of call returns them.
     fn shape_rows(&self, r: &plpgsql::Routine, rows: Vec<Vec<Value>>) -> Vec<Vec<Value>> {
         match &r.set {
-            Some(set) if set.table && !self.from => rows
+            Some(set) if set.table && self.select && !self.from => rows
                 .into_iter()
                 .map(|row| {
                     let types = set.columns.iter().map(|c| c.1);
@@ -102,7 +102,8 @@ pub(crate) fn plan_call(
         args = complete_arguments(r, kind, args, &names)?;
         let types = r.params.iter().map(|(_, t)| if let PlType::Scalar(t) = t { *t } else { DataType::Text }).collect();
         let columns = if !select {
-            None
+            // A procedure's OUT parameters: CALL returns their values as a row.
+            r.set.as_ref().filter(|s| s.single).map(|set| set.columns.iter().map(|(n, ty)| ColumnInfo { name: n.clone(), ty: *ty }).collect())
         } else {
             let mut columns = match (&r.set, from) {
                 (Some(set), true) => set.columns.iter().map(|(n, ty)| ColumnInfo { name: n.clone(), ty: *ty }).collect(),
@@ -702,7 +703,8 @@ impl Session {
                         Some(done) => done,
                         None => self.in_call_transaction(|s| Box::pin(s.run_routine(def.clone(), args))).await?,
                     };
-                    (plan.select.then(|| plan.shape_rows(r, rows)), notices)
+                    let returns_rows = plan.select || r.set.as_ref().is_some_and(|s| s.single);
+                    (returns_rows.then(|| plan.shape_rows(r, rows)), notices)
                 }
                 Target::Native(native) => {
                     let args = plan.args.iter().map(|a| native_arg(a, param_types, &params, now)).collect::<Result<Vec<_>>>()?;

@@ -74,21 +74,23 @@ impl SystemTable for ProceduresView {
 
 /// A routine's parameters as PostgreSQL lists them: `a integer, b bigint[] DEFAULT NULL`.
 pub(crate) fn argument_list(r: &plpgsql::Routine) -> String {
-    r.params
-        .iter()
-        .zip(&r.defaults)
-        .map(|((n, t), default)| match default {
-            Some(d) => format!("{n} {} DEFAULT {d}", t.name()),
-            None => format!("{n} {}", t.name()),
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
+    let out = |n: &String| r.outs.iter().any(|(o, _)| o == n);
+    let inputs = r.params.iter().zip(&r.defaults).map(|((n, t), default)| {
+        let mode = if !out(n) { "" } else if r.function { "INOUT " } else { "OUT " };
+        match default {
+            Some(d) => format!("{mode}{n} {} DEFAULT {d}", t.name()),
+            None => format!("{mode}{n} {}", t.name()),
+        }
+    });
+    let outputs = r.outs.iter().filter(|(n, _)| !r.params.iter().any(|(p, _)| p == n)).map(|(n, t)| format!("OUT {n} {}", t.pg_name()));
+    inputs.chain(outputs).collect::<Vec<_>>().join(", ")
 }
 
 /// A function's result type as PostgreSQL shows it (`integer`, `SETOF bigint`,
 /// `TABLE(a integer, b text)`); none for a procedure.
 pub(crate) fn result_type(r: &plpgsql::Routine) -> Option<String> {
     match &r.set {
+        Some(set) if set.single => r.function.then(|| "record".to_string()),
         Some(set) if set.table => {
             let columns: Vec<String> = set.columns.iter().map(|(n, t)| format!("{n} {}", t.pg_name())).collect();
             Some(format!("TABLE({})", columns.join(", ")))

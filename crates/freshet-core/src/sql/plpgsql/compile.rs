@@ -232,6 +232,8 @@ pub struct Routine {
     pub params: Vec<(String, PlType)>,
     /// Per parameter, its default, if it has one (see [`parser::Header::defaults`]).
     pub defaults: Vec<Option<ast::Expr>>,
+    /// The OUT and INOUT parameters ([`parser::Header::outs`]).
+    pub outs: Vec<(String, DataType)>,
     pub returns: Option<PlType>,
     /// A set-returning function's result columns; its rows are what RETURN NEXT and RETURN
     /// QUERY appended when it ends (or reaches `RETURN;`).
@@ -309,6 +311,7 @@ pub fn compile_with(source: &str, described: &Described) -> Result<Routine> {
         in_handlers: Vec::new(),
         row_count: 0,
         lines: Vec::new(),
+        out_slot: None,
     };
     for (name, ty) in &header.params {
         if header.params.iter().filter(|(n, _)| n == name).count() > 1 {
@@ -319,11 +322,20 @@ pub fn compile_with(source: &str, described: &Described) -> Result<Routine> {
     let mut table_slots = Vec::new();
     if let Some(set) = header.set.as_ref().filter(|s| s.table) {
         for (name, ty) in &set.columns {
-            if header.params.iter().any(|(n, _)| n == name) || set.columns.iter().filter(|(n, _)| n == name).count() > 1 {
+            if set.columns.iter().filter(|(n, _)| n == name).count() > 1 {
                 return Err(duplicate_parameter(name));
             }
-            table_slots.push(c.declare(name, PlType::Scalar(*ty)));
+            // An INOUT parameter (or a procedure's OUT one) is its input's slot.
+            match c.lookup(name) {
+                Some(slot) if set.single => table_slots.push(slot),
+                Some(_) => return Err(duplicate_parameter(name)),
+                None => table_slots.push(c.declare(name, PlType::Scalar(*ty))),
+            }
         }
+    }
+    // A function's one OUT parameter: a variable whose value RETURN returns.
+    if let ([(name, ty)], true) = (header.outs.as_slice(), header.function) {
+        c.out_slot = Some(c.lookup(name).unwrap_or_else(|| c.declare(name, PlType::Scalar(*ty))));
     }
     let found = c.declare("found", PlType::Scalar(DataType::Bool));
     c.code.push(Instr::Init { slot: found, value: None });
@@ -331,12 +343,20 @@ pub fn compile_with(source: &str, described: &Described) -> Result<Routine> {
     let zero = Expr::literal(Value::Int64(0), DataType::Int64);
     c.code.push(Instr::Init { slot: c.row_count, value: Some(ExprUnit { expr: zero.clone(), params: Vec::new(), ty: DataType::Int64, on_slots: Some(zero) }) });
     c.statement(&body)?;
+    // OUT parameters: falling off the end returns them.
+    if let Some(slot) = c.out_slot {
+        let value = c.slot_expr(slot);
+        c.code.push(Instr::Return(Some(value)));
+    } else if header.set.as_ref().is_some_and(|s| s.single) {
+        c.code.push(Instr::ReturnNext(None));
+    }
     c.lines.resize(c.code.len(), None);
     Ok(Routine {
         name: header.name.clone(),
         function: header.function,
         params: header.params.clone(),
         defaults: header.defaults.clone(),
+        outs: header.outs.clone(),
         returns: header.returns,
         set: header.set.clone(),
         table_slots,
@@ -404,6 +424,8 @@ struct Compiler<'a> {
     row_count: usize,
     /// Per instruction so far, the statement it belongs to (see [`Routine::lines`]).
     lines: Vec<Option<(u32, &'static str)>>,
+    /// The slot of a function's one OUT parameter.
+    out_slot: Option<usize>,
 }
 
 const PATCH: usize = usize::MAX;
@@ -823,6 +845,20 @@ impl Compiler<'_> {
                 };
                 let patches = self.loops.last_mut().expect("inside a loop");
                 if is_exit { patches.breaks.push(at) } else { patches.continues.push(at) }
+            }
+            SynStmt::Return(Some(_)) if !self.header.outs.is_empty() => {
+                return Err(Error::mismatch("RETURN cannot have a parameter in function with OUT parameters"));
+            }
+            SynStmt::Return(None) if self.out_slot.is_some() => {
+                let value = self.slot_expr(self.out_slot.expect("checked"));
+                self.code.push(Instr::Return(Some(value)));
+            }
+            SynStmt::Return(None) if self.header.set.as_ref().is_some_and(|s| s.single) => {
+                self.code.push(Instr::ReturnNext(None));
+                self.code.push(Instr::Return(None));
+            }
+            SynStmt::ReturnNext(_) | SynStmt::ReturnQuery { .. } if self.header.set.as_ref().is_some_and(|s| s.single) => {
+                return Err(Error::mismatch("cannot use RETURN NEXT or RETURN QUERY in a function that is not SETOF"));
             }
             SynStmt::Return(Some(_)) if self.header.set.is_some() => {
                 return Err(Error::mismatch("RETURN cannot have a parameter in function returning set").with_hint("Use RETURN NEXT or RETURN QUERY."));

@@ -22,7 +22,7 @@
 //! runs the routine ([`compile::compile_with`]); a record is a set of hidden scalar slots, one
 //! per field.
 //!
-//! NOT IMPLEMENTED: cursors (OPEN/FETCH), CONTEXT lines, OUT parameters, whole-record
+//! NOT IMPLEMENTED: cursors (OPEN/FETCH), VARIADIC parameters, whole-record
 //! assignment (`r := …`), record parameters and results, dynamic
 //! SQL, overloading (a name identifies one routine), a set-returning function inside a larger
 //! query (it is called only as `SELECT * FROM f(…)` or `SELECT f(…)`).

@@ -26,6 +26,11 @@ pub struct Header {
     /// Per parameter, its default (`DEFAULT expr` or `= expr`): a call may leave out the
     /// parameters from the first one with a default on.
     pub defaults: Vec<Option<ast::Expr>>,
+    /// The OUT and INOUT parameters, in order: a function's result (its value for one, a row
+    /// of them for several), a procedure's result row. An INOUT parameter is in `params` too,
+    /// and so is a procedure's OUT parameter (CALL passes an argument for it, as in
+    /// PostgreSQL).
+    pub outs: Vec<(String, DataType)>,
     /// A function's result type (`None` for a procedure, `RETURNS void` or a set).
     pub returns: Option<PlType>,
     /// A set-returning function's result (`RETURNS TABLE (…)` or `RETURNS SETOF type`).
@@ -42,6 +47,9 @@ pub struct SetResult {
     /// `RETURNS TABLE`: the columns are also variables of the body, and `RETURN NEXT` (without
     /// an expression) appends their current values.
     pub table: bool,
+    /// Not a set: the one row of a function with several OUT parameters (or of a procedure
+    /// with OUT parameters), made of their values when it returns.
+    pub single: bool,
 }
 
 /// `DROP PROCEDURE|FUNCTION [IF EXISTS] name [(types)] [, …]`.
@@ -397,12 +405,20 @@ pub fn parse_header(sql: &str) -> Result<Header> {
     c.expect_op("(")?;
     let mut params = Vec::new();
     let mut defaults = Vec::new();
+    let mut outs = Vec::new();
     if !c.eat_op(")") {
         loop {
-            if c.eat_word("out") || c.eat_word("inout") || c.eat_word("variadic") {
-                return Err(Error::unsupported("OUT, INOUT and VARIADIC parameters"));
+            if c.eat_word("variadic") {
+                return Err(Error::unsupported("VARIADIC parameters"));
             }
-            c.eat_word("in");
+            let (input, output) = if c.eat_word("out") {
+                (!function, true)
+            } else if c.eat_word("inout") {
+                (true, true)
+            } else {
+                c.eat_word("in");
+                (true, false)
+            };
             let pname = c.ident()?;
             let (ty, _) = c.until(|t| t.is_op(",") || t.is_op(")") || t.is_word("default") || t.is_op("="));
             let default = if c.eat_word("default") || c.eat_op("=") { Some(c.expr_until(|t| t.is_op(",") || t.is_op(")"))?) } else { None };
@@ -412,8 +428,17 @@ pub fn parse_header(sql: &str) -> Result<Header> {
                     "input parameters after one with a default value must also have defaults",
                 ));
             }
-            params.push((pname, parse_type(&ty)?));
-            defaults.push(default);
+            let ty = parse_type(&ty)?;
+            if output {
+                let PlType::Scalar(t) = ty else { return Err(Error::unsupported("array OUT parameters")) };
+                outs.push((pname.clone(), t));
+            }
+            if input {
+                params.push((pname, ty));
+                defaults.push(default);
+            } else if default.is_some() {
+                return Err(err("only input parameters can have default values"));
+            }
             if c.eat_op(")") {
                 break;
             }
@@ -443,7 +468,7 @@ pub fn parse_header(sql: &str) -> Result<Header> {
                         }
                         c.expect_op(",")?;
                     }
-                    set = Some(SetResult { columns, table: true });
+                    set = Some(SetResult { columns, table: true, single: false });
                     continue;
                 }
                 let setof = c.eat_word("setof");
@@ -454,10 +479,12 @@ pub fn parse_header(sql: &str) -> Result<Header> {
                         || t.is_op(";")
                 });
                 if setof {
-                    set = Some(SetResult { columns: vec![(name.clone(), scalar_type(&ty)?)], table: false });
+                    set = Some(SetResult { columns: vec![(name.clone(), scalar_type(&ty)?)], table: false, single: false });
                     continue;
                 }
-                returns = if ty.eq_ignore_ascii_case("void") { None } else { Some(parse_type(&ty)?) };
+                // `RETURNS record` with OUT parameters: their row (see below).
+                let record = ty.trim().eq_ignore_ascii_case("record") && !outs.is_empty();
+                returns = if ty.eq_ignore_ascii_case("void") || record { None } else { Some(parse_type(&ty)?) };
             }
             Tok::Word(w) if w == "language" => {
                 c.pos += 1;
@@ -495,17 +522,30 @@ pub fn parse_header(sql: &str) -> Result<Header> {
         None => return Err(err("no language specified")),
         Some(other) => return Err(Error::unsupported(format!("LANGUAGE {other} (only plpgsql)"))),
     }
-    if function && returns.is_none() && !sql.to_lowercase().contains("returns") {
+    // OUT parameters make the result: one is the function's value, several a row of them
+    // (the RETURNS clause, `record` or the one type, says the same).
+    if !outs.is_empty() && set.is_some() {
+        return Err(Error::unsupported("OUT parameters with RETURNS TABLE or SETOF"));
+    }
+    match outs.as_slice() {
+        [] => {}
+        [(_, t)] if function => returns = Some(PlType::Scalar(*t)),
+        _ => {
+            returns = None;
+            set = Some(SetResult { columns: outs.clone(), table: true, single: true });
+        }
+    }
+    if function && returns.is_none() && set.is_none() && !sql.to_lowercase().contains("returns") {
         return Err(Error::new(
             crate::error::SqlState::custom("42P13").unwrap_or(crate::error::SqlState::InvalidTableDefinition),
             "function result type must be specified",
         ));
     }
-    if !function && (returns.is_some() || set.is_some()) {
+    if !function && (returns.is_some() || set.as_ref().is_some_and(|s| !s.single)) {
         return Err(err("procedures cannot have a RETURNS clause"));
     }
     let body = body.ok_or_else(|| err("no function body specified"))?;
-    Ok(Header { name, function, or_replace, params, defaults, returns, set, body })
+    Ok(Header { name, function, or_replace, params, defaults, outs, returns, set, body })
 }
 
 /// Parses `DROP PROCEDURE|FUNCTION [IF EXISTS] name [(argtypes)] [, …] [CASCADE | RESTRICT]`.
