@@ -38,16 +38,21 @@ pub(crate) struct CallPlan {
     /// `SELECT * FROM f(…)`: a `RETURNS TABLE` function's rows keep their columns (in the
     /// select list each row is one value of a composite type, shown as text).
     pub from: bool,
+    /// A `RETURNS SETOF table` function's column types when the call was planned.
+    pub row_types: Vec<DataType>,
 }
 
 impl CallPlan {
     /// A function's result rows as this form of call returns them.
     fn shape_rows(&self, r: &plpgsql::Routine, rows: Vec<Vec<Value>>) -> Vec<Vec<Value>> {
         match &r.set {
-            Some(set) if set.table && self.select && !self.from => rows
+            Some(set) if (set.table || set.relation.is_some()) && self.select && !self.from => rows
                 .into_iter()
                 .map(|row| {
-                    let types = set.columns.iter().map(|c| c.1);
+                    // (A table's columns are the values' own types.)
+                    let types = row.iter().enumerate().map(|(i, v)| {
+                        set.columns.get(i).map(|c| c.1).or(self.row_types.get(i).copied()).unwrap_or_else(|| v.data_type().unwrap_or(DataType::Text))
+                    });
                     vec![Value::Text(composite_text(row.iter().zip(types)))]
                 })
                 .collect(),
@@ -93,7 +98,11 @@ pub(crate) fn plan_call(
 ) -> Result<(CallPlan, Option<Vec<ColumnInfo>>)> {
     let FunctionCall { name, mut args, names, from, column_names } = call;
     let kind = if select { "function" } else { "procedure" };
+    let mut row_types = Vec::new();
     let (types, columns): (Vec<DataType>, Option<Vec<ColumnInfo>>) = if let Some(def) = catalog.procedure(&name) {
+        if let Some(table) = def.routine.set.as_ref().and_then(|s| s.relation.as_ref()) {
+            row_types = catalog.table(table).ok_or_else(|| Error::undefined_table(table))?.columns.iter().map(|c| c.ty).collect();
+        }
         let r = &def.routine;
         if r.function != select {
             let (hint, what) = if select { ("To call a procedure, use CALL.", "procedure") } else { ("To call a function, use SELECT.", "function") };
@@ -106,8 +115,16 @@ pub(crate) fn plan_call(
             r.set.as_ref().filter(|s| s.single).map(|set| set.columns.iter().map(|(n, ty)| ColumnInfo { name: n.clone(), ty: *ty }).collect())
         } else {
             let mut columns = match (&r.set, from) {
+                // `RETURNS SETOF table`: the table's columns now.
+                (Some(set), true) if let Some(table) = &set.relation => catalog
+                    .table(table)
+                    .ok_or_else(|| Error::undefined_table(table))?
+                    .columns
+                    .iter()
+                    .map(|c| ColumnInfo { name: c.name.clone(), ty: c.ty })
+                    .collect(),
                 (Some(set), true) => set.columns.iter().map(|(n, ty)| ColumnInfo { name: n.clone(), ty: *ty }).collect(),
-                (Some(set), false) if set.table => vec![ColumnInfo { name: name.clone(), ty: DataType::Text }],
+                (Some(set), false) if set.table || set.relation.is_some() => vec![ColumnInfo { name: name.clone(), ty: DataType::Text }],
                 (Some(set), false) => vec![ColumnInfo { name: name.clone(), ty: set.columns[0].1 }],
                 (None, _) => {
                     let ty = match r.returns {
@@ -149,7 +166,7 @@ pub(crate) fn plan_call(
             }
         }
     }
-    Ok((CallPlan { name, args, select, from }, columns))
+    Ok((CallPlan { name, args, select, from, row_types }, columns))
 }
 
 /// The arguments of a call in parameter order: those given by position, then by name
@@ -1333,6 +1350,17 @@ async fn run_instructions<S: RoutineStatements>(
                     None => r.table_slots.iter().map(|&slot| vars.scalar(slot).cloned()).collect::<Result<Vec<_>>>()?,
                 };
                 out.push(row);
+            }
+            Instr::ReturnNextRow(slots) => {
+                let columns = r.set_columns();
+                if slots.len() != columns.len() {
+                    return Err(Error::mismatch("wrong record type supplied in RETURN NEXT").with_detail(format!(
+                        "Number of returned columns ({}) does not match expected column count ({}).",
+                        slots.len(),
+                        columns.len()
+                    )));
+                }
+                out.push(freshet_core::try_vec(slots.iter().zip(columns).map(|(s, (_, ty))| vars.scalar(*s)?.clone().cast(*ty)))?);
             }
             Instr::ReturnQuery(sql) => {
                 let unit = &r.sql[*sql];

@@ -91,6 +91,7 @@ pub(crate) fn argument_list(r: &plpgsql::Routine) -> String {
 pub(crate) fn result_type(r: &plpgsql::Routine) -> Option<String> {
     match &r.set {
         Some(set) if set.single => r.function.then(|| "record".to_string()),
+        Some(set) if let Some(table) = &set.relation => Some(format!("SETOF {table}")),
         Some(set) if set.table => {
             let columns: Vec<String> = set.columns.iter().map(|(n, t)| format!("{n} {}", t.pg_name())).collect();
             Some(format!("TABLE({})", columns.join(", ")))

@@ -124,6 +124,8 @@ pub enum Instr {
     ReturnNext(Option<ExprUnit>),
     /// Runs statement `sql` and appends its rows to the result.
     ReturnQuery(usize),
+    /// Appends a row of these slots' values (`RETURN NEXT record`).
+    ReturnNextRow(Vec<usize>),
     Raise { level: RaiseLevel, format: Option<String>, args: Vec<ExprUnit>, options: Vec<(String, ExprUnit)> },
 }
 
@@ -337,6 +339,17 @@ pub fn compile_with(source: &str, described: &Described) -> Result<Routine> {
     if let ([(name, ty)], true) = (header.outs.as_slice(), header.function) {
         c.out_slot = Some(c.lookup(name).unwrap_or_else(|| c.declare(name, PlType::Scalar(*ty))));
     }
+    // `RETURNS SETOF table`: its columns, once the session has described the table.
+    let mut set = header.set.clone();
+    if let Some(s) = set.as_mut()
+        && let Some(table) = s.relation.clone()
+    {
+        let key = c.describe_only(&format!("SELECT * FROM {}", quote_ident(&table)))?;
+        match described.columns.get(&key) {
+            Some(columns) => s.columns = columns.clone(),
+            None => c.unresolve(|| Error::internal(format!("the columns of {table} are not known yet"))),
+        }
+    }
     let found = c.declare("found", PlType::Scalar(DataType::Bool));
     c.code.push(Instr::Init { slot: found, value: None });
     c.row_count = c.hidden();
@@ -358,7 +371,7 @@ pub fn compile_with(source: &str, described: &Described) -> Result<Routine> {
         defaults: header.defaults.clone(),
         outs: header.outs.clone(),
         returns: header.returns,
-        set: header.set.clone(),
+        set,
         table_slots,
         handlers: c.handlers,
         source: source.trim().trim_end_matches(';').to_string(),
@@ -687,6 +700,25 @@ impl Compiler<'_> {
             }
             SynStmt::Block { decls, body, handlers } => self.block(decls, body, handlers)?,
             SynStmt::Null => {}
+            SynStmt::Assign { target, value } if target.contains('.') => {
+                // A record's field: its slot, once the record's fields are known.
+                let (name, field) = target.split_once('.').expect("checked");
+                let record = self.lookup(name).and_then(|s| self.record_of(s)).ok_or_else(|| Error::syntax(format!("\"{name}\" is not a known record variable")))?;
+                match record.fields.as_ref().map(|f| f.iter().find(|(n, _)| n == field).map(|(_, s)| *s)) {
+                    Some(Some(slot)) => {
+                        let value = self.expr(value, hint(self.slots[slot].ty))?;
+                        self.code.push(Instr::Assign { slot, value });
+                    }
+                    Some(None) => {
+                        let (name, field) = (name.to_string(), field.to_string());
+                        self.unresolve(|| Error::new(SqlState::UndefinedColumn, format!("record \"{name}\" has no field \"{field}\"")));
+                    }
+                    None => {
+                        let name = name.to_string();
+                        self.unresolve(|| not_assigned(&name));
+                    }
+                }
+            }
             SynStmt::Assign { target, value } => {
                 let slot = self.scalar_slot(target)?;
                 if self.constants.contains(&slot) {
@@ -862,6 +894,25 @@ impl Compiler<'_> {
             }
             SynStmt::Return(Some(_)) if self.header.set.is_some() => {
                 return Err(Error::mismatch("RETURN cannot have a parameter in function returning set").with_hint("Use RETURN NEXT or RETURN QUERY."));
+            }
+            SynStmt::ReturnNext(Some(ast::Expr::Identifier(id)))
+                if self.header.set.as_ref().is_some_and(|s| s.relation.is_some()) && self.lookup(&fold_ident(id)).and_then(|s| self.record_of(s)).is_some() =>
+            {
+                // `RETURN NEXT r` of a record: its fields, in order, are the row.
+                let record = self.lookup(&fold_ident(id)).and_then(|s| self.record_of(s)).expect("checked");
+                match &record.fields {
+                    Some(fields) => {
+                        let slots = fields.iter().map(|(_, slot)| *slot).collect();
+                        self.code.push(Instr::ReturnNextRow(slots));
+                    }
+                    None => {
+                        let name = record.name.clone();
+                        self.unresolve(|| not_assigned(&name));
+                    }
+                }
+            }
+            SynStmt::ReturnNext(_) if self.header.set.as_ref().is_some_and(|s| s.relation.is_some()) => {
+                return Err(Error::unsupported("RETURN NEXT of anything but a record variable in a function returning SETOF a table"));
             }
             SynStmt::ReturnNext(value) => {
                 let Some(set) = &self.header.set else { return Err(Error::mismatch("cannot use RETURN NEXT in a non-SETOF function")) };

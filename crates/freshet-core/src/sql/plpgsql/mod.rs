@@ -23,7 +23,7 @@
 //! per field.
 //!
 //! NOT IMPLEMENTED: cursors (OPEN/FETCH), VARIADIC parameters, whole-record
-//! assignment (`r := …`), record parameters and results, dynamic
+//! assignment (`r := …`), record parameters and results (but `RETURNS SETOF table`), dynamic
 //! SQL, overloading (a name identifies one routine), a set-returning function inside a larger
 //! query (it is called only as `SELECT * FROM f(…)` or `SELECT f(…)`).
 

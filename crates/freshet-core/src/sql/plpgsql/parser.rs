@@ -50,6 +50,9 @@ pub struct SetResult {
     /// Not a set: the one row of a function with several OUT parameters (or of a procedure
     /// with OUT parameters), made of their values when it returns.
     pub single: bool,
+    /// `RETURNS SETOF table`: rows of that table's columns (`columns` is empty until the
+    /// session learns them, see `compile::compile_with`).
+    pub relation: Option<String>,
 }
 
 /// `DROP PROCEDURE|FUNCTION [IF EXISTS] name [(types)] [, …]`.
@@ -468,7 +471,7 @@ pub fn parse_header(sql: &str) -> Result<Header> {
                         }
                         c.expect_op(",")?;
                     }
-                    set = Some(SetResult { columns, table: true, single: false });
+                    set = Some(SetResult { columns, table: true, single: false, relation: None });
                     continue;
                 }
                 let setof = c.eat_word("setof");
@@ -479,7 +482,17 @@ pub fn parse_header(sql: &str) -> Result<Header> {
                         || t.is_op(";")
                 });
                 if setof {
-                    set = Some(SetResult { columns: vec![(name.clone(), scalar_type(&ty)?)], table: false, single: false });
+                    let relation = ty.trim().chars().all(|ch| ch.is_alphanumeric() || ch == '_' || ch == '.' || ch == '"');
+                    set = Some(match scalar_type(&ty) {
+                        Ok(t) => SetResult { columns: vec![(name.clone(), t)], table: false, single: false, relation: None },
+                        // Not a type: a table's rows.
+                        Err(_) if relation => {
+                            let table = ty.trim().trim_start_matches("public.");
+                            let table = if table.contains('"') { table.trim_matches('"').to_string() } else { table.to_lowercase() };
+                            SetResult { columns: Vec::new(), table: false, single: false, relation: Some(table) }
+                        }
+                        Err(e) => return Err(e),
+                    });
                     continue;
                 }
                 // `RETURNS record` with OUT parameters: their row (see below).
@@ -532,7 +545,7 @@ pub fn parse_header(sql: &str) -> Result<Header> {
         [(_, t)] if function => returns = Some(PlType::Scalar(*t)),
         _ => {
             returns = None;
-            set = Some(SetResult { columns: outs.clone(), table: true, single: true });
+            set = Some(SetResult { columns: outs.clone(), table: true, single: true, relation: None });
         }
     }
     if function && returns.is_none() && set.is_none() && !sql.to_lowercase().contains("returns") {
@@ -701,6 +714,20 @@ fn statement(c: &mut Cursor) -> Result<SynStmt> {
         Tok::Word(w) => w.clone(),
         _ => return Err(err(c.near())),
     };
+    // `record.field := value`.
+    let field_assign = c.toks.get(c.pos + 1).is_some_and(|t| t.is_op("."))
+        && c.toks.get(c.pos + 2).is_some_and(|t| matches!(t.tok, Tok::Word(_) | Tok::Quoted(_)))
+        && c.toks.get(c.pos + 3).is_some_and(|t| t.is_op(":=") || t.is_op("="));
+    if field_assign {
+        let field = match &c.toks[c.pos + 2].tok {
+            Tok::Word(w) | Tok::Quoted(w) => w.clone(),
+            _ => unreachable!("checked above"),
+        };
+        c.pos += 4;
+        let value = c.expr_until(|t| t.is_op(";"))?;
+        c.expect_op(";")?;
+        return Ok(SynStmt::Assign { target: format!("{word}.{field}"), value });
+    }
     let next_is_assign = c.toks.get(c.pos + 1).is_some_and(|t| t.is_op(":=") || t.is_op("="));
     if next_is_assign {
         c.pos += 2;
