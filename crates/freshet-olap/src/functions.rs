@@ -1,4 +1,5 @@
-//! Scalar functions PostgreSQL has and DataFusion lacks: `md5(text)`,
+//! Scalar functions PostgreSQL has and DataFusion lacks: `md5(text)`, `quote_ident`,
+//! `quote_literal`, `quote_nullable`,
 //! `width_bucket(operand, low, high, count)`, `age(timestamp, timestamp)` (the one-argument
 //! `age(t)`, from midnight today, is rewritten into it: `rewrite::postgres_functions`),
 //! `format(text, …)`, `justify_hours`, `justify_days`, `justify_interval` and
@@ -26,7 +27,10 @@ use crate::error::{no_function_for, to_datafusion};
 /// The functions, for the engine to register.
 pub(crate) fn all() -> Vec<ScalarUDF> {
     vec![
-        ScalarUDF::new_from_impl(Md5Text { signature: Signature::any(1, Volatility::Immutable) }),
+        TextFunction::udf("md5", md5_hex),
+        TextFunction::udf("quote_ident", |t| t.map(quote_ident)),
+        TextFunction::udf("quote_literal", quote_literal),
+        TextFunction::udf("quote_nullable", |t| quote_literal(t).or_else(|| Some("NULL".to_string()))),
         ScalarUDF::new_from_impl(WidthBucket { signature: Signature::any(4, Volatility::Immutable) }),
         ScalarUDF::new_from_impl(Age { signature: Signature::any(2, Volatility::Immutable) }),
         ScalarUDF::new_from_impl(Format { signature: Signature::variadic_any(Volatility::Immutable) }),
@@ -177,26 +181,61 @@ impl ScalarUDFImpl for TimePrecision {
     }
 }
 
-/// `md5(text) → text`: the MD5 digest of the text's UTF-8 bytes in lower-case hex.
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct Md5Text {
+/// A function of one text (an argument of another type is read as its text): `md5(text)`,
+/// the MD5 digest of the text's UTF-8 bytes in lower-case hex; `quote_ident(text)`,
+/// `quote_literal(text)` and `quote_nullable(text)`, the text quoted for SQL as PostgreSQL
+/// quotes it (dynamic SQL in PL/pgSQL builds statements with them).
+#[derive(Debug)]
+struct TextFunction {
+    name: &'static str,
+    f: fn(Option<&str>) -> Option<String>,
     signature: Signature,
 }
 
-impl ScalarUDFImpl for Md5Text {
+// A function is its name (function pointers do not compare meaningfully).
+impl PartialEq for TextFunction {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+    }
+}
+
+impl Eq for TextFunction {}
+
+impl std::hash::Hash for TextFunction {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.name.hash(state);
+    }
+}
+
+impl TextFunction {
+    fn udf(name: &'static str, f: fn(Option<&str>) -> Option<String>) -> ScalarUDF {
+        ScalarUDF::new_from_impl(TextFunction { name, f, signature: Signature::any(1, Volatility::Immutable) })
+    }
+}
+
+fn md5_hex(text: Option<&str>) -> Option<String> {
+    text.map(|t| Md5::digest(t.as_bytes()).iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// `'…'` with quotes doubled; with a backslash, PostgreSQL's `E'…'` with backslashes doubled.
+fn quote_literal(text: Option<&str>) -> Option<String> {
+    text.map(|t| {
+        let quoted = t.replace('\'', "''");
+        if t.contains('\\') { format!("E'{}'", quoted.replace('\\', "\\\\")) } else { format!("'{quoted}'") }
+    })
+}
+
+impl ScalarUDFImpl for TextFunction {
     fn name(&self) -> &str {
-        "md5"
+        self.name
     }
 
     fn signature(&self) -> &Signature {
         &self.signature
     }
 
-    fn return_type(&self, args: &[ArrowType]) -> DfResult<ArrowType> {
-        match args {
-            [ArrowType::Utf8 | ArrowType::Utf8View | ArrowType::LargeUtf8 | ArrowType::Null] => Ok(ArrowType::Utf8),
-            _ => Err(no_function_for("md5", args)),
-        }
+    fn return_type(&self, _args: &[ArrowType]) -> DfResult<ArrowType> {
+        Ok(ArrowType::Utf8)
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
@@ -205,12 +244,7 @@ impl ScalarUDFImpl for Md5Text {
         let texts = texts.as_string::<i32>();
         let mut out = StringBuilder::with_capacity(texts.len(), texts.len() * 32);
         for i in 0..texts.len() {
-            if texts.is_null(i) {
-                out.append_null();
-            } else {
-                let digest = Md5::digest(texts.value(i).as_bytes());
-                out.append_value(digest.iter().map(|b| format!("{b:02x}")).collect::<String>());
-            }
+            out.append_option((self.f)((!texts.is_null(i)).then(|| texts.value(i))));
         }
         columnar(Arc::new(out.finish()), scalar)
     }

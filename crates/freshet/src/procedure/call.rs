@@ -956,6 +956,9 @@ impl<F: Future> Future for GrowStack<F> {
 trait RoutineStatements {
     async fn run(&mut self, prepared: &Arc<crate::session::Prepared>, params: Vec<Value>) -> Result<(Vec<Vec<Value>>, u64)>;
 
+    /// Parses, plans and runs SQL text with `$n` parameters of these types (EXECUTE).
+    async fn run_text(&mut self, sql: &str, types: &[DataType], params: Vec<Value>) -> Result<(Vec<Vec<Value>>, u64)>;
+
     /// A savepoint for a block with an EXCEPTION section.
     async fn savepoint(&mut self) -> Result<RoutineSavepoint>;
 
@@ -987,6 +990,12 @@ struct InSession<'a>(&'a mut Session);
 impl RoutineStatements for InSession<'_> {
     async fn run(&mut self, prepared: &Arc<crate::session::Prepared>, params: Vec<Value>) -> Result<(Vec<Vec<Value>>, u64)> {
         statement_rows(self.0, prepared, params).await
+    }
+
+    async fn run_text(&mut self, sql: &str, types: &[DataType], params: Vec<Value>) -> Result<(Vec<Vec<Value>>, u64)> {
+        let declared: Vec<Option<DataType>> = types.iter().copied().map(Some).collect();
+        let prepared = Box::pin(self.0.prepare(sql, &declared)).await?;
+        Box::pin(statement_rows(self.0, &prepared, params)).await
     }
 
     async fn savepoint(&mut self) -> Result<RoutineSavepoint> {
@@ -1024,6 +1033,11 @@ impl RoutineStatements for InJob<'_> {
     }
 
     async fn rollback_to(&mut self, _savepoint: &RoutineSavepoint) -> Result<()> {
+        Err(self.job.give_up())
+    }
+
+    /// Dynamic SQL is parsed and planned by the session: the call runs the ordinary way.
+    async fn run_text(&mut self, _sql: &str, _types: &[DataType], _params: Vec<Value>) -> Result<(Vec<Vec<Value>>, u64)> {
         Err(self.job.give_up())
     }
 
@@ -1225,20 +1239,24 @@ async fn run_instructions<S: RoutineStatements>(
                     vars.set(r.row_count, Value::Int64(count as i64));
                 }
                 if !unit.into.is_empty() {
-                    if unit.strict && rows.len() != 1 {
-                        return Err(if rows.is_empty() {
-                            Error::new(SqlState::custom("P0002").unwrap_or(SqlState::RaiseException), "query returned no rows")
-                        } else {
-                            Error::new(SqlState::custom("P0003").unwrap_or(SqlState::RaiseException), "query returned more than one row")
-                                .with_hint("Make sure the query returns a single row, or use LIMIT 1.")
-                        });
-                    }
-                    let mut first = rows.into_iter().next();
-                    for (k, slot) in unit.into.iter().enumerate() {
-                        // Moved out of the row, which is dropped after (each target is a column of its own).
-                        let v = first.as_mut().and_then(|row| row.get_mut(k)).map_or(Value::Null, |v| std::mem::replace(v, Value::Null));
-                        vars.set(*slot, v.cast(slot_type(r.slots[*slot].ty))?);
-                    }
+                    assign_into(r, vars, rows, &unit.into, unit.strict)?;
+                }
+            }
+            Instr::Execute(x) => {
+                let text = match eval(&x.text, vars, now)? {
+                    Value::Null => return Err(Error::new(SqlState::custom("22004").unwrap_or(SqlState::InvalidParameterValue), "query string argument of EXECUTE is null")),
+                    v => v.to_text(DataType::Text).unwrap_or_default(),
+                };
+                let types: Vec<DataType> = x.using.iter().map(|u| u.ty).collect();
+                let params = freshet_core::try_vec(x.using.iter().map(|u| eval(u, vars, now)))?;
+                let (rows, count) = statements.run_text(&text, &types, params).await?;
+                // EXECUTE changes ROW_COUNT, not FOUND (as in PostgreSQL).
+                vars.set(r.row_count, Value::Int64(count as i64));
+                if x.query {
+                    append_query_rows(r, out, rows)?;
+                    vars.set(r.found, Value::Bool(count > 0));
+                } else if !x.into.is_empty() {
+                    assign_into(r, vars, rows, &x.into, x.strict)?;
                 }
             }
             Instr::Jump(t) => *pc = *t,
@@ -1366,17 +1384,7 @@ async fn run_instructions<S: RoutineStatements>(
                 let unit = &r.sql[*sql];
                 let params = freshet_core::try_vec(unit.params.iter().map(|p| source_value(p, vars, now)))?;
                 let (rows, count) = statements.run(&compiled.prepared[*sql], params).await?;
-                let columns = r.set_columns();
-                for row in rows {
-                    if row.len() != columns.len() {
-                        return Err(Error::mismatch("structure of query does not match function result type").with_detail(format!(
-                            "Number of returned columns ({}) does not match expected column count ({}).",
-                            row.len(),
-                            columns.len()
-                        )));
-                    }
-                    out.push(freshet_core::try_vec(row.into_iter().zip(columns).map(|(v, (_, ty))| v.cast(*ty)))?);
-                }
+                append_query_rows(r, out, rows)?;
                 vars.set(r.found, Value::Bool(count > 0));
             }
             Instr::Raise { level, format, args, options } => {
@@ -1425,6 +1433,43 @@ async fn run_instructions<S: RoutineStatements>(
         ));
     }
     Ok(result_rows(r, None, std::mem::take(out)))
+}
+
+/// Assigns a statement's first row to `into` (SELECT … INTO, RETURNING … INTO, EXECUTE …
+/// INTO); with STRICT exactly one row, or P0002/P0003.
+fn assign_into(r: &plpgsql::Routine, vars: &mut Vars, rows: Vec<Vec<Value>>, into: &[usize], strict: bool) -> Result<()> {
+    if strict && rows.len() != 1 {
+        return Err(if rows.is_empty() {
+            Error::new(SqlState::custom("P0002").unwrap_or(SqlState::RaiseException), "query returned no rows")
+        } else {
+            Error::new(SqlState::custom("P0003").unwrap_or(SqlState::RaiseException), "query returned more than one row")
+                .with_hint("Make sure the query returns a single row, or use LIMIT 1.")
+        });
+    }
+    let mut first = rows.into_iter().next();
+    for (k, slot) in into.iter().enumerate() {
+        // Moved out of the row, which is dropped after (each target is a column of its own).
+        let v = first.as_mut().and_then(|row| row.get_mut(k)).map_or(Value::Null, |v| std::mem::replace(v, Value::Null));
+        vars.set(*slot, v.cast(slot_type(r.slots[*slot].ty))?);
+    }
+    Ok(())
+}
+
+/// Appends a query's rows to a set-returning function's result (RETURN QUERY [EXECUTE]),
+/// checked against and cast to its columns.
+fn append_query_rows(r: &plpgsql::Routine, out: &mut Vec<Vec<Value>>, rows: Vec<Vec<Value>>) -> Result<()> {
+    let columns = r.set_columns();
+    for row in rows {
+        if row.len() != columns.len() {
+            return Err(Error::mismatch("structure of query does not match function result type").with_detail(format!(
+                "Number of returned columns ({}) does not match expected column count ({}).",
+                row.len(),
+                columns.len()
+            )));
+        }
+        out.push(freshet_core::try_vec(row.into_iter().zip(columns).map(|(v, (_, ty))| v.cast(*ty)))?);
+    }
+    Ok(())
 }
 
 /// What a routine's run yields: a set-returning function's rows; one row holding a

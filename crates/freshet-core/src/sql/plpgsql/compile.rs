@@ -126,7 +126,22 @@ pub enum Instr {
     ReturnQuery(usize),
     /// Appends a row of these slots' values (`RETURN NEXT record`).
     ReturnNextRow(Vec<usize>),
+    /// Dynamic SQL (`EXECUTE`).
+    Execute(Box<ExecuteCode>),
     Raise { level: RaiseLevel, format: Option<String>, args: Vec<ExprUnit>, options: Vec<(String, ExprUnit)> },
+}
+
+/// `EXECUTE text [INTO …] [USING …]`, compiled: the text is parsed and planned each time it
+/// runs (in the session: a call with one gives up running as one executor job).
+#[derive(Clone, Debug)]
+pub struct ExecuteCode {
+    pub text: ExprUnit,
+    /// The values of the text's `$1`, `$2`, ….
+    pub using: Vec<ExprUnit>,
+    pub into: Vec<usize>,
+    pub strict: bool,
+    /// `RETURN QUERY EXECUTE`: the rows are appended to the result.
+    pub query: bool,
 }
 
 /// One `WHEN … THEN` of an EXCEPTION section, compiled.
@@ -942,6 +957,15 @@ impl Compiler<'_> {
                 };
                 self.code.push(Instr::Return(value));
             }
+            SynStmt::Execute(exec) => {
+                if exec.query && self.header.set.is_none() {
+                    return Err(Error::mismatch("cannot use RETURN QUERY in a non-SETOF function"));
+                }
+                let text = self.expr(&exec.text, Some(DataType::Text))?;
+                let using = exec.using.iter().map(|e| self.expr(e, None)).collect::<Result<Vec<_>>>()?;
+                let into = exec.into.iter().map(|n| self.scalar_slot(n)).collect::<Result<Vec<_>>>()?;
+                self.code.push(Instr::Execute(Box::new(ExecuteCode { text, using, into, strict: exec.strict, query: exec.query })));
+            }
             SynStmt::Reraise => {
                 let h = self.handler("RAISE without parameters")?;
                 let options = [("errcode", h.sqlstate), ("message", h.sqlerrm), ("detail", h.detail), ("hint", h.hint), ("context", h.context)]
@@ -1528,6 +1552,9 @@ impl Classification {
 
 /// Classifies `routine` against the tables of `catalog`.
 pub fn classify(routine: &Routine, catalog: &Catalog) -> Classification {
+    if routine.code.iter().any(|i| matches!(i, Instr::Execute(_))) {
+        return Classification::Crossing { reason: "it runs dynamic SQL (EXECUTE)".to_string() };
+    }
     let mut key: Option<usize> = None;
     for unit in routine.sql.iter().filter(|u| !u.describe_only) {
         match unit_partitioning(unit, catalog, routine) {

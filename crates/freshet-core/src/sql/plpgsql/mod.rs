@@ -23,8 +23,8 @@
 //! per field.
 //!
 //! NOT IMPLEMENTED: cursors (OPEN/FETCH), VARIADIC parameters, whole-record
-//! assignment (`r := …`), record parameters and results (but `RETURNS SETOF table`), dynamic
-//! SQL, overloading (a name identifies one routine), a set-returning function inside a larger
+//! assignment (`r := …`), record parameters and results (but `RETURNS SETOF table`),
+//! `FOR … IN EXECUTE`, overloading (a name identifies one routine), a set-returning function inside a larger
 //! query (it is called only as `SELECT * FROM f(…)` or `SELECT f(…)`).
 
 pub mod compile;

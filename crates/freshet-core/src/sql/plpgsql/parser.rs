@@ -147,6 +147,8 @@ pub enum SynStmt {
     Raise { level: RaiseLevel, format: Option<String>, args: Vec<ast::Expr>, options: Vec<(String, ast::Expr)> },
     /// `RAISE;` in an exception handler: raises the error it caught again.
     Reraise,
+    /// `EXECUTE text [INTO [STRICT] targets] [USING values]` or `RETURN QUERY EXECUTE …`.
+    Execute(Box<Dynamic>),
     /// `GET [CURRENT | STACKED] DIAGNOSTICS target = item [, …]`.
     GetDiagnostics { stacked: bool, items: Vec<(String, String)> },
     /// `ASSERT condition [, message]`.
@@ -696,6 +698,8 @@ impl SynStmt {
             SynStmt::ReturnNext(_) => "RETURN NEXT",
             SynStmt::ReturnQuery { .. } => "RETURN QUERY",
             SynStmt::Raise { .. } | SynStmt::Reraise => "RAISE",
+            SynStmt::Execute(e) if e.query => "RETURN QUERY",
+            SynStmt::Execute(_) => "EXECUTE",
             SynStmt::GetDiagnostics { stacked: false, .. } => "GET DIAGNOSTICS",
             SynStmt::GetDiagnostics { stacked: true, .. } => "GET STACKED DIAGNOSTICS",
             SynStmt::Assert { .. } => "ASSERT",
@@ -774,8 +778,13 @@ fn statement(c: &mut Cursor) -> Result<SynStmt> {
                 return Ok(SynStmt::ReturnNext(value));
             }
             if c.eat_word("query") {
-                if c.peek_word("execute") {
-                    return Err(Error::unsupported("RETURN QUERY EXECUTE (dynamic SQL)"));
+                if c.eat_word("execute") {
+                    let exec = dynamic(c)?;
+                    c.expect_op(";")?;
+                    if !exec.into.is_empty() {
+                        return Err(err("RETURN QUERY EXECUTE cannot have INTO"));
+                    }
+                    return Ok(SynStmt::Execute(Box::new(exec)));
                 }
                 let begin = c.pos;
                 let (text, _) = c.until(|t| t.is_op(";"));
@@ -818,7 +827,13 @@ fn statement(c: &mut Cursor) -> Result<SynStmt> {
             Ok(SynStmt::Assert { cond, message })
         }
         "case" => case_statement(c),
-        "execute" => Err(Error::unsupported("dynamic SQL (EXECUTE)")),
+        "execute" => {
+            c.pos += 1;
+            let mut exec = dynamic(c)?;
+            c.expect_op(";")?;
+            exec.query = false;
+            Ok(SynStmt::Execute(Box::new(exec)))
+        }
         _ => Err(err(c.near())),
     }
 }
@@ -892,6 +907,45 @@ fn for_statement(c: &mut Cursor) -> Result<SynStmt> {
     let step = if c.eat_word("by") { Some(c.expr_until(|t| t.is_word("loop"))?) } else { None };
     let body = loop_body(c)?;
     Ok(SynStmt::ForRange { var, reverse, bounds: Box::new((lo, hi, step)), body })
+}
+
+/// Dynamic SQL: a statement's text computed when it runs.
+#[derive(Clone, Debug)]
+pub struct Dynamic {
+    pub text: ast::Expr,
+    pub into: Vec<String>,
+    pub strict: bool,
+    /// The values of `$1`, `$2`, … in the text.
+    pub using: Vec<ast::Expr>,
+    /// `RETURN QUERY EXECUTE`: its rows are appended to the result.
+    pub query: bool,
+}
+
+/// After EXECUTE: the text expression, then INTO and USING in either order.
+fn dynamic(c: &mut Cursor) -> Result<Dynamic> {
+    let stop = |t: &Token| t.is_word("into") || t.is_word("using") || t.is_op(";");
+    let text = c.expr_until(stop)?;
+    let mut exec = Dynamic { text, into: Vec::new(), strict: false, using: Vec::new(), query: true };
+    loop {
+        if c.eat_word("into") {
+            exec.strict = c.eat_word("strict");
+            loop {
+                exec.into.push(c.ident()?);
+                if !c.eat_op(",") {
+                    break;
+                }
+            }
+        } else if c.eat_word("using") {
+            loop {
+                exec.using.push(c.expr_until(|t| t.is_op(",") || stop(t))?);
+                if !c.eat_op(",") {
+                    break;
+                }
+            }
+        } else {
+            return Ok(exec);
+        }
+    }
 }
 
 fn get_diagnostics(c: &mut Cursor) -> Result<SynStmt> {
