@@ -1243,13 +1243,7 @@ async fn run_instructions<S: RoutineStatements>(
                 }
             }
             Instr::Execute(x) => {
-                let text = match eval(&x.text, vars, now)? {
-                    Value::Null => return Err(Error::new(SqlState::custom("22004").unwrap_or(SqlState::InvalidParameterValue), "query string argument of EXECUTE is null")),
-                    v => v.to_text(DataType::Text).unwrap_or_default(),
-                };
-                let types: Vec<DataType> = x.using.iter().map(|u| u.ty).collect();
-                let params = freshet_core::try_vec(x.using.iter().map(|u| eval(u, vars, now)))?;
-                let (rows, count) = statements.run_text(&text, &types, params).await?;
+                let (rows, count) = run_dynamic(x, vars, now, statements).await?;
                 // EXECUTE changes ROW_COUNT, not FOUND (as in PostgreSQL).
                 vars.set(r.row_count, Value::Int64(count as i64));
                 if x.query {
@@ -1322,6 +1316,10 @@ async fn run_instructions<S: RoutineStatements>(
                         vars.set(*idx, Value::Int64(i as i64 + 1));
                     }
                 }
+            }
+            Instr::ExecuteOpen { exec, cursor } => {
+                let (rows, _) = run_dynamic(exec, vars, now, statements).await?;
+                cursors[*cursor] = (rows.into_iter(), 0);
             }
             Instr::QueryOpen { sql, cursor } => {
                 let unit = &r.sql[*sql];
@@ -1433,6 +1431,17 @@ async fn run_instructions<S: RoutineStatements>(
         ));
     }
     Ok(result_rows(r, None, std::mem::take(out)))
+}
+
+/// Runs dynamic SQL: its text and USING values evaluated now.
+async fn run_dynamic<S: RoutineStatements>(x: &plpgsql::ExecuteCode, vars: &Vars, now: Clock<'_>, statements: &mut S) -> Result<(Vec<Vec<Value>>, u64)> {
+    let text = match eval(&x.text, vars, now)? {
+        Value::Null => return Err(Error::new(SqlState::custom("22004").unwrap_or(SqlState::InvalidParameterValue), "query string argument of EXECUTE is null")),
+        v => v.to_text(DataType::Text).unwrap_or_default(),
+    };
+    let types: Vec<DataType> = x.using.iter().map(|u| u.ty).collect();
+    let params = freshet_core::try_vec(x.using.iter().map(|u| eval(u, vars, now)))?;
+    statements.run_text(&text, &types, params).await
 }
 
 /// Assigns a statement's first row to `into` (SELECT … INTO, RETURNING … INTO, EXECUTE …

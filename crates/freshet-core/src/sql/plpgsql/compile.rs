@@ -109,6 +109,8 @@ pub enum Instr {
     ForeachNext { array: usize, idx: usize, var: usize, exit: usize },
     /// Runs statement `sql` and keeps its rows in cursor `cursor`.
     QueryOpen { sql: usize, cursor: usize },
+    /// Runs dynamic SQL and keeps its rows in cursor `cursor` (FOR … IN EXECUTE).
+    ExecuteOpen { exec: Box<ExecuteCode>, cursor: usize },
     /// Assigns the cursor's next row to `targets`, or jumps to `exit` when none is left.
     QueryNext { cursor: usize, targets: Vec<usize>, exit: usize },
     /// After a query loop (also reached by EXIT): FOUND is whether it iterated at all.
@@ -410,6 +412,8 @@ struct RecordVar {
     slot: usize,
     /// Its fields and their slots, when some statement assigning it was described.
     fields: Option<Vec<(String, usize)>>,
+    /// Declared `table%ROWTYPE`: its fields are the table's columns.
+    rowtype: bool,
     /// The statements assigning it in this compile.
     assigners: Vec<UnitKey>,
 }
@@ -639,7 +643,8 @@ impl Compiler<'_> {
                 }
             }
         }
-        self.records.push(RecordVar { name: d.name.clone(), slot, fields: known.then_some(fields), assigners: own });
+        let rowtype = matches!(d.ty, DeclType::RowType(_));
+        self.records.push(RecordVar { name: d.name.clone(), slot, fields: known.then_some(fields), rowtype, assigners: own });
         Ok(())
     }
 
@@ -831,6 +836,40 @@ impl Compiler<'_> {
                 let cursor = self.cursors;
                 self.cursors += 1;
                 self.code.push(Instr::QueryOpen { sql: self.sql.len() - 1, cursor });
+                let next = self.here();
+                self.code.push(Instr::QueryNext { cursor, targets, exit: PATCH });
+                let patches = self.loop_body(body)?;
+                self.code.push(Instr::Jump(next));
+                let end = self.here();
+                self.code.push(Instr::QueryClose { cursor });
+                self.patch(next, end);
+                self.close_loop(patches, next, end);
+            }
+            SynStmt::ForExecute { targets, exec, body } => {
+                // The targets: scalar variables, or a record whose fields are known without
+                // the query (`%ROWTYPE`), by position.
+                let targets = match targets.as_slice() {
+                    [name] if self.lookup(name).and_then(|s| self.record_of(s)).is_some() => {
+                        let record = self.lookup(name).and_then(|s| self.record_of(s)).expect("checked");
+                        if !record.rowtype {
+                            return Err(Error::unsupported(format!("FOR … IN EXECUTE over the record \"{name}\" (declare it table%ROWTYPE, or use scalar variables)")));
+                        }
+                        match &record.fields {
+                            Some(fields) => fields.iter().map(|(_, s)| *s).collect(),
+                            None => {
+                                self.unresolve(|| not_assigned(name));
+                                Vec::new()
+                            }
+                        }
+                    }
+                    names => names.iter().map(|n| self.scalar_slot(n)).collect::<Result<Vec<_>>>()?,
+                };
+                let text = self.expr(&exec.text, Some(DataType::Text))?;
+                let using = exec.using.iter().map(|e| self.expr(e, None)).collect::<Result<Vec<_>>>()?;
+                let cursor = self.cursors;
+                self.cursors += 1;
+                let code = ExecuteCode { text, using, into: Vec::new(), strict: false, query: false };
+                self.code.push(Instr::ExecuteOpen { exec: Box::new(code), cursor });
                 let next = self.here();
                 self.code.push(Instr::QueryNext { cursor, targets, exit: PATCH });
                 let patches = self.loop_body(body)?;
@@ -1552,7 +1591,7 @@ impl Classification {
 
 /// Classifies `routine` against the tables of `catalog`.
 pub fn classify(routine: &Routine, catalog: &Catalog) -> Classification {
-    if routine.code.iter().any(|i| matches!(i, Instr::Execute(_))) {
+    if routine.code.iter().any(|i| matches!(i, Instr::Execute(_) | Instr::ExecuteOpen { .. })) {
         return Classification::Crossing { reason: "it runs dynamic SQL (EXECUTE)".to_string() };
     }
     let mut key: Option<usize> = None;

@@ -24,14 +24,14 @@
 //!
 //! NOT IMPLEMENTED: cursors (OPEN/FETCH), VARIADIC parameters, whole-record
 //! assignment (`r := …`), record parameters and results (but `RETURNS SETOF table`),
-//! `FOR … IN EXECUTE`, overloading (a name identifies one routine), a set-returning function inside a larger
+//! `FOR r IN EXECUTE` over a plain `record`, overloading (a name identifies one routine), a set-returning function inside a larger
 //! query (it is called only as `SELECT * FROM f(…)` or `SELECT f(…)`).
 
 pub mod compile;
 pub mod lexer;
 pub mod parser;
 
-pub use compile::{classify, compile, compile_with, Classification, Described, ExprUnit, HandlerCode, Instr, ParamSource, Routine, SqlUnit, UnitKey};
+pub use compile::{classify, compile, compile_with, Classification, Described, ExecuteCode, ExprUnit, HandlerCode, Instr, ParamSource, Routine, SqlUnit, UnitKey};
 
 use crate::error::{Error, Result, SqlState};
 use crate::types::{DataType, Value};

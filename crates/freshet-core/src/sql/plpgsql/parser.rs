@@ -149,6 +149,8 @@ pub enum SynStmt {
     Reraise,
     /// `EXECUTE text [INTO [STRICT] targets] [USING values]` or `RETURN QUERY EXECUTE …`.
     Execute(Box<Dynamic>),
+    /// `FOR targets IN EXECUTE text [USING values] LOOP`.
+    ForExecute { targets: Vec<String>, exec: Box<Dynamic>, body: Vec<SynStmt> },
     /// `GET [CURRENT | STACKED] DIAGNOSTICS target = item [, …]`.
     GetDiagnostics { stacked: bool, items: Vec<(String, String)> },
     /// `ASSERT condition [, message]`.
@@ -700,6 +702,7 @@ impl SynStmt {
             SynStmt::Raise { .. } | SynStmt::Reraise => "RAISE",
             SynStmt::Execute(e) if e.query => "RETURN QUERY",
             SynStmt::Execute(_) => "EXECUTE",
+            SynStmt::ForExecute { .. } => "FOR over EXECUTE statement",
             SynStmt::GetDiagnostics { stacked: false, .. } => "GET DIAGNOSTICS",
             SynStmt::GetDiagnostics { stacked: true, .. } => "GET STACKED DIAGNOSTICS",
             SynStmt::Assert { .. } => "ASSERT",
@@ -779,7 +782,7 @@ fn statement(c: &mut Cursor) -> Result<SynStmt> {
             }
             if c.eat_word("query") {
                 if c.eat_word("execute") {
-                    let exec = dynamic(c)?;
+                    let exec = dynamic(c, ";")?;
                     c.expect_op(";")?;
                     if !exec.into.is_empty() {
                         return Err(err("RETURN QUERY EXECUTE cannot have INTO"));
@@ -829,7 +832,7 @@ fn statement(c: &mut Cursor) -> Result<SynStmt> {
         "case" => case_statement(c),
         "execute" => {
             c.pos += 1;
-            let mut exec = dynamic(c)?;
+            let mut exec = dynamic(c, ";")?;
             c.expect_op(";")?;
             exec.query = false;
             Ok(SynStmt::Execute(Box::new(exec)))
@@ -896,8 +899,13 @@ fn for_statement(c: &mut Cursor) -> Result<SynStmt> {
         let body = loop_body(c)?;
         return Ok(SynStmt::ForQuery { targets, statement, text, body });
     }
-    if c.peek_word("execute") {
-        return Err(Error::unsupported("FOR over dynamic SQL (EXECUTE)"));
+    if c.eat_word("execute") {
+        let exec = dynamic(c, "loop")?;
+        if !exec.into.is_empty() {
+            return Err(err("FOR … IN EXECUTE cannot have INTO"));
+        }
+        let body = loop_body(c)?;
+        return Ok(SynStmt::ForExecute { targets, exec: Box::new(exec), body });
     }
     let [var] = <[String; 1]>::try_from(targets).map_err(|_| err("integer FOR loop must have only one target variable"))?;
     let reverse = c.eat_word("reverse");
@@ -921,9 +929,10 @@ pub struct Dynamic {
     pub query: bool,
 }
 
-/// After EXECUTE: the text expression, then INTO and USING in either order.
-fn dynamic(c: &mut Cursor) -> Result<Dynamic> {
-    let stop = |t: &Token| t.is_word("into") || t.is_word("using") || t.is_op(";");
+/// After EXECUTE: the text expression, then INTO and USING in either order, up to `;` (or the
+/// word `end`, for FOR … IN EXECUTE … LOOP).
+fn dynamic(c: &mut Cursor, end: &str) -> Result<Dynamic> {
+    let stop = |t: &Token| t.is_word("into") || t.is_word("using") || t.is_op(";") || t.is_word(end);
     let text = c.expr_until(stop)?;
     let mut exec = Dynamic { text, into: Vec::new(), strict: false, using: Vec::new(), query: true };
     loop {
