@@ -833,17 +833,8 @@ impl Compiler<'_> {
                 let unit = self.sql_unit(statement, text, Vec::new(), false)?;
                 let targets = self.row_targets(targets, &unit)?;
                 self.sql.push(unit);
-                let cursor = self.cursors;
-                self.cursors += 1;
-                self.code.push(Instr::QueryOpen { sql: self.sql.len() - 1, cursor });
-                let next = self.here();
-                self.code.push(Instr::QueryNext { cursor, targets, exit: PATCH });
-                let patches = self.loop_body(body)?;
-                self.code.push(Instr::Jump(next));
-                let end = self.here();
-                self.code.push(Instr::QueryClose { cursor });
-                self.patch(next, end);
-                self.close_loop(patches, next, end);
+                let sql = self.sql.len() - 1;
+                self.cursor_loop(|cursor| Instr::QueryOpen { sql, cursor }, targets, body)?;
             }
             SynStmt::ForExecute { targets, exec, body } => {
                 // The targets: scalar variables, or a record whose fields are known without
@@ -866,18 +857,8 @@ impl Compiler<'_> {
                 };
                 let text = self.expr(&exec.text, Some(DataType::Text))?;
                 let using = exec.using.iter().map(|e| self.expr(e, None)).collect::<Result<Vec<_>>>()?;
-                let cursor = self.cursors;
-                self.cursors += 1;
-                let code = ExecuteCode { text, using, into: Vec::new(), strict: false, query: false };
-                self.code.push(Instr::ExecuteOpen { exec: Box::new(code), cursor });
-                let next = self.here();
-                self.code.push(Instr::QueryNext { cursor, targets, exit: PATCH });
-                let patches = self.loop_body(body)?;
-                self.code.push(Instr::Jump(next));
-                let end = self.here();
-                self.code.push(Instr::QueryClose { cursor });
-                self.patch(next, end);
-                self.close_loop(patches, next, end);
+                let exec = Box::new(ExecuteCode { text, using, into: Vec::new(), strict: false, query: false });
+                self.cursor_loop(|cursor| Instr::ExecuteOpen { exec, cursor }, targets, body)?;
             }
             SynStmt::While { cond, body } => {
                 let start = self.here();
@@ -1100,6 +1081,23 @@ impl Compiler<'_> {
                 self.code.push(Instr::Raise { level: *level, format: format.clone(), args, options: opts });
             }
         }
+        Ok(())
+    }
+
+    /// A loop over the rows of a cursor: `open` (given the cursor) fills it, each row goes to
+    /// `targets`, then `body`; FOUND after it says whether it iterated.
+    fn cursor_loop(&mut self, open: impl FnOnce(usize) -> Instr, targets: Vec<usize>, body: &[SynStmt]) -> Result<()> {
+        let cursor = self.cursors;
+        self.cursors += 1;
+        self.code.push(open(cursor));
+        let next = self.here();
+        self.code.push(Instr::QueryNext { cursor, targets, exit: PATCH });
+        let patches = self.loop_body(body)?;
+        self.code.push(Instr::Jump(next));
+        let end = self.here();
+        self.code.push(Instr::QueryClose { cursor });
+        self.patch(next, end);
+        self.close_loop(patches, next, end);
         Ok(())
     }
 
