@@ -98,10 +98,12 @@ pub(crate) fn plan_call(
 ) -> Result<(CallPlan, Option<Vec<ColumnInfo>>)> {
     let FunctionCall { name, mut args, names, from, column_names } = call;
     let kind = if select { "function" } else { "procedure" };
-    let mut row_types = Vec::new();
+    // `RETURNS SETOF table`: the table's columns now.
+    let mut table_columns = Vec::new();
     let (types, columns): (Vec<DataType>, Option<Vec<ColumnInfo>>) = if let Some(def) = catalog.procedure(&name) {
         if let Some(table) = def.routine.set.as_ref().and_then(|s| s.relation.as_ref()) {
-            row_types = catalog.table(table).ok_or_else(|| Error::undefined_table(table))?.columns.iter().map(|c| c.ty).collect();
+            let def = catalog.table(table).ok_or_else(|| Error::undefined_table(table))?;
+            table_columns = def.columns.iter().map(|c| ColumnInfo { name: c.name.clone(), ty: c.ty }).collect();
         }
         let r = &def.routine;
         if r.function != select {
@@ -115,14 +117,7 @@ pub(crate) fn plan_call(
             r.set.as_ref().filter(|s| s.single).map(|set| set.columns.iter().map(|(n, ty)| ColumnInfo { name: n.clone(), ty: *ty }).collect())
         } else {
             let mut columns = match (&r.set, from) {
-                // `RETURNS SETOF table`: the table's columns now.
-                (Some(set), true) if let Some(table) = &set.relation => catalog
-                    .table(table)
-                    .ok_or_else(|| Error::undefined_table(table))?
-                    .columns
-                    .iter()
-                    .map(|c| ColumnInfo { name: c.name.clone(), ty: c.ty })
-                    .collect(),
+                (Some(set), true) if set.relation.is_some() => table_columns.clone(),
                 (Some(set), true) => set.columns.iter().map(|(n, ty)| ColumnInfo { name: n.clone(), ty: *ty }).collect(),
                 (Some(set), false) if set.table || set.relation.is_some() => vec![ColumnInfo { name: name.clone(), ty: DataType::Text }],
                 (Some(set), false) => vec![ColumnInfo { name: name.clone(), ty: set.columns[0].1 }],
@@ -166,6 +161,7 @@ pub(crate) fn plan_call(
             }
         }
     }
+    let row_types = table_columns.iter().map(|c| c.ty).collect();
     Ok((CallPlan { name, args, select, from, row_types }, columns))
 }
 
@@ -293,21 +289,14 @@ pub(crate) fn per_row_calls(q: &ast::Query, catalog: &Catalog) -> Option<PerRowC
         let [part] = f.name.0.as_slice() else { return None };
         let name = fold_ident(part.as_ident()?);
         catalog.procedure(&name)?;
-        let ast::FunctionArguments::List(list) = &f.args else {
-            return matches!(f.args, ast::FunctionArguments::None).then_some((name, Vec::new()));
-        };
-        if list.duplicate_treatment.is_some() || !list.clauses.is_empty() || f.filter.is_some() || f.over.is_some() {
+        if let ast::FunctionArguments::List(list) = &f.args
+            && (list.duplicate_treatment.is_some() || !list.clauses.is_empty())
+        {
             return None;
         }
-        let args = list
-            .args
-            .iter()
-            .map(|a| match a {
-                ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => Some(e.clone()),
-                _ => None,
-            })
-            .collect::<Option<Vec<_>>>()?;
-        Some((name, args))
+        // Arguments by position only (they become the call's `$1`, `$2`, …).
+        let (args, names) = call_arguments(&f.args)?;
+        (f.filter.is_none() && f.over.is_none() && names.iter().all(Option::is_none)).then_some((name, args))
     };
     let mut items = Vec::new();
     let mut kept = Vec::new();
