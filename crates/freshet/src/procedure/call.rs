@@ -190,7 +190,9 @@ fn complete_arguments(r: &plpgsql::Routine, kind: &str, args: Vec<ast::Expr>, na
     out.into_iter().zip(&r.defaults).map(|(arg, default)| arg.or_else(|| default.clone()).ok_or_else(missing)).collect()
 }
 
-/// A call's arguments as written: their expressions and the names of those given by name.
+/// A call's arguments as written: their expressions and the names of those given by name
+/// (`p => value`, or the older `p := value`, which the parser reads as an assignment
+/// expression).
 pub(crate) fn call_arguments(args: &ast::FunctionArguments) -> Option<(Vec<ast::Expr>, Vec<Option<String>>)> {
     let list = match args {
         ast::FunctionArguments::List(list) => &list.args[..],
@@ -199,6 +201,11 @@ pub(crate) fn call_arguments(args: &ast::FunctionArguments) -> Option<(Vec<ast::
     };
     list.iter()
         .map(|a| match a {
+            ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(ast::Expr::BinaryOp { left, op: ast::BinaryOperator::Assignment, right }))
+                if let ast::Expr::Identifier(name) = left.as_ref() =>
+            {
+                Some((right.as_ref().clone(), Some(fold_ident(name))))
+            }
             ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => Some((e.clone(), None)),
             ast::FunctionArg::Named { name, arg: ast::FunctionArgExpr::Expr(e), .. } => Some((e.clone(), Some(fold_ident(name)))),
             ast::FunctionArg::ExprNamed { name: ast::Expr::Identifier(name), arg: ast::FunctionArgExpr::Expr(e), .. } => Some((e.clone(), Some(fold_ident(name)))),
