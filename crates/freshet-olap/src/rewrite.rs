@@ -132,6 +132,70 @@ pub fn grouped_order_ordinals(statement: &mut ast::Statement) {
 /// there is none), or the number itself.
 pub const REGCLASS_FUNCTION: &str = "freshet_regclass";
 
+/// The function a cast to `regtype` becomes: the OID of the type a text names (42704 if
+/// there is none), or the number itself.
+pub const REGTYPE_FUNCTION: &str = "freshet_regtype";
+
+/// What a result column `x::regclass` shows: the relation's name (the OID as a number if no
+/// relation has it), as PostgreSQL prints a `regclass`.
+pub const REGCLASS_NAME_FUNCTION: &str = "freshet_regclass_name";
+
+/// What a result column `x::regtype` shows: the type's name, as PostgreSQL prints a
+/// `regtype` (`integer`, `character varying`).
+pub const REGTYPE_NAME_FUNCTION: &str = "freshet_regtype_name";
+
+/// Result columns cast to `regclass` or `regtype` show names, as PostgreSQL prints those
+/// types (`SELECT attrelid::regclass, atttypid::regtype FROM pg_attribute`), where the cast
+/// alone gives the OID as a number (the OID types are integers here, so that comparisons
+/// and joins on them are integer ones). Only the statement's own select list is changed:
+/// inside, the cast keeps its number for the outer query to compare.
+pub fn shown_oid_names(statement: &mut ast::Statement) {
+    fn select_list(body: &mut ast::SetExpr) {
+        match body {
+            ast::SetExpr::Select(select) => {
+                for item in select.projection.iter_mut() {
+                    let (ast::SelectItem::UnnamedExpr(e) | ast::SelectItem::ExprWithAlias { expr: e, .. }) = item else { continue };
+                    let shown = match e {
+                        Expr::Cast { data_type: ast::DataType::Regclass, .. } => REGCLASS_NAME_FUNCTION,
+                        Expr::Cast { data_type: ast::DataType::Custom(name, modifiers), .. } if modifiers.is_empty() => {
+                            if is_type_name(name, "regtype") {
+                                REGTYPE_NAME_FUNCTION
+                            } else if is_type_name(name, "regclass") {
+                                REGCLASS_NAME_FUNCTION
+                            } else {
+                                continue;
+                            }
+                        }
+                        _ => continue,
+                    };
+                    // Named as the cast was: the session names result columns from the
+                    // statement as written.
+                    let cast = std::mem::replace(e, null());
+                    *e = call(shown, cast);
+                }
+            }
+            ast::SetExpr::SetOperation { left, right, .. } => {
+                select_list(left);
+                select_list(right);
+            }
+            ast::SetExpr::Query(q) => select_list(&mut q.body),
+            _ => {}
+        }
+    }
+    if let ast::Statement::Query(q) = statement {
+        select_list(&mut q.body);
+    }
+}
+
+/// Whether `name` is the catalog type `ty`, bare or `pg_catalog.`-qualified.
+fn is_type_name(name: &ast::ObjectName, ty: &str) -> bool {
+    let ident = match name.0.as_slice() {
+        [n] => n.as_ident().cloned(),
+        _ => unqualified(name),
+    };
+    ident.is_some_and(|i| i.value.eq_ignore_ascii_case(ty))
+}
+
 /// The function a cast to `regproc` or `regprocedure` becomes: the OID of the routine a text
 /// names (42883 if none), or the number itself.
 pub const REGPROC_FUNCTION: &str = "freshet_regproc";
@@ -468,7 +532,8 @@ fn catalog_cast(expr: &Expr, data_type: &ast::DataType) -> Option<Expr> {
         "regclass" => Some(call(REGCLASS_FUNCTION, expr.clone())),
         "uuid" => Some(call(crate::uuid::CAST_FUNCTION, expr.clone())),
         "regproc" | "regprocedure" => Some(call(REGPROC_FUNCTION, expr.clone())),
-        "oid" | "regtype" | "regnamespace" | "regrole" | "regoper" | "xid" | "cid" => cast(T::BigInt(None)),
+        "regtype" => Some(call(REGTYPE_FUNCTION, expr.clone())),
+        "oid" | "regnamespace" | "regrole" | "regoper" | "xid" | "cid" => cast(T::BigInt(None)),
         "name" | "char" | "bpchar" | "text" => cast(T::Text),
         "varchar" => cast(T::Varchar(None)),
         "int2" | "smallint" => cast(T::SmallInt(None)),

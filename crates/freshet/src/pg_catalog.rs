@@ -172,17 +172,30 @@ fn catalog_column_type(t: &ArrowType) -> AttType {
 
 /// The OID of a catalog relation: PostgreSQL's for the ones clients name, others after them.
 fn catalog_relation_oid(name: &str) -> Option<i64> {
-    const WELL_KNOWN: &[(&str, i64)] = &[
-        ("pg_type", 1247), ("pg_attribute", 1249), ("pg_proc", 1255), ("pg_class", 1259), ("pg_database", 1262),
-        ("pg_am", 2601), ("pg_attrdef", 2604), ("pg_constraint", 2606), ("pg_inherits", 2611), ("pg_index", 2610),
-        ("pg_description", 2609), ("pg_namespace", 2615), ("pg_trigger", 2620), ("pg_tablespace", 1213),
-        ("pg_collation", 3456), ("pg_policy", 3256), ("pg_statistic_ext", 3381), ("pg_publication", 6104),
-        ("pg_publication_rel", 6106), ("pg_publication_namespace", 6237), ("pg_extension", 3079), ("pg_auth_members", 1261), ("pg_language", 2612),
-    ];
-    WELL_KNOWN.iter().find(|(n, _)| *n == name).map(|(_, oid)| *oid).or_else(|| {
-        RELATIONS.iter().position(|(n, _)| *n == name).map(|p| 12000 + p as i64)
+    WELL_KNOWN_RELATIONS.iter().find(|(n, _)| *n == name).map(|(_, oid)| *oid).or_else(|| {
+        RELATIONS.iter().position(|(n, _)| *n == name).map(|p| CATALOG_RELATION_OIDS + p as i64)
     })
 }
+
+/// The name of the catalog relation with OID `oid` (the inverse of [`catalog_relation_oid`]).
+fn catalog_relation_name(oid: i64) -> Option<&'static str> {
+    WELL_KNOWN_RELATIONS.iter().find(|(_, o)| *o == oid).map(|(n, _)| *n).or_else(|| {
+        let position = usize::try_from(oid.checked_sub(CATALOG_RELATION_OIDS)?).ok()?;
+        RELATIONS.get(position).map(|(n, _)| *n)
+    })
+}
+
+/// Catalog relations whose OIDs clients know by number (PostgreSQL's).
+const WELL_KNOWN_RELATIONS: &[(&str, i64)] = &[
+    ("pg_type", 1247), ("pg_attribute", 1249), ("pg_proc", 1255), ("pg_class", 1259), ("pg_database", 1262),
+    ("pg_am", 2601), ("pg_attrdef", 2604), ("pg_constraint", 2606), ("pg_inherits", 2611), ("pg_index", 2610),
+    ("pg_description", 2609), ("pg_namespace", 2615), ("pg_trigger", 2620), ("pg_tablespace", 1213),
+    ("pg_collation", 3456), ("pg_policy", 3256), ("pg_statistic_ext", 3381), ("pg_publication", 6104),
+    ("pg_publication_rel", 6106), ("pg_publication_namespace", 6237), ("pg_extension", 3079), ("pg_auth_members", 1261), ("pg_language", 2612),
+];
+
+/// The other catalog relations take OIDs from here up, in [`RELATIONS`] order.
+const CATALOG_RELATION_OIDS: i64 = 12000;
 
 /// Every relation with its columns (a subset of PostgreSQL's, in its order). OIDs are int8.
 const RELATIONS: &[(&str, &[(&str, ArrowType)])] = &[
@@ -919,6 +932,61 @@ fn regclass(catalog: &Catalog, name: &str) -> DfResult<i64> {
     Err(DataFusionError::External(Box::new(missing)))
 }
 
+/// What a `regclass` shows: the name of the relation (table, view, index or catalog
+/// relation) with OID `oid`, or the number when none has it, as PostgreSQL prints one.
+fn relation_name(catalog: &Catalog, oid: i64) -> String {
+    if let Some(table) = table_of(catalog, oid) {
+        return table.name.clone();
+    }
+    if let Some(view) = catalog.views().find(|v| view_oid(v) == oid) {
+        return view.name.clone();
+    }
+    if let Some((table, position)) = index_of(catalog, oid) {
+        return table.indexes[position].name.clone();
+    }
+    catalog_relation_name(oid).map_or_else(|| oid.to_string(), str::to_string)
+}
+
+/// The OID of the type a text names, in SQL's spelling (`integer`, `character varying(10)`,
+/// `timestamp with time zone`) or the catalog's (`int4`, `name`, `oid`), or of an OID
+/// written as a number; 42704 if there is no such type.
+fn regtype(name: &str) -> DfResult<i64> {
+    let name = name.trim();
+    if let Ok(oid) = name.parse::<i64>() {
+        return Ok(oid);
+    }
+    let lower = name.to_lowercase();
+    let bare = lower.strip_prefix("pg_catalog.").unwrap_or(&lower);
+    // The catalog's names first (`name` is a type of its own, which SQL's spelling would read
+    // as text), except `char`, which SQL reads as `character` (PostgreSQL's `"char"` is a
+    // one-byte type of the catalog's).
+    if let Some((oid, ..)) = TYPES.iter().find(|(_, n, ..)| *n == bare && bare != "char") {
+        return Ok(*oid);
+    }
+    let dialect = sqlparser::dialect::PostgreSqlDialect {};
+    let sql_spelling = sqlparser::parser::Parser::new(&dialect)
+        .try_with_sql(bare)
+        .and_then(|mut p| p.parse_data_type())
+        .ok()
+        .and_then(|t| freshet_core::sql::bind::sql_type(&t).ok());
+    if let Some(ty) = sql_spelling {
+        return Ok(ty.oid() as i64);
+    }
+    let missing = freshet_core::Error::new(freshet_core::SqlState::UndefinedObject, format!("type \"{name}\" does not exist"));
+    Err(DataFusionError::External(Box::new(missing)))
+}
+
+/// What a `regtype` shows: the type's name (`format_type` without a modifier), or the number
+/// when no type has that OID.
+fn type_name(oid: i64) -> String {
+    let known = TYPES.iter().any(|(o, ..)| *o == oid) || u32::try_from(oid).ok().and_then(DataType::from_oid).is_some();
+    match oid {
+        1042 => "character".into(),
+        _ if known => format_type(oid, None),
+        _ => oid.to_string(),
+    }
+}
+
 /// The OID of the routine a text names (`'name'::regproc`, `'name(integer)'::regprocedure`,
 /// optionally `public.`-qualified, quoted as SQL reads names), or of an OID written as a number.
 fn regproc(catalog: &Catalog, name: &str) -> DfResult<i64> {
@@ -1151,6 +1219,14 @@ fn functions(engine: &Arc<Engine>) -> Vec<ScalarUDF> {
                 None => None,
             }))
         }),
+        function(freshet_olap::rewrite::REGTYPE_FUNCTION, &[1], I8, |a| {
+            Ok(ScalarValue::Int64(match text(&a[0]) {
+                Some(name) => Some(regtype(&name)?),
+                None => None,
+            }))
+        }),
+        describe(freshet_olap::rewrite::REGCLASS_NAME_FUNCTION, &[1], |catalog, oid, _| Some(relation_name(catalog, oid))),
+        function(freshet_olap::rewrite::REGTYPE_NAME_FUNCTION, &[1], T, |a| text_of(int(&a[0]).map(type_name))),
     ]
 }
 
