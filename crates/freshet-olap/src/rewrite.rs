@@ -55,28 +55,34 @@ pub fn unique_output_names(statement: &mut ast::Statement) {
     // can clash (`3.7::int, 3.7::bigint`). The statement's own result columns are named by
     // the session from the statement as written, so there every computed item gets an
     // alias of its own; inside, names stay (an outer query may refer to them).
-    fn alias_computed(body: &mut ast::SetExpr) {
+    own_select_lists(statement, &mut |select| {
+        for (i, item) in select.projection.iter_mut().enumerate() {
+            if let ast::SelectItem::UnnamedExpr(e) = item
+                && !matches!(e, Expr::Identifier(_) | Expr::CompoundIdentifier(_))
+            {
+                let expr = std::mem::replace(e, null());
+                *item = ast::SelectItem::ExprWithAlias { expr, alias: ast::Ident::with_quote('"', format!("__freshet_column_{}", i + 1)) };
+            }
+        }
+    });
+}
+
+/// Calls `f` on each SELECT whose select list gives the statement's own result columns (both
+/// sides of a UNION, a parenthesised query's), not on subqueries'.
+fn own_select_lists(statement: &mut ast::Statement, f: &mut dyn FnMut(&mut ast::Select)) {
+    fn walk(body: &mut ast::SetExpr, f: &mut dyn FnMut(&mut ast::Select)) {
         match body {
-            ast::SetExpr::Select(select) => {
-                for (i, item) in select.projection.iter_mut().enumerate() {
-                    if let ast::SelectItem::UnnamedExpr(e) = item
-                        && !matches!(e, Expr::Identifier(_) | Expr::CompoundIdentifier(_))
-                    {
-                        let expr = std::mem::replace(e, null());
-                        *item = ast::SelectItem::ExprWithAlias { expr, alias: ast::Ident::with_quote('"', format!("__freshet_column_{}", i + 1)) };
-                    }
-                }
-            }
+            ast::SetExpr::Select(select) => f(select),
             ast::SetExpr::SetOperation { left, right, .. } => {
-                alias_computed(left);
-                alias_computed(right);
+                walk(left, f);
+                walk(right, f);
             }
-            ast::SetExpr::Query(q) => alias_computed(&mut q.body),
+            ast::SetExpr::Query(q) => walk(&mut q.body, f),
             _ => {}
         }
     }
     if let ast::Statement::Query(q) = statement {
-        alias_computed(&mut q.body);
+        walk(&mut q.body, f);
     }
 }
 
@@ -150,41 +156,28 @@ pub const REGTYPE_NAME_FUNCTION: &str = "freshet_regtype_name";
 /// and joins on them are integer ones). Only the statement's own select list is changed:
 /// inside, the cast keeps its number for the outer query to compare.
 pub fn shown_oid_names(statement: &mut ast::Statement) {
-    fn select_list(body: &mut ast::SetExpr) {
-        match body {
-            ast::SetExpr::Select(select) => {
-                for item in select.projection.iter_mut() {
-                    let (ast::SelectItem::UnnamedExpr(e) | ast::SelectItem::ExprWithAlias { expr: e, .. }) = item else { continue };
-                    let shown = match e {
-                        Expr::Cast { data_type: ast::DataType::Regclass, .. } => REGCLASS_NAME_FUNCTION,
-                        Expr::Cast { data_type: ast::DataType::Custom(name, modifiers), .. } if modifiers.is_empty() => {
-                            if is_type_name(name, "regtype") {
-                                REGTYPE_NAME_FUNCTION
-                            } else if is_type_name(name, "regclass") {
-                                REGCLASS_NAME_FUNCTION
-                            } else {
-                                continue;
-                            }
-                        }
-                        _ => continue,
-                    };
-                    // Named as the cast was: the session names result columns from the
-                    // statement as written.
-                    let cast = std::mem::replace(e, null());
-                    *e = call(shown, cast);
+    own_select_lists(statement, &mut |select| {
+        for item in select.projection.iter_mut() {
+            let (ast::SelectItem::UnnamedExpr(e) | ast::SelectItem::ExprWithAlias { expr: e, .. }) = item else { continue };
+            let shown = match e {
+                Expr::Cast { data_type: ast::DataType::Regclass, .. } => REGCLASS_NAME_FUNCTION,
+                Expr::Cast { data_type: ast::DataType::Custom(name, modifiers), .. } if modifiers.is_empty() => {
+                    if is_type_name(name, "regtype") {
+                        REGTYPE_NAME_FUNCTION
+                    } else if is_type_name(name, "regclass") {
+                        REGCLASS_NAME_FUNCTION
+                    } else {
+                        continue;
+                    }
                 }
-            }
-            ast::SetExpr::SetOperation { left, right, .. } => {
-                select_list(left);
-                select_list(right);
-            }
-            ast::SetExpr::Query(q) => select_list(&mut q.body),
-            _ => {}
+                _ => continue,
+            };
+            // Named as the cast was: the session names result columns from the statement as
+            // written.
+            let cast = std::mem::replace(e, null());
+            *e = call(shown, cast);
         }
-    }
-    if let ast::Statement::Query(q) = statement {
-        select_list(&mut q.body);
-    }
+    });
 }
 
 /// Whether `name` is the catalog type `ty`, bare or `pg_catalog.`-qualified.
