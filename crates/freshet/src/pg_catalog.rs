@@ -853,7 +853,12 @@ fn format_type(oid: i64, typmod: Option<i64>) -> String {
             Some(m) => format!("numeric({},{})", (m >> 16) & 0xffff, m & 0xffff),
             None => "numeric".into(),
         },
-        1042 => format!("character({})", modifier.unwrap_or(1)),
+        // As PostgreSQL: no modifier at all is `character`, an empty one (-1) `bpchar`.
+        1042 => match (modifier, typmod) {
+            (Some(n), _) => format!("character({n})"),
+            (None, None) => "character".into(),
+            (None, Some(_)) => "bpchar".into(),
+        },
         1043 => match modifier {
             Some(n) => format!("character varying({n})"),
             None => "character varying".into(),
@@ -980,11 +985,7 @@ fn regtype(name: &str) -> DfResult<i64> {
 /// when no type has that OID.
 fn type_name(oid: i64) -> String {
     let known = TYPES.iter().any(|(o, ..)| *o == oid) || u32::try_from(oid).ok().and_then(DataType::from_oid).is_some();
-    match oid {
-        1042 => "character".into(),
-        _ if known => format_type(oid, None),
-        _ => oid.to_string(),
-    }
+    if known { format_type(oid, None) } else { oid.to_string() }
 }
 
 /// The OID of the routine a text names (`'name'::regproc`, `'name(integer)'::regprocedure`,
@@ -1240,6 +1241,8 @@ mod tests {
         assert_eq!(format_type(1043, Some(24)), "character varying(20)");
         assert_eq!(format_type(1043, Some(-1)), "character varying");
         assert_eq!(format_type(1042, Some(5)), "character(1)");
+        assert_eq!(format_type(1042, None), "character");
+        assert_eq!(format_type(1042, Some(-1)), "bpchar");
         assert_eq!(format_type(23, Some(-1)), "integer");
         assert_eq!(format_type(1114, None), "timestamp without time zone");
         assert_eq!(format_type(99999, None), "???");
