@@ -556,16 +556,24 @@ fn an_upsert_in_a_plpgsql_function_runs_inside_the_one_job_call() {
     assert!(in_one_job >= 3, "{in_one_job} of {calls} calls ran as one job");
 }
 
+/// A database with a table `name (k INT PRIMARY KEY)` holding the row k = 1, for routines
+/// that fail on a duplicate key.
+fn database_with_key_one(name: &str) -> Database {
+    let db = Database::open(Config { olap_threads: 1, ..Config::default() }).unwrap();
+    let mut s = db.session();
+    s.execute_blocking(&format!("CREATE TABLE {name} (k INT PRIMARY KEY)")).unwrap();
+    s.execute_blocking(&format!("INSERT INTO {name} VALUES (1)")).unwrap();
+    db
+}
+
 /// Notices raised before an error reach the client before it (PostgreSQL sends each as it is
 /// raised), whether the call ran statement by statement (in a block) or as one job; a
 /// handler's `RAISE;` raises the caught error again with its detail.
 #[test]
 fn notices_before_an_error_are_kept_for_the_client() {
     use freshet::Notice;
-    let db = Database::open(Config { olap_threads: 1, ..Config::default() }).unwrap();
+    let db = database_with_key_one("u");
     let mut s = db.session();
-    s.execute_blocking("CREATE TABLE u (k INT PRIMARY KEY)").unwrap();
-    s.execute_blocking("INSERT INTO u VALUES (1)").unwrap();
     s.execute_blocking(
         "CREATE FUNCTION again(k INT) RETURNS INT LANGUAGE plpgsql AS $$
          BEGIN
@@ -601,10 +609,8 @@ fn notices_before_an_error_are_kept_for_the_client() {
 /// DIAGNOSTICS … = PG_EXCEPTION_CONTEXT reads too.
 #[test]
 fn errors_carry_the_context_of_the_routines_they_leave() {
-    let db = Database::open(Config { olap_threads: 1, ..Config::default() }).unwrap();
+    let db = database_with_key_one("c");
     let mut s = db.session();
-    s.execute_blocking("CREATE TABLE c (k INT PRIMARY KEY)").unwrap();
-    s.execute_blocking("INSERT INTO c VALUES (1)").unwrap();
     s.execute_blocking(
         "CREATE FUNCTION inner_f(x INT) RETURNS INT LANGUAGE plpgsql AS $$
 BEGIN

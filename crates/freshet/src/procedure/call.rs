@@ -194,11 +194,15 @@ fn complete_arguments(r: &plpgsql::Routine, kind: &str, args: Vec<ast::Expr>, na
 /// (`p => value`, or the older `p := value`, which the parser reads as an assignment
 /// expression).
 pub(crate) fn call_arguments(args: &ast::FunctionArguments) -> Option<(Vec<ast::Expr>, Vec<Option<String>>)> {
-    let list = match args {
-        ast::FunctionArguments::List(list) => &list.args[..],
-        ast::FunctionArguments::None => &[],
-        ast::FunctionArguments::Subquery(_) => return None,
-    };
+    match args {
+        ast::FunctionArguments::List(list) => argument_list(&list.args),
+        ast::FunctionArguments::None => Some((Vec::new(), Vec::new())),
+        ast::FunctionArguments::Subquery(_) => None,
+    }
+}
+
+/// [`call_arguments`] of a list of arguments (a call's, or a table function's in FROM).
+fn argument_list(list: &[ast::FunctionArg]) -> Option<(Vec<ast::Expr>, Vec<Option<String>>)> {
     list.iter()
         .map(|a| match a {
             ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(ast::Expr::BinaryOp { left, op: ast::BinaryOperator::Assignment, right }))
@@ -240,8 +244,7 @@ pub(crate) fn select_function_call(q: &ast::Query, catalog: &Catalog) -> Option<
         (ast::SelectItem::Wildcard(_), [ast::TableWithJoins { relation: ast::TableFactor::Table { name, alias, args: Some(args), .. }, joins }])
             if joins.is_empty() =>
         {
-            let list = ast::FunctionArguments::List(ast::FunctionArgumentList { duplicate_treatment: None, args: args.args.clone(), clauses: Vec::new() });
-            (name, call_arguments(&list)?, alias.as_ref(), true)
+            (name, argument_list(&args.args)?, alias.as_ref(), true)
         }
         _ => return None,
     };
