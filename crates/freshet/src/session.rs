@@ -155,6 +155,11 @@ enum Kind {
     /// A SELECT with stored-function calls as items of its select list
     /// (`procedure::per_row_calls`): the query without them, its columns, and the output.
     CallsPerRow { query: Arc<QueryPlan>, columns: Arc<Vec<ColumnInfo>>, items: Arc<Vec<crate::procedure::RowItem>> },
+    /// `DO code`: the anonymous procedure it runs, compiled.
+    Do(Arc<freshet_core::sql::plpgsql::Routine>),
+    /// A SELECT that calls stored functions inside its expressions
+    /// (`procedure::calls_in_query`).
+    CallsInQuery(Arc<CallsInQueryPlan>),
     /// A SELECT without FROM that calls sequence functions (`SELECT nextval('s')`): its
     /// items, evaluated in the session.
     SessionSelect(Vec<freshet_core::sql::expr::Expr>),
@@ -167,6 +172,37 @@ enum Kind {
     /// `CREATE TABLE name AS query`: the table, typed from the query's columns, then the INSERT
     /// of the query's rows into it (`INSERT INTO name (columns) query`).
     CreateTableAs { create: DdlPlan, table: String, if_not_exists: bool, insert: String },
+}
+
+/// A query calling stored functions inside its expressions, planned: the split query, and
+/// per call site the query of its argument lists (with their columns), the call and its value's
+/// column.
+struct CallsInQueryPlan {
+    split: crate::procedure::CallsInQuery,
+    sites: Vec<CallSitePlan>,
+}
+
+struct CallSitePlan {
+    /// Planned with the earlier sites' relations rowless: run as it is when it needs none of
+    /// them (`CallSite::depends`), planned again with their rows otherwise.
+    arguments: QueryPlan,
+    argument_columns: Vec<ColumnInfo>,
+    call: crate::procedure::CallPlan,
+    value: Arc<Vec<ColumnInfo>>,
+}
+
+impl CallSitePlan {
+    /// The site's relation without rows, its columns typed: the arguments', then the value's.
+    fn rowless(&self) -> ast::Query {
+        let types: Vec<DataType> = self.argument_columns.iter().chain(self.value.iter()).map(|c| c.ty).collect();
+        crate::procedure::values_relation(0, types.len(), &mut |_, c| ast::Expr::Cast {
+            kind: ast::CastKind::Cast,
+            expr: Box::new(ast::Expr::Value(ast::Value::Null.with_empty_span())),
+            data_type: rewrite::sql_type_ast(types[c]),
+            array: false,
+            format: None,
+        })
+    }
 }
 
 /// A statement that starts or ends a transaction block or works with savepoints.
@@ -462,6 +498,106 @@ impl Session {
         .await
     }
 
+    /// Plans a [`Kind::CallsInQuery`]: each site's argument query and call, in order, then
+    /// the query, with rowless relations of typed NULLs in place of the calls' values (for the
+    /// columns and the parameter types).
+    async fn plan_calls_in_query(
+        &self,
+        split: crate::procedure::CallsInQuery,
+        catalog: &freshet_core::catalog::Catalog,
+        params: &mut Vec<Option<DataType>>,
+    ) -> Result<(CallsInQueryPlan, Vec<ColumnInfo>)> {
+        let mut sites: Vec<CallSitePlan> = Vec::with_capacity(split.sites.len());
+        for (k, site) in split.sites.iter().enumerate() {
+            let query = split.arguments(k, &mut |j| sites.get(j).map(CallSitePlan::rowless));
+            let statement = Statement::Query(Box::new(query.clone()));
+            let planned = self.plan_query(&query, &statement, catalog, params).await;
+            let (arguments, argument_columns) = planned.map_err(|e| match e.state {
+                SqlState::UndefinedColumn if site.nested => e.with_hint(format!(
+                    "The arguments of {}() in a subquery may name only that subquery's columns, not an outer query's.",
+                    site.name
+                )),
+                _ => e,
+            })?;
+            let (call, value) = crate::procedure::plan_value_call(&self.db, catalog, &site.name, &site.names)?;
+            sites.push(CallSitePlan { arguments, argument_columns, call, value: Arc::new(vec![value]) });
+        }
+        let query = split.query(&mut |j| sites.get(j).map(CallSitePlan::rowless));
+        let statement = Statement::Query(Box::new(query.clone()));
+        let (_, columns) = self.plan_query(&query, &statement, catalog, params).await?;
+        Ok((CallsInQueryPlan { split, sites }, columns))
+    }
+
+    /// Runs a [`Kind::CallsInQuery`] in one transaction: site by site, its argument query and
+    /// the function once per argument list; then the query with those values. The values
+    /// reach the queries as parameters after the statement's own.
+    async fn run_calls_in_query(&mut self, plan: Arc<CallsInQueryPlan>, param_types: Vec<DataType>, params: Vec<Value>, now: i64) -> Result<(Vec<Vec<Value>>, Vec<Notice>)> {
+        self.in_call_transaction(|s| {
+            Box::pin(async move {
+                let catalog = s.catalog();
+                let mut notices = Vec::new();
+                let (mut types, mut values) = (param_types.clone(), params.clone());
+                // Per site done, its relation with its rows.
+                let mut relations: Vec<ast::Query> = Vec::with_capacity(plan.sites.len());
+                for (k, site) in plan.sites.iter().enumerate() {
+                    let rows = if plan.split.sites[k].depends {
+                        let query = plan.split.arguments(k, &mut |j| relations.get(j).cloned());
+                        s.run_values_query(query, &catalog, &types, values.clone(), now).await?.1
+                    } else {
+                        let txn = s.statement_txn();
+                        let rows = s.run_query(&site.arguments, &site.argument_columns, &param_types, params.clone(), now, txn).await?;
+                        rows.collect_values(&site.argument_columns).await?
+                    };
+                    let arg_types: Vec<DataType> = site.argument_columns.iter().map(|c| c.ty).collect();
+                    let cell_types: Vec<DataType> = arg_types.iter().copied().chain(std::iter::once(site.value[0].ty)).collect();
+                    let first = values.len();
+                    let count = rows.len();
+                    for row in rows {
+                        let result = s.run_call(&site.call, &arg_types, row.clone(), Some(site.value.clone())).await?;
+                        notices.extend(result.notices);
+                        let Output::Rows { columns: shape, rows, .. } = result.output else {
+                            return Err(Error::internal("a function call without a result"));
+                        };
+                        let value = rows.collect_values(&shape).await?.into_iter().next().and_then(|r| r.into_iter().next()).unwrap_or(Value::Null);
+                        types.extend(cell_types.iter().copied());
+                        values.extend(row);
+                        values.push(value);
+                    }
+                    if count == 0 {
+                        types.extend(cell_types.iter().copied());
+                        values.extend(std::iter::repeat_n(Value::Null, cell_types.len()));
+                    }
+                    let width = cell_types.len();
+                    relations.push(crate::procedure::values_relation(count, width, &mut |r, c| {
+                        ast::Expr::Value(ast::Value::Placeholder(format!("${}", first + r * width + c + 1)).with_empty_span())
+                    }));
+                }
+                let query = plan.split.query(&mut |j| relations.get(j).cloned());
+                let (_, rows) = s.run_values_query(query, &catalog, &types, values, now).await?;
+                Ok((rows, notices))
+            })
+        })
+        .await
+    }
+
+    /// Plans and runs a query whose parameters have `types` (declared to the planner).
+    async fn run_values_query(
+        &mut self,
+        query: ast::Query,
+        catalog: &freshet_core::catalog::Catalog,
+        types: &[DataType],
+        values: Vec<Value>,
+        now: i64,
+    ) -> Result<(Vec<ColumnInfo>, Vec<Vec<Value>>)> {
+        let statement = Statement::Query(Box::new(query.clone()));
+        let mut declared: Vec<Option<DataType>> = types.iter().copied().map(Some).collect();
+        let (planned, columns) = self.plan_query(&query, &statement, catalog, &mut declared).await?;
+        let txn = self.statement_txn();
+        let rows = self.run_query(&planned, &columns, types, values, now, txn).await?;
+        let rows = rows.collect_values(&columns).await?;
+        Ok((columns, rows))
+    }
+
     fn statement_txn(&mut self) -> Option<TxnCtx> {
         let engine = &self.db.inner.engine;
         self.txn.as_mut().map(|t| t.statement_ctx(engine))
@@ -576,10 +712,14 @@ impl Session {
                 let (items, output) = crate::procedure::per_row_layout(&self.db, catalog, &split, &columns)?;
                 (Kind::CallsPerRow { query: Arc::new(query), columns: Arc::new(columns), items: Arc::new(items) }, Some(output))
             }
+            Statement::Query(q) if let Some(split) = crate::procedure::calls_in_query(q, catalog)? => {
+                let (plan, columns) = self.plan_calls_in_query(split, catalog, params).await?;
+                (Kind::CallsInQuery(Arc::new(plan)), Some(columns))
+            }
             Statement::Query(q) if let Some(name) = crate::procedure::stored_function_in_query(q, catalog) => {
-                return Err(Error::unsupported(format!("function {name}() inside a larger query")).with_hint(format!(
-                    "A stored function may be an item of a select list (SELECT a, {name}(a) FROM t), or called on its own (SELECT * FROM {name}(…)); not inside an expression, in WHERE, FROM or ORDER BY, or under DISTINCT."
-                )));
+                return Err(Error::unsupported(format!("function {name}() in this place of a query")).with_hint(
+                    "A stored function may be called in the select list, WHERE, GROUP BY, HAVING and ORDER BY of a SELECT, or on its own (SELECT * FROM f(…)); not in a subquery, a WITH query, JOIN … ON, DISTINCT ON or a set operation's branches.",
+                ));
             }
             Statement::Call(f) => {
                 let name = f.name.0.last().and_then(|p| p.as_ident()).map(fold_ident).ok_or_else(|| Error::syntax("CALL needs a procedure name"))?;
@@ -606,6 +746,11 @@ impl Session {
                     _ => return Err(Error::unsupported("SEQUENCE NAME outside ADD GENERATED … AS IDENTITY")),
                 }
                 (Kind::Ddl(plan), None)
+            }
+            Statement::Pragma { name, value: Some(v), .. } if name.to_string() == freshet_core::sql::parse::DO_PRAGMA => {
+                let ast::Value::SingleQuotedString(text) = &v.value else { return Err(Error::internal("DO without text")) };
+                let source = freshet_core::sql::plpgsql::parser::do_as_procedure(text)?;
+                (Kind::Do(Arc::new(freshet_core::sql::plpgsql::compile(&source)?)), None)
             }
             Statement::Pragma { name, value: Some(v), .. } if matches!(name.to_string().as_str(), freshet_core::sql::parse::CREATE_ROUTINE_PRAGMA | freshet_core::sql::parse::DROP_ROUTINE_PRAGMA) => {
                 let ast::Value::SingleQuotedString(text) = &v.value else { return Err(Error::internal("routine statement without text")) };
@@ -1425,6 +1570,15 @@ impl Session {
                 Ok(StatementResult::rows(columns, RowStream::from_values(rows)).with_notices(self.sequences.locks.take_warnings()))
             }
             Kind::Call(call) => self.run_call(call, &prepared.param_types, params, prepared.columns.clone()).await,
+            Kind::Do(routine) => {
+                let notices = Box::pin(self.run_anonymous_block(routine.clone())).await?;
+                Ok(StatementResult::command("DO").with_notices(notices))
+            }
+            Kind::CallsInQuery(plan) => {
+                let output = prepared.columns.clone().unwrap_or_default();
+                let (rows, notices) = Box::pin(self.run_calls_in_query(plan.clone(), prepared.param_types.clone(), params, now)).await?;
+                Ok(StatementResult::rows(output, RowStream::from_values(rows)).with_notices(notices))
+            }
             Kind::CallsPerRow { query, columns, items } => {
                 let output = prepared.columns.clone().unwrap_or_default();
                 let parts = (query.clone(), columns.clone(), items.clone());

@@ -33,13 +33,16 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>> {
     {
         return parse_plain(&reordered);
     }
-    if (lower.contains("procedure") || lower.contains("function"))
+    if (lower.contains("procedure") || lower.contains("function") || lower.contains("do"))
         && let Some(pieces) = super::plpgsql::parser::split_if_routines(sql)
     {
+        use super::plpgsql::parser::RoutineStatement;
         let mut out = Vec::new();
         for (text, routine) in pieces {
             match routine {
-                Some(create) => out.push(routine_statement(&text, create)),
+                Some(RoutineStatement::Create) => out.push(routine_statement(&text, true)),
+                Some(RoutineStatement::Drop) => out.push(routine_statement(&text, false)),
+                Some(RoutineStatement::Do) => out.push(pragma(DO_PRAGMA, text)),
                 None => out.extend(parse(&text)?),
             }
         }
@@ -60,6 +63,8 @@ pub const INSERT_OVERRIDING_PRAGMA: &str = "freshet_insert_overriding";
 /// The pragma that carries `SET CONSTRAINTS {ALL | name, …} {IMMEDIATE | DEFERRED}`: the text
 /// after `SET CONSTRAINTS`.
 pub const SET_CONSTRAINTS_PRAGMA: &str = "freshet_set_constraints";
+/// The pragma that carries a `DO` block's text (see `plpgsql::parser::do_as_procedure`).
+pub const DO_PRAGMA: &str = "freshet_do";
 
 fn pragma(name: &str, text: String) -> Statement {
     Statement::Pragma {
@@ -414,6 +419,32 @@ pub(crate) fn syntax_error(sql: &str, e: ParserError) -> Error {
 mod tests {
     use super::*;
     use crate::error::SqlState;
+
+    #[test]
+    fn do_blocks_become_their_procedure() {
+        use crate::sql::plpgsql::parser::do_as_procedure;
+        let pragma_text = |s: &Statement| match s {
+            Statement::Pragma { name, value: Some(v), .. } if name.to_string() == DO_PRAGMA => match &v.value {
+                sqlparser::ast::Value::SingleQuotedString(t) => Some(t.clone()),
+                _ => None,
+            },
+            _ => None,
+        };
+        // Split from the statements around it, a `;` inside the code kept.
+        let statements = parse("SELECT 1; DO $$ BEGIN RAISE NOTICE 'a;b'; END $$; SELECT 2").unwrap();
+        assert_eq!(statements.len(), 3);
+        let text = pragma_text(&statements[1]).unwrap();
+        assert_eq!(do_as_procedure(&text).unwrap(), "CREATE PROCEDURE inline_code_block() LANGUAGE plpgsql AS $$ BEGIN RAISE NOTICE 'a;b'; END $$");
+        // The language before or after the code; a quoted code string as written.
+        let after = do_as_procedure("DO 'BEGIN NULL; END' LANGUAGE plpgsql").unwrap();
+        assert_eq!(after, "CREATE PROCEDURE inline_code_block() LANGUAGE plpgsql AS 'BEGIN NULL; END'");
+        assert_eq!(do_as_procedure("do language PLPGSQL $x$ BEGIN END $x$").unwrap(), "CREATE PROCEDURE inline_code_block() LANGUAGE plpgsql AS $x$ BEGIN END $x$");
+        assert_eq!(do_as_procedure("DO LANGUAGE sql $$ SELECT 1 $$").unwrap_err().state, SqlState::FeatureNotSupported);
+        assert!(do_as_procedure("DO LANGUAGE plpgsql").unwrap_err().message.contains("no inline code"));
+        assert!(do_as_procedure("DO $$ BEGIN END $$ $$ x $$").is_err());
+        // A word that merely starts with "do" is not a DO block.
+        assert!(parse("SELECT 'done' AS double").unwrap().iter().all(|s| pragma_text(s).is_none()));
+    }
 
     #[test]
     fn insert_overriding_forms() {

@@ -413,15 +413,8 @@ pub(crate) fn per_row_layout(db: &Database, catalog: &Catalog, split: &PerRowCal
                 next += if *wildcard { wildcard_width } else { 1 };
             }
             ItemShape::Call { name, output, args } => {
-                let placeholders = (1..=*args).map(|n| ast::Expr::Value(ast::Value::Placeholder(format!("${n}")).with_empty_span())).collect();
-                let call = FunctionCall { name: name.clone(), args: placeholders, names: vec![None; *args], from: false, column_names: Vec::new() };
-                let (plan, planned) = plan_call(db, catalog, call, true, &mut Vec::new())?;
-                if catalog.procedure(name).is_some_and(|d| d.routine.set.is_some()) {
-                    return Err(Error::unsupported(format!("set-returning function {name}() beside other items of a select list"))
-                        .with_hint(format!("Call it on its own, as SELECT * FROM {name}(…).")));
-                }
-                let ty = planned.and_then(|c| c.first().map(|c| c.ty)).unwrap_or(DataType::Text);
-                let column = ColumnInfo { name: output.clone(), ty };
+                let (plan, mut column) = plan_value_call(db, catalog, name, &vec![None; *args])?;
+                column.name = output.clone();
                 out.push(RowItem::Call { plan, args: (next_arg..next_arg + args).collect(), column: Arc::new(vec![column.clone()]) });
                 out_columns.push(column);
                 next_arg += args;
@@ -429,6 +422,21 @@ pub(crate) fn per_row_layout(db: &Database, catalog: &Catalog, split: &PerRowCal
         }
     }
     Ok((out, out_columns))
+}
+
+/// Plans a call of the function `name` whose one value a query uses, with `$1`, `$2`, … as
+/// its arguments (named as `names` says): the plan, and the value's column (named after the
+/// function). A set-returning function is refused.
+pub(crate) fn plan_value_call(db: &Database, catalog: &Catalog, name: &str, names: &[Option<String>]) -> Result<(CallPlan, ColumnInfo)> {
+    let placeholders = (1..=names.len()).map(|n| ast::Expr::Value(ast::Value::Placeholder(format!("${n}")).with_empty_span())).collect();
+    let call = FunctionCall { name: name.to_string(), args: placeholders, names: names.to_vec(), from: false, column_names: Vec::new() };
+    let (plan, planned) = plan_call(db, catalog, call, true, &mut Vec::new())?;
+    if catalog.procedure(name).is_some_and(|d| d.routine.set.is_some()) {
+        return Err(Error::unsupported(format!("set-returning function {name}() inside a larger query"))
+            .with_hint(format!("Call it on its own, as SELECT * FROM {name}(…).")));
+    }
+    let ty = planned.and_then(|c| c.first().map(|c| c.ty)).unwrap_or(DataType::Text);
+    Ok((plan, ColumnInfo { name: name.to_string(), ty }))
 }
 
 /// The name of a stored function that `q` calls in a FROM clause or inside an expression (forms other than
@@ -677,12 +685,7 @@ impl Session {
         columns: Option<Arc<Vec<ColumnInfo>>>,
     ) -> Pin<Box<dyn Future<Output = Result<StatementResult>> + Send + 'a>> {
         Box::pin(async move {
-            if self.procedures.depth >= super::MAX_CALL_DEPTH {
-                return Err(Error::new(
-                    SqlState::custom("54001").unwrap_or(SqlState::ProgramLimitExceeded),
-                    format!("stack depth limit exceeded: calls nest more than {} deep", super::MAX_CALL_DEPTH),
-                ));
-            }
+            self.check_call_depth()?;
             self.procedures.depth += 1;
             let result = GrowStack(Box::pin(self.run_call_inner(plan, param_types, params, columns))).await;
             self.procedures.depth -= 1;
@@ -872,6 +875,35 @@ impl Session {
         let compiled = Arc::new(CompiledCall { id: def.id, catalog_version: version, routine, prepared });
         Arc::make_mut(&mut self.procedures.routines).insert(def.routine.name.clone(), compiled.clone());
         Ok(compiled)
+    }
+
+    /// 54001 when calls already nest [`super::MAX_CALL_DEPTH`] deep.
+    fn check_call_depth(&self) -> Result<()> {
+        if self.procedures.depth >= super::MAX_CALL_DEPTH {
+            return Err(Error::new(
+                SqlState::custom("54001").unwrap_or(SqlState::ProgramLimitExceeded),
+                format!("stack depth limit exceeded: calls nest more than {} deep", super::MAX_CALL_DEPTH),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Runs a `DO` block's routine (no parameters, no result) in the transaction block, or in
+    /// a transaction of its own outside one; its notices.
+    /// Boxed with an explicit `Send` type, as [`Self::run_call`] (the block's statements may
+    /// run DO again).
+    pub(crate) fn run_anonymous_block(&mut self, routine: Arc<plpgsql::Routine>) -> Pin<Box<dyn Future<Output = Result<Vec<Notice>>> + Send + '_>> {
+        Box::pin(async move {
+            self.check_call_depth()?;
+            // An id no stored routine has: the session's compiled form of the previous block,
+            // filed under the same name, is not taken for this one.
+            self.procedures.anonymous_blocks += 1;
+            let def = Arc::new(ProcedureDef { id: u64::MAX - self.procedures.anonymous_blocks, routine });
+            self.procedures.depth += 1;
+            let result = GrowStack(Box::pin(self.in_call_transaction(|s| Box::pin(s.run_routine(def, Vec::new()))))).await;
+            self.procedures.depth -= 1;
+            Ok(result?.1)
+        })
     }
 
     /// Runs a routine in this session, statement by statement.
@@ -1130,7 +1162,12 @@ fn in_context(r: &plpgsql::Routine, pc: usize, e: Error) -> Error {
         _ => e,
     };
     let types: Vec<String> = r.params.iter().map(|(_, t)| t.name()).collect();
-    let function = format!("PL/pgSQL function {}({})", r.name, types.join(","));
+    let function = if r.name == plpgsql::parser::ANONYMOUS_BLOCK && !r.function && r.params.is_empty() {
+        // A DO block, as PostgreSQL names it.
+        format!("PL/pgSQL function {}", r.name)
+    } else {
+        format!("PL/pgSQL function {}({})", r.name, types.join(","))
+    };
     match r.lines.get(pc).copied().flatten() {
         Some((line, kind)) => e.within(format!("{function} line {line} at {kind}")),
         None => e.within(function),

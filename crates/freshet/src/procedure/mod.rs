@@ -30,10 +30,12 @@
 //! ARCHITECTURE.md, "Stored procedures".
 
 mod call;
+mod in_query;
 mod records;
 mod view;
 
-pub(crate) use call::{call_arguments, per_row_calls, per_row_layout, plan_call, select_function_call, stored_function_in_query, CallPlan, FunctionCall, RowItem};
+pub(crate) use in_query::{calls_in_query, values as values_relation, CallsInQuery};
+pub(crate) use call::{call_arguments, per_row_calls, per_row_layout, plan_call, plan_value_call, select_function_call, stored_function_in_query, CallPlan, FunctionCall, RowItem};
 pub use records::{Resolved, TableRef};
 pub(crate) use view::{argument_list, body, definition, result_type, CallCounts, Natives, ProceduresView};
 
@@ -178,6 +180,8 @@ pub(crate) struct SessionProcedures {
     /// What RAISE NOTICE (WARNING, INFO) sent in the last call that failed: PostgreSQL sends
     /// them before the error ([`crate::Session::take_failed_notices`]).
     pub failed_notices: Vec<crate::result::Notice>,
+    /// DO blocks this session ran (each one's routine gets an id of its own).
+    pub anonymous_blocks: u64,
 }
 
 /// How deeply calls may nest. A nested call re-enters `Session::execute`, so each level adds

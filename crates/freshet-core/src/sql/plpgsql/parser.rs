@@ -1120,9 +1120,9 @@ fn sql_statement(c: &mut Cursor) -> Result<SynStmt> {
     Ok(SynStmt::Sql { statement, text, into, strict })
 }
 
-/// The routine statement a piece of SQL text starts with, if any: `Some(true)` for CREATE
-/// [OR REPLACE] PROCEDURE|FUNCTION, `Some(false)` for DROP PROCEDURE|FUNCTION.
-pub fn routine_statement(tokens: &[Token]) -> Option<bool> {
+/// The routine statement a piece of SQL text starts with, if any: CREATE [OR REPLACE]
+/// PROCEDURE|FUNCTION, DROP PROCEDURE|FUNCTION, or DO.
+pub fn routine_statement(tokens: &[Token]) -> Option<RoutineStatement> {
     let w: Vec<&str> = tokens
         .iter()
         .take(4)
@@ -1132,15 +1132,63 @@ pub fn routine_statement(tokens: &[Token]) -> Option<bool> {
         })
         .collect();
     match w.as_slice() {
-        ["create", "procedure" | "function", ..] | ["create", "or", "replace", "procedure" | "function"] => Some(true),
-        ["drop", "procedure" | "function", ..] => Some(false),
+        ["create", "procedure" | "function", ..] | ["create", "or", "replace", "procedure" | "function"] => Some(RoutineStatement::Create),
+        ["drop", "procedure" | "function", ..] => Some(RoutineStatement::Drop),
+        ["do", ..] => Some(RoutineStatement::Do),
         _ => None,
+    }
+}
+
+/// A statement that [`split_if_routines`] hands on whole, as its text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RoutineStatement {
+    Create,
+    Drop,
+    /// An anonymous code block, `DO [LANGUAGE name] code` ([`do_as_procedure`]).
+    Do,
+}
+
+/// The name of a `DO` block's procedure.
+pub const ANONYMOUS_BLOCK: &str = "inline_code_block";
+
+/// `DO [LANGUAGE name] code` (the language before or after the code, PL/pgSQL when not
+/// given) as the text of the procedure it runs: `CREATE PROCEDURE inline_code_block()
+/// LANGUAGE name AS code`, named as PostgreSQL names such a block in CONTEXT lines.
+pub fn do_as_procedure(sql: &str) -> Result<String> {
+    let tokens = tokenize(sql)?;
+    let text = |t: &Token| &sql[t.start..t.end];
+    let (mut language, mut code) = (None, None);
+    let mut i = usize::from(tokens.first().is_some_and(|t| t.is_word("do")));
+    while let Some(t) = tokens.get(i) {
+        match &t.tok {
+            Tok::Word(w) if w == "language" && language.is_none() => {
+                let name = tokens.get(i + 1).ok_or_else(|| Error::syntax("syntax error at end of input"))?;
+                language = Some(match &name.tok {
+                    Tok::Word(l) | Tok::Str(l) | Tok::Quoted(l) => l.clone(),
+                    _ => return Err(Error::syntax(format!("syntax error at or near \"{}\"", text(name)))),
+                });
+                i += 2;
+            }
+            Tok::Str(_) | Tok::Dollar(_) if code.is_none() => {
+                code = Some(text(t));
+                i += 1;
+            }
+            Tok::Op(o) if o == ";" => i += 1,
+            _ => return Err(Error::syntax(format!("syntax error at or near \"{}\"", text(t)))),
+        }
+    }
+    let code = code.ok_or_else(|| Error::syntax("no inline code specified"))?;
+    match language {
+        Some(l) if l.to_lowercase() != "plpgsql" => {
+            Err(Error::new(crate::error::SqlState::FeatureNotSupported, format!("language \"{l}\" does not support inline code execution")))
+        }
+        _ => Ok(format!("CREATE PROCEDURE {ANONYMOUS_BLOCK}() LANGUAGE plpgsql AS {code}")),
     }
 }
 
 /// Splits SQL text at `;` between statements (outside quotes and dollar quotes) when one of
 /// its statements is a routine statement; `None` otherwise (or if it does not tokenize).
-pub fn split_if_routines(sql: &str) -> Option<Vec<(String, Option<bool>)>> {
+pub fn split_if_routines(sql: &str) -> Option<Vec<(String, Option<RoutineStatement>)>> {
     let tokens = tokenize(sql).ok()?;
     let mut pieces = Vec::new();
     let mut start = 0;
