@@ -343,6 +343,7 @@ impl OlapEngine {
         crate::rewrite::integer_literals(&mut statement);
         crate::rewrite::grouped_order_ordinals(&mut statement);
         crate::rewrite::unique_output_names(&mut statement);
+        crate::rewrite::nullable_scalar_subqueries(&mut statement);
         let names = crate::join_order::from_list_tables(&statement);
         if !names.is_empty() {
             // One executor job per table for its row count, all in flight together.

@@ -39,7 +39,40 @@ pub(crate) fn all() -> Vec<ScalarUDF> {
         ScalarUDF::new_from_impl(Justify { hours: true, days: true, signature: Signature::any(1, Volatility::Immutable) }),
         ScalarUDF::new_from_impl(MakeTimestamp { signature: Signature::any(6, Volatility::Immutable) }),
         ScalarUDF::new_from_impl(TimePrecision { signature: Signature::any(2, Volatility::Immutable) }),
+        ScalarUDF::new_from_impl(Nullable { signature: Signature::any(1, Volatility::Immutable) }),
     ]
+}
+
+/// `freshet_nullable(x)`: `x`, as a value that may be NULL. A scalar subquery is NULL when it
+/// finds no row, but DataFusion gives it the nullability of its column, and a subquery of a
+/// NOT NULL column that found nothing failed (`Column … is declared as non-nullable but
+/// contains null values`); `rewrite::nullable_scalar_subqueries` wraps such columns in it.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct Nullable {
+    signature: Signature,
+}
+
+pub(crate) const NULLABLE: &str = "freshet_nullable";
+
+impl ScalarUDFImpl for Nullable {
+    fn name(&self) -> &str {
+        NULLABLE
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, args: &[ArrowType]) -> DfResult<ArrowType> {
+        match args {
+            [t] => Ok(t.clone()),
+            _ => Err(no_function_for(self.name(), args)),
+        }
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        args.args.into_iter().next().ok_or_else(|| to_datafusion(Error::internal("freshet_nullable without an argument")))
+    }
 }
 
 /// `justify_hours(interval)`, `justify_days(interval)` and `justify_interval(interval)`

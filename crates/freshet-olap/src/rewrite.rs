@@ -700,6 +700,41 @@ fn subscripts_series(e: &Expr) -> Option<Expr> {
     })
 }
 
+/// Makes the value of every scalar subquery that may find no row possibly NULL: its one
+/// column is wrapped in `freshet_nullable` (see [`crate::functions`]), keeping its name. A
+/// column that aggregates is left as it is: without GROUP BY the subquery always has a row,
+/// and the planner's decorrelation must see a COUNT as it is (its value on no rows is 0).
+pub fn nullable_scalar_subqueries(statement: &mut ast::Statement) {
+    struct Wrapper;
+    impl VisitorMut for Wrapper {
+        type Break = ();
+        fn pre_visit_expr(&mut self, e: &mut Expr) -> ControlFlow<()> {
+            if let Expr::Subquery(q) = e
+                && let ast::SetExpr::Select(s) = q.body.as_mut()
+                && let [item] = s.projection.as_mut_slice()
+            {
+                let aggregates = |x: &Expr| {
+                    ast::visit_expressions(x, |f| match f {
+                        Expr::Function(f) if f.over.is_none() && f.name.0.last().and_then(|p| p.as_ident()).is_some_and(|i| freshet_core::sql::names::is_aggregate(&fold_ident(i))) => ControlFlow::Break(()),
+                        _ => ControlFlow::Continue(()),
+                    })
+                    .is_break()
+                };
+                match item {
+                    ast::SelectItem::UnnamedExpr(x) if !aggregates(x) => {
+                        let alias = ast::Ident::with_quote('"', column_name(x));
+                        *item = ast::SelectItem::ExprWithAlias { expr: call(crate::functions::NULLABLE, x.clone()), alias };
+                    }
+                    ast::SelectItem::ExprWithAlias { expr, .. } if !aggregates(expr) => *expr = call(crate::functions::NULLABLE, expr.clone()),
+                    _ => {}
+                }
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    let _ = statement.visit(&mut Wrapper);
+}
+
 /// A call of the one-argument function `name`.
 fn call(name: &str, arg: Expr) -> Expr {
     call_with(name, vec![arg])

@@ -53,6 +53,8 @@ const PG_CATALOG_OID: i64 = 11;
 const PUBLIC_OID: i64 = 2200;
 const PLPGSQL_EXTENSION_OID: i64 = 13_576;
 const PLPGSQL_LANGUAGE_OID: i64 = 13_575;
+/// pg_language's OID of LANGUAGE sql, as in PostgreSQL.
+const SQL_LANGUAGE_OID: i64 = 14;
 const DEFAULT_COLLATION_OID: i64 = 100;
 const HEAP_AM: i64 = 2;
 const BTREE_AM: i64 = 403;
@@ -711,7 +713,7 @@ fn rows(name: &str, catalog: &Catalog) -> Vec<Vec<V>> {
             i(ROLE_OID), t(ROLE), b(true), b(true), b(true), b(true), b(true), b(false), i(-1), t("********"), null, b(true), null,
         ]],
         // PostgreSQL's built-in languages, and PL/pgSQL, the language of every stored routine.
-        "pg_language" => [(12, "internal", false, false), (13, "c", false, false), (14, "sql", false, true), (PLPGSQL_LANGUAGE_OID, "plpgsql", true, true)]
+        "pg_language" => [(12, "internal", false, false), (13, "c", false, false), (SQL_LANGUAGE_OID, "sql", false, true), (PLPGSQL_LANGUAGE_OID, "plpgsql", true, true)]
             .into_iter()
             .map(|(oid, name, pl, trusted)| vec![i(oid), t(name), i(ROLE_OID), b(pl), b(trusted), null])
             .collect(),
@@ -734,7 +736,7 @@ fn rows(name: &str, catalog: &Catalog) -> Vec<Vec<V>> {
                 };
                 let argument_types = r.params.iter().map(|(_, t)| scalar_oid(t).to_string()).collect::<Vec<_>>().join(" ");
                 vec![
-                    i(procedure_oid(def.id)), t(r.name.clone()), i(PUBLIC_OID), i(ROLE_OID), i(PLPGSQL_LANGUAGE_OID), i(100), i(if r.set.as_ref().is_some_and(|s| !s.single) { 1000 } else { 0 }), i(0),
+                    i(procedure_oid(def.id)), t(r.name.clone()), i(PUBLIC_OID), i(ROLE_OID), i(if crate::procedure::in_sql(r) { SQL_LANGUAGE_OID } else { PLPGSQL_LANGUAGE_OID }), i(100), i(if r.set.as_ref().is_some_and(|s| !s.single) { 1000 } else { 0 }), i(0),
                     t(if r.function { "f" } else { "p" }), b(false), b(false), b(false), b(r.set.as_ref().is_some_and(|s| !s.single)), t("v"), t("u"),
                     i(r.params.len() as i64), i(r.defaults.iter().flatten().count() as i64), i(returns), t(argument_types), null, t(crate::procedure::body(r)), null,
                 ]

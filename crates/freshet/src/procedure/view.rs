@@ -77,9 +77,11 @@ pub(crate) fn argument_list(r: &plpgsql::Routine) -> String {
     let out = |n: &String| r.outs.iter().any(|(o, _)| o == n);
     let inputs = r.params.iter().zip(&r.defaults).map(|((n, t), default)| {
         let mode = if !out(n) { "" } else if r.function { "INOUT " } else { "OUT " };
+        // A parameter without a name is `$n` to the body and shows as its type alone.
+        let named = if n.starts_with('$') { String::new() } else { format!("{n} ") };
         match default {
-            Some(d) => format!("{mode}{n} {} DEFAULT {d}", t.name()),
-            None => format!("{mode}{n} {}", t.name()),
+            Some(d) => format!("{mode}{named}{} DEFAULT {d}", t.name()),
+            None => format!("{mode}{named}{}", t.name()),
         }
     });
     let outputs = r.outs.iter().filter(|(n, _)| !r.params.iter().any(|(p, _)| p == n)).map(|(n, t)| format!("OUT {n} {}", t.pg_name()));
@@ -102,9 +104,16 @@ pub(crate) fn result_type(r: &plpgsql::Routine) -> Option<String> {
     }
 }
 
-/// The body of a routine (the text between its dollar quotes), as `pg_proc.prosrc` holds it.
+/// The body of a routine (the text between its dollar quotes, or a LANGUAGE sql routine's
+/// standard body), as `pg_proc.prosrc` holds it.
 pub(crate) fn body(r: &plpgsql::Routine) -> String {
-    plpgsql::parser::parse_header(&r.source).map(|h| h.body).unwrap_or_else(|_| r.source.clone())
+    plpgsql::parser::parse_header(&r.source).map(|h| h.sql.unwrap_or(h.body)).unwrap_or_else(|_| r.source.clone())
+}
+
+/// Whether a routine is written in LANGUAGE sql (it runs as the PL/pgSQL body that does the
+/// same, `plpgsql::parser::sql_as_plpgsql`).
+pub(crate) fn in_sql(r: &plpgsql::Routine) -> bool {
+    plpgsql::parser::parse_header(&r.source).is_ok_and(|h| h.sql.is_some())
 }
 
 /// `pg_get_functiondef`: the routine as PostgreSQL writes it back (what psql's `\sf` shows).
@@ -112,10 +121,12 @@ pub(crate) fn definition(r: &plpgsql::Routine) -> String {
     let kind = if r.function { "function" } else { "procedure" };
     let returns = result_type(r).map(|t| format!(" RETURNS {t}\n")).unwrap_or_default();
     let name = freshet_core::sql::names::quote_ident(&r.name);
-    format!(
-        "CREATE OR REPLACE {} public.{name}({})\n{returns} LANGUAGE plpgsql\nAS ${kind}${}${kind}$\n",
-        kind.to_uppercase(),
-        argument_list(r),
-        body(r)
-    )
+    let body = body(r);
+    let standard = in_sql(r) && (body.starts_with("RETURN ") || body.starts_with("BEGIN ATOMIC"));
+    let (language, code) = match (in_sql(r), standard) {
+        (true, true) => ("sql", format!("{body}\n")),
+        (true, false) => ("sql", format!("AS ${kind}${body}${kind}$\n")),
+        (false, _) => ("plpgsql", format!("AS ${kind}${body}${kind}$\n")),
+    };
+    format!("CREATE OR REPLACE {} public.{name}({})\n{returns} LANGUAGE {language}\n{code}", kind.to_uppercase(), argument_list(r))
 }

@@ -35,7 +35,11 @@ pub struct Header {
     pub returns: Option<PlType>,
     /// A set-returning function's result (`RETURNS TABLE (…)` or `RETURNS SETOF type`).
     pub set: Option<SetResult>,
+    /// The PL/pgSQL body (for a LANGUAGE sql routine, the one [`sql_as_plpgsql`] made).
     pub body: String,
+    /// A LANGUAGE sql routine's body as written (`AS '…'`'s text, or the `RETURN …` or
+    /// `BEGIN ATOMIC … END` clause); `None` for PL/pgSQL.
+    pub sql: Option<String>,
 }
 
 /// The rows a set-returning function produces.
@@ -426,8 +430,20 @@ pub fn parse_header(sql: &str) -> Result<Header> {
                 c.eat_word("in");
                 (true, false)
             };
-            let pname = c.ident()?;
-            let (ty, _) = c.until(|t| t.is_op(",") || t.is_op(")") || t.is_word("default") || t.is_op("="));
+            let first = c.pos;
+            let mut pname = c.ident()?;
+            let (mut ty, _) = c.until(|t| t.is_op(",") || t.is_op(")") || t.is_word("default") || t.is_op("="));
+            // A parameter without a name (`f(INT, double precision)`): what was read as its
+            // name starts its type. The body reads it as `$n`.
+            let typed = |text: &str| parse_type(text).is_ok();
+            if ty.trim().is_empty() || (!typed(&ty) && typed(&format!("{pname} {ty}"))) {
+                let (whole, _) = {
+                    c.pos = first;
+                    c.until(|t| t.is_op(",") || t.is_op(")") || t.is_word("default") || t.is_op("="))
+                };
+                ty = whole;
+                pname = format!("${}", params.len() + 1);
+            }
             let default = if c.eat_word("default") || c.eat_op("=") { Some(c.expr_until(|t| t.is_op(",") || t.is_op(")"))?) } else { None };
             if default.is_none() && defaults.iter().any(Option::is_some) {
                 return Err(Error::new(
@@ -456,6 +472,7 @@ pub fn parse_header(sql: &str) -> Result<Header> {
     let mut set = None;
     let mut body = None;
     let mut language = None;
+    let mut standard = None;
     while let Some(t) = c.peek().cloned() {
         if c.eat_op(";") {
             continue;
@@ -523,6 +540,22 @@ pub fn parse_header(sql: &str) -> Result<Header> {
                     _ => return Err(err(format!("{} (expected the body as a string)", c.near()))),
                 });
             }
+            // SQL-standard bodies of LANGUAGE sql routines: `RETURN expr` and `BEGIN ATOMIC
+            // statement; … END`, the routine's last clause.
+            Tok::Word(w) if w == "return" => {
+                c.pos += 1;
+                let rest = c.toks[c.pos..].iter().rev().find(|t| !t.is_op(";")).map_or(c.src.len(), |t| t.end);
+                let from = c.toks.get(c.pos).map_or(rest, |t| t.start);
+                standard = Some(SqlBody::Return(c.src[from..rest.max(from)].to_string()));
+                c.pos = c.toks.len();
+            }
+            Tok::Word(w) if w == "begin" && c.toks.get(c.pos + 1).is_some_and(|t| t.is_word("atomic")) => {
+                c.pos += 2;
+                let from = c.toks.get(c.pos).map_or(c.src.len(), |t| t.start);
+                let end = c.toks[c.pos..].iter().rposition(|t| t.is_word("end")).map(|i| c.pos + i).ok_or_else(|| err("BEGIN ATOMIC without END"))?;
+                standard = Some(SqlBody::Atomic(c.src[from..c.toks[end].start].to_string()));
+                c.pos = end + 1;
+            }
             Tok::Word(w) if ["immutable", "stable", "volatile", "strict", "leakproof"].contains(&w.as_str()) => c.pos += 1,
             Tok::Word(w) if w == "called" => {
                 // CALLED ON NULL INPUT
@@ -534,11 +567,14 @@ pub fn parse_header(sql: &str) -> Result<Header> {
             _ => return Err(err(c.near())),
         }
     }
-    match language.as_deref() {
-        Some("plpgsql") => {}
-        None => return Err(err("no language specified")),
-        Some(other) => return Err(Error::unsupported(format!("LANGUAGE {other} (only plpgsql)"))),
-    }
+    let sql_body = match (language.as_deref(), standard) {
+        (Some("plpgsql"), None) => None,
+        (Some("plpgsql"), Some(_)) => return Err(err("a PL/pgSQL routine's body is given with AS")),
+        (Some("sql") | None, Some(standard)) => Some(standard),
+        (Some("sql"), None) => Some(SqlBody::Statements(body.take().ok_or_else(|| err("no function body specified"))?)),
+        (None, None) => return Err(err("no language specified")),
+        (Some(other), _) => return Err(Error::unsupported(format!("LANGUAGE {other} (only plpgsql and sql)"))),
+    };
     // OUT parameters make the result: one is the function's value, several a row of them
     // (the RETURNS clause, `record` or the one type, says the same).
     if !outs.is_empty() && set.is_some() {
@@ -561,8 +597,118 @@ pub fn parse_header(sql: &str) -> Result<Header> {
     if !function && (returns.is_some() || set.as_ref().is_some_and(|s| !s.single)) {
         return Err(err("procedures cannot have a RETURNS clause"));
     }
-    let body = body.ok_or_else(|| err("no function body specified"))?;
-    Ok(Header { name, function, or_replace, params, defaults, outs, returns, set, body })
+    let (body, sql) = match sql_body {
+        Some(sql) => {
+            let written = match &sql {
+                SqlBody::Statements(text) => text.clone(),
+                SqlBody::Return(expr) => format!("RETURN {expr}"),
+                SqlBody::Atomic(text) => format!("BEGIN ATOMIC\n {}\nEND", text.trim()),
+            };
+            (sql_as_plpgsql(sql, function, returns.as_ref(), set.as_ref())?, Some(written))
+        }
+        None => (body.ok_or_else(|| err("no function body specified"))?, None),
+    };
+    Ok(Header { name, function, or_replace, params, defaults, outs, returns, set, body, sql })
+}
+
+/// The body of a LANGUAGE sql routine.
+enum SqlBody {
+    /// `AS 'statement; …'`
+    Statements(String),
+    /// `RETURN expr`
+    Return(String),
+    /// `BEGIN ATOMIC statement; … END`
+    Atomic(String),
+}
+
+/// A LANGUAGE sql routine's body as the PL/pgSQL body that does the same: its statements run
+/// in order; a function's value is the first row of the last one (`RETURN (last)` — a
+/// SELECT; `last INTO result` — an INSERT, UPDATE or DELETE with RETURNING), a
+/// set-returning function's rows all of the last one's (`RETURN QUERY`). A SELECT whose rows
+/// nothing uses runs as `PERFORM`. The routine's parameters are the body's variables, by name
+/// or as `$n`, and (unlike PostgreSQL's SQL functions, where a column of the same name wins)
+/// a parameter wins over a column of the same name, as in all of Freshet's routines.
+fn sql_as_plpgsql(body: SqlBody, function: bool, returns: Option<&PlType>, set: Option<&SetResult>) -> Result<String> {
+    let statements = match body {
+        SqlBody::Return(expr) => return Ok(format!("BEGIN RETURN {expr}; END")),
+        SqlBody::Statements(text) | SqlBody::Atomic(text) => text,
+    };
+    // The statements, split at `;` outside quotes and parentheses.
+    let tokens = tokenize(&statements)?;
+    let mut pieces: Vec<(&str, String)> = Vec::new();
+    let mut start: Option<usize> = None;
+    let mut depth = 0i32;
+    for (i, t) in tokens.iter().enumerate() {
+        match &t.tok {
+            Tok::Op(o) if o == "(" => depth += 1,
+            Tok::Op(o) if o == ")" => depth -= 1,
+            _ => {}
+        }
+        let ends = depth == 0 && t.is_op(";");
+        if !ends && start.is_none() {
+            start = Some(i);
+        }
+        let last = i + 1 == tokens.len();
+        if let Some(from) = start
+            && (ends || last)
+        {
+            let to = if ends { i - 1 } else { i };
+            let first = match &tokens[from].tok {
+                Tok::Word(w) => w.clone(),
+                _ => String::new(),
+            };
+            pieces.push((&statements[tokens[from].start..tokens[to].end], first));
+            start = None;
+        }
+    }
+    let returns_rows = set.is_some_and(|s| !s.single);
+    let returns_value = function && (returns.is_some() || set.is_some_and(|s| s.single));
+    if set.is_some_and(|s| s.single) {
+        return Err(Error::unsupported("LANGUAGE sql functions with OUT parameters"));
+    }
+    let query = |first: &str| matches!(first, "select" | "with" | "values" | "table");
+    let mismatch = || {
+        let declared = returns.map_or_else(|| "record".to_string(), |t| t.name());
+        Error::new(
+            crate::error::SqlState::custom("42P13").unwrap_or(crate::error::SqlState::InvalidTableDefinition),
+            format!("return type mismatch in function declared to return {declared}"),
+        )
+        .with_detail("Function's final statement must be SELECT or INSERT/UPDATE/DELETE RETURNING.")
+    };
+    let mut declare = String::new();
+    let mut code = String::new();
+    let count = pieces.len();
+    for (i, (text, first)) in pieces.iter().enumerate() {
+        let last = i + 1 == count;
+        if last && returns_rows {
+            if !query(first) {
+                return Err(err("a LANGUAGE sql set-returning function's last statement must be a query"));
+            }
+            code.push_str(&format!("RETURN QUERY {text};\n"));
+        } else if last && returns_value {
+            if query(first) {
+                code.push_str(&format!("RETURN ({text});\n"));
+            } else if text.to_lowercase().contains("returning") {
+                let ty = match returns {
+                    Some(PlType::Scalar(t)) => t.to_string(),
+                    Some(other) => other.name(),
+                    None => return Err(err("a LANGUAGE sql function's result type is missing")),
+                };
+                declare = format!("DECLARE freshet_result {ty};\n");
+                code.push_str(&format!("{text} INTO freshet_result;\nRETURN freshet_result;\n"));
+            } else {
+                return Err(mismatch());
+            }
+        } else if query(first) {
+            code.push_str(&format!("PERFORM * FROM ({text}) AS freshet_ignored;\n"));
+        } else {
+            code.push_str(&format!("{text};\n"));
+        }
+    }
+    if returns_value && count == 0 {
+        return Err(mismatch());
+    }
+    Ok(format!("{declare}BEGIN\n{code}END"))
 }
 
 /// Parses `DROP PROCEDURE|FUNCTION [IF EXISTS] name [(argtypes)] [, …] [CASCADE | RESTRICT]`.
@@ -1193,8 +1339,22 @@ pub fn split_if_routines(sql: &str) -> Option<Vec<(String, Option<RoutineStateme
     let mut pieces = Vec::new();
     let mut start = 0;
     let mut any = false;
+    // Inside a `BEGIN ATOMIC … END` body the `;` end its statements, not the routine's; CASE
+    // … END nests in them.
+    let (mut atomic, mut cases) = (false, 0usize);
     for (i, t) in tokens.iter().enumerate() {
-        if t.is_op(";") {
+        if t.is_word("atomic") && i > 0 && tokens[i - 1].is_word("begin") {
+            atomic = true;
+        } else if atomic && t.is_word("case") {
+            cases += 1;
+        } else if atomic && t.is_word("end") {
+            if cases > 0 {
+                cases -= 1;
+            } else {
+                atomic = false;
+            }
+        }
+        if t.is_op(";") && !atomic {
             if start < i {
                 let kind = routine_statement(&tokens[start..i]);
                 any |= kind.is_some();
