@@ -1125,6 +1125,15 @@ async fn interpret<S: RoutineStatements>(
     failed: &mut Vec<Notice>,
 ) -> Result<(Vec<Vec<Value>>, Vec<Notice>)> {
     let r = &compiled.routine;
+    if r.strict && args.iter().any(|a| matches!(a, PlValue::Scalar(Value::Null) | PlValue::Array(None))) {
+        // STRICT: NULL in, NULL out, the body not run.
+        let nulls = match &r.set {
+            Some(set) if set.single => vec![vec![Value::Null; set.columns.len()]],
+            Some(_) => Vec::new(),
+            None => result_rows(r, None, Vec::new()),
+        };
+        return Ok((nulls, Vec::new()));
+    }
     let vars = Vars::new(r, args);
     let mut st = Interp {
         vars,

@@ -274,6 +274,9 @@ pub struct Routine {
     pub code: Vec<Instr>,
     pub sql: Vec<SqlUnit>,
     pub or_replace: bool,
+    /// STRICT (`RETURNS NULL ON NULL INPUT`): a call with a NULL argument returns NULL (no
+    /// rows, for a set-returning function) without running the body.
+    pub strict: bool,
     /// Per record variable (`record` or `%ROWTYPE`, in order of declaration): the statements
     /// that assign it.
     pub record_assigners: Vec<Vec<UnitKey>>,
@@ -399,6 +402,7 @@ pub fn compile_with(source: &str, described: &Described) -> Result<Routine> {
         code: c.code,
         sql: c.sql,
         or_replace: header.or_replace,
+        strict: header.strict,
         record_assigners: c.records.into_iter().map(|r| r.assigners).collect(),
         lines: c.lines,
         unresolved: c.unresolved.into_inner(),

@@ -40,6 +40,8 @@ pub struct Header {
     /// A LANGUAGE sql routine's body as written (`AS '…'`'s text, or the `RETURN …` or
     /// `BEGIN ATOMIC … END` clause); `None` for PL/pgSQL.
     pub sql: Option<String>,
+    /// STRICT or RETURNS NULL ON NULL INPUT.
+    pub strict: bool,
 }
 
 /// The rows a set-returning function produces.
@@ -473,11 +475,20 @@ pub fn parse_header(sql: &str) -> Result<Header> {
     let mut body = None;
     let mut language = None;
     let mut standard = None;
+    let mut strict = false;
     while let Some(t) = c.peek().cloned() {
         if c.eat_op(";") {
             continue;
         }
         match &t.tok {
+            Tok::Word(w) if w == "returns" && c.toks.get(c.pos + 1).is_some_and(|t| t.is_word("null")) => {
+                // RETURNS NULL ON NULL INPUT
+                c.pos += 1;
+                for word in ["null", "on", "null", "input"] {
+                    c.expect_word(word)?;
+                }
+                strict = true;
+            }
             Tok::Word(w) if w == "returns" => {
                 c.pos += 1;
                 if c.eat_word("table") {
@@ -497,7 +508,10 @@ pub fn parse_header(sql: &str) -> Result<Header> {
                 }
                 let setof = c.eat_word("setof");
                 let (ty, _) = c.until(|t| {
-                    ["language", "as", "immutable", "stable", "volatile", "strict", "security", "parallel", "cost", "called", "returns"]
+                    [
+                        "language", "as", "immutable", "stable", "volatile", "strict", "security", "external", "parallel", "cost", "rows", "support",
+                        "called", "returns", "return", "begin", "set", "leakproof", "not", "window", "transform",
+                    ]
                         .iter()
                         .any(|k| t.is_word(k))
                         || t.is_op(";")
@@ -556,7 +570,70 @@ pub fn parse_header(sql: &str) -> Result<Header> {
                 standard = Some(SqlBody::Atomic(c.src[from..c.toks[end].start].to_string()));
                 c.pos = end + 1;
             }
-            Tok::Word(w) if ["immutable", "stable", "volatile", "strict", "leakproof"].contains(&w.as_str()) => c.pos += 1,
+            Tok::Word(w) if w == "strict" => {
+                c.pos += 1;
+                strict = true;
+            }
+            // Accepted, with no effect here: volatility (a function in a query runs once per
+            // distinct argument list whatever it says, `in_query`), LEAKPROOF, the planner's
+            // COST, ROWS, SUPPORT and PARALLEL hints, SECURITY DEFINER / INVOKER (there is one
+            // role and no privileges), and SET clauses (a routine runs with the settings of
+            // the session that calls it; there is one schema, so `SET search_path = …` changes
+            // nothing a routine sees).
+            Tok::Word(w) if ["immutable", "stable", "volatile", "leakproof"].contains(&w.as_str()) => c.pos += 1,
+            Tok::Word(w) if w == "not" && c.toks.get(c.pos + 1).is_some_and(|t| t.is_word("leakproof")) => c.pos += 2,
+            Tok::Word(w) if w == "external" || w == "security" => {
+                c.pos += 1;
+                if w == "external" {
+                    c.expect_word("security")?;
+                }
+                if !(c.eat_word("definer") || c.eat_word("invoker")) {
+                    return Err(err(c.near()));
+                }
+            }
+            Tok::Word(w) if w == "parallel" => {
+                c.pos += 1;
+                if !(c.eat_word("safe") || c.eat_word("unsafe") || c.eat_word("restricted")) {
+                    return Err(err(c.near()));
+                }
+            }
+            Tok::Word(w) if w == "cost" || w == "rows" => {
+                c.pos += 1;
+                if !matches!(c.peek().map(|t| &t.tok), Some(Tok::Number)) {
+                    return Err(err(c.near()));
+                }
+                c.pos += 1;
+            }
+            Tok::Word(w) if w == "support" => {
+                c.pos += 1;
+                c.routine_name()?;
+            }
+            Tok::Word(w) if w == "set" => {
+                // SET name {TO | =} value [, …] | SET name FROM CURRENT
+                c.pos += 1;
+                c.ident()?;
+                while c.eat_op(".") {
+                    c.ident()?;
+                }
+                if c.eat_word("from") {
+                    c.expect_word("current")?;
+                } else {
+                    if !(c.eat_word("to") || c.eat_op("=")) {
+                        return Err(err(c.near()));
+                    }
+                    loop {
+                        match c.peek().map(|t| t.tok.clone()) {
+                            Some(Tok::Word(_) | Tok::Quoted(_) | Tok::Str(_) | Tok::Number) => c.pos += 1,
+                            Some(Tok::Op(o)) if o == "-" => c.pos += 1,
+                            _ => return Err(err(c.near())),
+                        }
+                        if !c.eat_op(",") {
+                            break;
+                        }
+                    }
+                }
+            }
+            Tok::Word(w) if w == "window" || w == "transform" => return Err(Error::unsupported(format!("{} in CREATE FUNCTION", w.to_uppercase()))),
             Tok::Word(w) if w == "called" => {
                 // CALLED ON NULL INPUT
                 c.pos += 1;
@@ -608,7 +685,7 @@ pub fn parse_header(sql: &str) -> Result<Header> {
         }
         None => (body.ok_or_else(|| err("no function body specified"))?, None),
     };
-    Ok(Header { name, function, or_replace, params, defaults, outs, returns, set, body, sql })
+    Ok(Header { name, function, or_replace, params, defaults, outs, returns, set, body, sql, strict })
 }
 
 /// The body of a LANGUAGE sql routine.
