@@ -54,7 +54,8 @@ pub fn unique_output_names(statement: &mut ast::Statement) {
     // renames some functions (`position` is `strpos`), so two items PostgreSQL names apart
     // can clash (`3.7::int, 3.7::bigint`). The statement's own result columns are named by
     // the session from the statement as written, so there every computed item gets an
-    // alias of its own; inside, names stay (an outer query may refer to them).
+    // alias of its own; inside, items keep the PostgreSQL names `subquery_output_names` gave
+    // them (an outer query refers to them).
     own_select_lists(statement, &mut |select| {
         for (i, item) in select.projection.iter_mut().enumerate() {
             if let ast::SelectItem::UnnamedExpr(e) = item
@@ -65,6 +66,44 @@ pub fn unique_output_names(statement: &mut ast::Statement) {
             }
         }
     });
+}
+
+/// Gives every computed select-list item of a subquery (not of the statement's own select
+/// lists, whose names the session takes from the statement) the name PostgreSQL gives it as
+/// its alias, so that an outer query finds it by that name (`SELECT count FROM (SELECT
+/// count(*) FROM t) s`; DataFusion would name it `count(*)`). Runs before the other rewrites,
+/// which change expressions (`1` becomes a cast) but not what PostgreSQL calls them.
+pub fn subquery_output_names(statement: &mut ast::Statement) {
+    struct Namer {
+        depth: usize,
+    }
+    impl VisitorMut for Namer {
+        type Break = ();
+        fn pre_visit_query(&mut self, _: &mut ast::Query) -> ControlFlow<()> {
+            self.depth += 1;
+            ControlFlow::Continue(())
+        }
+        fn post_visit_query(&mut self, _: &mut ast::Query) -> ControlFlow<()> {
+            self.depth -= 1;
+            ControlFlow::Continue(())
+        }
+        fn pre_visit_select(&mut self, select: &mut ast::Select) -> ControlFlow<()> {
+            if self.depth < 2 {
+                return ControlFlow::Continue(());
+            }
+            for item in select.projection.iter_mut() {
+                if let ast::SelectItem::UnnamedExpr(e) = item
+                    && !matches!(e, Expr::Identifier(_) | Expr::CompoundIdentifier(_))
+                {
+                    let alias = ast::Ident::with_quote('"', column_name(e));
+                    let expr = std::mem::replace(e, null());
+                    *item = ast::SelectItem::ExprWithAlias { expr, alias };
+                }
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    let _ = statement.visit(&mut Namer { depth: 0 });
 }
 
 /// Calls `f` on each SELECT whose select list gives the statement's own result columns (both

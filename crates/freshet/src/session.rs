@@ -188,13 +188,23 @@ struct CallSitePlan {
     arguments: QueryPlan,
     argument_columns: Vec<ColumnInfo>,
     call: crate::procedure::CallPlan,
+    /// The value's column, or for a call in FROM its rows' columns.
     value: Arc<Vec<ColumnInfo>>,
+    /// A call in FROM (`CallSite::relation`).
+    relation: bool,
 }
 
 impl CallSitePlan {
-    /// The site's relation without rows, its columns typed: the arguments', then the value's.
+    /// The types of the site relation's columns: the arguments', then the value's (a call in
+    /// FROM: its rows' columns).
+    fn cell_types(&self) -> Vec<DataType> {
+        let arguments = if self.relation { &[][..] } else { &self.argument_columns[..] };
+        arguments.iter().chain(self.value.iter()).map(|c| c.ty).collect()
+    }
+
+    /// The site's relation without rows, its columns typed.
     fn rowless(&self) -> ast::Query {
-        let types: Vec<DataType> = self.argument_columns.iter().chain(self.value.iter()).map(|c| c.ty).collect();
+        let types = self.cell_types();
         crate::procedure::values_relation(0, types.len(), &mut |_, c| ast::Expr::Cast {
             kind: ast::CastKind::Cast,
             expr: Box::new(ast::Expr::Value(ast::Value::Null.with_empty_span())),
@@ -513,14 +523,29 @@ impl Session {
             let statement = Statement::Query(Box::new(query.clone()));
             let planned = self.plan_query(&query, &statement, catalog, params).await;
             let (arguments, argument_columns) = planned.map_err(|e| match e.state {
+                SqlState::UndefinedColumn if site.relation.is_some() => {
+                    e.with_hint(format!("The arguments of {}() in FROM may not name the columns of other relations (LATERAL).", site.name))
+                }
                 SqlState::UndefinedColumn if site.nested => e.with_hint(format!(
                     "The arguments of {}() in a subquery may name only that subquery's columns, not an outer query's.",
                     site.name
                 )),
                 _ => e,
             })?;
-            let (call, value) = crate::procedure::plan_value_call(&self.db, catalog, &site.name, &site.names)?;
-            sites.push(CallSitePlan { arguments, argument_columns, call, value: Arc::new(vec![value]) });
+            let (call, value) = match &site.relation {
+                Some(columns) => {
+                    let placeholders = (1..=site.names.len()).map(|n| ast::Expr::Value(ast::Value::Placeholder(format!("${n}")).with_empty_span())).collect();
+                    let call = crate::procedure::FunctionCall { name: site.name.clone(), args: placeholders, names: site.names.clone(), from: true, column_names: Vec::new() };
+                    let (call, _) = crate::procedure::plan_call(&self.db, catalog, call, true, &mut Vec::new())?;
+                    (call, columns.iter().map(|(name, ty)| ColumnInfo { name: name.clone(), ty: *ty }).collect())
+                }
+                None => {
+                    let (call, value) = crate::procedure::plan_value_call(&self.db, catalog, &site.name, &site.names)?;
+                    (call, vec![value])
+                }
+            };
+            let relation = site.relation.is_some();
+            sites.push(CallSitePlan { arguments, argument_columns, call, value: Arc::new(value), relation });
         }
         let query = split.query(&mut |j| sites.get(j).map(CallSitePlan::rowless));
         let statement = Statement::Query(Box::new(query.clone()));
@@ -549,19 +574,30 @@ impl Session {
                         rows.collect_values(&site.argument_columns).await?
                     };
                     let arg_types: Vec<DataType> = site.argument_columns.iter().map(|c| c.ty).collect();
-                    let cell_types: Vec<DataType> = arg_types.iter().copied().chain(std::iter::once(site.value[0].ty)).collect();
+                    let cell_types = site.cell_types();
                     let first = values.len();
-                    let count = rows.len();
+                    let mut count = 0;
                     for row in rows {
                         let result = s.run_call(&site.call, &arg_types, row.clone(), Some(site.value.clone())).await?;
                         notices.extend(result.notices);
                         let Output::Rows { columns: shape, rows, .. } = result.output else {
                             return Err(Error::internal("a function call without a result"));
                         };
-                        let value = rows.collect_values(&shape).await?.into_iter().next().and_then(|r| r.into_iter().next()).unwrap_or(Value::Null);
-                        types.extend(cell_types.iter().copied());
-                        values.extend(row);
-                        values.push(value);
+                        let rows = rows.collect_values(&shape).await?;
+                        if site.relation {
+                            // The function's rows are the relation's.
+                            for r in rows {
+                                types.extend(cell_types.iter().copied());
+                                values.extend(r);
+                                count += 1;
+                            }
+                        } else {
+                            let value = rows.into_iter().next().and_then(|r| r.into_iter().next()).unwrap_or(Value::Null);
+                            types.extend(cell_types.iter().copied());
+                            values.extend(row);
+                            values.push(value);
+                            count += 1;
+                        }
                     }
                     if count == 0 {
                         types.extend(cell_types.iter().copied());
@@ -718,7 +754,7 @@ impl Session {
             }
             Statement::Query(q) if let Some(name) = crate::procedure::stored_function_in_query(q, catalog) => {
                 return Err(Error::unsupported(format!("function {name}() in this place of a query")).with_hint(
-                    "A stored function may be called in the select list, WHERE, GROUP BY, HAVING and ORDER BY of a SELECT, or on its own (SELECT * FROM f(…)); not in a subquery, a WITH query, JOIN … ON, DISTINCT ON or a set operation's branches.",
+                    "A stored function may be called in FROM, the select list, WHERE, GROUP BY, HAVING and ORDER BY of a SELECT (also in subqueries and WITH queries); not in JOIN … ON, DISTINCT ON, a VALUES list or the ORDER BY of a UNION.",
                 ));
             }
             Statement::Call(f) => {

@@ -202,7 +202,7 @@ pub(crate) fn call_arguments(args: &ast::FunctionArguments) -> Option<(Vec<ast::
 }
 
 /// [`call_arguments`] of a list of arguments (a call's, or a table function's in FROM).
-fn argument_list(list: &[ast::FunctionArg]) -> Option<(Vec<ast::Expr>, Vec<Option<String>>)> {
+pub(crate) fn argument_list(list: &[ast::FunctionArg]) -> Option<(Vec<ast::Expr>, Vec<Option<String>>)> {
     list.iter()
         .map(|a| match a {
             ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(ast::Expr::BinaryOp { left, op: ast::BinaryOperator::Assignment, right }))

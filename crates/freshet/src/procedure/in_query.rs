@@ -26,6 +26,12 @@
 //! therefore refused in these places; as a whole item of a select list it runs per row
 //! (`per_row_calls`). A call whose arguments name columns of an outer query (a correlated
 //! subquery) is refused too: its argument query cannot be run on its own.
+//!
+//! A call in FROM (`FROM f(1) AS t(a, b)`, also a set-returning function's) is a site of its
+//! own kind: its argument query is `SELECT <arguments>`, the function runs once, as in
+//! PostgreSQL (so it may write), and its rows fill a relation that takes the call's place
+//! under the call's alias and column names. Its arguments may not name other relations'
+//! columns (PostgreSQL's implicit LATERAL).
 
 use std::ops::ControlFlow;
 
@@ -64,6 +70,10 @@ pub(crate) struct CallSite {
     /// Whether the call is in a SELECT nested in another (its arguments cannot name the
     /// outer query's columns).
     pub nested: bool,
+    /// A call in FROM (`FROM f(1) AS t`): the columns of its rows. Its argument query is
+    /// `SELECT <arguments>` (one row), the function runs once, as in PostgreSQL, and its rows
+    /// are the relation's; `None` for a call in an expression (one value per argument list).
+    pub relation: Option<Vec<(String, freshet_core::types::DataType)>>,
 }
 
 /// The relation of site `k`'s values and its columns: the arguments, then the value.
@@ -281,6 +291,36 @@ impl Rewriter<'_> {
 
     fn table_factor(&mut self, f: &mut ast::TableFactor) -> Result<()> {
         match f {
+            ast::TableFactor::Table { name, args: Some(args), alias, with_ordinality, .. }
+                if let [part] = name.0.as_slice()
+                    && let Some(fname) = part.as_ident().map(fold_ident)
+                    && self.catalog.procedure(&fname).is_some() =>
+            {
+                if *with_ordinality {
+                    return Err(Error::unsupported(format!("WITH ORDINALITY on the stored function {fname}()")));
+                }
+                let (call_args, names) = super::call::argument_list(&args.args)
+                    .ok_or_else(|| Error::unsupported(format!("this form of argument to the stored function {fname}()")))?;
+                let columns = relation_columns(self.catalog, &fname, alias.as_ref())?;
+                let k = self.sites.len();
+                let mut s = empty_select();
+                s.projection = call_args.iter().enumerate().map(|(i, a)| ast::SelectItem::ExprWithAlias { expr: a.clone(), alias: quoted(argument_column(k, i)) }).collect();
+                let mut arguments = query_of(ast::SetExpr::Select(Box::new(s)));
+                arguments.with = self.with();
+                let depends = holds_site(&arguments);
+                let arity = call_args.len();
+                // `(SELECT * FROM <the site's relation>) AS alias`: the query keeps naming the
+                // call's columns as it did.
+                let width = columns.len();
+                let defs = columns.iter().map(|(c, _)| ast::TableAliasColumnDef { name: quoted(c.clone()), data_type: None }).collect();
+                let mut inner = empty_select();
+                inner.projection = vec![ast::SelectItem::Wildcard(ast::WildcardAdditionalOptions::default())];
+                inner.from = vec![ast::TableWithJoins { relation: derived(values(0, width, &mut |_, _| null()), &relation(k), defs), joins: Vec::new() }];
+                let outer_alias = ast::TableAlias { explicit: true, at: None, name: alias.as_ref().map_or_else(|| quoted(fname.clone()), |a| a.name.clone()), columns: Vec::new() };
+                *f = ast::TableFactor::Derived { lateral: false, subquery: Box::new(query_of(ast::SetExpr::Select(Box::new(inner)))), alias: Some(outer_alias), sample: None };
+                self.sites.push(CallSite { name: fname, names, arguments, arity, depends, nested: self.depth > 1, relation: Some(columns) });
+                Ok(())
+            }
             ast::TableFactor::Derived { subquery, .. } => self.query(subquery),
             ast::TableFactor::NestedJoin { table_with_joins, .. } => self.from_item(table_with_joins),
             _ => Ok(()),
@@ -419,7 +459,7 @@ impl Rewriter<'_> {
             arguments.with = with.clone();
             let depends = holds_site(&arguments);
             let arity = args.len();
-            let site = CallSite { name, names, arguments, arity, depends, nested: self.depth > 1 };
+            let site = CallSite { name, names, arguments, arity, depends, nested: self.depth > 1, relation: None };
             matches.extend(site_matches_of(&args, k));
             relations.push(ast::TableWithJoins { relation: derived(rowless(arity), &relation(k), site_columns(k, arity)), joins: Vec::new() });
             self.sites.push(site);
@@ -504,23 +544,67 @@ fn site_columns(k: usize, arity: usize) -> Vec<ast::TableAliasColumnDef> {
     (0..arity).map(|i| argument_column(k, i)).chain(std::iter::once(value_column(k))).map(|c| ast::TableAliasColumnDef { name: quoted(c), data_type: None }).collect()
 }
 
+fn null() -> ast::Expr {
+    ast::Expr::Value(ast::Value::Null.with_empty_span())
+}
+
+/// The columns of the rows the stored function `name` gives in FROM, renamed by the alias's
+/// column list (its first columns; for a function of one value, the alias names it).
+fn relation_columns(catalog: &Catalog, name: &str, alias: Option<&ast::TableAlias>) -> Result<Vec<(String, freshet_core::types::DataType)>> {
+    use freshet_core::sql::plpgsql::PlType;
+    let def = catalog.procedure(name).ok_or_else(|| Error::internal("a stored function disappeared"))?;
+    let r = &def.routine;
+    if !r.function {
+        return Err(Error::new(freshet_core::SqlState::WrongObjectType, format!("{name}() is a procedure")).with_hint("To call a procedure, use CALL."));
+    }
+    let mut columns: Vec<(String, freshet_core::types::DataType)> = match &r.set {
+        Some(set) if let Some(table) = &set.relation => {
+            let t = catalog.table(table).ok_or_else(|| Error::undefined_table(table))?;
+            t.columns.iter().map(|c| (c.name.clone(), c.ty)).collect()
+        }
+        // SETOF a scalar type: one column, named after the function or its alias.
+        Some(set) if !set.table && !set.single => {
+            set.columns.iter().map(|(c, ty)| (alias.map_or_else(|| c.clone(), |a| fold_ident(&a.name)), *ty)).collect()
+        }
+        Some(set) => set.columns.clone(),
+        None => {
+            let ty = match r.returns {
+                Some(PlType::Scalar(t)) => t,
+                _ => freshet_core::types::DataType::Text,
+            };
+            vec![(alias.map_or_else(|| name.to_string(), |a| fold_ident(&a.name)), ty)]
+        }
+    };
+    let renamed = alias.map(|a| a.columns.as_slice()).unwrap_or_default();
+    if renamed.len() > columns.len() {
+        return Err(Error::new(
+            freshet_core::SqlState::custom("42P10").unwrap_or(freshet_core::SqlState::SyntaxError),
+            format!("table \"{name}\" has {} columns available but {} columns specified", columns.len(), renamed.len()),
+        ));
+    }
+    for (c, new) in columns.iter_mut().zip(renamed) {
+        c.0 = fold_ident(&new.name);
+    }
+    Ok(columns)
+}
+
 /// A site's relation before it has rows.
 fn rowless(arity: usize) -> ast::Query {
     values(0, arity + 1, &mut |_, _| ast::Expr::Value(ast::Value::Null.with_empty_span()))
 }
 
 /// `q` split as the module says, if it calls stored functions where it can be (`None`: it
-/// does not, or it calls one elsewhere — in FROM, JOIN … ON, DISTINCT ON, a VALUES list or
-/// the ORDER BY of a set operation — which the caller refuses).
+/// does not, or it calls one elsewhere — in JOIN … ON, DISTINCT ON, a VALUES list or the
+/// ORDER BY of a set operation — which the caller refuses).
 pub(crate) fn calls_in_query(q: &ast::Query, catalog: &Catalog) -> Result<Option<CallsInQuery>> {
     // Most queries call none: found without copying the query.
-    if catalog.procedures().next().is_none() || !calls_stored(q, catalog) {
+    if catalog.procedures().next().is_none() || super::call::stored_function_in_query(q, catalog).is_none() {
         return Ok(None);
     }
     let mut query = q.clone();
     let mut rewriter = Rewriter { catalog, sites: Vec::new(), withs: Vec::new(), depth: 0 };
     rewriter.query(&mut query)?;
-    if rewriter.sites.is_empty() || calls_stored(&query, catalog) {
+    if rewriter.sites.is_empty() || super::call::stored_function_in_query(&query, catalog).is_some() {
         return Ok(None);
     }
     Ok(Some(CallsInQuery { rewritten: query, sites: rewriter.sites }))
