@@ -509,13 +509,37 @@ fn call_with_parameters_over_the_wire() {
 
 /// A routine that would hold its partition too long inside one job (here an endless-looking
 /// loop of three million steps) gives the job up and finishes statement by statement, where
-/// it holds only its own session; a short one runs as one job.
+/// it holds only its own session; a short one runs as one job; one that runs no SQL needs
+/// no job at all.
 #[test]
 fn a_long_running_routine_leaves_its_job() {
     let db = Database::open(Config { olap_threads: 2, ..Config::default() }).unwrap();
     let mut s = db.session();
+    // It reads a table, so it is a job's to run (one that only computes is not: below).
+    s.execute_blocking("CREATE TABLE start_at (k INT PRIMARY KEY, v INT); INSERT INTO start_at VALUES (1, 0)").unwrap();
     s.execute_blocking(
         "CREATE FUNCTION spin(n INT) RETURNS INT LANGUAGE plpgsql AS $$
+         DECLARE i INT;
+         BEGIN
+           SELECT v INTO i FROM start_at WHERE k = 1;
+           WHILE i < n LOOP i := i + 1; END LOOP;
+           RETURN i;
+         END $$",
+    )
+    .unwrap();
+    let counts = |db: &Database, name: &str| {
+        let sql = format!("SELECT calls, calls_in_one_job FROM freshet_procedures WHERE name = '{name}'");
+        let rows = db.session().execute_blocking(&sql).unwrap().remove(0).rows();
+        (int(&rows), rows[0][1].as_i64().unwrap())
+    };
+    assert_eq!(int(&s.execute_blocking("SELECT spin(10)").unwrap()[0].rows()), 10);
+    assert_eq!(counts(&db, "spin"), (1, 1));
+    assert_eq!(int(&s.execute_blocking("SELECT spin(3000000)").unwrap()[0].rows()), 3_000_000);
+    assert_eq!(counts(&db, "spin"), (2, 1));
+    // A function that runs no SQL needs no job: the session interprets it, also when it loops
+    // long, and also inside a transaction block.
+    s.execute_blocking(
+        "CREATE FUNCTION count_to(n INT) RETURNS INT LANGUAGE plpgsql AS $$
          DECLARE i INT := 0;
          BEGIN
            WHILE i < n LOOP i := i + 1; END LOOP;
@@ -523,14 +547,12 @@ fn a_long_running_routine_leaves_its_job() {
          END $$",
     )
     .unwrap();
-    let counts = |db: &Database| {
-        let rows = db.session().execute_blocking("SELECT calls, calls_in_one_job FROM freshet_procedures WHERE name = 'spin'").unwrap().remove(0).rows();
-        (int(&rows), rows[0][1].as_i64().unwrap())
-    };
-    assert_eq!(int(&s.execute_blocking("SELECT spin(10)").unwrap()[0].rows()), 10);
-    assert_eq!(counts(&db), (1, 1));
-    assert_eq!(int(&s.execute_blocking("SELECT spin(3000000)").unwrap()[0].rows()), 3_000_000);
-    assert_eq!(counts(&db), (2, 1));
+    assert_eq!(int(&s.execute_blocking("SELECT count_to(10)").unwrap()[0].rows()), 10);
+    assert_eq!(int(&s.execute_blocking("SELECT count_to(3000000)").unwrap()[0].rows()), 3_000_000);
+    s.execute_blocking("BEGIN").unwrap();
+    assert_eq!(int(&s.execute_blocking("SELECT count_to(7)").unwrap()[0].rows()), 7);
+    s.execute_blocking("COMMIT").unwrap();
+    assert_eq!(counts(&db, "count_to"), (3, 0));
 }
 
 #[test]

@@ -716,11 +716,17 @@ impl Session {
                         return Err(undefined(r.kind(), &plan.name, plan.args.len()));
                     }
                     let args = routine_args(&def, &plan.args, param_types, &params, now)?;
-                    let one_job = self.run_routine_as_one_job(&def, &args).await;
-                    self.count_call(&r.name, !matches!(one_job, Ok(None)));
-                    let (rows, notices) = match one_job? {
-                        Some(done) => done,
-                        None => self.in_call_transaction(|s| Box::pin(s.run_routine(def.clone(), args))).await?,
+                    let (rows, notices) = if computes_only(&def, &self.database().inner.engine.catalog()) {
+                        // Nothing to run on a partition and nothing to undo: interpreted here.
+                        self.count_call(&r.name, false);
+                        self.run_routine(def.clone(), args).await?
+                    } else {
+                        let one_job = self.run_routine_as_one_job(&def, &args).await;
+                        self.count_call(&r.name, !matches!(one_job, Ok(None)));
+                        match one_job? {
+                            Some(done) => done,
+                            None => self.in_call_transaction(|s| Box::pin(s.run_routine(def.clone(), args))).await?,
+                        }
                     };
                     let returns_rows = plan.select || r.set.as_ref().is_some_and(|s| s.single);
                     (returns_rows.then(|| plan.shape_rows(r, rows)), notices)
@@ -963,6 +969,16 @@ impl Session {
             }
         }
     }
+}
+
+/// Whether a function only computes: it runs no SQL (no statements, no dynamic SQL), has no
+/// EXCEPTION blocks (their savepoints belong to a transaction) and calls no session function
+/// (`in_query::reads_only` checks the last two). Such a call needs no executor job and no
+/// transaction: the session interprets it where it is (a stored function in a query runs
+/// once per argument list this way).
+fn computes_only(def: &ProcedureDef, catalog: &Catalog) -> bool {
+    let r = &def.routine;
+    r.sql.is_empty() && r.handlers.is_empty() && r.unresolved.is_none() && super::in_query::reads_only(def, catalog, 0)
 }
 
 /// A call's future polled with room on the stack: a nested call polls the whole statement
