@@ -48,7 +48,7 @@ use super::call::call_arguments;
 #[derive(Clone, Debug)]
 pub(crate) struct CallsInQuery {
     /// The query with each call replaced by its value column, each site's relation in the
-    /// FROM clause of its SELECT (rowless until [`with_rows`](Self::with_rows) gives it its
+    /// FROM clause of its SELECT (rowless until [`query`](Self::query) gives it its
     /// rows) and the match of its arguments in that SELECT's WHERE.
     rewritten: ast::Query,
     pub sites: Vec<CallSite>,
