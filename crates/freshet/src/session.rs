@@ -1097,12 +1097,19 @@ impl Session {
         let mut statement = Statement::Query(cv.query.clone());
         views::expand(&mut statement, catalog)?;
         let mut params = Vec::new();
-        let olap = self.plan_olap(&statement, &mut params).await?;
+        let Statement::Query(expanded) = &statement else { return Err(Error::internal("a view query is not a query")) };
+        // A query that calls stored functions is planned as it will run (with its calls'
+        // values as relations) for its columns.
+        let (mut names, types): (Vec<String>, Vec<DataType>) = match crate::procedure::calls_in_query(expanded, catalog)? {
+            Some(split) => self.plan_calls_in_query(split, catalog, &mut params).await?.1.into_iter().map(|c| (c.name, c.ty)).unzip(),
+            None => {
+                let olap = self.plan_olap(&statement, &mut params).await?;
+                (output_names(expanded, &olap), olap.schema.fields().iter().map(|f| sql_type(f)).collect())
+            }
+        };
         if !params.is_empty() {
             return Err(Error::new(SqlState::UndefinedParameter, "there is no parameter $1"));
         }
-        let Statement::Query(expanded) = &statement else { return Err(Error::internal("a view query is not a query")) };
-        let mut names = output_names(expanded, &olap);
         if cv.columns.len() > names.len() {
             return Err(Error::syntax("CREATE VIEW specifies more column names than columns"));
         }
@@ -1114,7 +1121,7 @@ impl Session {
                 return Err(Error::new(SqlState::DuplicateColumn, format!("column \"{n}\" specified more than once")));
             }
         }
-        let columns = names.into_iter().zip(olap.schema.fields().iter()).map(|(n, f)| (n, sql_type(f))).collect();
+        let columns = names.into_iter().zip(types).collect();
         let def = freshet_core::catalog::ViewDef { id: 0, name, columns, query: cv.query.to_string(), depends_on: views::dependencies(&cv.query, catalog) };
         Ok(DdlPlan::CreateView { def, or_replace: cv.or_replace })
     }

@@ -732,6 +732,8 @@ fn sql_as_plpgsql(body: SqlBody, function: bool, returns: Option<&PlType>, set: 
             let to = if ends { i - 1 } else { i };
             let first = match &tokens[from].tok {
                 Tok::Word(w) => w.clone(),
+                // `(SELECT …) UNION …`
+                Tok::Op(o) if o == "(" => "select".to_string(),
                 _ => String::new(),
             };
             pieces.push((&statements[tokens[from].start..tokens[to].end], first));
