@@ -337,6 +337,7 @@ impl OlapEngine {
     }
 
     async fn plan_statement(&self, mut statement: ast::Statement) -> Result<OlapPlan> {
+        crate::rewrite::information_schema_views(&mut statement);
         crate::rewrite::subquery_output_names(&mut statement);
         crate::rewrite::shown_oid_names(&mut statement);
         crate::rewrite::catalog_spellings(&mut statement, self.schema.as_ref());

@@ -228,6 +228,69 @@ fn is_type_name(name: &ast::ObjectName, ty: &str) -> bool {
     ident.is_some_and(|i| i.value.eq_ignore_ascii_case(ty))
 }
 
+/// `information_schema.tables` as a query over the catalog (the columns PostgreSQL's view has
+/// that mean something here; the rest are NULL or their only value).
+const INFORMATION_SCHEMA_TABLES: &str = "SELECT current_database() AS table_catalog, n.nspname AS table_schema, c.relname AS table_name, \
+     CASE c.relkind WHEN 'v' THEN 'VIEW' ELSE 'BASE TABLE' END AS table_type, \
+     CAST(NULL AS TEXT) AS self_referencing_column_name, CAST(NULL AS TEXT) AS reference_generation, \
+     CAST(NULL AS TEXT) AS user_defined_type_catalog, CAST(NULL AS TEXT) AS user_defined_type_schema, \
+     CAST(NULL AS TEXT) AS user_defined_type_name, CASE c.relkind WHEN 'v' THEN 'NO' ELSE 'YES' END AS is_insertable_into, \
+     'NO' AS is_typed, CAST(NULL AS TEXT) AS commit_action \
+     FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
+     WHERE c.relkind IN ('r', 'v', 'p')";
+
+/// `information_schema.columns` as a query over the catalog: names, positions, defaults,
+/// nullability, the type as `format_type` spells it without modifiers, and the modifiers'
+/// parts (length, precision, scale) as PostgreSQL's view reports them.
+const INFORMATION_SCHEMA_COLUMNS: &str = "SELECT current_database() AS table_catalog, n.nspname AS table_schema, c.relname AS table_name, \
+     a.attname AS column_name, CAST(a.attnum AS INT) AS ordinal_position, pg_catalog.pg_get_expr(d.adbin, d.adrelid) AS column_default, \
+     CASE WHEN a.attnotnull THEN 'NO' ELSE 'YES' END AS is_nullable, \
+     pg_catalog.format_type(a.atttypid, NULL) AS data_type, \
+     CASE WHEN a.atttypid IN (1042, 1043) AND a.atttypmod > 0 THEN CAST(a.atttypmod - 4 AS INT) END AS character_maximum_length, \
+     CASE WHEN a.atttypid IN (1042, 1043, 25) THEN 1073741824 END AS character_octet_length, \
+     CASE a.atttypid WHEN 21 THEN 16 WHEN 23 THEN 32 WHEN 20 THEN 64 WHEN 700 THEN 24 WHEN 701 THEN 53 \
+       WHEN 1700 THEN CASE WHEN a.atttypmod > 0 THEN CAST(((a.atttypmod - 4) / 65536) AS INT) END END AS numeric_precision, \
+     CASE WHEN a.atttypid IN (21, 23, 20, 1700) THEN 10 WHEN a.atttypid IN (700, 701) THEN 2 END AS numeric_precision_radix, \
+     CASE WHEN a.atttypid IN (21, 23, 20) THEN 0 \
+       WHEN a.atttypid = 1700 AND a.atttypmod > 0 THEN CAST(((a.atttypmod - 4) % 65536) AS INT) END AS numeric_scale, \
+     CASE WHEN a.atttypid IN (1082) THEN 0 WHEN a.atttypid IN (1114, 1184) THEN 6 END AS datetime_precision, \
+     t.typname AS udt_name, CASE WHEN c.relkind = 'v' THEN 'NO' ELSE 'YES' END AS is_updatable, \
+     'NO' AS is_identity, 'NEVER' AS is_generated \
+     FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid \
+     JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace JOIN pg_catalog.pg_type t ON t.oid = a.atttypid \
+     LEFT JOIN pg_catalog.pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum \
+     WHERE a.attnum > 0 AND NOT a.attisdropped AND c.relkind IN ('r', 'v', 'p')";
+
+/// `information_schema.tables` and `information_schema.columns` (what tools and ORMs read
+/// to learn a schema) become their queries over the catalog, under the name or alias the
+/// statement gives them.
+pub fn information_schema_views(statement: &mut ast::Statement) {
+    struct Views;
+    impl VisitorMut for Views {
+        type Break = ();
+        fn pre_visit_table_factor(&mut self, factor: &mut ast::TableFactor) -> ControlFlow<()> {
+            let ast::TableFactor::Table { name, args: None, alias, .. } = factor else { return ControlFlow::Continue(()) };
+            let parts: Vec<String> = name.0.iter().filter_map(|p| p.as_ident()).map(fold_ident).collect();
+            let sql = match parts.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+                ["information_schema", "tables"] => INFORMATION_SCHEMA_TABLES,
+                ["information_schema", "columns"] => INFORMATION_SCHEMA_COLUMNS,
+                _ => return ControlFlow::Continue(()),
+            };
+            let parsed = sqlparser::parser::Parser::new(&sqlparser::dialect::PostgreSqlDialect {}).try_with_sql(sql).and_then(|mut p| p.parse_query());
+            let Ok(query) = parsed else { return ControlFlow::Continue(()) };
+            let alias = alias.take().unwrap_or_else(|| ast::TableAlias {
+                explicit: true,
+                at: None,
+                name: ast::Ident::new(parts[1].clone()),
+                columns: Vec::new(),
+            });
+            *factor = ast::TableFactor::Derived { lateral: false, subquery: query, alias: Some(alias), sample: None };
+            ControlFlow::Continue(())
+        }
+    }
+    let _ = statement.visit(&mut Views);
+}
+
 /// The function a cast to `regproc` or `regprocedure` becomes: the OID of the routine a text
 /// names (42883 if none), or the number itself.
 pub const REGPROC_FUNCTION: &str = "freshet_regproc";
