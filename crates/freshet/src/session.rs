@@ -134,7 +134,10 @@ enum Kind {
     /// ALTER SEQUENCE (`freshet_core::sql::parse::alter_sequence`): name, IF EXISTS, action.
     AlterSequence(String, bool, freshet_core::sql::parse::AlterSequence),
     Query(QueryPlan),
-    Insert { plan: InsertPlan, source: Option<(QueryPlan, Vec<ColumnInfo>)> },
+    /// INSERT; with `calls`, its source query calls stored functions and its rows come from
+    /// that plan (`source` then holds the query planned with the calls' values as NULLs,
+    /// for its columns).
+    Insert { plan: InsertPlan, source: Option<Arc<(QueryPlan, Vec<ColumnInfo>)>>, calls: Option<Arc<CallsInQueryPlan>> },
     Dml(Arc<OltpPlan>),
     /// UPDATE or DELETE whose subqueries are evaluated before it is planned.
     DmlWithSubqueries,
@@ -517,6 +520,17 @@ impl Session {
         catalog: &freshet_core::catalog::Catalog,
         params: &mut Vec<Option<DataType>>,
     ) -> Result<(CallsInQueryPlan, Vec<ColumnInfo>)> {
+        let (planned, _, columns) = self.plan_calls_in_query_with_template(split, catalog, params).await?;
+        Ok((planned, columns))
+    }
+
+    /// Each call site's argument query and call, in order.
+    async fn plan_call_sites(
+        &self,
+        split: &crate::procedure::CallsInQuery,
+        catalog: &freshet_core::catalog::Catalog,
+        params: &mut Vec<Option<DataType>>,
+    ) -> Result<Vec<CallSitePlan>> {
         let mut sites: Vec<CallSitePlan> = Vec::with_capacity(split.sites.len());
         for (k, site) in split.sites.iter().enumerate() {
             let query = split.arguments(k, &mut |j| sites.get(j).map(CallSitePlan::rowless));
@@ -547,10 +561,22 @@ impl Session {
             let relation = site.relation.is_some();
             sites.push(CallSitePlan { arguments, argument_columns, call, value: Arc::new(value), relation });
         }
+        Ok(sites)
+    }
+
+    /// [`Self::plan_calls_in_query`], also returning the plan of the query with rowless
+    /// relations (never run: its columns and types stand for the query's).
+    async fn plan_calls_in_query_with_template(
+        &self,
+        split: crate::procedure::CallsInQuery,
+        catalog: &freshet_core::catalog::Catalog,
+        params: &mut Vec<Option<DataType>>,
+    ) -> Result<(CallsInQueryPlan, QueryPlan, Vec<ColumnInfo>)> {
+        let sites = self.plan_call_sites(&split, catalog, params).await?;
         let query = split.query(&mut |j| sites.get(j).map(CallSitePlan::rowless));
         let statement = Statement::Query(Box::new(query.clone()));
-        let (_, columns) = self.plan_query(&query, &statement, catalog, params).await?;
-        Ok((CallsInQueryPlan { split, sites }, columns))
+        let (template, columns) = self.plan_query(&query, &statement, catalog, params).await?;
+        Ok((CallsInQueryPlan { split, sites }, template, columns))
     }
 
     /// Runs a [`Kind::CallsInQuery`] in one transaction: site by site, its argument query and
@@ -985,11 +1011,21 @@ impl Session {
         overriding: Option<plan::Overriding>,
     ) -> Result<(Kind, Option<Vec<ColumnInfo>>)> {
         let mut plan = plan::plan_insert_overriding(catalog, insert, params, overriding)?;
+        let mut calls = None;
         let source = match &plan.source {
             InsertSource::Query(q) => {
                 let (q, drawn) = crate::sequences::draw_in_session(q, params)?;
-                let stmt = Statement::Query(Box::new(q.clone()));
-                let (mut query, columns) = self.plan_query(&q, &stmt, catalog, params).await?;
+                let (mut query, columns) = match crate::procedure::calls_in_query(&q, catalog)? {
+                    Some(split) => {
+                        let (planned, template, columns) = self.plan_calls_in_query_with_template(split, catalog, params).await?;
+                        calls = Some(Arc::new(planned));
+                        (template, columns)
+                    }
+                    None => {
+                        let stmt = Statement::Query(Box::new(q.clone()));
+                        self.plan_query(&q, &stmt, catalog, params).await?
+                    }
+                };
                 // Without a column list, the query's columns fill the table's first columns and
                 // the others take their defaults, as in PostgreSQL.
                 if insert.columns.is_empty() && columns.len() < plan.columns.len() {
@@ -1006,12 +1042,12 @@ impl Session {
                     None => vec![false; columns.len()],
                 };
                 check_insert_source(&plan, &columns, &untyped)?;
-                Some((query, columns))
+                Some(Arc::new((query, columns)))
             }
             InsertSource::Values(_) => None,
         };
         let columns = plan.returning.as_ref().map(returning_columns);
-        Ok((Kind::Insert { plan, source }, columns))
+        Ok((Kind::Insert { plan, source, calls }, columns))
     }
 
     /// `CREATE TABLE name [(column names)] AS query`: the query is planned to learn its
@@ -1453,12 +1489,30 @@ impl Session {
                 let rows = Box::pin(self.eval_rows(rows, drawn, &params, now)).await?;
                 Ok(StatementResult::rows(columns, RowStream::from_values(rows)).with_notices(self.sequences.locks.take_warnings()))
             }
-            Kind::Insert { plan, source } => {
+            Kind::Insert { plan, source, calls: None } => {
                 let txn = self.statement_txn();
-                let (n, returned) = self.run_insert(plan, source.as_ref(), &prepared.param_types, params, now, txn).await?;
+                let (n, returned) = self.run_insert(plan, source.as_deref(), None, &prepared.param_types, params, now, txn).await?;
                 match (returned, prepared.columns.clone()) {
                     (Some(rows), Some(columns)) => Ok(StatementResult::returning("INSERT 0", columns, RowStream::from_values(rows))),
                     _ => Ok(StatementResult::command(format!("INSERT 0 {n}"))),
+                }
+            }
+            Kind::Insert { plan, source, calls: Some(calls) } => {
+                // The source's calls and the insert are one transaction.
+                let (plan, source, calls, types) = (plan.clone(), source.clone(), calls.clone(), prepared.param_types.clone());
+                let (n, returned, notices) = self
+                    .in_call_transaction(|s| {
+                        Box::pin(async move {
+                            let (rows, notices) = s.run_calls_in_query(calls, types.clone(), params.clone(), now).await?;
+                            let txn = s.statement_txn();
+                            let (n, returned) = s.run_insert(&plan, source.as_deref(), Some(rows), &types, params, now, txn).await?;
+                            Ok((n, returned, notices))
+                        })
+                    })
+                    .await?;
+                match (returned, prepared.columns.clone()) {
+                    (Some(rows), Some(columns)) => Ok(StatementResult::returning("INSERT 0", columns, RowStream::from_values(rows)).with_notices(notices)),
+                    _ => Ok(StatementResult::command(format!("INSERT 0 {n}")).with_notices(notices)),
                 }
             }
             Kind::Dml(plan) => {
@@ -1825,6 +1879,7 @@ impl Session {
         &self,
         plan: &InsertPlan,
         source: Option<&(QueryPlan, Vec<ColumnInfo>)>,
+        computed: Option<Vec<Vec<Value>>>,
         param_types: &[DataType],
         params: Vec<Value>,
         now: i64,
@@ -1835,8 +1890,14 @@ impl Session {
         let supplied: Vec<Vec<Value>> = match (&plan.source, source) {
             (InsertSource::Values(_), _) => values_rows(plan, &self.eval_context(&params, now))?,
             (InsertSource::Query(_), Some((query, columns))) => {
-                let stream = Box::pin(self.run_query(query, columns, param_types, params.clone(), now, txn)).await?;
-                let rows = Box::pin(stream.collect_values(columns)).await?;
+                let rows = match computed {
+                    // The rows of a source that calls stored functions, already computed.
+                    Some(rows) => rows,
+                    None => {
+                        let stream = Box::pin(self.run_query(query, columns, param_types, params.clone(), now, txn)).await?;
+                        Box::pin(stream.collect_values(columns)).await?
+                    }
+                };
                 let cx = self.eval_context(&params, now);
                 rows.into_iter()
                     .map(|mut row| {
@@ -2716,7 +2777,7 @@ pub(crate) fn run_in_job(prepared: &Prepared, params: Vec<Value>, now: i64, cata
     if prepared.catalog_version != catalog_version && needs_catalog(&prepared.kind) {
         return Err(job.give_up());
     }
-    if let Kind::Insert { plan, source: None } = &prepared.kind
+    if let Kind::Insert { plan, source: None, .. } = &prepared.kind
         && matches!(plan.source, InsertSource::Values(_))
     {
         if plan.draws_sequences {
