@@ -33,7 +33,10 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>> {
     {
         return parse_plain(&reordered);
     }
-    if (lower.contains("procedure") || lower.contains("function") || lower.contains("do"))
+    // A DO block starts a statement: the text's first word, or one after a `;` (any word
+    // containing "do", such as `double`, need not send the text through the splitter).
+    let may_do = lower.trim_start().starts_with("do") || (lower.contains(';') && lower.contains("do"));
+    if (lower.contains("procedure") || lower.contains("function") || may_do)
         && let Some(pieces) = super::plpgsql::parser::split_if_routines(sql)
     {
         use super::plpgsql::parser::RoutineStatement;
