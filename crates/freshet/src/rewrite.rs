@@ -242,6 +242,14 @@ pub enum FoundSubquery {
     Exists(Query),
 }
 
+impl FoundSubquery {
+    pub fn query(&self) -> &Query {
+        match self {
+            FoundSubquery::Scalar(q) | FoundSubquery::In(q) | FoundSubquery::Exists(q) => q,
+        }
+    }
+}
+
 /// What a subquery evaluated to.
 pub enum SubqueryValue {
     Scalar(Value, DataType),
@@ -293,14 +301,29 @@ impl VisitorMut for TopLevel<'_> {
 /// The subqueries of a DML statement (outside any other query), in visiting order.
 pub fn find_subqueries(statement: &mut Statement) -> Vec<FoundSubquery> {
     let mut found = Vec::new();
-    let _ = statement.visit(&mut TopLevel { depth: 0, found: &mut found, replace: None });
+    visit_top_level(statement, &mut TopLevel { depth: 0, found: &mut found, replace: None });
     found
+}
+
+/// Walks the expressions whose subqueries are a statement's top level: an INSERT's VALUES
+/// cells (its source is a query, the cells' subqueries are inside it), or the whole statement.
+fn visit_top_level(statement: &mut Statement, visitor: &mut TopLevel) {
+    if let Statement::Insert(i) = statement
+        && let Some(source) = i.source.as_deref_mut()
+        && let ast::SetExpr::Values(values) = source.body.as_mut()
+    {
+        for cell in values.rows.iter_mut().flat_map(|r| r.content.iter_mut()) {
+            let _ = cell.visit(visitor);
+        }
+        return;
+    }
+    let _ = statement.visit(visitor);
 }
 
 /// Replaces the subqueries [`find_subqueries`] found by their values.
 pub fn replace_subqueries(statement: &mut Statement, values: Vec<SubqueryValue>) {
     let mut sink = Vec::new();
-    let _ = statement.visit(&mut TopLevel { depth: 0, found: &mut sink, replace: Some(values.into_iter()) });
+    visit_top_level(statement, &mut TopLevel { depth: 0, found: &mut sink, replace: Some(values.into_iter()) });
 }
 
 fn substitute(e: &Expr, value: SubqueryValue) -> Expr {

@@ -139,8 +139,12 @@ enum Kind {
     /// for its columns).
     Insert { plan: InsertPlan, source: Option<Arc<(QueryPlan, Vec<ColumnInfo>)>>, calls: Option<Arc<CallsInQueryPlan>> },
     Dml(Arc<OltpPlan>),
-    /// UPDATE or DELETE whose subqueries are evaluated before it is planned.
-    DmlWithSubqueries,
+    /// INSERT … VALUES, UPDATE or DELETE whose subqueries are evaluated before it is planned
+    /// (`statement`: the statement to run, stored-function calls that can be evaluated first
+    /// wrapped in subqueries, `procedure::dml_calls`).
+    DmlWithSubqueries { verb: &'static str, statement: Arc<Statement> },
+    /// UPDATE or DELETE calling stored functions for each target row (`procedure::CallsInDml`).
+    DmlCalls(Arc<crate::procedure::CallsInDml>),
     /// UPDATE … FROM (`update_from`), planned when it runs.
     UpdateFrom,
     Ddl(DdlPlan),
@@ -183,6 +187,18 @@ enum Kind {
 struct CallsInQueryPlan {
     split: crate::procedure::CallsInQuery,
     sites: Vec<CallSitePlan>,
+}
+
+/// An UPDATE or DELETE calling stored functions per row, planned (`Session::plan_dml_calls`).
+struct DmlCallsPlan {
+    key_len: usize,
+    /// The query of the SET list's calls' arguments, under the row's lock, with its columns.
+    lock: Option<(QueryPlan, Vec<ColumnInfo>)>,
+    /// The parameters' types of `lock`: the statement's, then the key's.
+    lock_types: Vec<DataType>,
+    /// Per site: the call, its value's column, its arguments' types.
+    calls: Vec<(crate::procedure::CallPlan, Arc<Vec<ColumnInfo>>, Vec<DataType>)>,
+    per_row: Arc<OltpPlan>,
 }
 
 struct CallSitePlan {
@@ -854,6 +870,19 @@ impl Session {
                 let (query, columns) = self.plan_query(q, statement, catalog, params).await?;
                 (Kind::Query(query), Some(columns))
             }
+            Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_)
+                if let Some(calls) = crate::procedure::dml_calls(statement, catalog, params.len())? =>
+            {
+                let columns = dml_returning_columns(statement, catalog, params)?;
+                match calls {
+                    crate::procedure::DmlCalls::First(wrapped) => (Kind::DmlWithSubqueries { verb: verb_of(statement), statement: Arc::new(wrapped) }, columns),
+                    crate::procedure::DmlCalls::PerRow(split) => {
+                        // Planned again when it runs; now for its parameters' types and errors.
+                        Box::pin(self.plan_dml_calls(&split, catalog, params)).await?;
+                        (Kind::DmlCalls(Arc::new(split)), columns)
+                    }
+                }
+            }
             Statement::Pragma { name, value: Some(v), .. } if name.to_string() == freshet_core::sql::parse::INSERT_OVERRIDING_PRAGMA => {
                 let ast::Value::SingleQuotedString(text) = &v.value else { return Err(Error::internal("OVERRIDING without text")) };
                 let (which, sql) = text.split_once('\0').ok_or_else(|| Error::internal("OVERRIDING without its statement"))?;
@@ -870,6 +899,10 @@ impl Session {
                 let Statement::Insert(insert) = &inner else { return Err(Error::internal("an INSERT became another statement")) };
                 self.plan_insert_kind(insert, catalog, params, Some(overriding)).await?
             }
+            Statement::Insert(insert) if has_values_subqueries(insert) => {
+                // Parameters inside subqueries are not typed here; they default to text.
+                (Kind::DmlWithSubqueries { verb: "INSERT", statement: Arc::new(statement.clone()) }, dml_returning_columns(statement, catalog, params)?)
+            }
             Statement::Insert(insert) => self.plan_insert_kind(insert, catalog, params, None).await?,
             Statement::Update(u) if crate::update_from::applies(u) => {
                 if u.returning.is_some() {
@@ -881,13 +914,14 @@ impl Session {
             Statement::Delete(d) if d.using.is_some() => {
                 // Checked now; rewritten again when it runs, against that catalog.
                 crate::update_from::delete_using(d, catalog)?;
-                (Kind::DmlWithSubqueries, dml_returning_columns(statement, catalog, params)?)
+                (Kind::DmlWithSubqueries { verb: "DELETE", statement: Arc::new(statement.clone()) }, dml_returning_columns(statement, catalog, params)?)
             }
             Statement::Update(_) | Statement::Delete(_) => {
                 let mut probe = statement.clone();
                 if !rewrite::find_subqueries(&mut probe).is_empty() {
                     // Parameters inside subqueries are not typed here; they default to text.
-                    (Kind::DmlWithSubqueries, dml_returning_columns(statement, catalog, params)?)
+                    let verb = if matches!(statement, Statement::Update(_)) { "UPDATE" } else { "DELETE" };
+                    (Kind::DmlWithSubqueries { verb, statement: Arc::new(statement.clone()) }, dml_returning_columns(statement, catalog, params)?)
                 } else {
                     let plan = plan_dml(statement, catalog, params)?;
                     let returning = match &plan {
@@ -1066,7 +1100,9 @@ impl Session {
             return Err(Error::syntax("CREATE TABLE … AS takes column names, not column definitions or constraints"));
         }
         let stmt = Statement::Query(Box::new(query.clone()));
-        let (_, columns) = self.plan_query(query, &stmt, catalog, params).await?;
+        // Planned as a query of its own (which may call stored functions) for its columns.
+        let (_, columns) = self.plan_boxed(&stmt, catalog, params).await?;
+        let columns = columns.ok_or_else(|| Error::internal("CREATE TABLE … AS: a query without columns"))?;
         if !params.is_empty() {
             return Err(Error::unsupported("parameters in CREATE TABLE … AS"));
         }
@@ -1519,9 +1555,13 @@ impl Session {
                 let txn = self.statement_txn();
                 self.run_dml(plan.clone(), params, now, txn, prepared.columns.clone()).await
             }
-            Kind::DmlWithSubqueries => {
-                let statement = prepared.statement.clone().ok_or_else(|| Error::internal("statement missing"))?;
+            Kind::DmlWithSubqueries { statement, .. } => {
+                let statement = Statement::clone(statement);
                 Box::pin(self.run_dml_with_subqueries(statement, &prepared.param_types, params, now, prepared.columns.clone())).await
+            }
+            Kind::DmlCalls(split) => {
+                let (split, types, columns) = (split.clone(), prepared.param_types.clone(), prepared.columns.clone());
+                Box::pin(self.atomically(move |s| Box::pin(async move { s.run_dml_calls(&split, &types, params, now, columns).await }))).await
             }
             Kind::UpdateFrom => {
                 let statement = prepared.statement.clone().ok_or_else(|| Error::internal("statement missing"))?;
@@ -1952,16 +1992,202 @@ impl Session {
             statement = crate::update_from::delete_using(d, &self.catalog())?;
         }
         let found = rewrite::find_subqueries(&mut statement);
+        let catalog = self.catalog();
+        if !found.iter().any(|f| crate::procedure::stored_function_in_query(f.query(), &catalog).is_some()) {
+            return self.dml_after_subqueries(statement, found, param_types, params, now, columns).await;
+        }
+        // Stored functions among them: they may change data, so theirs and the statement's
+        // changes are one transaction, undone together.
+        let types = param_types.to_vec();
+        self.atomically(move |s| Box::pin(async move { s.dml_after_subqueries(statement, found, &types, params, now, columns).await })).await
+    }
+
+    /// Evaluates `found` (the subqueries of `statement`), puts their values in their places and
+    /// runs the statement.
+    async fn dml_after_subqueries(
+        &mut self,
+        mut statement: Statement,
+        found: Vec<FoundSubquery>,
+        param_types: &[DataType],
+        params: Vec<Value>,
+        now: i64,
+        columns: Option<Arc<Vec<ColumnInfo>>>,
+    ) -> Result<StatementResult> {
         let mut values = Vec::with_capacity(found.len());
+        let mut notices = Vec::new();
         for f in found {
-            values.push(self.evaluate_subquery(f, param_types, &params, now).await?);
+            let (value, mut more) = self.evaluate_subquery(f, param_types, &params, now).await?;
+            values.push(value);
+            notices.append(&mut more);
         }
         rewrite::replace_subqueries(&mut statement, values);
         let catalog = self.catalog();
         let mut types: Vec<Option<DataType>> = param_types.iter().copied().map(Some).collect();
-        let plan = plan_dml(&statement, &catalog, &mut types)?;
-        let txn = self.statement_txn();
-        self.run_dml(Arc::new(plan), params, now, txn, columns).await
+        let result = if let Statement::Insert(insert) = &statement {
+            let (kind, planned) = self.plan_insert_kind(insert, &catalog, &mut types, None).await?;
+            let param_types = types.iter().map(|t| t.unwrap_or(DataType::Text)).collect();
+            let prepared = Prepared { sql: String::new(), param_types, columns: columns.or(planned.map(Arc::new)), statement: Some(statement), declared: Vec::new(), kind, catalog_version: catalog.version };
+            self.execute_planned_boxed(&prepared, params).await?
+        } else {
+            let plan = plan_dml(&statement, &catalog, &mut types)?;
+            let txn = self.statement_txn();
+            self.run_dml(Arc::new(plan), params, now, txn, columns).await?
+        };
+        Ok(result.with_notices(notices))
+    }
+
+    /// Runs `f` as one transaction (the block's, or one of its own); inside a block, a failure
+    /// undoes what it did (so that a statement `execute` runs again after a lock wait starts
+    /// afresh).
+    async fn atomically<T, F>(&mut self, f: F) -> Result<T>
+    where
+        F: for<'s> FnOnce(&'s mut Session) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<T>> + Send + 's>>,
+    {
+        let savepoint = if self.in_block() { Some(self.routine_savepoint().await?) } else { None };
+        let result = self.in_call_transaction(f).await;
+        if result.is_err()
+            && let Some(sp) = savepoint
+        {
+            self.routine_rollback_to(&sp).await?;
+        }
+        result
+    }
+
+    /// [`Self::execute_planned`] of a statement run inside another (a boxed future of its own:
+    /// the two futures contain each other).
+    fn execute_planned_boxed<'a>(&'a mut self, prepared: &'a Prepared, params: Vec<Value>) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<StatementResult>> + Send + 'a>> {
+        Box::pin(self.execute_planned(prepared, params))
+    }
+
+    /// [`Self::plan`] of a statement planned inside another's planning or run.
+    fn plan_boxed<'a>(
+        &'a self,
+        statement: &'a Statement,
+        catalog: &'a freshet_core::catalog::Catalog,
+        params: &'a mut Vec<Option<DataType>>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(Kind, Option<Vec<ColumnInfo>>)>> + Send + 'a>> {
+        Box::pin(self.plan(statement, catalog, params))
+    }
+
+    /// Plans `statement` as a client's statement and runs it inside the running one (whose
+    /// parameters it shares), collecting its rows.
+    async fn inner_rows(&mut self, statement: Statement, param_types: &[DataType], mut params: Vec<Value>) -> Result<(Arc<Vec<ColumnInfo>>, Vec<Vec<Value>>, Vec<Notice>)> {
+        let catalog = self.catalog();
+        let mut types: Vec<Option<DataType>> = param_types.iter().copied().map(Some).collect();
+        let (kind, columns) = self.plan_boxed(&statement, &catalog, &mut types).await?;
+        let param_types = types.iter().map(|t| t.unwrap_or(DataType::Text)).collect::<Vec<_>>();
+        params.resize(param_types.len(), Value::Null);
+        let prepared = Prepared { sql: String::new(), param_types, columns: columns.map(Arc::new), statement: Some(statement), declared: Vec::new(), kind, catalog_version: catalog.version };
+        let result = self.execute_planned_boxed(&prepared, params).await?;
+        let Output::Rows { columns, rows, .. } = result.output else { return Err(Error::internal("a query without rows")) };
+        let rows = rows.collect_values(&columns).await?;
+        Ok((columns, rows, result.notices))
+    }
+
+    /// Plans the parts of an UPDATE or DELETE that calls stored functions per row (see
+    /// `procedure::in_dml`), typing the statement's parameters in `params`.
+    async fn plan_dml_calls(
+        &self,
+        split: &crate::procedure::CallsInDml,
+        catalog: &freshet_core::catalog::Catalog,
+        params: &mut Vec<Option<DataType>>,
+    ) -> Result<DmlCallsPlan> {
+        params.resize(params.len().max(split.params), None);
+        let rows = Statement::Query(Box::new(split.rows.clone()));
+        let (_, key) = self.plan_boxed(&rows, catalog, params).await?;
+        let key = key.ok_or_else(|| Error::internal("the target rows' query has no columns"))?;
+        let mut types: Vec<Option<DataType>> = params[..split.params].to_vec();
+        types.extend(key.iter().map(|c| Some(c.ty)));
+        let lock = match &split.lock {
+            Some(q) => {
+                let statement = Statement::Query(Box::new(q.clone()));
+                let (plan, columns) = self.plan_query(q, &statement, catalog, &mut types).await?;
+                Some((plan, columns))
+            }
+            None => None,
+        };
+        let mut calls = Vec::with_capacity(split.sites.len());
+        let mut offset = 0;
+        for site in &split.sites {
+            let (call, value) = crate::procedure::plan_value_call(&self.db, catalog, &site.name, &site.names)?;
+            let argument_types = lock.as_ref().map(|(_, c)| c[offset..offset + site.arity].iter().map(|c| c.ty).collect()).unwrap_or_default();
+            offset += site.arity;
+            calls.push((call, Arc::new(vec![value]), argument_types));
+        }
+        let mut row_types = types.clone();
+        row_types.extend(calls.iter().map(|(_, v, _)| Some(v[0].ty)));
+        let per_row = Arc::new(plan_dml(&split.per_row, catalog, &mut row_types)?);
+        for (p, t) in params.iter_mut().zip(&row_types) {
+            *p = p.or(*t);
+        }
+        let done = |t: &[Option<DataType>]| t.iter().map(|t| t.unwrap_or(DataType::Text)).collect::<Vec<_>>();
+        Ok(DmlCallsPlan { key_len: key.len(), lock, lock_types: done(&types), calls, per_row })
+    }
+
+    /// Runs an UPDATE or DELETE that calls stored functions per row (see `procedure::in_dml`),
+    /// inside a transaction.
+    async fn run_dml_calls(
+        &mut self,
+        split: &crate::procedure::CallsInDml,
+        param_types: &[DataType],
+        params: Vec<Value>,
+        now: i64,
+        columns: Option<Arc<Vec<ColumnInfo>>>,
+    ) -> Result<StatementResult> {
+        let catalog = self.catalog();
+        let mut types: Vec<Option<DataType>> = param_types.iter().copied().map(Some).collect();
+        let plan = self.plan_dml_calls(split, &catalog, &mut types).await?;
+        let rows = Statement::Query(Box::new(split.rows.clone()));
+        let (_, keys, mut notices) = self.inner_rows(rows, param_types, params.clone()).await?;
+        let mut seen = std::collections::HashSet::new();
+        // The values of functions that change nothing, per site and argument list.
+        let mut known: HashMap<(usize, String), Value> = HashMap::new();
+        let (mut count, mut returned) = (0, Vec::new());
+        for key in keys {
+            let mut all: Vec<Value> = params.iter().cloned().chain(key.iter().take(plan.key_len).cloned()).collect();
+            if !seen.insert(format!("{:?}", &all[params.len()..])) {
+                continue;
+            }
+            if let Some((lock, lock_columns)) = &plan.lock {
+                let txn = self.statement_txn();
+                let stream = self.run_query(lock, lock_columns, &plan.lock_types, all.clone(), now, txn).await?;
+                // Gone, or no longer matching the WHERE clause: not changed.
+                let Some(arguments) = stream.collect_values(lock_columns).await?.into_iter().next() else { continue };
+                let mut arguments = arguments.into_iter();
+                for (k, (site, (call, value, argument_types))) in split.sites.iter().zip(&plan.calls).enumerate() {
+                    let args: Vec<Value> = arguments.by_ref().take(site.arity).collect();
+                    let memo = (k, format!("{args:?}"));
+                    let v = match known.get(&memo) {
+                        Some(v) if site.reads_only => v.clone(),
+                        _ => {
+                            let result = self.run_call(call, argument_types, args, Some(value.clone())).await?;
+                            notices.extend(result.notices);
+                            let Output::Rows { columns: shape, rows, .. } = result.output else { return Err(Error::internal("a function call without a result")) };
+                            let v = rows.collect_values(&shape).await?.into_iter().next().and_then(|r| r.into_iter().next()).unwrap_or(Value::Null);
+                            if site.reads_only {
+                                known.insert(memo, v.clone());
+                            }
+                            v
+                        }
+                    };
+                    all.push(v);
+                }
+            }
+            let txn = self.statement_txn();
+            match self.db.inner.engine.run(plan.per_row.clone(), all, now, txn, self.settings.synchronous_commit()).await? {
+                OltpResult::Count(n) => count += n,
+                OltpResult::Rows(rows) => {
+                    count += rows.len() as u64;
+                    returned.extend(rows);
+                }
+                OltpResult::TooLarge => return Err(Error::internal("one row's change returned too much")),
+            }
+        }
+        let result = match columns {
+            Some(columns) => StatementResult::returning(split.verb, columns, RowStream::from_values(returned)),
+            None => StatementResult::command(format!("{} {count}", split.verb)),
+        };
+        Ok(result.with_notices(notices))
     }
 
     /// UPDATE … FROM: the query that finds the target rows and the source values, then an
@@ -1971,16 +2197,7 @@ impl Session {
         let Statement::Update(u) = &statement else { return Err(Error::internal("not an UPDATE")) };
         let catalog = self.catalog();
         let rewritten = crate::update_from::rewrite(u, &catalog, param_types.len())?;
-        let savepoint = if self.in_block() { Some(self.routine_savepoint().await?) } else { None };
-        let result = self
-            .in_call_transaction(move |s| Box::pin(async move { s.update_from_rows(rewritten, &catalog, &param_types, params, now).await }))
-            .await;
-        if result.is_err()
-            && let Some(sp) = savepoint
-        {
-            self.routine_rollback_to(&sp).await?;
-        }
-        result
+        self.atomically(move |s| Box::pin(async move { s.update_from_rows(rewritten, &catalog, &param_types, params, now).await })).await
     }
 
     async fn update_from_rows(
@@ -2037,7 +2254,8 @@ impl Session {
         Ok(StatementResult::command(format!("UPDATE {count}")))
     }
 
-    async fn evaluate_subquery(&mut self, found: FoundSubquery, param_types: &[DataType], params: &[Value], now: i64) -> Result<SubqueryValue> {
+    /// A DML statement's subquery's value, and the notices of the stored functions it called.
+    async fn evaluate_subquery(&mut self, found: FoundSubquery, param_types: &[DataType], params: &[Value], now: i64) -> Result<(SubqueryValue, Vec<Notice>)> {
         let (query, kind) = match found {
             FoundSubquery::Scalar(q) => (q, 0),
             FoundSubquery::In(q) => (q, 1),
@@ -2047,29 +2265,37 @@ impl Session {
         let mut statement = Statement::Query(Box::new(query));
         views::expand(&mut statement, &catalog)?;
         let Statement::Query(query) = &statement else { return Err(Error::internal("a subquery is not a query")) };
-        let mut types: Vec<Option<DataType>> = param_types.iter().copied().map(Some).collect();
-        let (plan, columns) = self.plan_query(query, &statement, &catalog, &mut types).await?;
-        let param_types: Vec<DataType> = types.iter().map(|t| t.unwrap_or(DataType::Text)).collect();
-        let mut params = params.to_vec();
-        params.resize(param_types.len(), Value::Null);
-        let txn = self.statement_txn();
-        let stream = self.run_query(&plan, &columns, &param_types, params, now, txn).await?;
-        let rows = stream.collect_values(&columns).await?;
+        let (columns, rows, notices) = if crate::procedure::stored_function_in_query(query, &catalog).is_some() {
+            // Planned as a client's query would be, for its calls.
+            let (columns, rows, notices) = self.inner_rows(statement, param_types, params.to_vec()).await?;
+            (columns.to_vec(), rows, notices)
+        } else {
+            let mut types: Vec<Option<DataType>> = param_types.iter().copied().map(Some).collect();
+            let (plan, columns) = self.plan_query(query, &statement, &catalog, &mut types).await?;
+            let param_types: Vec<DataType> = types.iter().map(|t| t.unwrap_or(DataType::Text)).collect();
+            let mut params = params.to_vec();
+            params.resize(param_types.len(), Value::Null);
+            let txn = self.statement_txn();
+            let stream = self.run_query(&plan, &columns, &param_types, params, now, txn).await?;
+            let rows = stream.collect_values(&columns).await?;
+            (columns, rows, Vec::new())
+        };
         if kind == 2 {
-            return Ok(SubqueryValue::Exists(!rows.is_empty()));
+            return Ok((SubqueryValue::Exists(!rows.is_empty()), notices));
         }
         if columns.len() != 1 {
             return Err(Error::syntax("subquery must return only one column"));
         }
         let ty = columns[0].ty;
         if kind == 1 {
-            return Ok(SubqueryValue::List(rows.into_iter().filter_map(|mut r| r.pop()).collect(), ty));
+            return Ok((SubqueryValue::List(rows.into_iter().filter_map(|mut r| r.pop()).collect(), ty), notices));
         }
-        match rows.len() {
-            0 => Ok(SubqueryValue::Scalar(Value::Null, ty)),
-            1 => Ok(SubqueryValue::Scalar(rows.into_iter().next().and_then(|mut r| r.pop()).unwrap_or(Value::Null), ty)),
-            _ => Err(Error::new(SqlState::CardinalityViolation, "more than one row returned by a subquery used as an expression")),
-        }
+        let value = match rows.len() {
+            0 => SubqueryValue::Scalar(Value::Null, ty),
+            1 => SubqueryValue::Scalar(rows.into_iter().next().and_then(|mut r| r.pop()).unwrap_or(Value::Null), ty),
+            _ => return Err(Error::new(SqlState::CardinalityViolation, "more than one row returned by a subquery used as an expression")),
+        };
+        Ok((value, notices))
     }
 
     fn show(&self, name: &str) -> Result<String> {
@@ -2510,7 +2736,29 @@ const BUILT_IN_EXTENSIONS: &[&str] = &["plpgsql", "uuid-ossp", "pgcrypto"];
 /// The RETURNING columns of an UPDATE or DELETE planned before its subqueries run (DELETE …
 /// USING, DML with subqueries): bound over the target table alone, as RETURNING reads only
 /// the target's columns.
+/// "INSERT", "UPDATE" or "DELETE": what a data-changing statement does.
+fn verb_of(statement: &Statement) -> &'static str {
+    match statement {
+        Statement::Insert(_) => "INSERT",
+        Statement::Update(_) => "UPDATE",
+        _ => "DELETE",
+    }
+}
+
+/// Whether the rows of an INSERT … VALUES hold subqueries (evaluated before it is planned).
+fn has_values_subqueries(insert: &ast::Insert) -> bool {
+    let mut probe = Statement::Insert(insert.clone());
+    matches!(insert.source.as_deref().map(|q| q.body.as_ref()), Some(ast::SetExpr::Values(_))) && !rewrite::find_subqueries(&mut probe).is_empty()
+}
+
 fn dml_returning_columns(statement: &Statement, catalog: &freshet_core::catalog::Catalog, params: &mut Vec<Option<DataType>>) -> Result<Option<Vec<ColumnInfo>>> {
+    if let Statement::Insert(i) = statement {
+        let Some(returning) = &i.returning else { return Ok(None) };
+        let ast::TableObject::TableName(name) = &i.table else { return Err(Error::unsupported("INSERT into a table function")) };
+        let table = catalog.require_table(&user_relation(name)?)?;
+        let bound = plan::bind_returning(table, i.table_alias.as_ref().map(|a| &a.alias), &Some(returning.clone()), params)?;
+        return Ok(bound.as_ref().map(returning_columns));
+    }
     let (relation, returning) = match statement {
         Statement::Update(u) => (&u.table.relation, &u.returning),
         Statement::Delete(d) => match &d.from {
@@ -2552,7 +2800,9 @@ fn writes(kind: &Kind) -> Option<&'static str> {
         Kind::Insert { .. } => Some("INSERT"),
         Kind::Dml(p) if matches!(p.as_ref(), OltpPlan::Update(_)) => Some("UPDATE"),
         Kind::UpdateFrom => Some("UPDATE"),
-        Kind::Dml(_) | Kind::DmlWithSubqueries => Some("DELETE"),
+        Kind::Dml(_) => Some("DELETE"),
+        Kind::DmlWithSubqueries { verb, .. } => Some(verb),
+        Kind::DmlCalls(split) => Some(split.verb),
         Kind::CopyFrom { .. } => Some("COPY FROM"),
         Kind::Ddl(_) | Kind::CreateTableAs { .. } => Some("DDL"),
         _ => None,

@@ -240,7 +240,10 @@ pub(crate) fn select_function_call(q: &ast::Query, catalog: &Catalog) -> Option<
         return None;
     }
     let (name, (args, names), alias, from) = match (&s.projection[0], &s.from[..]) {
-        (ast::SelectItem::UnnamedExpr(ast::Expr::Function(f)), []) => (&f.name, call_arguments(&f.args)?, None, false),
+        // A call inside the arguments (`SELECT f(g(1))`) is worked out as in any query.
+        (ast::SelectItem::UnnamedExpr(ast::Expr::Function(f)), []) if !super::in_query::calls_stored(&f.args, catalog) => {
+            (&f.name, call_arguments(&f.args)?, None, false)
+        }
         (ast::SelectItem::Wildcard(_), [ast::TableWithJoins { relation: ast::TableFactor::Table { name, alias, args: Some(args), .. }, joins }])
             if joins.is_empty() =>
         {

@@ -98,7 +98,7 @@ fn column_of(k: usize, column: String) -> ast::Expr {
 }
 
 /// The name of the stored function `e` calls, if it is such a call.
-fn stored_call<'a>(e: &'a ast::Expr, catalog: &Catalog) -> Option<(String, &'a ast::Function)> {
+pub(super) fn stored_call<'a>(e: &'a ast::Expr, catalog: &Catalog) -> Option<(String, &'a ast::Function)> {
     let ast::Expr::Function(f) = e else { return None };
     let [part] = f.name.0.as_slice() else { return None };
     let name = fold_ident(part.as_ident()?);
@@ -111,7 +111,7 @@ fn site_of(relation_name: &str) -> Option<usize> {
 }
 
 /// Whether `node` calls a stored function anywhere (subqueries included).
-fn calls_stored<T: Visit>(node: &T, catalog: &Catalog) -> bool {
+pub(super) fn calls_stored<T: Visit>(node: &T, catalog: &Catalog) -> bool {
     ast::visit_expressions(node, |e| if stored_call(e, catalog).is_some() { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }).is_break()
 }
 
@@ -143,7 +143,7 @@ fn aggregates(e: &ast::Expr) -> bool {
 }
 
 /// The conjuncts of a condition (`a AND (b AND c)` → a, b, c).
-fn conjuncts(e: &ast::Expr, out: &mut Vec<ast::Expr>) {
+pub(super) fn conjuncts(e: &ast::Expr, out: &mut Vec<ast::Expr>) {
     match e {
         ast::Expr::BinaryOp { left, op: ast::BinaryOperator::And, right } => {
             conjuncts(left, out);
@@ -154,7 +154,7 @@ fn conjuncts(e: &ast::Expr, out: &mut Vec<ast::Expr>) {
     }
 }
 
-fn and_all(exprs: impl IntoIterator<Item = ast::Expr>) -> Option<ast::Expr> {
+pub(super) fn and_all(exprs: impl IntoIterator<Item = ast::Expr>) -> Option<ast::Expr> {
     exprs.into_iter().reduce(|l, r| ast::Expr::BinaryOp { left: Box::new(l), op: ast::BinaryOperator::And, right: Box::new(r) })
 }
 
@@ -662,7 +662,7 @@ pub(crate) fn values(count: usize, width: usize, cell: &mut dyn FnMut(usize, usi
     query_of(ast::SetExpr::Select(Box::new(s)))
 }
 
-fn query_of(body: ast::SetExpr) -> ast::Query {
+pub(super) fn query_of(body: ast::SetExpr) -> ast::Query {
     ast::Query {
         with: None,
         body: Box::new(body),
@@ -686,7 +686,7 @@ fn derived(subquery: ast::Query, name: &str, columns: Vec<ast::TableAliasColumnD
     }
 }
 
-fn empty_select() -> ast::Select {
+pub(super) fn empty_select() -> ast::Select {
     let parsed = sqlparser::parser::Parser::new(&sqlparser::dialect::PostgreSqlDialect {}).try_with_sql("SELECT 1").and_then(|mut p| p.parse_query());
     match parsed.map(|q| *q.body) {
         Ok(ast::SetExpr::Select(s)) => *s,
