@@ -199,6 +199,21 @@ struct DmlCallsPlan {
     /// Per site: the call, its value's column, its arguments' types.
     calls: Vec<(crate::procedure::CallPlan, Arc<Vec<ColumnInfo>>, Vec<DataType>)>,
     per_row: Arc<OltpPlan>,
+    /// `CallsInDml::guarded`, planned.
+    guarded: Option<Arc<OltpPlan>>,
+}
+
+/// Adds one run's result to a per-row statement's count and returned rows.
+fn tally(result: OltpResult, count: &mut u64, returned: &mut Vec<Vec<Value>>) -> Result<()> {
+    match result {
+        OltpResult::Count(n) => *count += n,
+        OltpResult::Rows(mut rows) => {
+            *count += rows.len() as u64;
+            returned.append(&mut rows);
+        }
+        OltpResult::TooLarge => return Err(Error::internal("one row's change returned too much")),
+    }
+    Ok(())
 }
 
 struct CallSitePlan {
@@ -2094,10 +2109,11 @@ impl Session {
     ) -> Result<DmlCallsPlan> {
         params.resize(params.len().max(split.params), None);
         let rows = Statement::Query(Box::new(split.rows.clone()));
-        let (_, key) = self.plan_boxed(&rows, catalog, params).await?;
-        let key = key.ok_or_else(|| Error::internal("the target rows' query has no columns"))?;
+        let (_, found) = self.plan_boxed(&rows, catalog, params).await?;
+        let found = found.ok_or_else(|| Error::internal("the target rows' query has no columns"))?;
+        let key_len = found.len() - split.guarded.as_ref().map_or(0, |_| split.sites.iter().map(|s| s.arity).sum::<usize>());
         let mut types: Vec<Option<DataType>> = params[..split.params].to_vec();
-        types.extend(key.iter().map(|c| Some(c.ty)));
+        types.extend(found[..key_len].iter().map(|c| Some(c.ty)));
         let lock = match &split.lock {
             Some(q) => {
                 let statement = Statement::Query(Box::new(q.clone()));
@@ -2116,16 +2132,26 @@ impl Session {
         }
         let mut row_types = types.clone();
         row_types.extend(calls.iter().map(|(_, v, _)| Some(v[0].ty)));
+        let guarded = match &split.guarded {
+            Some(g) => {
+                let mut guarded_types = row_types.clone();
+                guarded_types.extend(found[key_len..].iter().map(|c| Some(c.ty)));
+                Some(Arc::new(plan_dml(g, catalog, &mut guarded_types)?))
+            }
+            None => None,
+        };
         let per_row = Arc::new(plan_dml(&split.per_row, catalog, &mut row_types)?);
         for (p, t) in params.iter_mut().zip(&row_types) {
             *p = p.or(*t);
         }
         let done = |t: &[Option<DataType>]| t.iter().map(|t| t.unwrap_or(DataType::Text)).collect::<Vec<_>>();
-        Ok(DmlCallsPlan { key_len: key.len(), lock, lock_types: done(&types), calls, per_row })
+        Ok(DmlCallsPlan { key_len, lock, lock_types: done(&types), calls, per_row, guarded })
     }
 
     /// Runs an UPDATE or DELETE that calls stored functions per row (see `procedure::in_dml`),
-    /// inside a transaction.
+    /// inside a transaction: the target rows from their query, then each row's change — in
+    /// batches when no row needs reading first (no calls in SET, or calls that change nothing
+    /// with the arguments the query read: `guarded`), else the locking way, one by one.
     async fn run_dml_calls(
         &mut self,
         split: &crate::procedure::CallsInDml,
@@ -2138,56 +2164,90 @@ impl Session {
         let mut types: Vec<Option<DataType>> = param_types.iter().copied().map(Some).collect();
         let plan = self.plan_dml_calls(split, &catalog, &mut types).await?;
         let rows = Statement::Query(Box::new(split.rows.clone()));
-        let (_, keys, mut notices) = self.inner_rows(rows, param_types, params.clone()).await?;
+        let (_, found, mut notices) = self.inner_rows(rows, param_types, params.clone()).await?;
+        // A row the WHERE clause finds several times (a join in a subquery) changes once.
         let mut seen = std::collections::HashSet::new();
+        let found: Vec<Vec<Value>> = found.into_iter().filter(|r| seen.insert(format!("{:?}", &r[..plan.key_len]))).collect();
+        let txn = self.statement_txn().ok_or_else(|| Error::internal("a per-row change outside a transaction"))?;
+        let engine = self.db.inner.engine.clone();
+        let with_key = |r: &[Value]| -> Vec<Value> { params.iter().cloned().chain(r[..plan.key_len].iter().cloned()).collect() };
         // The values of functions that change nothing, per site and argument list.
         let mut known: HashMap<(usize, String), Value> = HashMap::new();
         let (mut count, mut returned) = (0, Vec::new());
-        for key in keys {
-            let mut all: Vec<Value> = params.iter().cloned().chain(key.iter().take(plan.key_len).cloned()).collect();
-            if !seen.insert(format!("{:?}", &all[params.len()..])) {
-                continue;
+        let mut one_by_one: Vec<Vec<Value>> = Vec::new();
+        if plan.lock.is_none() {
+            let lists = found.iter().map(|r| with_key(r)).collect();
+            for result in engine.run_each(plan.per_row.clone(), lists, now, txn).await? {
+                tally(result, &mut count, &mut returned)?;
             }
+        } else if let Some(guarded) = &plan.guarded {
+            let mut lists = Vec::with_capacity(found.len());
+            for r in &found {
+                let arguments = &r[plan.key_len..];
+                let values = self.site_values(split, &plan, arguments.to_vec(), &mut known, &mut notices).await?;
+                lists.push(with_key(r).into_iter().chain(values).chain(arguments.iter().cloned()).collect());
+            }
+            let results = engine.run_each(guarded.clone(), lists, now, txn).await?;
+            for (r, result) in found.iter().zip(results) {
+                match result {
+                    // Changed since the query read it, or gone: read it under its lock.
+                    OltpResult::Count(0) => one_by_one.push(with_key(r)),
+                    OltpResult::Rows(rows) if rows.is_empty() => one_by_one.push(with_key(r)),
+                    other => tally(other, &mut count, &mut returned)?,
+                }
+            }
+        } else {
+            one_by_one = found.iter().map(|r| with_key(r)).collect();
+        }
+        for mut all in one_by_one {
             if let Some((lock, lock_columns)) = &plan.lock {
                 let txn = self.statement_txn();
                 let stream = self.run_query(lock, lock_columns, &plan.lock_types, all.clone(), now, txn).await?;
                 // Gone, or no longer matching the WHERE clause: not changed.
                 let Some(arguments) = stream.collect_values(lock_columns).await?.into_iter().next() else { continue };
-                let mut arguments = arguments.into_iter();
-                for (k, (site, (call, value, argument_types))) in split.sites.iter().zip(&plan.calls).enumerate() {
-                    let args: Vec<Value> = arguments.by_ref().take(site.arity).collect();
-                    let memo = (k, format!("{args:?}"));
-                    let v = match known.get(&memo) {
-                        Some(v) if site.reads_only => v.clone(),
-                        _ => {
-                            let result = self.run_call(call, argument_types, args, Some(value.clone())).await?;
-                            notices.extend(result.notices);
-                            let Output::Rows { columns: shape, rows, .. } = result.output else { return Err(Error::internal("a function call without a result")) };
-                            let v = rows.collect_values(&shape).await?.into_iter().next().and_then(|r| r.into_iter().next()).unwrap_or(Value::Null);
-                            if site.reads_only {
-                                known.insert(memo, v.clone());
-                            }
-                            v
-                        }
-                    };
-                    all.push(v);
-                }
+                all.extend(self.site_values(split, &plan, arguments, &mut known, &mut notices).await?);
             }
             let txn = self.statement_txn();
-            match self.db.inner.engine.run(plan.per_row.clone(), all, now, txn, self.settings.synchronous_commit()).await? {
-                OltpResult::Count(n) => count += n,
-                OltpResult::Rows(rows) => {
-                    count += rows.len() as u64;
-                    returned.extend(rows);
-                }
-                OltpResult::TooLarge => return Err(Error::internal("one row's change returned too much")),
-            }
+            tally(engine.run(plan.per_row.clone(), all, now, txn, self.settings.synchronous_commit()).await?, &mut count, &mut returned)?;
         }
         let result = match columns {
             Some(columns) => StatementResult::returning(split.verb, columns, RowStream::from_values(returned)),
             None => StatementResult::command(format!("{} {count}", split.verb)),
         };
         Ok(result.with_notices(notices))
+    }
+
+    /// The values of the SET list's calls for one row's `arguments` (all sites' in order): a
+    /// function that changes nothing is called once per distinct argument list (`known`).
+    async fn site_values(
+        &mut self,
+        split: &crate::procedure::CallsInDml,
+        plan: &DmlCallsPlan,
+        arguments: Vec<Value>,
+        known: &mut HashMap<(usize, String), Value>,
+        notices: &mut Vec<Notice>,
+    ) -> Result<Vec<Value>> {
+        let mut arguments = arguments.into_iter();
+        let mut values = Vec::with_capacity(split.sites.len());
+        for (k, (site, (call, value, argument_types))) in split.sites.iter().zip(&plan.calls).enumerate() {
+            let args: Vec<Value> = arguments.by_ref().take(site.arity).collect();
+            let memo = (k, format!("{args:?}"));
+            let v = match known.get(&memo) {
+                Some(v) if site.reads_only => v.clone(),
+                _ => {
+                    let result = self.run_call(call, argument_types, args, Some(value.clone())).await?;
+                    notices.extend(result.notices);
+                    let Output::Rows { columns: shape, rows, .. } = result.output else { return Err(Error::internal("a function call without a result")) };
+                    let v = rows.collect_values(&shape).await?.into_iter().next().and_then(|r| r.into_iter().next()).unwrap_or(Value::Null);
+                    if site.reads_only {
+                        known.insert(memo, v.clone());
+                    }
+                    v
+                }
+            };
+            values.push(v);
+        }
+        Ok(values)
     }
 
     /// UPDATE … FROM: the query that finds the target rows and the source values, then an

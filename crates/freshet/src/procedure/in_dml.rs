@@ -53,6 +53,12 @@ pub(crate) struct CallsInDml {
     /// The statement for one row: `<key> = $k…` and the WHERE's call-free conditions, each
     /// call of the SET list a parameter after the key's (site `k`: `$<own + key + k + 1>`).
     pub per_row: Statement,
+    /// When every call of the SET list changes nothing: `rows` also reads the calls'
+    /// arguments (after the key), and this is `per_row` that also checks that the row's
+    /// arguments are still those (`IS NOT DISTINCT FROM`, parameters after the sites'), so
+    /// that values computed from the query's rows may be used without reading each row
+    /// first. A row it does not change goes the locking way (`lock`, `per_row`).
+    pub guarded: Option<Statement>,
     /// "UPDATE" or "DELETE".
     pub verb: &'static str,
     /// How many parameters the statement itself has.
@@ -69,12 +75,13 @@ pub(crate) struct DmlSite {
     pub reads_only: bool,
 }
 
-/// Whether an expression names a column outside the subqueries inside it.
-fn names_columns(e: &ast::Expr) -> bool {
-    struct Finder {
+/// Whether `found` holds for an expression of `e` outside the subqueries inside it.
+fn outside_subqueries(e: &ast::Expr, found: &dyn Fn(&ast::Expr) -> bool) -> bool {
+    struct Finder<'a> {
+        found: &'a dyn Fn(&ast::Expr) -> bool,
         depth: usize,
     }
-    impl ast::Visitor for Finder {
+    impl ast::Visitor for Finder<'_> {
         type Break = ();
         fn pre_visit_query(&mut self, _: &ast::Query) -> ControlFlow<()> {
             self.depth += 1;
@@ -85,13 +92,15 @@ fn names_columns(e: &ast::Expr) -> bool {
             ControlFlow::Continue(())
         }
         fn pre_visit_expr(&mut self, e: &ast::Expr) -> ControlFlow<()> {
-            match e {
-                ast::Expr::Identifier(_) | ast::Expr::CompoundIdentifier(_) if self.depth == 0 => ControlFlow::Break(()),
-                _ => ControlFlow::Continue(()),
-            }
+            if self.depth == 0 && (self.found)(e) { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }
         }
     }
-    ast::Visit::visit(e, &mut Finder { depth: 0 }).is_break()
+    ast::Visit::visit(e, &mut Finder { found, depth: 0 }).is_break()
+}
+
+/// Whether an expression names a column outside the subqueries inside it.
+fn names_columns(e: &ast::Expr) -> bool {
+    outside_subqueries(e, &|e| matches!(e, ast::Expr::Identifier(_) | ast::Expr::CompoundIdentifier(_)))
 }
 
 fn scalar_subquery(e: ast::Expr) -> ast::Expr {
@@ -136,25 +145,7 @@ fn wrap_calls(e: &mut ast::Expr, catalog: &Catalog, eligible: &dyn Fn(&str) -> b
 
 /// Whether `e` calls a stored function outside its subqueries.
 fn calls_outside_subqueries(e: &ast::Expr, catalog: &Catalog) -> bool {
-    struct Finder<'a> {
-        catalog: &'a Catalog,
-        depth: usize,
-    }
-    impl ast::Visitor for Finder<'_> {
-        type Break = ();
-        fn pre_visit_query(&mut self, _: &ast::Query) -> ControlFlow<()> {
-            self.depth += 1;
-            ControlFlow::Continue(())
-        }
-        fn post_visit_query(&mut self, _: &ast::Query) -> ControlFlow<()> {
-            self.depth -= 1;
-            ControlFlow::Continue(())
-        }
-        fn pre_visit_expr(&mut self, e: &ast::Expr) -> ControlFlow<()> {
-            if self.depth == 0 && stored_call(e, self.catalog).is_some() { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }
-        }
-    }
-    ast::Visit::visit(e, &mut Finder { catalog, depth: 0 }).is_break()
+    outside_subqueries(e, &|e| stored_call(e, catalog).is_some())
 }
 
 /// The cells of an INSERT's VALUES rows, if that is its source.
@@ -253,10 +244,19 @@ fn refuse_in_returning(returning: Option<&Vec<ast::SelectItem>>, catalog: &Catal
     Ok(())
 }
 
-/// The query of the target rows' keys and the per-row condition on the key.
-fn rows_and_key(relation: &ast::TableWithJoins, selection: Option<&ast::Expr>, qualifier: &str, key: &[String], own_params: usize) -> Result<(ast::Query, String)> {
+/// The query of the target rows' keys (and `more` items after them) and the per-row
+/// condition on the key.
+fn rows_and_key(
+    relation: &ast::TableWithJoins,
+    selection: Option<&ast::Expr>,
+    qualifier: &str,
+    key: &[String],
+    more: &[ast::Expr],
+    own_params: usize,
+) -> Result<(ast::Query, String)> {
     let q = quoted(qualifier);
-    let items: Vec<String> = key.iter().map(|k| format!("{q}.{}", quoted(k))).collect();
+    let mut items: Vec<String> = key.iter().map(|k| format!("{q}.{}", quoted(k))).collect();
+    items.extend(more.iter().map(ToString::to_string));
     let filter = selection.map_or(String::new(), |w| format!(" WHERE {w}"));
     let rows = parse_query(&format!("SELECT {} FROM {relation}{filter}", items.join(", ")))?;
     let on_key: Vec<String> = key.iter().enumerate().map(|(i, k)| format!("{q}.{} = ${}", quoted(k), own_params + i + 1)).collect();
@@ -311,7 +311,6 @@ fn per_row_update(u: &ast::Update, catalog: &Catalog, params: usize) -> Result<C
     }
     let (_, qualifier, key) = target(&u.table, catalog, "UPDATE")?;
     let own = own_params(&Statement::Update(u.clone())).max(params);
-    let (rows, on_key) = rows_and_key(&u.table, u.selection.as_ref(), &qualifier, &key, own)?;
     // The SET list's calls, each a parameter after the key's.
     let first = own + key.len() + 1;
     let mut sites: Vec<DmlSite> = Vec::new();
@@ -346,6 +345,9 @@ fn per_row_update(u: &ast::Update, catalog: &Catalog, params: usize) -> Result<C
             return Err(e);
         }
     }
+    let unchanging = !sites.is_empty() && sites.iter().all(|s| s.reads_only);
+    let read_ahead: Vec<ast::Expr> = if unchanging { arguments.iter().flatten().cloned().collect() } else { Vec::new() };
+    let (rows, on_key) = rows_and_key(&u.table, u.selection.as_ref(), &qualifier, &key, &read_ahead, own)?;
     let recheck = call_free(u.selection.as_ref(), catalog).map_or(String::new(), |c| format!(" AND {c}"));
     let lock = if sites.is_empty() {
         None
@@ -360,7 +362,14 @@ fn per_row_update(u: &ast::Update, catalog: &Catalog, params: usize) -> Result<C
     if calls_stored(&per_row, catalog) {
         return Err(Error::unsupported("a stored function in this place of UPDATE"));
     }
-    Ok(CallsInDml { rows, lock, sites, per_row, verb: "UPDATE", params: own })
+    let guarded = if unchanging {
+        let after = first + sites.len();
+        let same: String = read_ahead.iter().enumerate().map(|(j, a)| format!(" AND (({a}) IS NOT DISTINCT FROM ${})", after + j)).collect();
+        Some(parse_statement(&format!("UPDATE {} SET {set} WHERE {on_key}{recheck}{same}{returning}", u.table))?)
+    } else {
+        None
+    };
+    Ok(CallsInDml { rows, lock, sites, per_row, guarded, verb: "UPDATE", params: own })
 }
 
 fn per_row_delete(d: &ast::Delete, catalog: &Catalog, params: usize) -> Result<CallsInDml> {
@@ -373,9 +382,9 @@ fn per_row_delete(d: &ast::Delete, catalog: &Catalog, params: usize) -> Result<C
     let [relation] = from.as_slice() else { return Err(Error::unsupported("DELETE from several tables")) };
     let (_, qualifier, key) = target(relation, catalog, "DELETE")?;
     let own = own_params(&Statement::Delete(d.clone())).max(params);
-    let (rows, on_key) = rows_and_key(relation, d.selection.as_ref(), &qualifier, &key, own)?;
+    let (rows, on_key) = rows_and_key(relation, d.selection.as_ref(), &qualifier, &key, &[], own)?;
     let recheck = call_free(d.selection.as_ref(), catalog).map_or(String::new(), |c| format!(" AND {c}"));
     let returning = d.returning.as_ref().map_or(String::new(), |r| format!(" RETURNING {}", r.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")));
     let per_row = parse_statement(&format!("DELETE FROM {relation} WHERE {on_key}{recheck}{returning}"))?;
-    Ok(CallsInDml { rows, lock: None, sites: Vec::new(), per_row, verb: "DELETE", params: own })
+    Ok(CallsInDml { rows, lock: None, sites: Vec::new(), per_row, guarded: None, verb: "DELETE", params: own })
 }
