@@ -145,6 +145,10 @@ enum Kind {
     DmlWithSubqueries { verb: &'static str, statement: Arc<Statement> },
     /// UPDATE or DELETE calling stored functions for each target row (`procedure::CallsInDml`).
     DmlCalls(Arc<crate::procedure::CallsInDml>),
+    /// INSERT, UPDATE or DELETE whose RETURNING list calls stored functions
+    /// (`procedure::returning_calls`): the statement returning the calls' arguments, its
+    /// rows' columns, and the items of the output.
+    ReturningCalls { inner: Arc<Prepared>, columns: Arc<Vec<ColumnInfo>>, items: Arc<Vec<crate::procedure::RowItem>> },
     /// UPDATE … FROM (`update_from`), planned when it runs.
     UpdateFrom,
     Ddl(DdlPlan),
@@ -510,36 +514,42 @@ impl Session {
         params: Vec<Value>,
         now: i64,
     ) -> Result<(Vec<Vec<Value>>, Vec<Notice>)> {
-        use crate::procedure::RowItem;
         self.in_call_transaction(|s| {
             Box::pin(async move {
                 let txn = s.statement_txn();
                 let rows = s.run_query(&query, &columns, &param_types, params, now, txn).await?;
                 let rows = rows.collect_values(&columns).await?;
-                let (mut out, mut notices) = (Vec::with_capacity(rows.len()), Vec::new());
-                for row in rows {
-                    let mut values = Vec::with_capacity(items.len());
-                    for item in items.iter() {
-                        match item {
-                            RowItem::Column(i) => values.push(row[*i].clone()),
-                            RowItem::Call { plan, args, column } => {
-                                let types: Vec<DataType> = args.iter().map(|i| columns[*i].ty).collect();
-                                let result = s.run_call(plan, &types, args.iter().map(|i| row[*i].clone()).collect(), Some(column.clone())).await?;
-                                notices.extend(result.notices);
-                                let Output::Rows { columns: shape, rows, .. } = result.output else {
-                                    return Err(Error::internal("a function call without a result"));
-                                };
-                                let value = rows.collect_values(&shape).await?.into_iter().next().and_then(|r| r.into_iter().next());
-                                values.push(value.unwrap_or(Value::Null));
-                            }
-                        }
-                    }
-                    out.push(values);
-                }
-                Ok((out, notices))
+                s.call_items(rows, &columns, &items).await
             })
         })
         .await
+    }
+
+    /// The output rows of `rows` (of `columns`) by `items`: a column of the row, or a call of a
+    /// stored function with some of its columns as arguments; with the calls' notices.
+    async fn call_items(&mut self, rows: Vec<Vec<Value>>, columns: &[ColumnInfo], items: &[crate::procedure::RowItem]) -> Result<(Vec<Vec<Value>>, Vec<Notice>)> {
+        use crate::procedure::RowItem;
+        let (mut out, mut notices) = (Vec::with_capacity(rows.len()), Vec::new());
+        for row in rows {
+            let mut values = Vec::with_capacity(items.len());
+            for item in items {
+                match item {
+                    RowItem::Column(i) => values.push(row[*i].clone()),
+                    RowItem::Call { plan, args, column } => {
+                        let types: Vec<DataType> = args.iter().map(|i| columns[*i].ty).collect();
+                        let result = self.run_call(plan, &types, args.iter().map(|i| row[*i].clone()).collect(), Some(column.clone())).await?;
+                        notices.extend(result.notices);
+                        let Output::Rows { columns: shape, rows, .. } = result.output else {
+                            return Err(Error::internal("a function call without a result"));
+                        };
+                        let value = rows.collect_values(&shape).await?.into_iter().next().and_then(|r| r.into_iter().next());
+                        values.push(value.unwrap_or(Value::Null));
+                    }
+                }
+            }
+            out.push(values);
+        }
+        Ok((out, notices))
     }
 
     /// Plans a [`Kind::CallsInQuery`]: each site's argument query and call, in order, then
@@ -884,6 +894,21 @@ impl Session {
             Statement::Query(q) => {
                 let (query, columns) = self.plan_query(q, statement, catalog, params).await?;
                 (Kind::Query(query), Some(columns))
+            }
+            Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) if let Some((inner, split)) = crate::procedure::returning_calls(statement, catalog) => {
+                let (kind, columns) = self.plan_boxed(&inner, catalog, params).await?;
+                let columns = columns.ok_or_else(|| Error::internal("RETURNING without columns"))?;
+                let (items, output) = crate::procedure::per_row_layout(&self.db, catalog, &split, &columns)?;
+                let inner = Prepared {
+                    sql: String::new(),
+                    param_types: params.iter().map(|t| t.unwrap_or(DataType::Text)).collect(),
+                    columns: Some(Arc::new(columns.clone())),
+                    statement: Some(inner),
+                    declared: Vec::new(),
+                    kind,
+                    catalog_version: catalog.version,
+                };
+                (Kind::ReturningCalls { inner: Arc::new(inner), columns: Arc::new(columns), items: Arc::new(items) }, Some(output))
             }
             Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_)
                 if let Some(calls) = crate::procedure::dml_calls(statement, catalog, params.len())? =>
@@ -1731,6 +1756,21 @@ impl Session {
                 let (rows, notices) = Box::pin(self.run_calls_in_query(plan.clone(), prepared.param_types.clone(), params, now)).await?;
                 Ok(StatementResult::rows(output, RowStream::from_values(rows)).with_notices(notices))
             }
+            Kind::ReturningCalls { inner, columns, items } => {
+                let output = prepared.columns.clone().unwrap_or_default();
+                let (inner, columns, items) = (inner.clone(), columns.clone(), items.clone());
+                Box::pin(self.atomically(move |s| {
+                    Box::pin(async move {
+                        let mut result = s.execute_planned_boxed(&inner, params).await?;
+                        let Output::Rows { rows, verb, .. } = result.output else { return Err(Error::internal("RETURNING without rows")) };
+                        let rows = rows.collect_values(&columns).await?;
+                        let (rows, mut notices) = s.call_items(rows, &columns, &items).await?;
+                        notices.splice(0..0, std::mem::take(&mut result.notices));
+                        Ok(StatementResult::returning(verb, output, RowStream::from_values(rows)).with_notices(notices))
+                    })
+                }))
+                .await
+            }
             Kind::CallsPerRow { query, columns, items } => {
                 let output = prepared.columns.clone().unwrap_or_default();
                 let parts = (query.clone(), columns.clone(), items.clone());
@@ -2038,7 +2078,7 @@ impl Session {
         rewrite::replace_subqueries(&mut statement, values);
         let catalog = self.catalog();
         let mut types: Vec<Option<DataType>> = param_types.iter().copied().map(Some).collect();
-        let result = if let Statement::Insert(insert) = &statement {
+        let mut result = if let Statement::Insert(insert) = &statement {
             let (kind, planned) = self.plan_insert_kind(insert, &catalog, &mut types, None).await?;
             let param_types = types.iter().map(|t| t.unwrap_or(DataType::Text)).collect();
             let prepared = Prepared { sql: String::new(), param_types, columns: columns.or(planned.map(Arc::new)), statement: Some(statement), declared: Vec::new(), kind, catalog_version: catalog.version };
@@ -2048,7 +2088,9 @@ impl Session {
             let txn = self.statement_txn();
             self.run_dml(Arc::new(plan), params, now, txn, columns).await?
         };
-        Ok(result.with_notices(notices))
+        notices.append(&mut result.notices);
+        result.notices = notices;
+        Ok(result)
     }
 
     /// Runs `f` as one transaction (the block's, or one of its own); inside a block, a failure
@@ -2863,6 +2905,7 @@ fn writes(kind: &Kind) -> Option<&'static str> {
         Kind::Dml(_) => Some("DELETE"),
         Kind::DmlWithSubqueries { verb, .. } => Some(verb),
         Kind::DmlCalls(split) => Some(split.verb),
+        Kind::ReturningCalls { inner, .. } => writes(&inner.kind),
         Kind::CopyFrom { .. } => Some("COPY FROM"),
         Kind::Ddl(_) | Kind::CreateTableAs { .. } => Some("DDL"),
         _ => None,
@@ -2889,7 +2932,10 @@ fn changes_a_sequence(kind: &Kind) -> Option<&'static str> {
 }
 
 fn needs_catalog(kind: &Kind) -> bool {
-    matches!(kind, Kind::Query(_) | Kind::Insert { .. } | Kind::Dml(_) | Kind::CopyFrom { .. } | Kind::CopyTo { .. } | Kind::CreateTableAs { .. })
+    matches!(
+        kind,
+        Kind::Query(_) | Kind::Insert { .. } | Kind::Dml(_) | Kind::CopyFrom { .. } | Kind::CopyTo { .. } | Kind::CreateTableAs { .. } | Kind::ReturningCalls { .. }
+    )
 }
 
 fn plan_dml(statement: &Statement, catalog: &freshet_core::catalog::Catalog, params: &mut Vec<Option<DataType>>) -> Result<OltpPlan> {

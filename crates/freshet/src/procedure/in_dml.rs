@@ -210,6 +210,36 @@ pub(crate) fn dml_calls(statement: &Statement, catalog: &Catalog, params: usize)
     })
 }
 
+/// An INSERT, UPDATE or DELETE whose RETURNING list calls stored functions as whole items
+/// (`RETURNING id, band(balance)`): the statement returning, in their places, the calls'
+/// arguments after its other items, and the split the session computes the items by (as
+/// for a select list's calls, `per_row_calls`): each function is called for each row
+/// returned, in the statement's transaction.
+pub(crate) fn returning_calls(statement: &Statement, catalog: &Catalog) -> Option<(Statement, super::call::PerRowCalls)> {
+    let returning = match statement {
+        Statement::Insert(i) => i.returning.as_ref(),
+        Statement::Update(u) => u.returning.as_ref(),
+        Statement::Delete(d) => d.returning.as_ref(),
+        _ => None,
+    }?;
+    if catalog.procedures().next().is_none() || !calls_stored(returning, catalog) {
+        return None;
+    }
+    let mut select = super::in_query::empty_select();
+    select.projection = returning.clone();
+    let split = super::call::per_row_calls(&super::in_query::query_of(ast::SetExpr::Select(Box::new(select))), catalog)?;
+    let ast::SetExpr::Select(inner) = split.query.body.as_ref() else { return None };
+    let items = Some(inner.projection.clone());
+    let mut statement = statement.clone();
+    match &mut statement {
+        Statement::Insert(i) => i.returning = items,
+        Statement::Update(u) => u.returning = items,
+        Statement::Delete(d) => d.returning = items,
+        _ => return None,
+    }
+    Some((statement, split))
+}
+
 /// The target of an UPDATE or DELETE: its name, the qualifier its columns take, and its
 /// primary key's columns.
 fn target(relation: &ast::TableWithJoins, catalog: &Catalog, verb: &str) -> Result<(String, String, Vec<String>)> {
@@ -238,8 +268,8 @@ fn refuse_in_returning(returning: Option<&Vec<ast::SelectItem>>, catalog: &Catal
     if let Some(items) = returning
         && items.iter().any(|i| calls_stored(i, catalog))
     {
-        return Err(Error::unsupported("a stored function in RETURNING")
-            .with_hint("Select the returned rows' values again with a query that calls the function."));
+        return Err(Error::unsupported("a stored function inside an expression of RETURNING")
+            .with_hint("Call it as a whole item of the list, with its arguments by position (RETURNING id, f(x))."));
     }
     Ok(())
 }
