@@ -27,10 +27,10 @@ use std::ops::ControlFlow;
 use freshet_core::catalog::Catalog;
 use freshet_core::sql::names::fold_ident;
 use freshet_core::{Error, Result};
-use sqlparser::ast::{self, Statement, VisitMut, VisitorMut};
+use sqlparser::ast::{self, Statement};
 
 use super::call::call_arguments;
-use super::in_query::{and_all, calls_stored, conjuncts, reads_only, stored_call};
+use super::in_query::{and_all, calls_stored, conjuncts, outside_subqueries_mut, reads_only, stored_call, Order};
 
 /// What a data-changing statement that calls stored functions becomes.
 pub(crate) enum DmlCalls {
@@ -112,35 +112,17 @@ fn scalar_subquery(e: ast::Expr) -> ast::Expr {
 /// Wraps the outermost calls of `e` (outside its subqueries) that `eligible` accepts, whose
 /// arguments name no column, in scalar subqueries.
 fn wrap_calls(e: &mut ast::Expr, catalog: &Catalog, eligible: &dyn Fn(&str) -> bool) {
-    struct Wrapper<'a> {
-        catalog: &'a Catalog,
-        eligible: &'a dyn Fn(&str) -> bool,
-        depth: usize,
-    }
-    impl VisitorMut for Wrapper<'_> {
-        type Break = ();
-        fn pre_visit_query(&mut self, _: &mut ast::Query) -> ControlFlow<()> {
-            self.depth += 1;
-            ControlFlow::Continue(())
+    // Before a call's arguments are visited: the walk then goes on inside the new subquery,
+    // where nothing is wrapped.
+    let _ = outside_subqueries_mut(e, Order::Before, &mut |e| {
+        if let Some((name, f)) = stored_call(e, catalog)
+            && eligible(&name)
+            && call_arguments(&f.args).is_some_and(|(args, _)| !args.iter().any(names_columns))
+        {
+            *e = scalar_subquery(e.clone());
         }
-        fn post_visit_query(&mut self, _: &mut ast::Query) -> ControlFlow<()> {
-            self.depth -= 1;
-            ControlFlow::Continue(())
-        }
-        // Before its arguments are visited: the walk then goes on inside the new subquery,
-        // where nothing is wrapped.
-        fn pre_visit_expr(&mut self, e: &mut ast::Expr) -> ControlFlow<()> {
-            if self.depth == 0
-                && let Some((name, f)) = stored_call(e, self.catalog)
-                && (self.eligible)(&name)
-                && call_arguments(&f.args).is_some_and(|(args, _)| !args.iter().any(names_columns))
-            {
-                *e = scalar_subquery(e.clone());
-            }
-            ControlFlow::Continue(())
-        }
-    }
-    let _ = VisitMut::visit(e, &mut Wrapper { catalog, eligible, depth: 0 });
+        ControlFlow::Continue(())
+    });
 }
 
 /// Whether `e` calls a stored function outside its subqueries.

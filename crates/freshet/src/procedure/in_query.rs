@@ -166,8 +166,6 @@ struct Sites<'a> {
     first: usize,
     /// (function, argument expressions, argument names) per site of this SELECT.
     found: Vec<(String, Vec<ast::Expr>, Vec<Option<String>>)>,
-    /// How deep inside subqueries the walk is.
-    depth: usize,
     error: Option<Error>,
 }
 
@@ -204,25 +202,47 @@ impl Sites<'_> {
     }
 }
 
-impl VisitorMut for Sites<'_> {
-    type Break = ();
-
-    fn pre_visit_query(&mut self, _: &mut ast::Query) -> ControlFlow<()> {
-        self.depth += 1;
-        ControlFlow::Continue(())
+/// Calls `f` on each expression of `e` outside the subqueries inside it: before its own
+/// sub-expressions are visited (`Order::Before`; an `f` that replaces the expression has the
+/// walk go on inside the replacement) or after them (`Order::After`, bottom-up). Stops at the
+/// first `Break`.
+pub(super) fn outside_subqueries_mut(e: &mut ast::Expr, order: Order, f: &mut dyn FnMut(&mut ast::Expr) -> ControlFlow<()>) -> ControlFlow<()> {
+    struct Walk<'f> {
+        f: &'f mut dyn FnMut(&mut ast::Expr) -> ControlFlow<()>,
+        order: Order,
+        depth: usize,
     }
-
-    fn post_visit_query(&mut self, _: &mut ast::Query) -> ControlFlow<()> {
-        self.depth -= 1;
-        ControlFlow::Continue(())
-    }
-
-    // Bottom-up: a call inside another's arguments becomes a site first, and the outer call's
-    // arguments then name its value.
-    fn post_visit_expr(&mut self, e: &mut ast::Expr) -> ControlFlow<()> {
-        if self.depth > 0 {
-            return ControlFlow::Continue(());
+    impl VisitorMut for Walk<'_> {
+        type Break = ();
+        fn pre_visit_query(&mut self, _: &mut ast::Query) -> ControlFlow<()> {
+            self.depth += 1;
+            ControlFlow::Continue(())
         }
+        fn post_visit_query(&mut self, _: &mut ast::Query) -> ControlFlow<()> {
+            self.depth -= 1;
+            ControlFlow::Continue(())
+        }
+        fn pre_visit_expr(&mut self, e: &mut ast::Expr) -> ControlFlow<()> {
+            if self.depth == 0 && self.order == Order::Before { (self.f)(e) } else { ControlFlow::Continue(()) }
+        }
+        fn post_visit_expr(&mut self, e: &mut ast::Expr) -> ControlFlow<()> {
+            if self.depth == 0 && self.order == Order::After { (self.f)(e) } else { ControlFlow::Continue(()) }
+        }
+    }
+    VisitMut::visit(e, &mut Walk { f, order, depth: 0 })
+}
+
+/// When [`outside_subqueries_mut`] calls its function on an expression.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Order {
+    Before,
+    After,
+}
+
+impl Sites<'_> {
+    // Bottom-up (`Order::After`): a call inside another's arguments becomes a site first, and
+    // the outer call's arguments then name its value.
+    fn replace(&mut self, e: &mut ast::Expr) -> ControlFlow<()> {
         match self.site(e) {
             Ok(Some(k)) => {
                 *e = column_of(k, value_column(k));
@@ -401,9 +421,9 @@ impl Rewriter<'_> {
                 *item = ast::SelectItem::ExprWithAlias { expr: e.clone(), alias };
             }
         }
-        let mut sites = Sites { catalog: self.catalog, first: self.sites.len(), found: Vec::new(), depth: 0, error: None };
+        let mut sites = Sites { catalog: self.catalog, first: self.sites.len(), found: Vec::new(), error: None };
         let mut walk = |e: &mut ast::Expr| {
-            let _ = VisitMut::visit(e, &mut sites);
+            let _ = outside_subqueries_mut(e, Order::After, &mut |e| sites.replace(e));
         };
         for item in &mut select.projection {
             if let ast::SelectItem::UnnamedExpr(e) | ast::SelectItem::ExprWithAlias { expr: e, .. } = item {
