@@ -709,3 +709,45 @@ fn raise_levels_reach_the_client_with_their_severity() {
     let unlock = s.execute_blocking("SELECT pg_advisory_unlock(5)").unwrap().remove(0);
     assert_eq!(unlock.notices.iter().map(|n| n.severity).collect::<Vec<_>>(), vec![NoticeSeverity::Warning]);
 }
+
+/// A prepared UPDATE, DELETE or INSERT that calls stored functions is planned again after
+/// DDL changes its table or a view it reads.
+#[test]
+fn prepared_statements_calling_functions_are_planned_again_after_ddl() {
+    let db = Database::open(Config::default()).unwrap();
+    accounts(&db);
+    let mut s = db.session();
+    s.execute_blocking("CREATE FUNCTION doubled(b INT) RETURNS INT LANGUAGE sql AS 'SELECT b * 2'").unwrap();
+    s.execute_blocking("PREPARE per_row(int) AS UPDATE account SET balance = doubled(balance) WHERE id = $1").unwrap();
+    s.execute_blocking("PREPARE first(int) AS INSERT INTO account (id, balance) VALUES ($1, doubled(21))").unwrap();
+    s.execute_blocking("EXECUTE per_row(1)").unwrap();
+    // A column before the ones the statements name moves them; a new column follows them.
+    s.execute_blocking("ALTER TABLE account DROP COLUMN balance").unwrap();
+    s.execute_blocking("ALTER TABLE account ADD COLUMN note TEXT").unwrap();
+    s.execute_blocking("ALTER TABLE account ADD COLUMN balance INT").unwrap();
+    s.execute_blocking("UPDATE account SET balance = 7").unwrap();
+    s.execute_blocking("EXECUTE per_row(1)").unwrap();
+    s.execute_blocking("EXECUTE first(3)").unwrap();
+    let rows = s.execute_blocking("SELECT id, note, balance FROM account ORDER BY id").unwrap().remove(0).rows();
+    assert_eq!(
+        rows,
+        vec![
+            vec![Value::Int32(1), Value::Null, Value::Int32(14)],
+            vec![Value::Int32(2), Value::Null, Value::Int32(7)],
+            vec![Value::Int32(3), Value::Null, Value::Int32(42)],
+        ]
+    );
+    // A view its subquery reads, replaced: the statement reads the new definition.
+    s.execute_blocking("CREATE VIEW top AS SELECT max(id) AS id FROM account").unwrap();
+    s.execute_blocking("PREPARE after_top(int) AS INSERT INTO account (id, balance) VALUES ((SELECT id FROM top) + $1, doubled($1))").unwrap();
+    s.execute_blocking("EXECUTE after_top(1)").unwrap();
+    s.execute_blocking("CREATE OR REPLACE VIEW top AS SELECT max(id) + 100 AS id FROM account").unwrap();
+    s.execute_blocking("EXECUTE after_top(1)").unwrap();
+    let ids = s.execute_blocking("SELECT id, balance FROM account WHERE id > 3 ORDER BY id").unwrap().remove(0).rows();
+    assert_eq!(ids, vec![vec![Value::Int32(4), Value::Int32(2)], vec![Value::Int32(105), Value::Int32(2)]]);
+    // So does a prepared query (PREPARE keeps the statement as written, views unexpanded).
+    s.execute_blocking("PREPARE read_top AS SELECT id FROM top").unwrap();
+    assert_eq!(int(&s.execute_blocking("EXECUTE read_top").unwrap().remove(0).rows()), 205);
+    s.execute_blocking("CREATE OR REPLACE VIEW top AS SELECT max(id) + 1000 AS id FROM account").unwrap();
+    assert_eq!(int(&s.execute_blocking("EXECUTE read_top").unwrap().remove(0).rows()), 1105);
+}

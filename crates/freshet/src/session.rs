@@ -789,6 +789,9 @@ impl Session {
         if let Statement::CreateView(cv) = statement {
             return Ok((Kind::Ddl(self.plan_create_view(cv, catalog).await?), None));
         }
+        // PREPARE keeps its statement as written: its plan expands views again when a view
+        // changed since.
+        let written = statement;
         let expanded;
         let statement = if catalog.has_views() {
             views::check_not_written(statement, catalog)?;
@@ -1036,7 +1039,7 @@ impl Session {
                 (Kind::Utility, Some(columns))
             }
             Statement::Prepare { .. } | Statement::Execute { .. } | Statement::Deallocate { .. } | Statement::CreateExtension(_)
-                if let Some(planned) = self.plan_session_statement(statement)? =>
+                if let Some(planned) = self.plan_session_statement(written)? =>
             {
                 planned
             }
@@ -2934,7 +2937,15 @@ fn changes_a_sequence(kind: &Kind) -> Option<&'static str> {
 fn needs_catalog(kind: &Kind) -> bool {
     matches!(
         kind,
-        Kind::Query(_) | Kind::Insert { .. } | Kind::Dml(_) | Kind::CopyFrom { .. } | Kind::CopyTo { .. } | Kind::CreateTableAs { .. } | Kind::ReturningCalls { .. }
+        Kind::Query(_)
+            | Kind::Insert { .. }
+            | Kind::Dml(_)
+            | Kind::CopyFrom { .. }
+            | Kind::CopyTo { .. }
+            | Kind::CreateTableAs { .. }
+            | Kind::ReturningCalls { .. }
+            | Kind::DmlWithSubqueries { .. }
+            | Kind::DmlCalls(_)
     )
 }
 
