@@ -20,7 +20,12 @@
 //!   the row's newest values, as in PostgreSQL (one that changes nothing is called once per
 //!   distinct argument list). The conditions of the WHERE clause that call functions are
 //!   checked on the query's snapshot; the others again on the newest version of the row, as
-//!   UPDATE … FROM does (`update_from`).
+//!   UPDATE … FROM does (`update_from`). Rows that need no reading first change in batches
+//!   (`Engine::run_each`): DELETE, UPDATE without calls in SET, and UPDATE whose SET calls
+//!   all change nothing, with their arguments read by the rows query and checked again by
+//!   the change (`guarded`).
+//! - **In RETURNING** ([`returning_calls`]): a call that is a whole item of the list runs for
+//!   each row returned, as a select list's calls do (`call::per_row_calls`).
 
 use std::ops::ControlFlow;
 
