@@ -1019,6 +1019,10 @@ impl Session {
                     _ => return Err(Error::unsupported("COPY to or from a file or program (use STDIN/STDOUT, e.g. psql's \\copy)")),
                 }
             }
+            Statement::Explain { statement: inner, .. } if crate::procedure::calls_stored_functions(inner, catalog) => {
+                return Err(Error::unsupported("EXPLAIN of a statement that calls stored functions")
+                    .with_hint("The session calls them around the planned statement; EXPLAIN the statement without the calls."));
+            }
             Statement::Explain { statement: inner, analyze: true, .. } => {
                 let Statement::Query(q) = inner.as_ref() else { return Err(Error::unsupported("EXPLAIN ANALYZE of anything but a query")) };
                 let (plan, _) = self.plan_query(q, inner, catalog, params).await?;

@@ -115,6 +115,14 @@ pub(super) fn calls_stored<T: Visit>(node: &T, catalog: &Catalog) -> bool {
     ast::visit_expressions(node, |e| if stored_call(e, catalog).is_some() { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }).is_break()
 }
 
+/// Whether `statement` calls a stored function anywhere: in an expression or in FROM.
+pub(crate) fn calls_stored_functions(statement: &ast::Statement, catalog: &Catalog) -> bool {
+    if catalog.procedures().next().is_none() {
+        return false;
+    }
+    calls_stored(statement, catalog) || matches!(statement, ast::Statement::Query(q) if super::call::stored_function_in_query(q, catalog).is_some())
+}
+
 /// Whether `node` holds a site's relation.
 fn holds_site<T: Visit>(node: &T) -> bool {
     struct Finder;
