@@ -195,6 +195,8 @@ struct CallsInQueryPlan {
 
 /// An UPDATE or DELETE calling stored functions per row, planned (`Session::plan_dml_calls`).
 struct DmlCallsPlan {
+    /// The query of the target rows' keys (and, with `guarded`, the SET calls' arguments).
+    rows: Prepared,
     key_len: usize,
     /// The query of the SET list's calls' arguments, under the row's lock, with its columns.
     lock: Option<(QueryPlan, Vec<ColumnInfo>)>,
@@ -2158,7 +2160,7 @@ impl Session {
     ) -> Result<DmlCallsPlan> {
         params.resize(params.len().max(split.params), None);
         let rows = Statement::Query(Box::new(split.rows.clone()));
-        let (_, found) = self.plan_boxed(&rows, catalog, params).await?;
+        let (rows_kind, found) = self.plan_boxed(&rows, catalog, params).await?;
         let found = found.ok_or_else(|| Error::internal("the target rows' query has no columns"))?;
         let key_len = found.len() - split.guarded.as_ref().map_or(0, |_| split.sites.iter().map(|s| s.arity).sum::<usize>());
         let mut types: Vec<Option<DataType>> = params[..split.params].to_vec();
@@ -2194,7 +2196,16 @@ impl Session {
             *p = p.or(*t);
         }
         let done = |t: &[Option<DataType>]| t.iter().map(|t| t.unwrap_or(DataType::Text)).collect::<Vec<_>>();
-        Ok(DmlCallsPlan { key_len, lock, lock_types: done(&types), calls, per_row, guarded })
+        let rows = Prepared {
+            sql: String::new(),
+            param_types: done(&params[..split.params]),
+            columns: Some(Arc::new(found)),
+            statement: Some(rows),
+            declared: Vec::new(),
+            kind: rows_kind,
+            catalog_version: catalog.version,
+        };
+        Ok(DmlCallsPlan { rows, key_len, lock, lock_types: done(&types), calls, per_row, guarded })
     }
 
     /// Runs an UPDATE or DELETE that calls stored functions per row (see `procedure::in_dml`),
@@ -2212,8 +2223,10 @@ impl Session {
         let catalog = self.catalog();
         let mut types: Vec<Option<DataType>> = param_types.iter().copied().map(Some).collect();
         let plan = self.plan_dml_calls(split, &catalog, &mut types).await?;
-        let rows = Statement::Query(Box::new(split.rows.clone()));
-        let (_, found, mut notices) = self.inner_rows(rows, param_types, params.clone()).await?;
+        let result = self.execute_planned_boxed(&plan.rows, params.clone()).await?;
+        let Output::Rows { columns: found_columns, rows: found, .. } = result.output else { return Err(Error::internal("the target rows' query gave no rows")) };
+        let found = found.collect_values(&found_columns).await?;
+        let mut notices = result.notices;
         // A row the WHERE clause finds several times (a join in a subquery) changes once.
         let mut seen = std::collections::HashSet::new();
         let found: Vec<Vec<Value>> = found.into_iter().filter(|r| seen.insert(format!("{:?}", &r[..plan.key_len]))).collect();

@@ -21,7 +21,7 @@
 //! snapshot. The statements run in one transaction (the block's, or one of their own), and a
 //! failure part-way undoes what the statement did.
 
-use freshet_core::catalog::Catalog;
+use freshet_core::catalog::{Catalog, TableDef};
 use freshet_core::sql::names::fold_ident;
 use freshet_core::{Error, Result};
 use sqlparser::ast::{self, Statement};
@@ -61,20 +61,9 @@ pub(crate) fn rewrite(u: &ast::Update, catalog: &Catalog, user_params: usize) ->
     if !u.order_by.is_empty() || u.limit.is_some() {
         return Err(Error::unsupported("ORDER BY or LIMIT in UPDATE"));
     }
-    let ast::TableFactor::Table { name, alias, .. } = &u.table.relation else { return Err(Error::unsupported("UPDATE of a join")) };
-    if !u.table.joins.is_empty() {
-        return Err(Error::unsupported("UPDATE of a join"));
-    }
-    let table = freshet_core::sql::names::user_relation(name)?;
-    let def = catalog.require_table(&table)?;
-    let qualifier = alias.as_ref().map_or(table.clone(), |a| fold_ident(&a.name));
-    let key = def
-        .primary_key()
-        .ok_or_else(|| Error::unsupported(format!("UPDATE … FROM (or with sequence functions in SET) of \"{table}\", which has no primary key")))?
-        .columns
-        .iter()
-        .map(|&c| def.columns[c].name.clone())
-        .collect::<Vec<_>>();
+    let (def, qualifier, key) = target_key(&u.table, catalog, "UPDATE", &|table| {
+        Error::unsupported(format!("UPDATE … FROM (or with sequence functions in SET) of \"{table}\", which has no primary key"))
+    })?;
 
     // The sequence function calls, each a parameter after the key's.
     let mut assignments = u.assignments.clone();
@@ -141,14 +130,36 @@ pub(crate) fn rewrite(u: &ast::Update, catalog: &Catalog, user_params: usize) ->
         conditions.push(format!("({s})"));
     }
     let update = format!("UPDATE {} SET {set} WHERE {}", u.table, conditions.join(" AND "));
-    let one = |sql: &str| -> Result<Statement> {
-        let mut statements = freshet_core::sql::parse::parse(sql)?;
-        match (statements.pop(), statements.is_empty()) {
-            (Some(s), true) => Ok(s),
-            _ => Err(Error::internal(format!("UPDATE … FROM rewrote into {sql}"))),
-        }
-    };
-    Ok(Rewritten { select: one(&select)?, update: one(&update)?, key_len: key.len(), draws })
+    Ok(Rewritten { select: one_statement(&select)?, update: one_statement(&update)?, key_len: key.len(), draws })
+}
+
+/// The target of an UPDATE or DELETE that is changed row by row by its primary key: its
+/// table, the qualifier its columns take (its alias, or its name) and its primary key's
+/// columns; `no_key(table name)` is the error for a table without one.
+pub(crate) fn target_key<'c>(
+    relation: &ast::TableWithJoins,
+    catalog: &'c Catalog,
+    verb: &str,
+    no_key: &dyn Fn(&str) -> Error,
+) -> Result<(&'c TableDef, String, Vec<String>)> {
+    let ast::TableFactor::Table { name, alias, .. } = &relation.relation else { return Err(Error::unsupported(format!("{verb} of a join"))) };
+    if !relation.joins.is_empty() {
+        return Err(Error::unsupported(format!("{verb} of a join")));
+    }
+    let table = freshet_core::sql::names::user_relation(name)?;
+    let def = catalog.require_table(&table)?;
+    let key = def.primary_key().ok_or_else(|| no_key(&table))?.columns.iter().map(|&c| def.columns[c].name.clone()).collect();
+    let qualifier = alias.as_ref().map_or(table, |a| fold_ident(&a.name));
+    Ok((def, qualifier, key))
+}
+
+/// The one statement of a rewrite's text.
+pub(crate) fn one_statement(sql: &str) -> Result<Statement> {
+    let mut statements = freshet_core::sql::parse::parse(sql)?;
+    match (statements.pop(), statements.is_empty()) {
+        (Some(s), true) => Ok(s),
+        _ => Err(Error::internal(format!("a rewrite gave other than one statement: {sql}"))),
+    }
 }
 
 /// `DELETE FROM target [AS a] USING sources WHERE …`, PostgreSQL's join delete, as the

@@ -30,7 +30,6 @@
 use std::ops::ControlFlow;
 
 use freshet_core::catalog::Catalog;
-use freshet_core::sql::names::fold_ident;
 use freshet_core::{Error, Result};
 use sqlparser::ast::{self, Statement};
 
@@ -227,24 +226,13 @@ pub(crate) fn returning_calls(statement: &Statement, catalog: &Catalog) -> Optio
     Some((statement, split))
 }
 
-/// The target of an UPDATE or DELETE: its name, the qualifier its columns take, and its
-/// primary key's columns.
-fn target(relation: &ast::TableWithJoins, catalog: &Catalog, verb: &str) -> Result<(String, String, Vec<String>)> {
-    let ast::TableFactor::Table { name, alias, .. } = &relation.relation else { return Err(Error::unsupported(format!("{verb} of a join"))) };
-    if !relation.joins.is_empty() {
-        return Err(Error::unsupported(format!("{verb} of a join")));
-    }
-    let table = freshet_core::sql::names::user_relation(name)?;
-    let def = catalog.require_table(&table)?;
-    let key = def
-        .primary_key()
-        .ok_or_else(|| Error::unsupported(format!("{verb} of \"{table}\", which has no primary key, with a stored function called for each row")))?
-        .columns
-        .iter()
-        .map(|&c| def.columns[c].name.clone())
-        .collect();
-    let qualifier = alias.as_ref().map_or(table.clone(), |a| fold_ident(&a.name));
-    Ok((table, qualifier, key))
+/// The target of an UPDATE or DELETE whose rows change one by one: the qualifier its
+/// columns take and its primary key's columns.
+fn target(relation: &ast::TableWithJoins, catalog: &Catalog, verb: &str) -> Result<(String, Vec<String>)> {
+    let (_, qualifier, key) = crate::update_from::target_key(relation, catalog, verb, &|table| {
+        Error::unsupported(format!("{verb} of \"{table}\", which has no primary key, with a stored function called for each row"))
+    })?;
+    Ok((qualifier, key))
 }
 
 fn quoted(n: &str) -> String {
@@ -290,17 +278,9 @@ fn call_free(selection: Option<&ast::Expr>, catalog: &Catalog) -> Option<ast::Ex
 }
 
 fn parse_query(sql: &str) -> Result<ast::Query> {
-    match freshet_core::sql::parse::parse(sql)?.as_slice() {
-        [Statement::Query(q)] => Ok((**q).clone()),
+    match crate::update_from::one_statement(sql)? {
+        Statement::Query(q) => Ok(*q),
         _ => Err(Error::internal(format!("not a query: {sql}"))),
-    }
-}
-
-fn parse_statement(sql: &str) -> Result<Statement> {
-    let mut statements = freshet_core::sql::parse::parse(sql)?;
-    match (statements.pop(), statements.is_empty()) {
-        (Some(s), true) => Ok(s),
-        _ => Err(Error::internal(format!("not one statement: {sql}"))),
     }
 }
 
@@ -326,7 +306,7 @@ fn per_row_update(u: &ast::Update, catalog: &Catalog, params: usize) -> Result<C
     if !u.order_by.is_empty() || u.limit.is_some() {
         return Err(Error::unsupported("ORDER BY or LIMIT in UPDATE"));
     }
-    let (_, qualifier, key) = target(&u.table, catalog, "UPDATE")?;
+    let (qualifier, key) = target(&u.table, catalog, "UPDATE")?;
     let own = own_params(&Statement::Update(u.clone())).max(params);
     // The SET list's calls, each a parameter after the key's.
     let first = own + key.len() + 1;
@@ -375,14 +355,14 @@ fn per_row_update(u: &ast::Update, catalog: &Catalog, params: usize) -> Result<C
     };
     let set = assignments.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
     let returning = u.returning.as_ref().map_or(String::new(), |r| format!(" RETURNING {}", r.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")));
-    let per_row = parse_statement(&format!("UPDATE {} SET {set} WHERE {on_key}{recheck}{returning}", u.table))?;
+    let per_row = crate::update_from::one_statement(&format!("UPDATE {} SET {set} WHERE {on_key}{recheck}{returning}", u.table))?;
     if calls_stored(&per_row, catalog) {
         return Err(Error::unsupported("a stored function in this place of UPDATE"));
     }
     let guarded = if unchanging {
         let after = first + sites.len();
         let same: String = read_ahead.iter().enumerate().map(|(j, a)| format!(" AND (({a}) IS NOT DISTINCT FROM ${})", after + j)).collect();
-        Some(parse_statement(&format!("UPDATE {} SET {set} WHERE {on_key}{recheck}{same}{returning}", u.table))?)
+        Some(crate::update_from::one_statement(&format!("UPDATE {} SET {set} WHERE {on_key}{recheck}{same}{returning}", u.table))?)
     } else {
         None
     };
@@ -397,11 +377,11 @@ fn per_row_delete(d: &ast::Delete, catalog: &Catalog, params: usize) -> Result<C
         ast::FromTable::WithFromKeyword(f) | ast::FromTable::WithoutKeyword(f) => f,
     };
     let [relation] = from.as_slice() else { return Err(Error::unsupported("DELETE from several tables")) };
-    let (_, qualifier, key) = target(relation, catalog, "DELETE")?;
+    let (qualifier, key) = target(relation, catalog, "DELETE")?;
     let own = own_params(&Statement::Delete(d.clone())).max(params);
     let (rows, on_key) = rows_and_key(relation, d.selection.as_ref(), &qualifier, &key, &[], own)?;
     let recheck = call_free(d.selection.as_ref(), catalog).map_or(String::new(), |c| format!(" AND {c}"));
     let returning = d.returning.as_ref().map_or(String::new(), |r| format!(" RETURNING {}", r.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")));
-    let per_row = parse_statement(&format!("DELETE FROM {relation} WHERE {on_key}{recheck}{returning}"))?;
+    let per_row = crate::update_from::one_statement(&format!("DELETE FROM {relation} WHERE {on_key}{recheck}{returning}"))?;
     Ok(CallsInDml { rows, lock: None, sites: Vec::new(), per_row, guarded: None, verb: "DELETE", params: own })
 }
