@@ -3,6 +3,7 @@
 use sqlparser::ast::Statement;
 use sqlparser::dialect::PostgreSqlDialect;
 use sqlparser::parser::{Parser, ParserError};
+use sqlparser::tokenizer::Token;
 
 use crate::error::{Error, Result};
 
@@ -36,9 +37,14 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>> {
     // A DO block starts a statement: the text's first word, or one after a `;` (any word
     // containing "do", such as `double`, need not send the text through the splitter).
     let may_do = lower.trim_start().starts_with("do") || (lower.contains(';') && lower.contains("do"));
-    if (lower.contains("procedure") || lower.contains("function") || may_do)
-        && let Some(pieces) = super::plpgsql::parser::split_if_routines(sql)
-    {
+    // FETCH and MOVE are parsed here (`postgres_only`), one statement at a time.
+    let may_fetch = lower.contains(';') && (lower.contains("fetch") || lower.contains("move"));
+    let pieces = if lower.contains("procedure") || lower.contains("function") || may_do {
+        super::plpgsql::parser::split_if_routines(sql)
+    } else {
+        None
+    };
+    if let Some(pieces) = pieces.or_else(|| may_fetch.then(|| super::plpgsql::parser::split_statements(sql)).flatten().filter(|p| p.len() > 1)) {
         use super::plpgsql::parser::RoutineStatement;
         let mut out = Vec::new();
         for (text, routine) in pieces {
@@ -358,6 +364,121 @@ pub(crate) fn parse_plain(sql: &str) -> Result<Vec<Statement>> {
         .map_err(|e| syntax_error(sql, e))
 }
 
+/// The pragma that carries a `FETCH` or `MOVE` statement's text (sqlparser knows only some
+/// FETCH forms and no MOVE; see [`fetch_statement`]).
+pub const FETCH_PRAGMA: &str = "freshet_fetch";
+
+/// Where a `FETCH` or `MOVE` goes, as PostgreSQL reduces its forms: `NEXT` is `Forward(1)`,
+/// `PRIOR` `Backward(1)`, `FIRST` `Absolute(1)`, `LAST` `Absolute(-1)`, a negative count the
+/// other way, and a count of 0 (re-reading the current row) `Relative(0)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FetchDirection {
+    /// The next `n` rows ([`FETCH_ALL`]: all the rest).
+    Forward(u64),
+    /// The `n` rows before the current one, nearest first.
+    Backward(u64),
+    /// Row `n` (from the end if negative; 0: before the first row).
+    Absolute(i64),
+    /// The row `n` rows on from the current one (back if negative; 0: the current row).
+    Relative(i64),
+}
+
+/// The count of `FETCH ALL`.
+pub const FETCH_ALL: u64 = u64::MAX;
+
+/// A `FETCH` or `MOVE` statement.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FetchStatement {
+    /// MOVE: the cursor moves, no rows are returned.
+    pub move_only: bool,
+    pub direction: FetchDirection,
+    /// The cursor's name (folded to lower case unless quoted).
+    pub cursor: String,
+}
+
+/// Parses `{FETCH | MOVE} [direction] [FROM | IN] cursor` (the text [`FETCH_PRAGMA`] carries).
+pub fn fetch_statement(sql: &str) -> Result<FetchStatement> {
+    use FetchDirection::{Absolute, Backward, Forward, Relative};
+    let tokens = solid_tokens(sql).ok_or_else(|| Error::syntax("syntax error in FETCH"))?;
+    let move_only = tokens.first().is_some_and(|t| is_word(t, "move"));
+    let mut at = 1;
+    let word = |t: Option<&Token>| match t {
+        Some(Token::Word(w)) if w.quote_style.is_none() => w.value.to_ascii_lowercase(),
+        _ => String::new(),
+    };
+    // A count: forward, or backward if negative.
+    let ahead = |n: i64| if n < 0 { Backward(n.unsigned_abs()) } else { Forward(n as u64) };
+    // `FETCH name` alone: the name may be one of the directions' words.
+    let direction = if tokens.len() == 2 {
+        Forward(1)
+    } else {
+        let first = word(tokens.get(at));
+        if !first.is_empty() && first != "from" && first != "in" {
+            at += 1;
+        }
+        match first.as_str() {
+            "next" => Forward(1),
+            "prior" => Backward(1),
+            "first" => Absolute(1),
+            "last" => Absolute(-1),
+            "absolute" => Absolute(signed_count(&tokens, &mut at)?.ok_or_else(|| near(tokens.get(at)))?),
+            "relative" => Relative(signed_count(&tokens, &mut at)?.ok_or_else(|| near(tokens.get(at)))?),
+            "all" => Forward(FETCH_ALL),
+            "forward" | "backward" if word(tokens.get(at)) == "all" => {
+                at += 1;
+                if first == "backward" { Backward(FETCH_ALL) } else { Forward(FETCH_ALL) }
+            }
+            "forward" => ahead(signed_count(&tokens, &mut at)?.unwrap_or(1)),
+            "backward" => ahead(-signed_count(&tokens, &mut at)?.unwrap_or(1)),
+            "" | "from" | "in" => signed_count(&tokens, &mut at)?.map_or(Forward(1), ahead),
+            _ => return Err(near(tokens.get(at - 1))),
+        }
+    };
+    let direction = match direction {
+        Forward(0) | Backward(0) => Relative(0),
+        d => d,
+    };
+    if tokens.get(at).is_some_and(|t| is_word(t, "from") || is_word(t, "in")) {
+        at += 1;
+    }
+    let cursor = match tokens.get(at) {
+        Some(Token::Word(w)) if w.quote_style.is_some() => w.value.clone(),
+        Some(Token::Word(w)) => w.value.to_lowercase(),
+        other => return Err(near(other)),
+    };
+    if at + 1 < tokens.len() {
+        return Err(near(tokens.get(at + 1)));
+    }
+    Ok(FetchStatement { move_only, direction, cursor })
+}
+
+/// A signed integer constant at `at`, if one is there (`at` moves past it).
+fn signed_count(tokens: &[Token], at: &mut usize) -> Result<Option<i64>> {
+    let negative = match tokens.get(*at) {
+        Some(Token::Minus) => true,
+        Some(Token::Plus) => false,
+        Some(Token::Number(..)) => {
+            let Some(Token::Number(digits, _)) = tokens.get(*at) else { return Ok(None) };
+            *at += 1;
+            return digits.parse().map(Some).map_err(|_| near(tokens.get(*at - 1)));
+        }
+        _ => return Ok(None),
+    };
+    *at += 1;
+    let Some(Token::Number(digits, _)) = tokens.get(*at) else { return Err(near(tokens.get(*at))) };
+    let n: i64 = digits.parse().map_err(|_| near(tokens.get(*at)))?;
+    *at += 1;
+    Ok(Some(if negative { -n } else { n }))
+}
+
+/// 42601 at a token (or at the end of the input).
+fn near(t: Option<&Token>) -> Error {
+    match t {
+        Some(t) => Error::syntax(format!("syntax error at or near \"{t}\"")),
+        None => Error::syntax("syntax error at end of input"),
+    }
+}
+
 /// PostgreSQL statements the parser lacks, written on their own: `ABORT [WORK | TRANSACTION]`
 /// (ROLLBACK's other name), the VACUUM forms the parser does not know (`VACUUM ANALYZE t`),
 /// which Freshet accepts and ignores anyway, `CHECKPOINT` (carried as a pragma named
@@ -372,6 +493,7 @@ fn postgres_only(sql: &str) -> Option<Statement> {
             let at = text.to_ascii_lowercase().find("constraints")? + "constraints".len();
             Some(pragma(SET_CONSTRAINTS_PRAGMA, text[at..].trim().to_string()))
         }
+        ["fetch" | "move", _, ..] => Some(pragma(FETCH_PRAGMA, sql.trim().trim_end_matches(';').to_string())),
         ["checkpoint"] => Some(Statement::Pragma {
             name: vec![sqlparser::ast::Ident::new("checkpoint")].into(),
             value: None,
@@ -447,6 +569,59 @@ mod tests {
         assert!(do_as_procedure("DO $$ BEGIN END $$ $$ x $$").is_err());
         // A word that merely starts with "do" is not a DO block.
         assert!(parse("SELECT 'done' AS double").unwrap().iter().all(|s| pragma_text(s).is_none()));
+    }
+
+    #[test]
+    fn fetch_and_move_forms() {
+        use FetchDirection::*;
+        let cases: &[(&str, bool, FetchDirection, &str)] = &[
+            ("FETCH c", false, Forward(1), "c"),
+            ("fetch next from C", false, Forward(1), "c"),
+            ("FETCH \"Next\"", false, Forward(1), "Next"),
+            ("FETCH next", false, Forward(1), "next"),
+            ("FETCH PRIOR IN c;", false, Backward(1), "c"),
+            ("FETCH FIRST c", false, Absolute(1), "c"),
+            ("FETCH LAST FROM c", false, Absolute(-1), "c"),
+            ("FETCH ABSOLUTE -3 FROM c", false, Absolute(-3), "c"),
+            ("FETCH RELATIVE +2 c", false, Relative(2), "c"),
+            ("FETCH 5 FROM c", false, Forward(5), "c"),
+            ("FETCH -5 FROM c", false, Backward(5), "c"),
+            ("FETCH 0 FROM c", false, Relative(0), "c"),
+            ("FETCH ALL IN c", false, Forward(FETCH_ALL), "c"),
+            ("FETCH FORWARD c", false, Forward(1), "c"),
+            ("FETCH FORWARD 3 FROM c", false, Forward(3), "c"),
+            ("FETCH FORWARD -3 FROM c", false, Backward(3), "c"),
+            ("FETCH FORWARD ALL FROM c", false, Forward(FETCH_ALL), "c"),
+            ("FETCH BACKWARD FROM c", false, Backward(1), "c"),
+            ("FETCH BACKWARD 2 c", false, Backward(2), "c"),
+            ("FETCH BACKWARD ALL c", false, Backward(FETCH_ALL), "c"),
+            ("FETCH FROM c", false, Forward(1), "c"),
+            ("MOVE 3 IN c", true, Forward(3), "c"),
+            ("move absolute 0 c", true, Absolute(0), "c"),
+        ];
+        for (sql, move_only, direction, cursor) in cases {
+            let parsed = parse(sql).unwrap();
+            let [Statement::Pragma { name, value: Some(v), .. }] = parsed.as_slice() else { panic!("{sql} is not a pragma") };
+            assert_eq!(name.to_string(), FETCH_PRAGMA);
+            let sqlparser::ast::Value::SingleQuotedString(text) = &v.value else { panic!("no text") };
+            let f = fetch_statement(text).unwrap();
+            assert_eq!((f.move_only, f.direction, f.cursor.as_str()), (*move_only, *direction, *cursor), "{sql}");
+        }
+        for bad in ["FETCH FORWARD ALL 3 c", "FETCH ABSOLUTE c", "FETCH 3 FROM", "FETCH c d", "FETCH SIDEWAYS c", "FETCH - c"] {
+            let e = parse(bad).and_then(|s| match &s[..] {
+                [Statement::Pragma { value: Some(v), .. }] => match &v.value {
+                    sqlparser::ast::Value::SingleQuotedString(text) => fetch_statement(text).map(|_| ()),
+                    _ => Ok(()),
+                },
+                _ => Ok(()),
+            });
+            assert_eq!(e.map_err(|e| e.state), Err(SqlState::SyntaxError), "{bad}");
+        }
+        // In a text of several statements; FETCH FIRST … ROWS ONLY stays a query's clause.
+        let several = parse("BEGIN; MOVE 2 c; SELECT 1 FETCH FIRST 1 ROWS ONLY").unwrap();
+        assert_eq!(several.len(), 3);
+        assert!(matches!(&several[1], Statement::Pragma { name, .. } if name.to_string() == FETCH_PRAGMA));
+        assert!(matches!(&several[2], Statement::Query(_)));
     }
 
     #[test]

@@ -1414,10 +1414,17 @@ pub fn do_as_procedure(sql: &str) -> Result<String> {
 /// Splits SQL text at `;` between statements (outside quotes and dollar quotes) when one of
 /// its statements is a routine statement; `None` otherwise (or if it does not tokenize).
 pub fn split_if_routines(sql: &str) -> Option<Vec<(String, Option<RoutineStatement>)>> {
+    let pieces = split_statements(sql)?;
+    pieces.iter().any(|(_, kind)| kind.is_some()).then_some(pieces)
+}
+
+/// Splits SQL text at `;` between statements (outside quotes, dollar quotes and `BEGIN
+/// ATOMIC` bodies), each piece with the routine statement it is, if one; `None` if the text
+/// does not tokenize.
+pub fn split_statements(sql: &str) -> Option<Vec<(String, Option<RoutineStatement>)>> {
     let tokens = tokenize(sql).ok()?;
     let mut pieces = Vec::new();
     let mut start = 0;
-    let mut any = false;
     // Inside a `BEGIN ATOMIC … END` body the `;` end its statements, not the routine's; CASE
     // … END nests in them.
     let (mut atomic, mut cases) = (false, 0usize);
@@ -1436,7 +1443,6 @@ pub fn split_if_routines(sql: &str) -> Option<Vec<(String, Option<RoutineStateme
         if t.is_op(";") && !atomic {
             if start < i {
                 let kind = routine_statement(&tokens[start..i]);
-                any |= kind.is_some();
                 pieces.push((sql[tokens[start].start..tokens[i - 1].end].to_string(), kind));
             }
             start = i + 1;
@@ -1444,8 +1450,7 @@ pub fn split_if_routines(sql: &str) -> Option<Vec<(String, Option<RoutineStateme
     }
     if start < tokens.len() {
         let kind = routine_statement(&tokens[start..]);
-        any |= kind.is_some();
         pieces.push((sql[tokens[start].start..tokens[tokens.len() - 1].end].to_string(), kind));
     }
-    any.then_some(pieces)
+    Some(pieces)
 }
