@@ -118,7 +118,12 @@ impl Connection<'_> {
                 }
             }
             Target::Portal => {
-                let portal = self.portals.get(name).ok_or_else(|| missing_portal(name))?;
+                let Some(portal) = self.portals.get(name) else {
+                    // A cursor DECLARE opened is a portal too (in text, as FETCH sends it).
+                    let columns = self.session.cursor_columns(name).ok_or_else(|| missing_portal(name))?;
+                    backend::row_description(out, &columns, &vec![0; columns.len()]);
+                    return Ok(());
+                };
                 match portal.statement.described_columns() {
                     Some(columns) => backend::row_description(out, columns, &portal.formats),
                     None => backend::no_data(out),

@@ -1260,3 +1260,90 @@ async fn random_parameter_bytes_are_errors_not_crashes() {
     assert_eq!(tags(&answer), "TDCZ");
     assert_eq!(String::from_utf8_lossy(&answer[1].1[6..]), inserted.to_string());
 }
+
+/// SQL cursors through the extended protocol, as drivers use them: DECLARE with a parameter,
+/// FETCH in parts until no rows come (an analytical query of 20,000 rows read from its stream
+/// while the block writes), MOVE's count, a scrollable cursor going back, and the cursor
+/// described as a portal (psycopg 3 asks for a named cursor's columns that way).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cursors_fetch_in_parts_over_the_extended_protocol() {
+    let server = TestServer::start().await;
+    let client = server.client().await;
+    client.batch_execute("CREATE TABLE big (id INT PRIMARY KEY, grp INT, amount BIGINT)").await.unwrap();
+    client.batch_execute("INSERT INTO big SELECT g, g % 7, g * 3 FROM generate_series(1, 20000) g").await.unwrap();
+    client.batch_execute("BEGIN").await.unwrap();
+    let declared = client.execute("DECLARE big_c NO SCROLL CURSOR FOR SELECT id, amount * 2 AS twice FROM big WHERE grp <> $1 ORDER BY id", &[&0i32]).await.unwrap();
+    assert_eq!(declared, 0);
+    // A write after DECLARE is not seen by the cursor.
+    client.execute("DELETE FROM big WHERE id <= 100", &[]).await.unwrap();
+    let fetch = client.prepare("FETCH FORWARD 1000 FROM big_c").await.unwrap();
+    assert_eq!(fetch.columns().iter().map(|c| c.name()).collect::<Vec<_>>(), vec!["id", "twice"]);
+    let (mut rows, mut parts, mut sum, mut last) = (0usize, 0, 0i64, 0);
+    loop {
+        let part = client.query(&fetch, &[]).await.unwrap();
+        if part.is_empty() {
+            break;
+        }
+        parts += 1;
+        for r in &part {
+            let id: i32 = r.get(0);
+            assert!(id > last, "rows come in order");
+            last = id;
+            sum += r.get::<_, i64>(1);
+        }
+        rows += part.len();
+    }
+    let expected: Vec<i64> = (1..=20000i64).filter(|g| g % 7 != 0).collect();
+    assert_eq!(rows, expected.len());
+    assert_eq!(parts, expected.len().div_ceil(1000));
+    assert_eq!(sum, expected.iter().map(|g| g * 6).sum::<i64>());
+    let err = client.query("FETCH PRIOR FROM big_c", &[]).await.unwrap_err();
+    assert_eq!(code(&err), &SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE);
+    client.batch_execute("ROLLBACK").await.unwrap();
+
+    client.batch_execute("BEGIN").await.unwrap();
+    client.execute("DECLARE s SCROLL CURSOR FOR SELECT id FROM big WHERE id <= $1 ORDER BY id", &[&10i32]).await.unwrap();
+    assert_eq!(client.execute("MOVE FORWARD 4 IN s", &[]).await.unwrap(), 4);
+    let back: Vec<i32> = client.query("FETCH BACKWARD 2 FROM s", &[]).await.unwrap().iter().map(|r| r.get(0)).collect();
+    assert_eq!(back, vec![3, 2]);
+    let last: Vec<i32> = client.query("FETCH LAST FROM s", &[]).await.unwrap().iter().map(|r| r.get(0)).collect();
+    assert_eq!(last, vec![10]);
+    assert_eq!(client.execute("MOVE ABSOLUTE 99 IN s", &[]).await.unwrap(), 0);
+
+    // Describe of the portal the cursor is, by its name, from a raw connection's block.
+    let mut raw = Raw::connect(server.addr).await;
+    raw.send(&[Raw::message(b'Q', &cstr("BEGIN; DECLARE named CURSOR FOR SELECT id, grp FROM big WHERE id < 3 ORDER BY id"))]).await;
+    assert_eq!(tags(&raw.until_ready().await), "CCZ");
+    raw.send(&[Raw::message(b'D', &[b"P".to_vec(), cstr("named")].concat()), sync_msg()]).await;
+    let answer = raw.until_ready().await;
+    assert_eq!(tags(&answer), "TZ");
+    assert!(answer[0].1.windows(4).any(|w| w == b"grp\0"), "the row description names the cursor's columns");
+    raw.send(&[Raw::message(b'D', &[b"P".to_vec(), cstr("unknown")].concat()), sync_msg()]).await;
+    let answer = raw.until_ready().await;
+    assert_eq!(error_field(&answer[0].1, b'C').as_deref(), Some("34000"));
+    client.batch_execute("COMMIT").await.unwrap();
+    let err = client.query("FETCH s", &[]).await.unwrap_err();
+    assert_eq!(code(&err), &SqlState::INVALID_CURSOR_NAME);
+}
+
+/// `statement_timeout` bounds each FETCH, not the cursor's life: a cursor over an analytical
+/// query (many batches) read in parts with pauses longer than the timeout between them reads
+/// to its end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statement_timeout_bounds_each_fetch_not_the_cursor() {
+    let server = TestServer::start().await;
+    let client = server.client().await;
+    client.batch_execute("SET statement_timeout = '300ms'; BEGIN").await.unwrap();
+    client.batch_execute("DECLARE slow NO SCROLL CURSOR FOR SELECT g FROM generate_series(1, 200000) g").await.unwrap();
+    let mut total = 0i64;
+    loop {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        let part = client.query("FETCH 40000 FROM slow", &[]).await.unwrap();
+        if part.is_empty() {
+            break;
+        }
+        total += part.iter().map(|r| r.get::<_, i64>(0)).sum::<i64>();
+    }
+    assert_eq!(total, 200_000 * 200_001 / 2);
+    client.batch_execute("COMMIT").await.unwrap();
+}

@@ -18,6 +18,7 @@
 
 mod advisory;
 mod copy;
+mod cursor;
 pub mod notify;
 mod pg_catalog;
 mod database;

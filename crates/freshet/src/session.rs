@@ -183,6 +183,12 @@ enum Kind {
     /// `CREATE TABLE name AS query`: the table, typed from the query's columns, then the INSERT
     /// of the query's rows into it (`INSERT INTO name (columns) query`).
     CreateTableAs { create: DdlPlan, table: String, if_not_exists: bool, insert: String },
+    /// `DECLARE name CURSOR FOR query` (see `cursor`).
+    DeclareCursor(Arc<crate::cursor::DeclareCursor>),
+    /// FETCH or MOVE.
+    FetchCursor(freshet_core::sql::parse::FetchStatement),
+    /// `CLOSE name` or `CLOSE ALL` (`None`).
+    CloseCursor(Option<String>),
 }
 
 /// A query calling stored functions inside its expressions, planned: the split query, and
@@ -326,6 +332,11 @@ pub struct Session {
     /// Statements prepared by the SQL statement PREPARE, by name (the protocol's prepared
     /// statements are the server's).
     prepared_sql: HashMap<String, Arc<Prepared>>,
+    /// Cursors DECLARE opened.
+    pub(crate) cursors: crate::cursor::Cursors,
+    /// Set while DECLARE runs its cursor's query: an analytical stream it starts is read by
+    /// later FETCHes, so `statement_timeout` bounds each FETCH rather than the stream.
+    pub(crate) cursor_query: bool,
 }
 
 impl Drop for Session {
@@ -374,7 +385,7 @@ impl Session {
         let locks = crate::advisory::SessionLocks::new(db.inner.advisory.clone(), id);
         let notify = crate::notify::SessionNotify::new(db.inner.channels.clone(), id);
         let sequences = Arc::new(SessionSequences::new(db.inner.engine.clone(), locks, notify));
-        Session { db, id, settings, txn: None, procedures: Default::default(), sequences, prepared_sql: HashMap::new() }
+        Session { db, id, settings, txn: None, procedures: Default::default(), sequences, prepared_sql: HashMap::new(), cursors: Default::default(), cursor_query: false }
     }
 
     pub fn id(&self) -> u32 {
@@ -1044,6 +1055,21 @@ impl Session {
                 };
                 (Kind::Utility, Some(columns))
             }
+            Statement::Declare { stmts } => Box::pin(self.plan_declare(stmts, catalog, params)).await?,
+            Statement::Pragma { name, value: Some(v), .. } if name.to_string() == freshet_core::sql::parse::FETCH_PRAGMA => {
+                let ast::Value::SingleQuotedString(text) = &v.value else { return Err(Error::internal("FETCH without text")) };
+                let fetch = freshet_core::sql::parse::fetch_statement(text)?;
+                // FETCH returns the cursor's columns: it must be open when FETCH is planned.
+                let columns = self.cursors.columns(&fetch.cursor)?;
+                (Kind::FetchCursor(fetch.clone()), (!fetch.move_only).then(|| columns.to_vec()))
+            }
+            Statement::Close { cursor } => (
+                Kind::CloseCursor(match cursor {
+                    ast::CloseCursor::All => None,
+                    ast::CloseCursor::Specific { name } => Some(fold_ident(name)),
+                }),
+                None,
+            ),
             Statement::Prepare { .. } | Statement::Execute { .. } | Statement::Deallocate { .. } | Statement::CreateExtension(_)
                 if let Some(planned) = self.plan_session_statement(written)? =>
             {
@@ -1417,6 +1443,47 @@ impl Session {
             }
             _ => return Ok(None),
         }))
+    }
+
+    /// `DECLARE name [BINARY] [NO SCROLL | SCROLL] CURSOR [WITH | WITHOUT HOLD] FOR query`: the
+    /// query planned as a statement of its own.
+    async fn plan_declare(
+        &self,
+        stmts: &[ast::Declare],
+        catalog: &freshet_core::catalog::Catalog,
+        params: &mut Vec<Option<DataType>>,
+    ) -> Result<(Kind, Option<Vec<ColumnInfo>>)> {
+        let [declare] = stmts else { return Err(Error::unsupported("DECLARE of several names")) };
+        let (Some(ast::DeclareType::Cursor), Some(query), [name]) = (&declare.declare_type, &declare.for_query, declare.names.as_slice()) else {
+            return Err(Error::unsupported("DECLARE of anything but a cursor"));
+        };
+        if declare.binary == Some(true) {
+            return Err(Error::unsupported("DECLARE BINARY CURSOR")
+                .with_hint("Declare it without BINARY; a client using the extended protocol asks for binary columns when it fetches."));
+        }
+        let hold = declare.hold == Some(true);
+        let locks = !query.locks.is_empty();
+        if locks && hold {
+            return Err(Error::unsupported("DECLARE CURSOR WITH HOLD ... FOR UPDATE").with_detail("Holdable cursors must be READ ONLY."));
+        }
+        if locks && declare.scroll == Some(true) {
+            return Err(Error::unsupported("DECLARE SCROLL CURSOR ... FOR UPDATE").with_detail("Scrollable cursors must be READ ONLY."));
+        }
+        let statement = Statement::Query(query.clone());
+        let (kind, columns) = self.plan_boxed(&statement, catalog, params).await?;
+        let columns = columns.ok_or_else(|| Error::internal("a cursor's query without columns"))?;
+        let query = Prepared {
+            sql: String::new(),
+            param_types: params.iter().map(|t| t.unwrap_or(DataType::Text)).collect(),
+            columns: Some(Arc::new(columns)),
+            statement: Some(statement),
+            declared: Vec::new(),
+            kind,
+            catalog_version: catalog.version,
+        };
+        let scroll = declare.scroll != Some(false) && !locks;
+        let declare = crate::cursor::DeclareCursor { name: fold_ident(name), query: Arc::new(query), scroll, hold };
+        Ok((Kind::DeclareCursor(Arc::new(declare)), None))
     }
 
     /// `PREPARE name AS statement`: plans the statement and keeps it (42P05 if the name is
@@ -1815,6 +1882,9 @@ impl Session {
             Kind::PrepareSql { name, statement, declared } => Box::pin(self.prepare_sql(name, statement, declared)).await,
             Kind::ExecuteSql { name, args } => Box::pin(self.execute_sql_prepared(name, args, &params, now)).await,
             Kind::DeallocateSql(name) => self.deallocate_sql(name.as_deref()),
+            Kind::DeclareCursor(declare) => Box::pin(self.declare_cursor(declare, params)).await,
+            Kind::FetchCursor(fetch) => Box::pin(self.fetch_cursor(fetch, prepared.columns.as_ref())).await,
+            Kind::CloseCursor(name) => self.close_cursor(name.as_deref()),
             Kind::Checkpoint => {
                 // Writing a checkpoint takes seconds on a large database: it runs on a thread
                 // of its own while this session waits without holding up its caller's runtime.
@@ -1887,7 +1957,7 @@ impl Session {
         let engine = &self.db.inner.engine;
         let plan = self.analytical_plan(query, param_types, txn).await?;
         let scalars = params.iter().zip(param_types).map(|(v, t)| scalar(v, *t)).collect();
-        let timeout = self.settings.statement_timeout();
+        let timeout = if self.cursor_query { None } else { self.settings.statement_timeout() };
         let inner = &self.db.inner;
         if self.settings.snapshot_mode() == SnapshotMode::Fork {
             let view = txn.map(|c| c.view()).unwrap_or_else(TxnView::committed);
@@ -2121,7 +2191,7 @@ impl Session {
 
     /// [`Self::execute_planned`] of a statement run inside another (a boxed future of its own:
     /// the two futures contain each other).
-    fn execute_planned_boxed<'a>(&'a mut self, prepared: &'a Prepared, params: Vec<Value>) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<StatementResult>> + Send + 'a>> {
+    pub(crate) fn execute_planned_boxed<'a>(&'a mut self, prepared: &'a Prepared, params: Vec<Value>) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<StatementResult>> + Send + 'a>> {
         Box::pin(self.execute_planned(prepared, params))
     }
 
@@ -2510,6 +2580,7 @@ impl Session {
                     }
                     self.settings.reset_all();
                     self.prepared_sql.clear();
+                    self.cursors.clear();
                     self.sequences.discard();
                     Ok(StatementResult::command("DISCARD ALL"))
                 }
@@ -2654,12 +2725,19 @@ impl Session {
                 None => Ok(StatementResult::command("COMMIT").with_notices(["there is no transaction in progress"])),
                 Some(t) => {
                     let failed = t.failed;
+                    if !failed && let Err(e) = self.cursors.before_commit().await {
+                        self.cursors.block_ended(false);
+                        self.db.inner.activity.transaction_ended(false);
+                        txn_block::rollback(&engine, t, &self.sequences).await?;
+                        return Err(e);
+                    }
                     let result = if t.views.is_empty() {
                         txn_block::commit(&engine, t, self.settings.synchronous_commit(), &self.sequences).await
                     } else {
                         Box::pin(self.commit_with_views(t)).await
                     };
                     // COMMIT of a failed block rolls it back, as in PostgreSQL.
+                    self.cursors.block_ended(result.is_ok() && !failed);
                     self.db.inner.activity.transaction_ended(result.is_ok() && !failed);
                     result
                 }
@@ -2667,6 +2745,7 @@ impl Session {
             TxnStatement::Rollback => match self.txn.take() {
                 None => Ok(StatementResult::command("ROLLBACK").with_notices(["there is no transaction in progress"])),
                 Some(t) => {
+                    self.cursors.block_ended(false);
                     self.db.inner.activity.transaction_ended(false);
                     txn_block::rollback(&engine, t, &self.sequences).await
                 }
@@ -2677,7 +2756,12 @@ impl Session {
                 };
                 let mark = txn_block::savepoint(&engine, t).await?;
                 t.savepoints.push((name, mark));
-                t.marks.push(txn_block::BlockMark { views: t.views.len(), restarts: t.restarts.len(), session: self.sequences.mark() });
+                t.marks.push(txn_block::BlockMark {
+                    views: t.views.len(),
+                    restarts: t.restarts.len(),
+                    session: self.sequences.mark(),
+                    cursors: self.cursors.mark(),
+                });
                 Ok(StatementResult::command("SAVEPOINT"))
             }
             TxnStatement::RollbackTo(name) => {
@@ -2698,6 +2782,7 @@ impl Session {
                     }
                     t.undo_restarts(mark.restarts, &self.sequences)?;
                     self.sequences.rollback_to(mark.session);
+                    self.cursors.rolled_back_to(mark.cursors);
                 }
                 txn_block::rollback_to(&engine, t, &mark).await?;
                 Ok(StatementResult::command("ROLLBACK"))
@@ -2926,6 +3011,7 @@ fn writes(kind: &Kind) -> Option<&'static str> {
         Kind::DmlWithSubqueries { verb, .. } => Some(verb),
         Kind::DmlCalls(split) => Some(split.verb),
         Kind::ReturningCalls { inner, .. } => writes(&inner.kind),
+        Kind::DeclareCursor(d) => writes(&d.query.kind),
         Kind::CopyFrom { .. } => Some("COPY FROM"),
         Kind::Ddl(_) | Kind::CreateTableAs { .. } => Some("DDL"),
         _ => None,
@@ -2963,6 +3049,7 @@ fn needs_catalog(kind: &Kind) -> bool {
             | Kind::ReturningCalls { .. }
             | Kind::DmlWithSubqueries { .. }
             | Kind::DmlCalls(_)
+            | Kind::DeclareCursor(_)
     )
 }
 

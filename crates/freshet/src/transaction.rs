@@ -26,6 +26,8 @@ pub struct BlockMark {
     pub views: usize,
     pub restarts: usize,
     pub(crate) session: crate::sequences::SessionMark,
+    /// `cursor::Cursors::mark`: cursors declared after the savepoint close at ROLLBACK TO.
+    pub(crate) cursors: u64,
 }
 
 /// The transaction block of a session.

@@ -766,6 +766,8 @@ impl Session {
         let Some(txn) = self.take_block() else { return Err(Error::internal("the call's transaction disappeared")) };
         let engine = self.database().inner.engine.clone();
         let sequences = self.sequences.clone();
+        // A cursor a statement of the call declared closes with the call's transaction.
+        self.cursors.block_ended(false);
         match result {
             Ok(v) => {
                 txn_block::commit(&engine, txn, self.settings().synchronous_commit(), &sequences).await?;

@@ -1,0 +1,349 @@
+//! SQL cursors: `DECLARE name [NO SCROLL | SCROLL] CURSOR [WITH HOLD | WITHOUT HOLD] FOR
+//! query`, `FETCH`, `MOVE` and `CLOSE`, as PostgreSQL has them (psql's `FETCH_COUNT`, the
+//! named cursors of Python drivers).
+//!
+//! DECLARE runs the query as the statement it is and keeps its rows' stream: the short path's
+//! rows as they came, an analytical query's batches as the stream gives them, read on
+//! demand from the snapshot it took when it started, so a cursor sees the data as it was at
+//! DECLARE whatever the session changes later (PostgreSQL's cursors are insensitive too).
+//! FETCH and MOVE move along it; rows read are converted from their batches as they are
+//! fetched.
+//!
+//! Invariants:
+//! - `pos` is 0 before the first row, `k` on row `k`, and `read + 1` after the last row; the
+//!   last only once the stream has ended (`rows` is `None` and `pending` empty), so that
+//!   `read` is then the number of rows.
+//! - A scrollable cursor keeps every row it has read (`kept[k - 1]` is row `k`, `kept.len()
+//!   == read`); one declared NO SCROLL keeps none and refuses to go back (55000, as
+//!   PostgreSQL does for a plan that cannot scan backward). A cursor declared with neither
+//!   is scrollable unless its query locks rows: PostgreSQL's plans mostly scan backward.
+//! - A cursor lives until CLOSE, the end of the transaction block it was declared in, or —
+//!   WITH HOLD — the end of the session. A holdable cursor reads its remaining rows into
+//!   memory at the COMMIT that makes it outlive its block (outside a block: at DECLARE), as
+//!   PostgreSQL materializes one; a ROLLBACK drops every cursor its block declared, and a
+//!   ROLLBACK TO those declared after the savepoint.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use freshet_core::error::{Error, Result, SqlState};
+use freshet_core::sql::parse::{FetchDirection, FetchStatement};
+use freshet_core::types::Value;
+
+use crate::result::{batch_rows, ColumnInfo, Output, RowBatch, RowStream, StatementResult};
+use crate::session::{Prepared, Session};
+
+/// A planned `DECLARE … CURSOR`.
+pub(crate) struct DeclareCursor {
+    pub name: String,
+    /// The cursor's query, planned as a statement of its own.
+    pub query: Arc<Prepared>,
+    pub scroll: bool,
+    pub hold: bool,
+}
+
+/// An open cursor (see the module documentation).
+pub(crate) struct Cursor {
+    pub columns: Arc<Vec<ColumnInfo>>,
+    scroll: bool,
+    hold: bool,
+    /// Declared in the open transaction block: a ROLLBACK drops it, WITH HOLD or not.
+    uncommitted: bool,
+    /// Its number among the session's declarations (a ROLLBACK TO drops those numbered after
+    /// the savepoint's).
+    number: u64,
+    /// The query's rows not yet taken; `None` once they ended.
+    rows: Option<RowStream>,
+    /// Rows taken from the stream and not read yet.
+    pending: VecDeque<Vec<Value>>,
+    /// A scrollable cursor's rows read so far.
+    kept: Vec<Vec<Value>>,
+    read: u64,
+    pos: u64,
+}
+
+/// The cursors of a session.
+#[derive(Default)]
+pub(crate) struct Cursors {
+    open: HashMap<String, Cursor>,
+    declared: u64,
+}
+
+impl Cursors {
+    /// The number the next cursor declared will have (a savepoint's mark).
+    pub fn mark(&self) -> u64 {
+        self.declared
+    }
+
+    pub fn columns(&self, name: &str) -> Result<Arc<Vec<ColumnInfo>>> {
+        self.open.get(name).map(|c| c.columns.clone()).ok_or_else(|| no_cursor(name))
+    }
+
+    /// Before the COMMIT of a block: the cursors it declared WITH HOLD read their remaining
+    /// rows, which they keep after it (an error here fails the COMMIT).
+    pub async fn before_commit(&mut self) -> Result<()> {
+        for cursor in self.open.values_mut().filter(|c| c.uncommitted && c.hold) {
+            cursor.read_to_end().await?;
+        }
+        Ok(())
+    }
+
+    /// A transaction block ended. Committed: the cursors it declared WITH HOLD now belong to
+    /// the session and the others close. Rolled back: every cursor it declared closes.
+    pub fn block_ended(&mut self, committed: bool) {
+        self.open.retain(|_, c| !c.uncommitted || (committed && c.hold));
+        for cursor in self.open.values_mut() {
+            cursor.uncommitted = false;
+        }
+    }
+
+    /// The block rolled back to a savepoint whose [`mark`](Self::mark) was `mark`: cursors
+    /// declared since close.
+    pub fn rolled_back_to(&mut self, mark: u64) {
+        self.open.retain(|_, c| !c.uncommitted || c.number < mark);
+    }
+
+    /// DISCARD ALL.
+    pub fn clear(&mut self) {
+        self.open.clear();
+    }
+}
+
+fn no_cursor(name: &str) -> Error {
+    Error::new(SqlState::InvalidCursorName, format!("cursor \"{name}\" does not exist"))
+}
+
+fn only_forward() -> Error {
+    Error::new(SqlState::ObjectNotInPrerequisiteState, "cursor can only scan forward").with_hint("Declare it with SCROLL option to enable backward scan.")
+}
+
+impl Cursor {
+    /// The next row of the query, counted as read.
+    async fn pull(&mut self) -> Result<Option<Vec<Value>>> {
+        loop {
+            if let Some(row) = self.pending.pop_front() {
+                self.read += 1;
+                if self.scroll {
+                    self.kept.push(row.clone());
+                }
+                return Ok(Some(row));
+            }
+            if !self.take_batch().await? {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// Moves the stream's next batch to `pending`: false once the stream has ended (it is
+    /// dropped then, and with it the snapshot it read).
+    async fn take_batch(&mut self) -> Result<bool> {
+        let Some(stream) = &mut self.rows else { return Ok(false) };
+        match stream.next().await {
+            None => {
+                self.rows = None;
+                Ok(false)
+            }
+            Some(batch) => {
+                match batch? {
+                    RowBatch::Values(rows) => self.pending.extend(rows),
+                    RowBatch::Arrow(b) => self.pending.extend(batch_rows(&b, &self.columns)),
+                }
+                Ok(true)
+            }
+        }
+    }
+
+    /// Takes every remaining row of the stream into memory.
+    async fn read_to_end(&mut self) -> Result<()> {
+        while self.take_batch().await? {}
+        Ok(())
+    }
+
+    /// Row `k` (from 1): a scrollable cursor's from the rows kept, reading on to it; one that
+    /// is not reads past the rows before it (`k > read`, which the caller checks).
+    async fn row(&mut self, k: u64) -> Result<Option<Vec<Value>>> {
+        if self.scroll && k <= self.read {
+            return Ok(self.kept.get(k as usize - 1).cloned());
+        }
+        while self.read + 1 < k {
+            if self.pull().await?.is_none() {
+                return Ok(None);
+            }
+        }
+        self.pull().await
+    }
+
+    /// The number of rows (reading them all).
+    async fn count(&mut self) -> Result<u64> {
+        while self.pull().await?.is_some() {}
+        Ok(self.read)
+    }
+
+    fn on_row(&self) -> bool {
+        self.pos >= 1 && self.pos <= self.read
+    }
+
+    /// Whether going `direction` from here goes back, which a NO SCROLL cursor cannot.
+    fn goes_back(&self, direction: FetchDirection) -> bool {
+        match direction {
+            FetchDirection::Forward(_) => false,
+            FetchDirection::Backward(_) => true,
+            FetchDirection::Absolute(k) => k < 0 || (k == 0 && self.pos > 0) || (k > 0 && k as u64 <= self.pos),
+            FetchDirection::Relative(k) => k < 0 || (k == 0 && self.on_row()),
+        }
+    }
+
+    /// Moves the cursor as FETCH or MOVE does: the rows passed over (FETCH's, in the order
+    /// it returns them; with `keep` false they are only counted, for MOVE) and their number.
+    async fn fetch(&mut self, direction: FetchDirection, keep: bool) -> Result<(Vec<Vec<Value>>, u64)> {
+        if !self.scroll && self.goes_back(direction) {
+            return Err(only_forward());
+        }
+        let mut out = Vec::new();
+        let mut n = 0u64;
+        let mut take = |row: Vec<Value>| {
+            n += 1;
+            if keep {
+                out.push(row);
+            }
+        };
+        match direction {
+            FetchDirection::Forward(count) => {
+                let mut left = count;
+                while left > 0 {
+                    match self.row(self.pos + 1).await? {
+                        Some(row) => {
+                            self.pos += 1;
+                            take(row);
+                            left -= 1;
+                        }
+                        None => {
+                            self.pos = self.read + 1;
+                            break;
+                        }
+                    }
+                }
+            }
+            FetchDirection::Backward(count) => {
+                let mut left = count;
+                while left > 0 {
+                    if self.pos <= 1 {
+                        self.pos = 0;
+                        break;
+                    }
+                    self.pos -= 1;
+                    if let Some(row) = self.row(self.pos).await? {
+                        take(row);
+                    }
+                    left -= 1;
+                }
+            }
+            FetchDirection::Absolute(0) => self.pos = 0,
+            FetchDirection::Relative(0) => {
+                if self.on_row()
+                    && let Some(row) = self.row(self.pos).await?
+                {
+                    take(row);
+                }
+            }
+            FetchDirection::Absolute(k) | FetchDirection::Relative(k) => {
+                let target = match direction {
+                    FetchDirection::Absolute(k) if k < 0 => self.count().await? as i64 + 1 + k,
+                    FetchDirection::Relative(_) => self.pos as i64 + k,
+                    _ => k,
+                };
+                if target < 1 {
+                    self.pos = 0;
+                } else {
+                    match self.row(target as u64).await? {
+                        Some(row) => {
+                            self.pos = target as u64;
+                            take(row);
+                        }
+                        None => self.pos = self.read + 1,
+                    }
+                }
+            }
+        }
+        Ok((out, n))
+    }
+}
+
+impl Session {
+    /// The columns of the open cursor `name` (a client may describe it as a portal).
+    pub fn cursor_columns(&self, name: &str) -> Option<Arc<Vec<ColumnInfo>>> {
+        self.cursors.columns(name).ok()
+    }
+
+    /// `DECLARE name CURSOR FOR query`: runs the query and keeps its rows as the cursor.
+    pub(crate) async fn declare_cursor(&mut self, declare: &DeclareCursor, params: Vec<Value>) -> Result<StatementResult> {
+        if self.cursors.open.contains_key(&declare.name) {
+            return Err(Error::new(SqlState::DuplicateCursor, format!("cursor \"{}\" already exists", declare.name)));
+        }
+        let in_block = self.in_block();
+        if !in_block && !declare.hold {
+            return Err(Error::new(SqlState::NoActiveSqlTransaction, "DECLARE CURSOR can only be used in transaction blocks"));
+        }
+        self.cursor_query = true;
+        let result = Box::pin(self.execute_planned_boxed(&declare.query, params)).await;
+        self.cursor_query = false;
+        let result = result?;
+        let Output::Rows { columns, rows, .. } = result.output else { return Err(Error::internal("a cursor's query returned no rows")) };
+        let mut cursor = Cursor {
+            columns,
+            scroll: declare.scroll,
+            hold: declare.hold,
+            uncommitted: in_block,
+            number: self.cursors.declared,
+            rows: Some(rows),
+            pending: VecDeque::new(),
+            kept: Vec::new(),
+            read: 0,
+            pos: 0,
+        };
+        self.cursors.declared += 1;
+        if !in_block {
+            cursor.read_to_end().await?;
+        }
+        self.cursors.open.insert(declare.name.clone(), cursor);
+        Ok(StatementResult::command("DECLARE CURSOR").with_notices(result.notices))
+    }
+
+    /// FETCH (rows of `columns`, the cursor's when the statement was planned) or MOVE.
+    pub(crate) async fn fetch_cursor(&mut self, fetch: &FetchStatement, columns: Option<&Arc<Vec<ColumnInfo>>>) -> Result<StatementResult> {
+        let timeout = self.settings().statement_timeout();
+        let cursor = self.cursors.open.get_mut(&fetch.cursor).ok_or_else(|| no_cursor(&fetch.cursor))?;
+        if columns.is_some_and(|c| *c != cursor.columns) {
+            return Err(Error::new(SqlState::FeatureNotSupported, "cached plan must not change result type"));
+        }
+        // `statement_timeout` bounds this FETCH (the stream itself is not timed; see
+        // `Session::cursor_query`). A FETCH stopped part-way leaves the cursor on the last
+        // row it passed.
+        let moved = cursor.fetch(fetch.direction, !fetch.move_only);
+        let (rows, n) = match timeout {
+            None => moved.await?,
+            Some(t) => tokio::time::timeout(t, moved)
+                .await
+                .map_err(|_| Error::new(SqlState::QueryCanceled, "canceling statement due to statement timeout"))??,
+        };
+        Ok(if fetch.move_only {
+            StatementResult::command(format!("MOVE {n}"))
+        } else {
+            StatementResult::returning("FETCH", cursor.columns.clone(), RowStream::from_values(rows))
+        })
+    }
+
+    /// `CLOSE name` or `CLOSE ALL` (`None`).
+    pub(crate) fn close_cursor(&mut self, name: Option<&str>) -> Result<StatementResult> {
+        match name {
+            Some(name) => {
+                self.cursors.open.remove(name).ok_or_else(|| no_cursor(name))?;
+                Ok(StatementResult::command("CLOSE CURSOR"))
+            }
+            None => {
+                self.cursors.clear();
+                Ok(StatementResult::command("CLOSE CURSOR ALL"))
+            }
+        }
+    }
+}
