@@ -256,6 +256,9 @@ impl OlapEngine {
         ctx.add_analyzer_rule(Arc::new(crate::shown_numeric::ShownNumericText::default()));
         datafusion::execution::FunctionRegistry::register_expr_planner(&mut ctx, Arc::new(crate::interval::IntervalArithmetic::default()))
             .map_err(from_datafusion)?;
+        // PostgreSQL's generate_series in FROM over DataFusion's (integers) and its own (times).
+        let integers = ctx.table_function("generate_series").map_err(from_datafusion)?.function().clone();
+        ctx.register_udtf("generate_series", Arc::new(crate::series::GenerateSeries { integers }));
         // PostgreSQL's template patterns in place of DataFusion's chrono formats.
         ctx.register_udf(datafusion::logical_expr::ScalarUDF::new_from_impl(crate::to_char::ToChar::new()));
         for date in [false, true] {

@@ -21,6 +21,7 @@ pub mod provider;
 pub mod prune;
 pub mod rewrite;
 pub mod scan;
+mod series;
 mod shown_numeric;
 pub mod similar;
 mod to_char;
