@@ -344,6 +344,7 @@ impl OlapEngine {
         crate::rewrite::subquery_output_names(&mut statement);
         crate::rewrite::shown_oid_names(&mut statement);
         crate::rewrite::catalog_spellings(&mut statement, self.schema.as_ref());
+        crate::rewrite::typed_values_literals(&mut statement);
         crate::rewrite::postgres_functions(&mut statement);
         crate::rewrite::integer_literals(&mut statement);
         crate::rewrite::grouped_order_ordinals(&mut statement);

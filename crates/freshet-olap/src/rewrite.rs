@@ -837,6 +837,38 @@ pub fn nullable_scalar_subqueries(statement: &mut ast::Statement) {
     let _ = statement.visit(&mut Wrapper);
 }
 
+/// Types the plain string literals of a VALUES list's column as PostgreSQL resolves an
+/// unknown literal: by the type a cast or typed literal gives the column in another row
+/// (`VALUES ('2024-01-01'::timestamp), ('2024-01-02')` is two timestamps). DataFusion would
+/// refuse the list (its rows' types differ).
+pub fn typed_values_literals(statement: &mut ast::Statement) {
+    struct Typer;
+    impl VisitorMut for Typer {
+        type Break = ();
+        fn pre_visit_query(&mut self, q: &mut ast::Query) -> ControlFlow<()> {
+            let ast::SetExpr::Values(values) = q.body.as_mut() else { return ControlFlow::Continue(()) };
+            let width = values.rows.first().map_or(0, |row| row.content.len());
+            for c in 0..width {
+                let typed = values.rows.iter().find_map(|row| match row.get(c) {
+                    Some(Expr::Cast { data_type, .. }) => Some(data_type.clone()),
+                    Some(Expr::TypedString(t)) => Some(t.data_type.clone()),
+                    _ => None,
+                });
+                let Some(ty) = typed else { continue };
+                for row in &mut values.rows {
+                    if let Some(cell) = row.get_mut(c)
+                        && matches!(cell, Expr::Value(v) if matches!(v.value, ast::Value::SingleQuotedString(_)))
+                    {
+                        *cell = cast_to(cell.clone(), ty.clone());
+                    }
+                }
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    let _ = statement.visit(&mut Typer);
+}
+
 /// A call of the one-argument function `name`.
 fn call(name: &str, arg: Expr) -> Expr {
     call_with(name, vec![arg])
