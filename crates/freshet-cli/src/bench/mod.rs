@@ -6,6 +6,8 @@
 //!   Freshet, at memory speed or durable (group commit, then asynchronous commit);
 //! - `scan`: `SELECT count(*), sum(x) FROM t WHERE y > c` over 10 million rows in Freshet and
 //!   in DuckDB;
+//! - `cursors`: a result read in parts through a cursor (`DECLARE`, `FETCH FORWARD n`) over the
+//!   wire, against PostgreSQL;
 //! - `snapshot`: snapshot creation time against database size (copy-on-write, fork, fork with
 //!   huge pages), OLTP throughput under periodic snapshots, memory a snapshot holds;
 //! - `durability`: log replay rate at recovery, checkpoint time, and throughput while
@@ -20,6 +22,7 @@
 //! and can write its results as JSON (`--json PATH`).
 
 mod chart;
+mod cursors;
 mod durability;
 mod pgbench;
 mod postgres;
@@ -44,6 +47,8 @@ enum Suite {
     Durability(durability::DurabilityArgs),
     /// A filtered aggregate over a 10M-row table in Freshet and DuckDB.
     Scan(scan::ScanArgs),
+    /// A result read in parts through a cursor, against PostgreSQL 15.
+    Cursors(cursors::CursorsArgs),
     /// Snapshot creation time, OLTP throughput under periodic snapshots, snapshot memory.
     Snapshot(snapshot::SnapshotArgs),
     /// TPC-C (standard mix, no think time) against Freshet and PostgreSQL 15.
@@ -56,6 +61,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     match args.suite {
         Suite::Pgbench(a) => pgbench::run(a),
         Suite::Scan(a) => scan::run(a),
+        Suite::Cursors(a) => cursors::run(a),
         Suite::Durability(a) => durability::run(a),
         Suite::Snapshot(a) => snapshot::run(a),
         Suite::Tpcc(a) => tpcc::run_tpcc(a),
