@@ -4,7 +4,8 @@
 //!
 //! The child closes every inherited file descriptor but its socket (it never writes to the
 //! log, checkpoints or client sockets), asks the kernel to kill it if its parent dies, builds a
-//! runtime of its own (the parent's worker threads do not exist in it), runs the plan the
+//! runtime of its own on its one thread (the parent's worker threads do not exist in it, and
+//! it starts none: see `child_main`), runs the plan the
 //! parent made, and ends with `_exit`. Frames on the socket: `[tag u8][length u32 LE][payload]`
 //! with tag `B` (an IPC stream holding one batch), `E` (an error: five-character SQLSTATE,
 //! then the message) or `Z` (the end).
@@ -116,11 +117,10 @@ impl OlapEngine {
         let state = self.execution_state(None, now);
         let tables = plan.tables.clone();
         let plan = plan.clone();
-        let threads = self.threads;
         let taken_at = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(0);
         let taken = Instant::now();
         let child = Box::new(move |snapshots: Result<Vec<TableSnapshot>>| -> Infallible {
-            let code = child_main(child_end, snapshots, state, plan, params, threads);
+            let code = child_main(child_end, snapshots, state, plan, params);
             // SAFETY: ends the child without the parent's destructors or atexit handlers.
             unsafe { libc::_exit(code) }
         });
@@ -188,7 +188,6 @@ fn child_main(
     mut state: SessionState,
     plan: OlapPlan,
     params: Vec<ScalarValue>,
-    threads: usize,
 ) -> i32 {
     // `Engine::fork` has closed every other descriptor and set the parent-death signal.
     let mut out = std::io::BufWriter::with_capacity(1 << 16, socket);
@@ -204,10 +203,13 @@ fn child_main(
             tables: tables.into_iter().map(|t| (t.def.id, t)).collect(),
         };
         state.config_mut().set_extension(Arc::new(snapshot));
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(threads.max(1))
-            // No I/O driver: tokio's signal handling shares a descriptor created by the parent,
-            // which the child closed; the query needs neither.
+        // On this thread alone: a thread started in the child can wait forever on a lock that
+        // another of the parent's threads held when it forked (std's thread start takes a
+        // global one, which a parent thread starting at that moment holds — seen as a hung
+        // test), so the child starts none. Its query's partitions run interleaved.
+        // No I/O driver: tokio's signal handling shares a descriptor created by the parent,
+        // which the child closed; the query needs neither.
+        let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_time()
             .build()
             .map_err(|e| Error::internal(format!("cannot start the query process's runtime: {e}")))?;
