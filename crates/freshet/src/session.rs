@@ -292,6 +292,12 @@ impl std::fmt::Debug for Prepared {
 }
 
 impl Prepared {
+    /// A statement planned within another's planning (RETURNING calls, a cursor's query, the
+    /// target rows of per-row calls): no text or declared types of its own.
+    fn nested(statement: Statement, kind: Kind, columns: Vec<ColumnInfo>, param_types: Vec<DataType>, catalog_version: u64) -> Prepared {
+        Prepared { sql: String::new(), param_types, columns: Some(Arc::new(columns)), statement: Some(statement), declared: Vec::new(), kind, catalog_version }
+    }
+
     /// Whether executing it can return rows (a client describes it as RowDescription).
     pub fn returns_rows(&self) -> bool {
         self.columns.is_some()
@@ -915,15 +921,8 @@ impl Session {
                 let (kind, columns) = self.plan_boxed(&inner, catalog, params).await?;
                 let columns = columns.ok_or_else(|| Error::internal("RETURNING without columns"))?;
                 let (items, output) = crate::procedure::per_row_layout(&self.db, catalog, &split, &columns)?;
-                let inner = Prepared {
-                    sql: String::new(),
-                    param_types: params.iter().map(|t| t.unwrap_or(DataType::Text)).collect(),
-                    columns: Some(Arc::new(columns.clone())),
-                    statement: Some(inner),
-                    declared: Vec::new(),
-                    kind,
-                    catalog_version: catalog.version,
-                };
+                let param_types = params.iter().map(|t| t.unwrap_or(DataType::Text)).collect();
+                let inner = Prepared::nested(inner, kind, columns.clone(), param_types, catalog.version);
                 (Kind::ReturningCalls { inner: Arc::new(inner), columns: Arc::new(columns), items: Arc::new(items) }, Some(output))
             }
             Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_)
@@ -1472,15 +1471,8 @@ impl Session {
         let statement = Statement::Query(query.clone());
         let (kind, columns) = self.plan_boxed(&statement, catalog, params).await?;
         let columns = columns.ok_or_else(|| Error::internal("a cursor's query without columns"))?;
-        let query = Prepared {
-            sql: String::new(),
-            param_types: params.iter().map(|t| t.unwrap_or(DataType::Text)).collect(),
-            columns: Some(Arc::new(columns)),
-            statement: Some(statement),
-            declared: Vec::new(),
-            kind,
-            catalog_version: catalog.version,
-        };
+        let param_types = params.iter().map(|t| t.unwrap_or(DataType::Text)).collect();
+        let query = Prepared::nested(statement, kind, columns, param_types, catalog.version);
         let scroll = declare.scroll != Some(false) && !locks;
         let declare = crate::cursor::DeclareCursor { name: fold_ident(name), query: Arc::new(query), scroll, hold };
         Ok((Kind::DeclareCursor(Arc::new(declare)), None))
@@ -2266,15 +2258,7 @@ impl Session {
             *p = p.or(*t);
         }
         let done = |t: &[Option<DataType>]| t.iter().map(|t| t.unwrap_or(DataType::Text)).collect::<Vec<_>>();
-        let rows = Prepared {
-            sql: String::new(),
-            param_types: done(&params[..split.params]),
-            columns: Some(Arc::new(found)),
-            statement: Some(rows),
-            declared: Vec::new(),
-            kind: rows_kind,
-            catalog_version: catalog.version,
-        };
+        let rows = Prepared::nested(rows, rows_kind, found, done(&params[..split.params]), catalog.version);
         Ok(DmlCallsPlan { rows, key_len, lock, lock_types: done(&types), calls, per_row, guarded })
     }
 
