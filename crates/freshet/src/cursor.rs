@@ -6,17 +6,21 @@
 //! rows as they came, an analytical query's batches as the stream gives them, read on
 //! demand from the snapshot it took when it started, so a cursor sees the data as it was at
 //! DECLARE whatever the session changes later (PostgreSQL's cursors are insensitive too).
-//! FETCH and MOVE move along it; rows read are converted from their batches as they are
-//! fetched.
+//! FETCH and MOVE move along it. Rows stay in the batches they came in: a FETCH forward
+//! answers with slices of those batches (an analytical query's Arrow batches reach the wire
+//! without being turned into values), and only a row fetched alone — backward, ABSOLUTE,
+//! RELATIVE — is converted.
 //!
 //! Invariants:
-//! - `pos` is 0 before the first row, `k` on row `k`, and `read + 1` after the last row; the
-//!   last only once the stream has ended (`rows` is `None` and `pending` empty), so that
-//!   `read` is then the number of rows.
-//! - A scrollable cursor keeps every row it has read (`kept[k - 1]` is row `k`, `kept.len()
-//!   == read`); one declared NO SCROLL keeps none and refuses to go back (55000, as
-//!   PostgreSQL does for a plan that cannot scan backward). A cursor declared with neither
-//!   is scrollable unless its query locks rows: PostgreSQL's plans mostly scan backward.
+//! - `pos` is 0 before the first row, `k` on row `k`, and `taken + 1` after the last row; the
+//!   last only once the stream has ended (`rows` is `None`), so that `taken` is then the
+//!   number of rows.
+//! - `pieces` holds the rows taken from the stream in order, each piece with the number of
+//!   its first row; the last piece ends at row `taken`. A scrollable cursor keeps every
+//!   piece; one declared NO SCROLL drops each piece once its position has passed the piece's
+//!   last row, and refuses to go back (55000, as PostgreSQL does for a plan that cannot scan
+//!   backward). A cursor declared with neither is scrollable unless its query locks rows:
+//!   PostgreSQL's plans mostly scan backward.
 //! - A cursor lives until CLOSE, the end of the transaction block it was declared in, or —
 //!   WITH HOLD — the end of the session. A holdable cursor reads its remaining rows into
 //!   memory at the COMMIT that makes it outlive its block (outside a block: at DECLARE), as
@@ -54,12 +58,42 @@ pub(crate) struct Cursor {
     number: u64,
     /// The query's rows not yet taken; `None` once they ended.
     rows: Option<RowStream>,
-    /// Rows taken from the stream and not read yet.
-    pending: VecDeque<Vec<Value>>,
-    /// A scrollable cursor's rows read so far.
-    kept: Vec<Vec<Value>>,
-    read: u64,
+    /// Rows taken from the stream, with the number (from 1) of each piece's first row.
+    pieces: VecDeque<(u64, RowBatch)>,
+    /// Rows taken from the stream so far.
+    taken: u64,
     pos: u64,
+}
+
+/// What a FETCH returns, gathered as batches: slices of the cursor's pieces, and rows taken
+/// one at a time.
+#[derive(Default)]
+struct Fetched {
+    batches: Vec<RowBatch>,
+    rows: u64,
+}
+
+impl Fetched {
+    fn batch(&mut self, b: RowBatch) {
+        self.rows += b.num_rows() as u64;
+        self.batches.push(b);
+    }
+
+    fn row(&mut self, row: Vec<Value>) {
+        self.rows += 1;
+        match self.batches.last_mut() {
+            Some(RowBatch::Values(rows)) => rows.push(row),
+            _ => self.batches.push(RowBatch::Values(vec![row])),
+        }
+    }
+}
+
+/// Rows `offset..offset + len` of a piece.
+fn slice(piece: &RowBatch, offset: usize, len: usize) -> RowBatch {
+    match piece {
+        RowBatch::Values(rows) => RowBatch::Values(rows[offset..offset + len].to_vec()),
+        RowBatch::Arrow(b) => RowBatch::Arrow(b.slice(offset, len)),
+    }
 }
 
 /// The cursors of a session.
@@ -118,23 +152,7 @@ fn only_forward() -> Error {
 }
 
 impl Cursor {
-    /// The next row of the query, counted as read.
-    async fn pull(&mut self) -> Result<Option<Vec<Value>>> {
-        loop {
-            if let Some(row) = self.pending.pop_front() {
-                self.read += 1;
-                if self.scroll {
-                    self.kept.push(row.clone());
-                }
-                return Ok(Some(row));
-            }
-            if !self.take_batch().await? {
-                return Ok(None);
-            }
-        }
-    }
-
-    /// Moves the stream's next batch to `pending`: false once the stream has ended (it is
+    /// Moves the stream's next batch to `pieces`: false once the stream has ended (it is
     /// dropped then, and with it the snapshot it read).
     async fn take_batch(&mut self) -> Result<bool> {
         let Some(stream) = &mut self.rows else { return Ok(false) };
@@ -144,9 +162,11 @@ impl Cursor {
                 Ok(false)
             }
             Some(batch) => {
-                match batch? {
-                    RowBatch::Values(rows) => self.pending.extend(rows),
-                    RowBatch::Arrow(b) => self.pending.extend(batch_rows(&b, &self.columns)),
+                let batch = batch?;
+                let n = batch.num_rows() as u64;
+                if n > 0 {
+                    self.pieces.push_back((self.taken + 1, batch));
+                    self.taken += n;
                 }
                 Ok(true)
             }
@@ -159,28 +179,36 @@ impl Cursor {
         Ok(())
     }
 
-    /// Row `k` (from 1): a scrollable cursor's from the rows kept, reading on to it; one that
-    /// is not reads past the rows before it (`k > read`, which the caller checks).
-    async fn row(&mut self, k: u64) -> Result<Option<Vec<Value>>> {
-        if self.scroll && k <= self.read {
-            return Ok(self.kept.get(k as usize - 1).cloned());
-        }
-        while self.read + 1 < k {
-            if self.pull().await?.is_none() {
+    /// The piece holding row `k` (from 1) and the row's offset in it, reading on to it;
+    /// `None` past the last row. Row `k` must not have been dropped (see the invariants).
+    async fn locate(&mut self, k: u64) -> Result<Option<(usize, usize)>> {
+        while self.taken < k {
+            if !self.take_batch().await? {
                 return Ok(None);
             }
         }
-        self.pull().await
+        let i = self.pieces.partition_point(|(first, _)| *first <= k);
+        let Some(i) = i.checked_sub(1) else { return Err(Error::internal("a cursor's row was dropped")) };
+        Ok(Some((i, (k - self.pieces[i].0) as usize)))
+    }
+
+    /// Row `k` (from 1) as values.
+    async fn row(&mut self, k: u64) -> Result<Option<Vec<Value>>> {
+        let Some((i, offset)) = self.locate(k).await? else { return Ok(None) };
+        Ok(Some(match &self.pieces[i].1 {
+            RowBatch::Values(rows) => rows[offset].clone(),
+            RowBatch::Arrow(b) => batch_rows(&b.slice(offset, 1), &self.columns).pop().unwrap_or_default(),
+        }))
     }
 
     /// The number of rows (reading them all).
     async fn count(&mut self) -> Result<u64> {
-        while self.pull().await?.is_some() {}
-        Ok(self.read)
+        self.read_to_end().await?;
+        Ok(self.taken)
     }
 
     fn on_row(&self) -> bool {
-        self.pos >= 1 && self.pos <= self.read
+        self.pos >= 1 && self.pos <= self.taken
     }
 
     /// Whether going `direction` from here goes back, which a NO SCROLL cursor cannot.
@@ -193,37 +221,44 @@ impl Cursor {
         }
     }
 
+    /// Moves forward over up to `count` rows: the rows passed over (with `keep`) as slices of
+    /// the pieces.
+    async fn forward(&mut self, count: u64, keep: bool, out: &mut Fetched) -> Result<()> {
+        let mut left = count;
+        while left > 0 {
+            let Some((i, offset)) = self.locate(self.pos + 1).await? else {
+                self.pos = self.taken + 1;
+                break;
+            };
+            let piece = &self.pieces[i].1;
+            let len = (piece.num_rows() - offset).min(usize::try_from(left).unwrap_or(usize::MAX));
+            if keep {
+                out.batch(slice(piece, offset, len));
+            } else {
+                out.rows += len as u64;
+            }
+            self.pos += len as u64;
+            left -= len as u64;
+        }
+        Ok(())
+    }
+
     /// Moves the cursor as FETCH or MOVE does: the rows passed over (FETCH's, in the order
-    /// it returns them; with `keep` false they are only counted, for MOVE) and their number.
-    async fn fetch(&mut self, direction: FetchDirection, keep: bool) -> Result<(Vec<Vec<Value>>, u64)> {
+    /// it returns them; with `keep` false they are only counted, for MOVE).
+    async fn fetch(&mut self, direction: FetchDirection, keep: bool) -> Result<Fetched> {
         if !self.scroll && self.goes_back(direction) {
             return Err(only_forward());
         }
-        let mut out = Vec::new();
-        let mut n = 0u64;
-        let mut take = |row: Vec<Value>| {
-            n += 1;
+        let mut out = Fetched::default();
+        let take = |out: &mut Fetched, row: Vec<Value>| {
             if keep {
-                out.push(row);
+                out.row(row);
+            } else {
+                out.rows += 1;
             }
         };
         match direction {
-            FetchDirection::Forward(count) => {
-                let mut left = count;
-                while left > 0 {
-                    match self.row(self.pos + 1).await? {
-                        Some(row) => {
-                            self.pos += 1;
-                            take(row);
-                            left -= 1;
-                        }
-                        None => {
-                            self.pos = self.read + 1;
-                            break;
-                        }
-                    }
-                }
-            }
+            FetchDirection::Forward(count) => self.forward(count, keep, &mut out).await?,
             FetchDirection::Backward(count) => {
                 let mut left = count;
                 while left > 0 {
@@ -233,7 +268,7 @@ impl Cursor {
                     }
                     self.pos -= 1;
                     if let Some(row) = self.row(self.pos).await? {
-                        take(row);
+                        take(&mut out, row);
                     }
                     left -= 1;
                 }
@@ -243,7 +278,7 @@ impl Cursor {
                 if self.on_row()
                     && let Some(row) = self.row(self.pos).await?
                 {
-                    take(row);
+                    take(&mut out, row);
                 }
             }
             FetchDirection::Absolute(k) | FetchDirection::Relative(k) => {
@@ -258,14 +293,20 @@ impl Cursor {
                     match self.row(target as u64).await? {
                         Some(row) => {
                             self.pos = target as u64;
-                            take(row);
+                            take(&mut out, row);
                         }
-                        None => self.pos = self.read + 1,
+                        None => self.pos = self.taken + 1,
                     }
                 }
             }
         }
-        Ok((out, n))
+        if !self.scroll {
+            // Rows at or before the position are never read again.
+            while self.pieces.front().is_some_and(|(first, piece)| first + piece.num_rows() as u64 - 1 <= self.pos) {
+                self.pieces.pop_front();
+            }
+        }
+        Ok(out)
     }
 }
 
@@ -296,9 +337,8 @@ impl Session {
             uncommitted: in_block,
             number: self.cursors.declared,
             rows: Some(rows),
-            pending: VecDeque::new(),
-            kept: Vec::new(),
-            read: 0,
+            pieces: VecDeque::new(),
+            taken: 0,
             pos: 0,
         };
         self.cursors.declared += 1;
@@ -320,16 +360,16 @@ impl Session {
         // `Session::cursor_query`). A FETCH stopped part-way leaves the cursor on the last
         // row it passed.
         let moved = cursor.fetch(fetch.direction, !fetch.move_only);
-        let (rows, n) = match timeout {
+        let fetched = match timeout {
             None => moved.await?,
             Some(t) => tokio::time::timeout(t, moved)
                 .await
                 .map_err(|_| Error::new(SqlState::QueryCanceled, "canceling statement due to statement timeout"))??,
         };
         Ok(if fetch.move_only {
-            StatementResult::command(format!("MOVE {n}"))
+            StatementResult::command(format!("MOVE {}", fetched.rows))
         } else {
-            StatementResult::returning("FETCH", cursor.columns.clone(), RowStream::from_values(rows))
+            StatementResult::returning("FETCH", cursor.columns.clone(), RowStream::from_row_batches(fetched.batches))
         })
     }
 

@@ -151,6 +151,8 @@ impl RowBatch {
 enum Source {
     Values(Option<Vec<Vec<Value>>>),
     Arrow(BatchStream),
+    /// Batches already at hand (of the statement's column types).
+    Batches(std::vec::IntoIter<RowBatch>),
 }
 
 /// A stream of result batches.
@@ -185,6 +187,11 @@ impl RowStream {
         RowStream { source: Source::Values(Some(rows)), target: None, ending: Ending::default() }
     }
 
+    /// Batches already made: values, and Arrow batches with the columns' types.
+    pub(crate) fn from_row_batches(batches: Vec<RowBatch>) -> Self {
+        RowStream { source: Source::Batches(batches.into_iter()), target: None, ending: Ending::default() }
+    }
+
     pub(crate) fn from_batches(stream: BatchStream, columns: &[ColumnInfo]) -> Self {
         RowStream { source: Source::Arrow(stream), target: Some(arrow_schema(columns)), ending: Ending::default() }
     }
@@ -197,6 +204,7 @@ impl RowStream {
     pub async fn next(&mut self) -> Option<Result<RowBatch>> {
         match &mut self.source {
             Source::Values(rows) => rows.take().map(|r| Ok(RowBatch::Values(r))),
+            Source::Batches(batches) => batches.next().map(Ok),
             Source::Arrow(stream) => {
                 let batch = stream.next_batch().await?.and_then(|b| conform(b, self.target.as_ref()));
                 if batch.is_err() {
