@@ -571,9 +571,13 @@ fn source_value(p: &ParamSource, vars: &Vars, now: Clock) -> Result<Value> {
     match p {
         ParamSource::Var(slot) => Ok(vars.scalar(*slot)?.clone()),
         ParamSource::Element { array, index } => {
-            let i = eval(index, vars, now)?;
+            let i = match &index.on_slots {
+                // A variable as the subscript (`arr[i]`, as most are): read where it is.
+                Some(Expr::Param { index: slot, .. }) => vars.scalars.get(*slot).and_then(Value::as_i64),
+                _ => eval(index, vars, now)?.as_i64(),
+            };
             let Some(items) = vars.array(*array) else { return Ok(Value::Null) };
-            Ok(match i.as_i64() {
+            Ok(match i {
                 Some(i) if i >= 1 => items.get(i as usize - 1).cloned().unwrap_or(Value::Null),
                 _ => Value::Null,
             })
