@@ -350,20 +350,41 @@ impl Expr {
         }
     }
 
+    /// Evaluates the expression over `row`. A leaf — a column, a constant, a parameter: most
+    /// expressions a statement evaluates and most operands — is read in place, as this
+    /// function is inlined into its callers; any other node gets a call of the evaluator
+    /// proper ([`eval_node`](Self::eval_node)), with its large frame.
+    #[inline(always)]
     pub fn eval(&self, row: &dyn RowAccess, cx: &EvalContext) -> Result<Value> {
         match self {
-            Expr::Column { .. } | Expr::Literal { .. } | Expr::Param { .. } => self.operand(row, cx),
-            Expr::Not(e) => Ok(match e.operand(row, cx)? {
+            Expr::Column { index, .. } => Ok(row.column(*index)),
+            Expr::Literal { value, .. } => Ok(value.clone()),
+            Expr::Param { index, .. } => match cx.params.get(*index) {
+                Some(v) => Ok(v.clone()),
+                None => Err(Error::new(SqlState::UndefinedParameter, format!("there is no parameter ${}", index + 1))),
+            },
+            _ => self.eval_node(row, cx),
+        }
+    }
+
+    /// Evaluates an inner node: its operands through [`eval`](Self::eval), which reads the
+    /// leaves among them in place.
+    #[inline(never)]
+    fn eval_node(&self, row: &dyn RowAccess, cx: &EvalContext) -> Result<Value> {
+        match self {
+            // Not reached from `eval`, which reads leaves itself.
+            Expr::Column { .. } | Expr::Literal { .. } | Expr::Param { .. } => self.eval(row, cx),
+            Expr::Not(e) => Ok(match e.eval(row, cx)? {
                 Value::Bool(b) => Value::Bool(!b),
                 _ => Value::Null,
             }),
-            Expr::Negate { expr, .. } => negate(expr.operand(row, cx)?),
+            Expr::Negate { expr, .. } => negate(expr.eval(row, cx)?),
             Expr::Binary { op: BinaryOp::And, left, right, .. } => {
-                let l = left.operand(row, cx)?;
+                let l = left.eval(row, cx)?;
                 if l == Value::Bool(false) {
                     return Ok(l);
                 }
-                let r = right.operand(row, cx)?;
+                let r = right.eval(row, cx)?;
                 Ok(match (l, r) {
                     (_, Value::Bool(false)) => Value::Bool(false),
                     (Value::Bool(true), Value::Bool(true)) => Value::Bool(true),
@@ -371,11 +392,11 @@ impl Expr {
                 })
             }
             Expr::Binary { op: BinaryOp::Or, left, right, .. } => {
-                let l = left.operand(row, cx)?;
+                let l = left.eval(row, cx)?;
                 if l == Value::Bool(true) {
                     return Ok(l);
                 }
-                let r = right.operand(row, cx)?;
+                let r = right.eval(row, cx)?;
                 Ok(match (l, r) {
                     (_, Value::Bool(true)) => Value::Bool(true),
                     (Value::Bool(false), Value::Bool(false)) => Value::Bool(false),
@@ -383,18 +404,18 @@ impl Expr {
                 })
             }
             Expr::Binary { op, left, right, ty } => {
-                let l = left.operand(row, cx)?;
-                let r = right.operand(row, cx)?;
+                let l = left.eval(row, cx)?;
+                let r = right.eval(row, cx)?;
                 binary(*op, l, r, *ty)
             }
-            Expr::Cast { expr, to } => expr.operand(row, cx)?.cast(*to),
-            Expr::IsNull { expr, negated } => Ok(Value::Bool(expr.operand(row, cx)?.is_null() != *negated)),
+            Expr::Cast { expr, to } => expr.eval(row, cx)?.cast(*to),
+            Expr::IsNull { expr, negated } => Ok(Value::Bool(expr.eval(row, cx)?.is_null() != *negated)),
             Expr::IsBool { expr, value, negated } => {
-                let v = expr.operand(row, cx)?;
+                let v = expr.eval(row, cx)?;
                 Ok(Value::Bool((v == Value::Bool(*value)) != *negated))
             }
             Expr::IsDistinct { left, right, negated } => {
-                let (l, r) = (left.operand(row, cx)?, right.operand(row, cx)?);
+                let (l, r) = (left.eval(row, cx)?, right.eval(row, cx)?);
                 let distinct = match (&l, &r) {
                     (Value::Null, Value::Null) => false,
                     (Value::Null, _) | (_, Value::Null) => true,
@@ -402,9 +423,9 @@ impl Expr {
                 };
                 Ok(Value::Bool(distinct != *negated))
             }
-            Expr::InList { expr, list, negated } => in_list(expr.operand(row, cx)?, list, *negated, row, cx),
+            Expr::InList { expr, list, negated } => in_list(expr.eval(row, cx)?, list, *negated, row, cx),
             Expr::Like { expr, pattern, negated, case_insensitive } => {
-                let (v, p) = (expr.operand(row, cx)?, pattern.operand(row, cx)?);
+                let (v, p) = (expr.eval(row, cx)?, pattern.eval(row, cx)?);
                 match (v, p) {
                     (Value::Text(v), Value::Text(p)) => {
                         let m = if *case_insensitive {
@@ -418,20 +439,20 @@ impl Expr {
                 }
             }
             Expr::Case { operand, whens, otherwise, .. } => {
-                let subject = operand.as_ref().map(|o| o.operand(row, cx)).transpose()?;
+                let subject = operand.as_ref().map(|o| o.eval(row, cx)).transpose()?;
                 for (when, then) in whens {
                     let hit = match (&subject, when) {
                         // `CASE x WHEN <constant> …`, the common form: compared in place.
                         (Some(s), Expr::Literal { value, .. }) => s.sql_cmp(value)? == Some(Ordering::Equal),
-                        (Some(s), when) => s.sql_cmp(&when.operand(row, cx)?)? == Some(Ordering::Equal),
-                        (None, when) => when.operand(row, cx)? == Value::Bool(true),
+                        (Some(s), when) => s.sql_cmp(&when.eval(row, cx)?)? == Some(Ordering::Equal),
+                        (None, when) => when.eval(row, cx)? == Value::Bool(true),
                     };
                     if hit {
-                        return then.operand(row, cx);
+                        return then.eval(row, cx);
                     }
                 }
                 match otherwise {
-                    Some(e) => e.operand(row, cx),
+                    Some(e) => e.eval(row, cx),
                     None => Ok(Value::Null),
                 }
             }
@@ -440,7 +461,7 @@ impl Expr {
                 // COALESCE evaluates lazily.
                 if *func == Func::Coalesce {
                     for a in args {
-                        let v = a.operand(row, cx)?;
+                        let v = a.eval(row, cx)?;
                         if !v.is_null() {
                             return v.cast(*ty);
                         }
@@ -448,26 +469,10 @@ impl Expr {
                     return Ok(Value::Null);
                 }
                 for a in args {
-                    values.push(a.operand(row, cx)?);
+                    values.push(a.eval(row, cx)?);
                 }
                 super::functions::call(*func, values, *ty, cx)
             }
-        }
-    }
-
-    /// Evaluates an operand of another node: a column, constant or parameter (most operands
-    /// are) in place, without the frame of a call of [`eval`](Self::eval), which every other
-    /// expression gets.
-    #[inline(always)]
-    fn operand(&self, row: &dyn RowAccess, cx: &EvalContext) -> Result<Value> {
-        match self {
-            Expr::Column { index, .. } => Ok(row.column(*index)),
-            Expr::Literal { value, .. } => Ok(value.clone()),
-            Expr::Param { index, .. } => match cx.params.get(*index) {
-                Some(v) => Ok(v.clone()),
-                None => Err(Error::new(SqlState::UndefinedParameter, format!("there is no parameter ${}", index + 1))),
-            },
-            _ => self.eval(row, cx),
         }
     }
 
