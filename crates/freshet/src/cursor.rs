@@ -66,33 +66,34 @@ pub(crate) struct Cursor {
 }
 
 /// What a FETCH returns, gathered as batches: slices of the cursor's pieces, and rows taken
-/// one at a time.
-#[derive(Default)]
+/// one at a time; for MOVE (`keep` false) only their number.
 struct Fetched {
+    keep: bool,
     batches: Vec<RowBatch>,
     rows: u64,
 }
 
 impl Fetched {
-    fn batch(&mut self, b: RowBatch) {
-        self.rows += b.num_rows() as u64;
-        self.batches.push(b);
+    /// Rows `offset..offset + len` of a piece.
+    fn slice(&mut self, piece: &RowBatch, offset: usize, len: usize) {
+        self.rows += len as u64;
+        if self.keep {
+            self.batches.push(match piece {
+                RowBatch::Values(rows) => RowBatch::Values(rows[offset..offset + len].to_vec()),
+                RowBatch::Arrow(b) => RowBatch::Arrow(b.slice(offset, len)),
+            });
+        }
     }
 
     fn row(&mut self, row: Vec<Value>) {
         self.rows += 1;
+        if !self.keep {
+            return;
+        }
         match self.batches.last_mut() {
             Some(RowBatch::Values(rows)) => rows.push(row),
             _ => self.batches.push(RowBatch::Values(vec![row])),
         }
-    }
-}
-
-/// Rows `offset..offset + len` of a piece.
-fn slice(piece: &RowBatch, offset: usize, len: usize) -> RowBatch {
-    match piece {
-        RowBatch::Values(rows) => RowBatch::Values(rows[offset..offset + len].to_vec()),
-        RowBatch::Arrow(b) => RowBatch::Arrow(b.slice(offset, len)),
     }
 }
 
@@ -221,9 +222,8 @@ impl Cursor {
         }
     }
 
-    /// Moves forward over up to `count` rows: the rows passed over (with `keep`) as slices of
-    /// the pieces.
-    async fn forward(&mut self, count: u64, keep: bool, out: &mut Fetched) -> Result<()> {
+    /// Moves forward over up to `count` rows: the rows passed over as slices of the pieces.
+    async fn forward(&mut self, count: u64, out: &mut Fetched) -> Result<()> {
         let mut left = count;
         while left > 0 {
             let Some((i, offset)) = self.locate(self.pos + 1).await? else {
@@ -232,11 +232,7 @@ impl Cursor {
             };
             let piece = &self.pieces[i].1;
             let len = (piece.num_rows() - offset).min(usize::try_from(left).unwrap_or(usize::MAX));
-            if keep {
-                out.batch(slice(piece, offset, len));
-            } else {
-                out.rows += len as u64;
-            }
+            out.slice(piece, offset, len);
             self.pos += len as u64;
             left -= len as u64;
         }
@@ -249,16 +245,9 @@ impl Cursor {
         if !self.scroll && self.goes_back(direction) {
             return Err(only_forward());
         }
-        let mut out = Fetched::default();
-        let take = |out: &mut Fetched, row: Vec<Value>| {
-            if keep {
-                out.row(row);
-            } else {
-                out.rows += 1;
-            }
-        };
+        let mut out = Fetched { keep, batches: Vec::new(), rows: 0 };
         match direction {
-            FetchDirection::Forward(count) => self.forward(count, keep, &mut out).await?,
+            FetchDirection::Forward(count) => self.forward(count, &mut out).await?,
             FetchDirection::Backward(count) => {
                 let mut left = count;
                 while left > 0 {
@@ -268,7 +257,7 @@ impl Cursor {
                     }
                     self.pos -= 1;
                     if let Some(row) = self.row(self.pos).await? {
-                        take(&mut out, row);
+                        out.row(row);
                     }
                     left -= 1;
                 }
@@ -278,7 +267,7 @@ impl Cursor {
                 if self.on_row()
                     && let Some(row) = self.row(self.pos).await?
                 {
-                    take(&mut out, row);
+                    out.row(row);
                 }
             }
             FetchDirection::Absolute(k) | FetchDirection::Relative(k) => {
@@ -293,7 +282,7 @@ impl Cursor {
                     match self.row(target as u64).await? {
                         Some(row) => {
                             self.pos = target as u64;
-                            take(&mut out, row);
+                            out.row(row);
                         }
                         None => self.pos = self.taken + 1,
                     }
