@@ -2816,7 +2816,7 @@ impl Session {
         let catalog = engine.catalog();
         for name in tables {
             let table = catalog.require_table(name)?.clone();
-            let plan = OltpPlan::Delete(plan::DeletePlan { table, filter: None, residual: None, access: plan::Access::Scan, returning: None, reads: 0 });
+            let plan = OltpPlan::Delete(plan::DeletePlan { table, filter: None, residual: None, residual_within_bounds: None, access: plan::Access::Scan, returning: None, reads: 0 });
             let txn = self.statement_txn();
             engine.run(Arc::new(plan), vec![], now, txn, self.settings.synchronous_commit()).await?;
         }

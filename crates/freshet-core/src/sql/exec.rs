@@ -118,6 +118,30 @@ fn of_key_type(v: &Value, ty: DataType) -> bool {
     )
 }
 
+/// The residual filter a walk of `access` must still check with this run's values: the one
+/// without the bounds' range conjuncts (`within_bounds`, see
+/// [`super::plan::residual_within_bounds`]) when every bound value is a key of the column's
+/// type as it is (not NULL, no conversion), since the walk then yields only rows within the
+/// bounds; the whole residual otherwise.
+fn residual_to_check<'p>(
+    table: &TableStore,
+    access: &Access,
+    residual: Option<&'p Expr>,
+    within_bounds: Option<&'p Option<Expr>>,
+    cx: &EvalContext,
+) -> Result<Option<&'p Expr>> {
+    let (Some(within), Access::Index { index, eq, lower, upper, .. }) = (within_bounds, access) else { return Ok(residual) };
+    let def = table.def();
+    let Some(&column) = def.indexes.get(*index).and_then(|i| i.columns.get(eq.len())) else { return Ok(residual) };
+    let ty = def.columns[column].ty;
+    for (bound, _) in [lower, upper].into_iter().flatten() {
+        if !of_key_type(&bound.eval(&super::expr::NoRow, cx)?, ty) {
+            return Ok(residual);
+        }
+    }
+    Ok(within.as_ref())
+}
+
 /// The value `v` as a key of a column of type `ty` for an equality lookup, or `None` if no
 /// stored value of that type can equal it (then the lookup finds nothing).
 pub fn key_value(v: Value, ty: DataType) -> Option<Value> {
@@ -483,7 +507,8 @@ impl RowAccess for WithExcluded<'_> {
 /// Each row's new values are computed from the version the statement sees of it, read in
 /// place: the rows changed before it in this statement are other rows, so it is unchanged.
 pub fn run_update(table: &mut TableStore, plan: &UpdatePlan, cx: &EvalContext, txn: &mut LocalTxn, returned: &mut Vec<Vec<Value>>) -> Result<u64> {
-    let targets = collect_targets(table, &plan.access, plan.residual.as_ref(), plan.reads, &txn.view, cx)?;
+    let residual = residual_to_check(table, &plan.access, plan.residual.as_ref(), plan.residual_within_bounds.as_ref(), cx)?;
+    let targets = collect_targets(table, &plan.access, residual, plan.reads, &txn.view, cx)?;
     let count = targets.len() as u64;
     let id = table.def().id;
     for (row, old) in targets {
@@ -524,7 +549,8 @@ impl RowAccess for Changed<'_> {
 
 /// Runs a DELETE; the RETURNING rows, if it has that clause, go to `returned`.
 pub fn run_delete(table: &mut TableStore, plan: &DeletePlan, cx: &EvalContext, txn: &mut LocalTxn, returned: &mut Vec<Vec<Value>>) -> Result<u64> {
-    let targets = collect_targets(table, &plan.access, plan.residual.as_ref(), plan.reads, &txn.view, cx)?;
+    let residual = residual_to_check(table, &plan.access, plan.residual.as_ref(), plan.residual_within_bounds.as_ref(), cx)?;
+    let targets = collect_targets(table, &plan.access, residual, plan.reads, &txn.view, cx)?;
     let count = targets.len() as u64;
     let id = table.def().id;
     let n = table.def().columns.len();
@@ -601,6 +627,7 @@ pub fn run_select(table: &TableStore, plan: &SelectPlan, view: &TxnView, cx: &Ev
     let mut too_large = false;
     let mut bound = None;
     let skip_locked = plan.lock_wait == crate::sql::plan::LockWait::SkipLocked;
+    let residual = residual_to_check(table, &plan.access, plan.residual.as_ref(), plan.residual_within_bounds.as_ref(), cx)?;
     for_each_candidate(table, &plan.access, in_order == Some(true), plan.reads, view, cx, &mut |row, version| {
         examined += 1;
         if examined > budget {
@@ -612,7 +639,7 @@ pub fn run_select(table: &TableStore, plan: &SelectPlan, view: &TxnView, cx: &Ev
         if skip_locked && table.head(row).is_some_and(|v| v.ts >= crate::storage::TXN_ID_BASE && v.ts != view.id) {
             return Ok(true);
         }
-        if matches(&version, plan.residual.as_ref(), cx)? {
+        if matches(&version, residual, cx)? {
             let out = crate::try_vec(plan.projection.iter().map(|e| e.eval(&version, cx)))?;
             let key = if sorting {
                 crate::try_vec(plan.order_by.iter().map(|(e, _, _)| e.eval(&version, cx)))?
@@ -737,13 +764,14 @@ fn run_aggregates(
     let mut state: Vec<Accumulator> = plan.aggregates.iter().map(Accumulator::new).collect();
     let mut examined = 0usize;
     let mut too_large = false;
+    let residual = residual_to_check(table, &plan.access, plan.residual.as_ref(), plan.residual_within_bounds.as_ref(), cx)?;
     for_each_candidate(table, &plan.access, false, plan.reads, view, cx, &mut |_, version| {
         examined += 1;
         if examined > budget {
             too_large = true;
             return Ok(false);
         }
-        if matches(&version, plan.residual.as_ref(), cx)? {
+        if matches(&version, residual, cx)? {
             for (acc, a) in state.iter_mut().zip(&plan.aggregates) {
                 let v = a.arg.as_ref().map(|e| e.eval(&version, cx)).transpose()?;
                 acc.add(a.func, v)?;
@@ -901,8 +929,9 @@ pub fn prefetch_records(reads: &[(&TableStore, &[RecordRead])]) {
 /// function that needs the session) is left out; nothing is read or changed.
 pub fn prefetch_plans(lookups: &[(&TableStore, &super::plan::OltpPlan, &[Value])], now: i64) {
     let mut keys: SmallVec<[(&IndexStore, KeyBuf, &TableStore, u64); 32]> = SmallVec::new();
-    // A loop's lookups repeat one plan per statement: its columns are worked out once.
-    let mut last: Option<(*const super::plan::OltpPlan, u64)> = None;
+    // A loop's lookups repeat a few plans, one per statement (interleaved: an item's, then a
+    // stock row's): each plan's columns are worked out once.
+    let mut columns_of: SmallVec<[(*const super::plan::OltpPlan, u64); 4]> = SmallVec::new();
     'lookup: for &(table, plan, params) in lookups {
         let Access::Index { index, eq, lower: None, upper: None, any } = plan.access() else { continue };
         let def = table.def();
@@ -917,11 +946,14 @@ pub fn prefetch_plans(lookups: &[(&TableStore, &super::plan::OltpPlan, &[Value])
             values.push(v);
         }
         let Some(key) = encoded_key(def, index_def, &values) else { continue };
-        let columns = match last {
-            Some((p, columns)) if std::ptr::eq(p, plan) => columns,
-            _ => plan.columns_depended_on(),
+        let columns = match columns_of.iter().find(|(p, _)| std::ptr::eq(*p, plan)) {
+            Some(&(_, columns)) => columns,
+            None => {
+                let columns = plan.columns_depended_on();
+                columns_of.push((plan, columns));
+                columns
+            }
         };
-        last = Some((plan, columns));
         keys.push((store, key, table, columns));
     }
     prefetch_lookups(keys.iter().map(|(store, key, table, columns)| (*store, key.as_slice(), *table, *columns)));

@@ -121,6 +121,10 @@ pub struct UpdatePlan {
     pub filter: Option<Expr>,
     /// What `access` does not already guarantee of `filter`: the executor checks this.
     pub residual: Option<Expr>,
+    /// `residual` without the range conjuncts that are `access`'s bounds, when it has such
+    /// (see [`residual_within_bounds`]): what is left to check when the bounds' values are
+    /// exact keys (`exec::residual_to_check`).
+    pub residual_within_bounds: Option<Option<Expr>>,
     pub access: Access,
     pub returning: Option<Returning>,
     /// The columns the executor reads of each row it reaches ([`columns_read`]): prefetched
@@ -135,6 +139,10 @@ pub struct DeletePlan {
     pub filter: Option<Expr>,
     /// What `access` does not already guarantee of `filter`: the executor checks this.
     pub residual: Option<Expr>,
+    /// `residual` without the range conjuncts that are `access`'s bounds, when it has such
+    /// (see [`residual_within_bounds`]): what is left to check when the bounds' values are
+    /// exact keys (`exec::residual_to_check`).
+    pub residual_within_bounds: Option<Option<Expr>>,
     pub access: Access,
     pub returning: Option<Returning>,
     /// The columns the executor reads of each row it reaches ([`columns_read`]): prefetched
@@ -200,6 +208,10 @@ pub struct SelectPlan {
     pub filter: Option<Expr>,
     /// What `access` does not already guarantee of `filter`: the executor checks this.
     pub residual: Option<Expr>,
+    /// `residual` without the range conjuncts that are `access`'s bounds, when it has such
+    /// (see [`residual_within_bounds`]): what is left to check when the bounds' values are
+    /// exact keys (`exec::residual_to_check`).
+    pub residual_within_bounds: Option<Option<Expr>>,
     pub access: Access,
     /// Sort keys: expression, descending, nulls first.
     pub order_by: Vec<(Expr, bool, bool)>,
@@ -547,12 +559,13 @@ pub fn plan_update(catalog: &Catalog, update: &ast::Update, params: &mut Vec<Opt
     let filter = update.selection.as_ref().map(|w| binder.bind_predicate(w)).transpose()?;
     let access = choose_access(&table, filter.as_ref(), &[]).0;
     let residual = residual_filter(&table, filter.as_ref(), &access);
+    let residual_within_bounds = residual_within_bounds(&table, filter.as_ref(), &access);
     drop(binder);
     let returning = bind_returning(&table, alias, &update.returning, params)?;
     // The filter, the new values, and the old values of the changed columns (for the undo).
     let assigned = assignments.iter().fold(0u64, |m, (c, _)| m | column_bit(*c));
     let reads = assigned | columns_read(residual.iter().chain(assignments.iter().map(|(_, e)| e)).chain(returned(&returning)));
-    Ok(UpdatePlan { table, assignments, filter, residual, access, returning, reads })
+    Ok(UpdatePlan { table, assignments, filter, residual, residual_within_bounds, access, returning, reads })
 }
 
 /// `SET column = value, …` of an UPDATE (or of ON CONFLICT DO UPDATE), bound with `binder`.
@@ -643,10 +656,11 @@ pub fn plan_delete(catalog: &Catalog, delete: &ast::Delete, params: &mut Vec<Opt
     let filter = delete.selection.as_ref().map(|w| binder.bind_predicate(w)).transpose()?;
     let access = choose_access(&table, filter.as_ref(), &[]).0;
     let residual = residual_filter(&table, filter.as_ref(), &access);
+    let residual_within_bounds = residual_within_bounds(&table, filter.as_ref(), &access);
     drop(binder);
     let returning = bind_returning(&table, alias, &delete.returning, params)?;
     let reads = columns_read(residual.iter().chain(returned(&returning)));
-    Ok(DeletePlan { table, filter, residual, access, returning, reads })
+    Ok(DeletePlan { table, filter, residual, residual_within_bounds, access, returning, reads })
 }
 
 /// What SELECT … FOR UPDATE does with a row another running transaction holds.
@@ -800,6 +814,7 @@ fn try_plan_select(
         return Ok(None);
     }
     let residual = residual_filter(table, filter.as_ref(), &access);
+    let residual_within_bounds = residual_within_bounds(table, filter.as_ref(), &access);
     let args = aggregates.iter().filter_map(|a| a.arg.as_ref());
     let reads = columns_read(projection.iter().chain(args).chain(&residual).chain(order_by.iter().map(|(e, _, _)| e)));
     Ok(Some(SelectPlan {
@@ -808,6 +823,7 @@ fn try_plan_select(
         columns,
         filter,
         residual,
+        residual_within_bounds,
         access,
         order_by,
         ordered_by_index,
@@ -1027,39 +1043,83 @@ pub fn choose_access(table: &TableDef, filter: Option<&Expr>, order_by: &[(Expr,
 /// the residual (a bound that does not convert exactly is dropped from the lookup).
 pub fn residual_filter(table: &TableDef, filter: Option<&Expr>, access: &Access) -> Option<Expr> {
     let filter = filter?;
-    let Access::Index { index, eq, any, .. } = access else { return Some(filter.clone()) };
-    let key_columns = &table.indexes[*index].columns[..eq.len()];
-    // Whether the lookup's key equality is SQL equality of `value` with column `col`.
-    let exact = |col: usize, value: &Expr| -> bool {
-        let ty = table.columns[col].ty;
-        let exact = match ty.family() {
-            TypeFamily::Integer | TypeFamily::Decimal | TypeFamily::Date | TypeFamily::Timestamp | TypeFamily::Bool | TypeFamily::Uuid => true,
-            TypeFamily::String => !matches!(ty, DataType::Char(_)) && !matches!(value.ty(), DataType::Char(_)),
-            TypeFamily::Float => false,
-        };
-        exact && value.ty().family() == ty.family()
-    };
-    let implied = |c: &Expr| -> bool {
-        if let Expr::InList { expr, list, negated: false } = c
-            && !any.is_empty()
-            && let Expr::Column { index: col, .. } = expr.as_ref()
-        {
-            // The IN list the lookups ran: each row found equals one of its values.
-            return *col == table.indexes[*index].columns[eq.len()] && list == any && list.iter().all(|v| exact(*col, v));
-        }
-        let Expr::Binary { op: BinaryOp::Eq, left, right, .. } = c else { return false };
-        let (col, value) = match (left.as_ref(), right.as_ref()) {
-            (Expr::Column { index, .. }, v) | (v, Expr::Column { index, .. }) => (*index, v),
+    if !matches!(access, Access::Index { .. }) {
+        return Some(filter.clone());
+    }
+    and_all(conjuncts(filter).into_iter().filter(|c| !implied_by_lookup(table, access, c)))
+}
+
+/// The residual filter (see [`residual_filter`]) without the range conjuncts that are the
+/// access path's bounds on the next key column, when there are such: `column > value`,
+/// `column <= value` and so on (either way round) whose value is the bound's expression. The
+/// walk yields only rows within its bounds when each bound converts to a key exactly; the
+/// executor checks that for the values of each run (`exec::residual_to_check`) and uses the
+/// whole residual otherwise. The column's type must compare as its key encoding orders (the
+/// types of [`exact_key`]).
+pub fn residual_within_bounds(table: &TableDef, filter: Option<&Expr>, access: &Access) -> Option<Option<Expr>> {
+    let filter = filter?;
+    let Access::Index { index, eq, lower, upper, any } = access else { return None };
+    if (lower.is_none() && upper.is_none()) || !any.is_empty() {
+        return None;
+    }
+    let next = *table.indexes[*index].columns.get(eq.len())?;
+    let is_bound = |c: &Expr| -> bool {
+        let Expr::Binary { op, left, right, .. } = c else { return false };
+        let (op, value) = match (left.as_ref(), right.as_ref()) {
+            (Expr::Column { index, .. }, v) if *index == next => (*op, v),
+            (v, Expr::Column { index, .. }) if *index == next => (op.flip(), v),
             _ => return false,
         };
-        let Some(k) = key_columns.iter().position(|&kc| kc == col) else { return false };
-        exact(col, value) && &eq[k] == value
+        let bound = match op {
+            BinaryOp::Gt | BinaryOp::GtEq => lower,
+            BinaryOp::Lt | BinaryOp::LtEq => upper,
+            _ => return false,
+        };
+        let inclusive = matches!(op, BinaryOp::GtEq | BinaryOp::LtEq);
+        exact_key(table, next, value) && bound.as_ref().is_some_and(|(e, i)| e == value && *i == inclusive)
     };
-    conjuncts(filter)
-        .into_iter()
-        .filter(|c| !implied(c))
-        .cloned()
-        .reduce(|l, r| Expr::Binary { op: BinaryOp::And, left: Box::new(l), right: Box::new(r), ty: DataType::Bool })
+    let rest: Vec<&Expr> = conjuncts(filter).into_iter().filter(|c| !implied_by_lookup(table, access, c)).collect();
+    let kept: Vec<&Expr> = rest.iter().copied().filter(|c| !is_bound(c)).collect();
+    (kept.len() < rest.len()).then(|| and_all(kept.into_iter()))
+}
+
+/// The conjuncts AND-ed again (none: no filter).
+fn and_all<'a>(conjuncts: impl Iterator<Item = &'a Expr>) -> Option<Expr> {
+    conjuncts.cloned().reduce(|l, r| Expr::Binary { op: BinaryOp::And, left: Box::new(l), right: Box::new(r), ty: DataType::Bool })
+}
+
+/// Whether an index key of column `col` compared with `value` is SQL comparison: integers,
+/// decimals, dates, timestamps, booleans and text other than `char(n)` (whose comparison
+/// ignores trailing blanks), with an operand of the same type family.
+fn exact_key(table: &TableDef, col: usize, value: &Expr) -> bool {
+    let ty = table.columns[col].ty;
+    let exact = match ty.family() {
+        TypeFamily::Integer | TypeFamily::Decimal | TypeFamily::Date | TypeFamily::Timestamp | TypeFamily::Bool | TypeFamily::Uuid => true,
+        TypeFamily::String => !matches!(ty, DataType::Char(_)) && !matches!(value.ty(), DataType::Char(_)),
+        TypeFamily::Float => false,
+    };
+    exact && value.ty().family() == ty.family()
+}
+
+/// Whether the lookup of index access `access` guarantees conjunct `c` for every row it
+/// finds: an equality on a leading key column, or the IN list the lookups ran.
+fn implied_by_lookup(table: &TableDef, access: &Access, c: &Expr) -> bool {
+    let Access::Index { index, eq, any, .. } = access else { return false };
+    let key_columns = &table.indexes[*index].columns[..eq.len()];
+    if let Expr::InList { expr, list, negated: false } = c
+        && !any.is_empty()
+        && let Expr::Column { index: col, .. } = expr.as_ref()
+    {
+        // The IN list the lookups ran: each row found equals one of its values.
+        return *col == table.indexes[*index].columns[eq.len()] && list == any && list.iter().all(|v| exact_key(table, *col, v));
+    }
+    let Expr::Binary { op: BinaryOp::Eq, left, right, .. } = c else { return false };
+    let (col, value) = match (left.as_ref(), right.as_ref()) {
+        (Expr::Column { index, .. }, v) | (v, Expr::Column { index, .. }) => (*index, v),
+        _ => return false,
+    };
+    let Some(k) = key_columns.iter().position(|&kc| kc == col) else { return false };
+    exact_key(table, col, value) && &eq[k] == value
 }
 
 /// Whether ORDER BY lists (a prefix of) the index columns after the equality prefix, all in
@@ -1100,7 +1160,11 @@ mod tests {
 
     fn catalog() -> Arc<Catalog> {
         let store = CatalogStore::new();
-        for ddl in ["CREATE TABLE t (id INT, c CHAR(4), f FLOAT8, v INT, PRIMARY KEY (id, c, f))", "CREATE TABLE u (id INT PRIMARY KEY, v INT)"] {
+        for ddl in [
+            "CREATE TABLE t (id INT, c CHAR(4), f FLOAT8, v INT, PRIMARY KEY (id, c, f))",
+            "CREATE TABLE u (id INT PRIMARY KEY, v INT)",
+            "CREATE TABLE w (a INT, b INT, v INT, PRIMARY KEY (a, b))",
+        ] {
             let ast::Statement::CreateTable(ct) = &parse(ddl).unwrap()[0] else { panic!("not CREATE TABLE") };
             let DdlPlan::CreateTable { def, .. } = plan_create_table(ct, ForeignKeys::Refuse).unwrap() else { panic!("not a table") };
             store.put_table(Arc::new(def));
@@ -1138,6 +1202,37 @@ mod tests {
         // A second, different equality on a key column stays too.
         let p = select("SELECT v FROM t WHERE id = 1 AND id = 2 AND c = 'ab' AND f = 1.5");
         assert!(residual_columns(&p).contains(&0));
+    }
+
+    #[test]
+    fn a_residual_without_the_range_the_walk_answers_is_kept_beside_the_whole_one() {
+        let columns = |e: &Option<Expr>| {
+            let mut cols = Vec::new();
+            e.iter().for_each(|e| {
+                e.visit(&mut |e| {
+                    if let Expr::Column { index, .. } = e {
+                        cols.push(*index);
+                    }
+                })
+            });
+            cols
+        };
+        // Both bounds of the range on `b` (either way round) are the walk's: without them only
+        // `v > 3` is left; the whole residual still has them, for bounds that are not exact keys.
+        let p = select("SELECT v FROM w WHERE a = $1 AND b >= $2 - 20 AND $2 > b AND v > 3");
+        let Access::Index { eq, lower: Some(_), upper: Some(_), .. } = &p.access else { panic!("{:?}", p.access) };
+        assert_eq!(eq.len(), 1);
+        assert_eq!(columns(&p.residual), vec![1, 1, 2]);
+        assert_eq!(p.residual_within_bounds.as_ref().map(columns), Some(vec![2]));
+        // Nothing left at all.
+        let p = select("SELECT v FROM w WHERE a = 1 AND 5 < b");
+        assert_eq!(p.residual_within_bounds, Some(None));
+        // A second bound on the same side is not the walk's bound: it stays.
+        let p = select("SELECT v FROM w WHERE a = 1 AND b > 5 AND b > $1");
+        assert_eq!(p.residual_within_bounds.as_ref().map(columns), Some(vec![1]));
+        // No range, or a float range (not bytewise comparison): nothing to leave out.
+        assert_eq!(select("SELECT v FROM w WHERE a = 1 AND b = 2").residual_within_bounds, None);
+        assert_eq!(select("SELECT v FROM t WHERE id = 1 AND c = 'ab' AND f > 1.5").residual_within_bounds, None);
     }
 
     #[test]

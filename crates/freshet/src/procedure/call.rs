@@ -646,25 +646,31 @@ fn prefetch_loop<S: RoutineStatements>(
         return;
     }
     let clock = Clock { at, sequences: None };
-    let mut batch = Vec::with_capacity(units.len() * iterations as usize);
+    // Every lookup's parameters, one after another in one list (a list per lookup was an
+    // allocation and a free each), and where each lookup's begin.
+    let per_iteration: usize = units.iter().map(|&(u, _)| r.sql[u].params.len()).sum();
+    let mut values = Vec::with_capacity(per_iteration * iterations as usize);
+    let mut starts: SmallVec<[(usize, usize); 32]> = SmallVec::new();
     for k in 0..iterations {
         let value = if reverse { lo - k * step } else { lo + k * step };
         vars.set(var, Value::Int32(value.clamp(i32::MIN as i64, i32::MAX as i64) as i32));
         'unit: for &(u, key_params) in &units {
-            let sources = &r.sql[u].params;
-            let mut params = Vec::with_capacity(sources.len());
-            for (n, source) in sources.iter().enumerate() {
+            let start = values.len();
+            for (n, source) in r.sql[u].params.iter().enumerate() {
                 // Only the key's parameters: the others stay NULL, unread.
                 let key = n < 64 && key_params & (1 << n) != 0;
                 let Ok(v) = (if key { source_value(source, vars, clock) } else { Ok(Value::Null) }) else {
+                    values.truncate(start);
                     continue 'unit;
                 };
-                params.push(v);
+                values.push(v);
             }
-            batch.push((&compiled.prepared[u], params));
+            starts.push((u, start));
         }
     }
     vars.set(var, Value::Int32(lo.clamp(i32::MIN as i64, i32::MAX as i64) as i32));
+    let batch: SmallVec<[(&Arc<crate::session::Prepared>, &[Value]); 32]> =
+        starts.iter().map(|&(u, start)| (&compiled.prepared[u], &values[start..start + r.sql[u].params.len()])).collect();
     statements.prefetch(&batch);
 }
 
@@ -1034,7 +1040,7 @@ trait RoutineStatements {
     }
 
     /// A hint that these statements will run next with these parameters.
-    fn prefetch(&mut self, _statements: &[(&Arc<crate::session::Prepared>, Vec<Value>)]) {}
+    fn prefetch(&mut self, _statements: &[(&Arc<crate::session::Prepared>, &[Value])]) {}
 }
 
 /// How long a routine may hold its partition inside one job before the job gives up and the
@@ -1101,11 +1107,11 @@ impl RoutineStatements for InJob<'_> {
         crate::session::job_plan(prepared, self.catalog.version)?.key_params()
     }
 
-    fn prefetch(&mut self, statements: &[(&Arc<crate::session::Prepared>, Vec<Value>)]) {
+    fn prefetch(&mut self, statements: &[(&Arc<crate::session::Prepared>, &[Value])]) {
         let version = self.catalog.version;
         let lookups: SmallVec<[(&Arc<freshet_core::sql::plan::OltpPlan>, &[Value]); 32]> = statements
             .iter()
-            .filter_map(|(prepared, params)| Some((crate::session::job_plan(prepared, version)?, params.as_slice())))
+            .filter_map(|&(prepared, params)| Some((crate::session::job_plan(prepared, version)?, params)))
             .collect();
         if !lookups.is_empty() {
             self.job.prefetch_plans(&lookups, self.now);
