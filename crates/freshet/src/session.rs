@@ -3175,7 +3175,7 @@ fn whole_rows(plan: &InsertPlan, supplied: Rows, cx: &EvalContext) -> Result<Row
     let whole = plan.columns.len() == plan.table.columns.len() && plan.columns.iter().enumerate().all(|(i, &c)| i == c);
     // Only the columns the INSERT does not give take their defaults (a sequence is not
     // advanced for a column given a value).
-    let defaulted: Vec<usize> = (0..plan.table.columns.len()).filter(|c| !plan.columns.contains(c)).collect();
+    let defaulted: Vec<usize> = if whole { Vec::new() } else { (0..plan.table.columns.len()).filter(|c| !plan.columns.contains(c)).collect() };
     let rounds = plan.table.rounds();
     freshet_core::try_vec(supplied.into_iter().map(|mut values| {
         if whole && values.len() == plan.columns.len() {

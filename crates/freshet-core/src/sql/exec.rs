@@ -620,8 +620,12 @@ pub fn run_select(table: &TableStore, plan: &SelectPlan, view: &TxnView, cx: &Ev
         return run_aggregates(table, plan, view, cx, budget, limit, offset);
     }
     let sorting = in_order.is_none() && !plan.order_by.is_empty();
-    // Each qualifying row's output and, when sorting here, its sort key: computed from the
-    // version seen, without materialising the whole row.
+    // Sort keys that are output columns (`ORDER BY` an output, as most are) are read from the
+    // output rather than evaluated and kept again.
+    let key_outputs: Option<SmallVec<[usize; 4]>> =
+        if sorting { plan.order_by.iter().map(|(e, _, _)| plan.projection.iter().position(|p| p == e)).collect() } else { None };
+    // Each qualifying row's output and, when sorting here, its sort key (unless it is in the
+    // output): computed from the version seen, without materialising the whole row.
     let mut hits: Vec<(RowId, Vec<Value>, Vec<Value>)> = Vec::new();
     let mut examined = 0usize;
     let mut too_large = false;
@@ -641,7 +645,7 @@ pub fn run_select(table: &TableStore, plan: &SelectPlan, view: &TxnView, cx: &Ev
         }
         if matches(&version, residual, cx)? {
             let out = crate::try_vec(plan.projection.iter().map(|e| e.eval(&version, cx)))?;
-            let key = if sorting {
+            let key = if sorting && key_outputs.is_none() {
                 crate::try_vec(plan.order_by.iter().map(|(e, _, _)| e.eval(&version, cx)))?
             } else {
                 Vec::new()
@@ -660,7 +664,7 @@ pub fn run_select(table: &TableStore, plan: &SelectPlan, view: &TxnView, cx: &Ev
         return Ok(SelectOutcome::TooLarge);
     }
     if sorting {
-        sort_hits(&mut hits, &plan.order_by)?;
+        sort_hits(&mut hits, &plan.order_by, key_outputs.as_deref())?;
     }
     let take = limit.unwrap_or(u64::MAX).min(usize::MAX as u64) as usize;
     let skip = offset.min(usize::MAX as u64) as usize;
@@ -789,29 +793,41 @@ fn run_aggregates(
     Ok(SelectOutcome::Rows(vec![row], Vec::new(), None))
 }
 
-/// Sorts rows by their ORDER BY key values (PostgreSQL's NULL placement per key).
-fn sort_hits(hits: &mut [(RowId, Vec<Value>, Vec<Value>)], order_by: &[(Expr, bool, bool)]) -> Result<()> {
-    // One integer key without NULLs (an id, as short statements mostly sort by): compared as
-    // machine integers. `!k` orders as `k` reversed. Stable, as the general sort is.
-    let int = |v: &Value| match v {
-        Value::Int16(i) => Some(*i as i64),
-        Value::Int32(i) => Some(*i as i64),
-        Value::Int64(i) => Some(*i),
+/// Sorts rows by their ORDER BY key values (PostgreSQL's NULL placement per key), stably:
+/// each hit's `i`-th key is its output column `outputs[i]`, or its own `i`-th key value
+/// without `outputs`.
+fn sort_hits(hits: &mut Vec<(RowId, Vec<Value>, Vec<Value>)>, order_by: &[(Expr, bool, bool)], outputs: Option<&[usize]>) -> Result<()> {
+    fn key<'h>(hit: &'h (RowId, Vec<Value>, Vec<Value>), i: usize, outputs: Option<&[usize]>) -> Option<&'h Value> {
+        match outputs {
+            Some(outputs) => outputs.get(i).and_then(|&o| hit.1.get(o)),
+            None => hit.2.get(i),
+        }
+    }
+    // One integer key without NULLs (an id, as short statements mostly sort by): the hits'
+    // positions are sorted by (key as a machine integer, position), which keeps equal keys
+    // in order, and the hits are then taken in that order. `!k` orders as `k` reversed.
+    let int = |v: Option<&Value>| match v {
+        Some(Value::Int16(i)) => Some(*i as i64),
+        Some(Value::Int32(i)) => Some(*i as i64),
+        Some(Value::Int64(i)) => Some(*i),
         _ => None,
     };
     if let [(_, descending, _)] = order_by
-        && hits.iter().all(|(_, _, k)| int(&k[0]).is_some())
+        && let Some(mut order) = hits
+            .iter()
+            .enumerate()
+            .map(|(n, hit)| int(key(hit, 0, outputs)).map(|i| (if *descending { !i } else { i }, n)))
+            .collect::<Option<Vec<(i64, usize)>>>()
     {
-        let descending = *descending;
-        hits.sort_by_key(|(_, _, k)| {
-            let i = int(&k[0]).unwrap_or_default();
-            if descending { !i } else { i }
-        });
+        order.sort_unstable();
+        let mut taken: Vec<Option<(RowId, Vec<Value>, Vec<Value>)>> = hits.drain(..).map(Some).collect();
+        hits.extend(order.iter().filter_map(|&(_, n)| taken[n].take()));
         return Ok(());
     }
     let mut failure = None;
-    hits.sort_by(|(_, _, a), (_, _, b)| {
-        for ((x, y), (_, desc, nulls_first)) in a.iter().zip(b).zip(order_by) {
+    hits.sort_by(|a, b| {
+        for (i, (_, desc, nulls_first)) in order_by.iter().enumerate() {
+            let (Some(x), Some(y)) = (key(a, i, outputs), key(b, i, outputs)) else { continue };
             let ord = match (x.is_null(), y.is_null()) {
                 (true, true) => Ordering::Equal,
                 (true, false) => if *nulls_first { Ordering::Less } else { Ordering::Greater },
