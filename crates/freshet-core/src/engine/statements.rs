@@ -684,7 +684,10 @@ fn statement<R>(p: &mut Partition, ctx: &TxnCtx, f: impl FnOnce(&mut Partition, 
 }
 
 /// Runs `f` as an autocommit statement within this one job: it commits (and is logged) at once
-/// if it succeeds and rolls back if it fails.
+/// if it succeeds and rolls back if it fails. Never inlined, so that a profile (or
+/// `valgrind --tool=callgrind --toggle-collect='*statements::autocommit*'`) finds a one-job
+/// transaction's whole cost under this name.
+#[inline(never)]
 fn autocommit<R>(
     p: &mut Partition,
     registry: &TxnRegistry,
