@@ -1087,7 +1087,10 @@ impl RecordRow<'_> {
 
     /// The read's `i`-th column as an integer; `None` for NULL or a column that is not one.
     pub fn int(&self, i: usize) -> Option<i64> {
-        self.value(i).as_i64()
+        match self {
+            RecordRow::Stored { table, row, columns } => table.get_int(*row, *columns.get(i)?),
+            _ => self.value(i).as_i64(),
+        }
     }
 
     /// The read's `i`-th column as a decimal (integers too); `None` for NULL or another type.

@@ -209,6 +209,21 @@ impl ColumnSegment {
     }
 
     /// The value at `slot`, typed as `ty` (which must be the column's type).
+    /// The integer at `slot` of a segment of integers (dates and timestamps are stored so too),
+    /// read in place; `None` for NULL, a slot past the end, or a segment of another kind.
+    #[inline]
+    pub fn get_int(&self, slot: usize) -> Option<i64> {
+        if slot >= self.len() || !self.is_valid(slot) {
+            return None;
+        }
+        match &self.values {
+            SegmentValues::I16(v) => v.get(slot).map(|&i| i as i64),
+            SegmentValues::I32(v) => v.get(slot).map(|&i| i as i64),
+            SegmentValues::I64(v) => v.get(slot).copied(),
+            _ => None,
+        }
+    }
+
     pub fn get(&self, slot: usize, ty: DataType) -> Value {
         if !self.is_valid(slot) {
             return Value::Null;
@@ -366,6 +381,11 @@ mod tests {
         assert_eq!(seg.get(1, DataType::Int32), Value::Int32(2));
         assert_eq!(seg.get(2, DataType::Int32), Value::Int32(9));
         assert_eq!(seg.get(1, DataType::Date), Value::Date(2));
+        // Integers read in place: NULL and slots past the end are none.
+        assert_eq!([seg.get_int(0), seg.get_int(1), seg.get_int(2), seg.get_int(3)], [None, Some(2), Some(9), None]);
+        let mut text = ColumnSegment::new(PhysicalType::Utf8, 4);
+        text.push(&Value::Text("7".into()), &mut arena);
+        assert_eq!(text.get_int(0), None, "a string is not an integer");
     }
 
     #[test]

@@ -233,6 +233,17 @@ impl TableStore {
         }
     }
 
+    /// The integer in column `col` of `row` where it is stored; `None` for NULL, a column that
+    /// is not an integer, or a slot that holds no row.
+    pub fn get_int(&self, row: RowId, col: usize) -> Option<i64> {
+        let (chunk, slot) = self.locate(row)?;
+        // As `Value::as_i64`: a date or timestamp (stored as integers too) is not one.
+        if !matches!(self.types.get(col)?, DataType::Int16 | DataType::Int32 | DataType::Int64) {
+            return None;
+        }
+        chunk.columns.get(col)?.get_int(slot)
+    }
+
     /// The string in column `col` of `row` where it is stored, without a copy; `None` for NULL,
     /// a column of another type, or a slot that holds no row.
     pub fn get_str(&self, row: RowId, col: usize) -> Option<&str> {
