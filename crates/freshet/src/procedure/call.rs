@@ -647,7 +647,7 @@ fn prefetch_loop<S: RoutineStatements>(
     }
     let clock = Clock { at, sequences: None };
     // Every lookup's parameters, one after another in one list (a list per lookup was an
-    // allocation and a free each), and where each lookup's begin.
+    // allocation and a free each), and where each lookup's parameters begin.
     let per_iteration: usize = units.iter().map(|&(u, _)| r.sql[u].params.len()).sum();
     let mut values = Vec::with_capacity(per_iteration * iterations as usize);
     let mut starts: SmallVec<[(usize, usize); 32]> = SmallVec::new();
@@ -670,7 +670,7 @@ fn prefetch_loop<S: RoutineStatements>(
     }
     vars.set(var, Value::Int32(lo.clamp(i32::MIN as i64, i32::MAX as i64) as i32));
     let batch: SmallVec<[(&Arc<crate::session::Prepared>, &[Value]); 32]> =
-        starts.iter().map(|&(u, start)| (&compiled.prepared[u], &values[start..start + r.sql[u].params.len()])).collect();
+        starts.iter().filter_map(|&(u, start)| Some((&compiled.prepared[u], values.get(start..start + r.sql[u].params.len())?))).collect();
     statements.prefetch(&batch);
 }
 
