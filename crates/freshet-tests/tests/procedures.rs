@@ -67,9 +67,9 @@ fn native_procedure_runs_atomically_and_from_rust() {
 }
 
 /// A call that runs as one job cannot wait for a lock inside its job: it gives up, is undone,
-/// and runs again statement by statement, waiting its turn.
+/// waits for the lock's holder to end, and runs as one job again.
 #[test]
-fn a_native_call_blocked_by_a_lock_gives_up_its_job_and_waits() {
+fn a_call_blocked_by_a_lock_gives_up_its_job_waits_and_runs_as_a_job_again() {
     let db = Database::open(Config { olap_threads: 2, ..Config::default() }).unwrap();
     accounts(&db);
     register_transfer(&db);
@@ -90,8 +90,29 @@ fn a_native_call_blocked_by_a_lock_gives_up_its_job_and_waits() {
     let mut s = caller.join().unwrap().unwrap();
     let rows = s.execute_blocking("SELECT balance FROM account ORDER BY id").unwrap().remove(0).rows();
     assert_eq!(rows, vec![vec![Value::Int32(1030)], vec![Value::Int32(70)]]);
-    // The blocked call gave its job up and ran statement by statement.
-    assert_eq!(native_counts(&db, "transfer"), (3, 1));
+    // The blocked call gave its first job up and ran as a job once the holder had ended.
+    assert_eq!(native_counts(&db, "transfer"), (3, 2));
+
+    // A PL/pgSQL routine's call the same way.
+    s.execute_blocking(
+        "CREATE FUNCTION deposit(p_id INT, p_amount INT) RETURNS INT LANGUAGE plpgsql AS $$
+         DECLARE b INT;
+         BEGIN
+           UPDATE account SET balance = balance + p_amount WHERE id = p_id RETURNING balance INTO b;
+           RETURN b;
+         END $$",
+    )
+    .unwrap();
+    assert_eq!(int(&s.execute_blocking("SELECT deposit(2, 1)").unwrap().remove(0).rows()), 71);
+    holder.execute_blocking("BEGIN").unwrap();
+    holder.execute_blocking("UPDATE account SET balance = balance + 100 WHERE id = 2").unwrap();
+    let caller = std::thread::spawn(move || s.execute_blocking("SELECT deposit(2, 5)").map(|r| (s, r)));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(!caller.is_finished(), "the call did not wait for the lock");
+    holder.execute_blocking("COMMIT").unwrap();
+    let (_, result) = caller.join().unwrap().unwrap();
+    assert_eq!(int(&result[0].rows()), 176, "the call ran after the holder's change");
+    assert_eq!(native_counts(&db, "deposit"), (2, 2));
 }
 
 #[test]

@@ -423,6 +423,8 @@ pub struct JobTxn<'a> {
     local: &'a mut LocalTxn,
     budget: usize,
     gave_up: bool,
+    /// The transaction whose change made the job give up (the first one), if that is why.
+    blocked_by: Option<u64>,
 }
 
 /// How a one-job transaction ended.
@@ -432,6 +434,10 @@ pub enum JobOutcome<R> {
     Done(R),
     /// It needed something a job cannot do and was rolled back; run it the ordinary way.
     GaveUp,
+    /// It met a change of the running transaction `holder` (a row it holds) and was rolled
+    /// back: it holds nothing, and may run as one job again once `holder` has ended
+    /// ([`Engine::wait_for`]).
+    Blocked { holder: u64 },
 }
 
 impl<R> JobOutcome<R> {
@@ -439,7 +445,7 @@ impl<R> JobOutcome<R> {
     pub fn done(self) -> Option<R> {
         match self {
             JobOutcome::Done(r) => Some(r),
-            JobOutcome::GaveUp => None,
+            JobOutcome::GaveUp | JobOutcome::Blocked { .. } => None,
         }
     }
 }
@@ -602,7 +608,10 @@ impl JobTxn<'_> {
     /// A result, except that waiting for another transaction's lock gives the job up.
     fn or_give_up<T>(&mut self, r: Result<T>) -> Result<T> {
         match r {
-            Err(e) if e.blocked_by.is_some() => Err(self.give_up()),
+            Err(e) if e.blocked_by.is_some() => {
+                self.blocked_by = self.blocked_by.or(e.blocked_by);
+                Err(self.give_up())
+            }
             other => other,
         }
     }
@@ -625,20 +634,20 @@ impl Engine {
         let budget = self.config.short_select_budget;
         let (outcome, token) = self.executors[0]
             .call(move |part| {
-                let mut gave_up = false;
+                let (mut gave_up, mut blocked_by) = (false, None);
                 let ran = autocommit(part, &registry, wal.as_ref(), sync, |part, local| {
-                    let mut job = JobTxn { part, local, budget, gave_up: false };
+                    let mut job = JobTxn { part, local, budget, gave_up: false, blocked_by: None };
                     // A panicking body must still roll back what it did (the executor
                     // survives a panicking job, but would keep the job's versions).
                     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(&mut job)))
                         .unwrap_or_else(|_| Err(Error::internal("a procedure panicked inside its job")));
-                    gave_up = job.gave_up;
+                    (gave_up, blocked_by) = (job.gave_up, job.blocked_by);
                     // A body that gave up but returned Ok still must not commit.
                     if gave_up { Err(Error::internal("gave up")) } else { r }
                 });
                 match ran {
                     Ok((r, token)) => (Ok(JobOutcome::Done(r)), token),
-                    Err(_) if gave_up => (Ok(JobOutcome::GaveUp), None),
+                    Err(_) if gave_up => (Ok(blocked_by.map_or(JobOutcome::GaveUp, |holder| JobOutcome::Blocked { holder })), None),
                     Err(e) => (Err(e), None),
                 }
             })

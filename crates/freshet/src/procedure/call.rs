@@ -5,7 +5,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use freshet_core::engine::JobStatements;
+use freshet_core::engine::{JobOutcome, JobStatements};
 use futures::FutureExt;
 use hashbrown::HashMap;
 use smallvec::SmallVec;
@@ -826,18 +826,24 @@ impl Session {
             return Ok(None);
         }
         let sync = self.settings().synchronous_commit();
-        let statements = self.procedures.native_statements.clone();
         let engine = self.database().inner.engine.clone();
-        let catalog = engine.catalog();
-        let (native, args) = (native.clone(), args.to_vec());
         let now = now_micros();
-        let outcome = engine
-            .run_as_one_job(sync, move |job| {
-                let mut cx = ProcedureContext { inner: ContextInner::Job(JobContext { statements: &statements, job, now, catalog }) };
-                (native.body)(&mut cx, &args)
-            })
-            .await?;
-        Ok(outcome.done())
+        for attempt in 1.. {
+            let statements = self.procedures.native_statements.clone();
+            let catalog = engine.catalog();
+            let (native, args) = (native.clone(), args.to_vec());
+            let outcome = engine
+                .run_as_one_job(sync, move |job| {
+                    let mut cx = ProcedureContext { inner: ContextInner::Job(JobContext { statements: &statements, job, now, catalog }) };
+                    (native.body)(&mut cx, &args)
+                })
+                .await?;
+            match outcome {
+                JobOutcome::Blocked { holder } if attempt < MAX_JOB_ATTEMPTS => engine.wait_for(None, holder).await?,
+                outcome => return Ok(outcome.done()),
+            }
+        }
+        Ok(None)
     }
 
     /// The statement a native procedure runs, prepared once per session and text.
@@ -952,10 +958,30 @@ impl Session {
         let settings = self.settings();
         let (sync, deadline) = (settings.synchronous_commit(), settings.statement_timeout().map(|t| std::time::Instant::now() + t));
         let engine = self.database().inner.engine.clone();
+        let now = now_micros();
+        for attempt in 1.. {
+            match self.run_routine_job(&engine, &compiled, args, sync, deadline, now).await? {
+                JobOutcome::Blocked { holder } if attempt < MAX_JOB_ATTEMPTS => engine.wait_for(None, holder).await?,
+                outcome => return Ok(outcome.done()),
+            }
+        }
+        Ok(None)
+    }
+
+    /// One attempt of [`Self::run_routine_as_one_job`].
+    async fn run_routine_job(
+        &mut self,
+        engine: &Arc<freshet_core::engine::Engine>,
+        compiled: &Arc<CompiledCall>,
+        args: &[PlValue],
+        sync: bool,
+        deadline: Option<std::time::Instant>,
+        now: i64,
+    ) -> Result<JobOutcome<(Vec<Vec<Value>>, Vec<Notice>)>> {
+        let compiled = compiled.clone();
         let catalog = engine.catalog();
         let routines = self.procedures.routines.clone();
         let args = args.to_vec();
-        let now = now_micros();
         let sequences = self.sequences.clone();
         // The notices of a call that fails (kept only if the job ends with its error rather
         // than giving up).
@@ -976,13 +1002,10 @@ impl Session {
                 }
             })
             .await;
-        match outcome {
-            Ok(outcome) => Ok(outcome.done()),
-            Err(e) => {
-                self.procedures.failed_notices = std::mem::take(&mut *failed.lock());
-                Err(e)
-            }
+        if outcome.is_err() {
+            self.procedures.failed_notices = std::mem::take(&mut *failed.lock());
         }
+        outcome
     }
 }
 
@@ -1042,6 +1065,13 @@ trait RoutineStatements {
     /// A hint that these statements will run next with these parameters.
     fn prefetch(&mut self, _statements: &[(&Arc<crate::session::Prepared>, &[Value])]) {}
 }
+
+/// How many times a call runs as one job when each attempt meets another transaction's change
+/// (waiting for that transaction to end in between) before it runs the ordinary way, statement
+/// by statement, where its statements wait for locks themselves. Running the ordinary way
+/// holds locks across several executor jobs, so under contention on one row the jobs of other
+/// calls met them and gave up in turn; waiting and trying again keeps them jobs.
+const MAX_JOB_ATTEMPTS: u32 = 4;
 
 /// How long a routine may hold its partition inside one job before the job gives up and the
 /// call runs statement by statement (where a long or endless loop holds only its session).
