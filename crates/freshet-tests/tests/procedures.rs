@@ -110,9 +110,20 @@ fn a_call_blocked_by_a_lock_gives_up_its_job_waits_and_runs_as_a_job_again() {
     std::thread::sleep(std::time::Duration::from_millis(300));
     assert!(!caller.is_finished(), "the call did not wait for the lock");
     holder.execute_blocking("COMMIT").unwrap();
-    let (_, result) = caller.join().unwrap().unwrap();
+    let (mut s, result) = caller.join().unwrap().unwrap();
     assert_eq!(int(&result[0].rows()), 176, "the call ran after the holder's change");
     assert_eq!(native_counts(&db, "deposit"), (2, 2));
+
+    // With a lock_timeout the call runs the ordinary way, whose statements keep it.
+    s.execute_blocking("SET lock_timeout = '10s'").unwrap();
+    holder.execute_blocking("BEGIN").unwrap();
+    holder.execute_blocking("UPDATE account SET balance = balance + 100 WHERE id = 2").unwrap();
+    let caller = std::thread::spawn(move || s.execute_blocking("SELECT deposit(2, 5)"));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    holder.execute_blocking("COMMIT").unwrap();
+    let result = caller.join().unwrap().unwrap();
+    assert_eq!(int(&result[0].rows()), 281);
+    assert_eq!(native_counts(&db, "deposit"), (3, 2));
 }
 
 #[test]

@@ -815,6 +815,14 @@ impl Session {
         !self.in_block() && settings.short_path() && settings.get("default_transaction_read_only").is_none_or(|v| v != "on")
     }
 
+    /// Whether a call whose job met another transaction's change may wait for it and run as
+    /// a job again: with lock waits on (`freshet.lock_wait`) and no `lock_timeout`; otherwise
+    /// it runs the ordinary way, whose statements wait (or not) as those settings say.
+    fn may_wait_between_jobs(&self) -> bool {
+        let settings = self.settings();
+        settings.lock_wait() && settings.lock_timeout().is_none()
+    }
+
     /// Runs a native call outside a transaction block as one executor job (see
     /// `freshet_core::engine::JobTxn`): `None` if it cannot — a block is open, the session
     /// defaults to read-only transactions or keeps to the analytical path, or the body gave
@@ -839,7 +847,9 @@ impl Session {
                 })
                 .await?;
             match outcome {
-                JobOutcome::Blocked { holder } if attempt < MAX_JOB_ATTEMPTS => engine.wait_for(None, holder).await?,
+                JobOutcome::Blocked { holder } if attempt < MAX_JOB_ATTEMPTS && self.may_wait_between_jobs() => {
+                    engine.wait_for(None, holder).await?
+                }
                 outcome => return Ok(outcome.done()),
             }
         }
@@ -961,7 +971,9 @@ impl Session {
         let now = now_micros();
         for attempt in 1.. {
             match self.run_routine_job(&engine, &compiled, args, sync, deadline, now).await? {
-                JobOutcome::Blocked { holder } if attempt < MAX_JOB_ATTEMPTS => engine.wait_for(None, holder).await?,
+                JobOutcome::Blocked { holder } if attempt < MAX_JOB_ATTEMPTS && self.may_wait_between_jobs() => {
+                    engine.wait_for(None, holder).await?
+                }
                 outcome => return Ok(outcome.done()),
             }
         }
