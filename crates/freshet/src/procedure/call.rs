@@ -827,8 +827,9 @@ impl Session {
     /// `freshet_core::engine::JobTxn`): `None` if it cannot — a block is open, the session
     /// defaults to read-only transactions or keeps to the analytical path, or the body gave
     /// up (a statement not prepared in this session yet, one that is not a short-path
-    /// statement, one that would wait for a lock); the caller then runs it statement by
-    /// statement, from the start.
+    /// statement, one that would wait for a lock in every one of [`MAX_JOB_ATTEMPTS`]
+    /// attempts, waiting for the lock's holder between them); the caller then runs it
+    /// statement by statement, from the start.
     async fn run_native_as_one_job(&mut self, native: &Arc<NativeProcedure>, args: &[Value]) -> Result<Option<Vec<Vec<Value>>>> {
         if !self.may_run_as_one_job() {
             return Ok(None);
