@@ -847,14 +847,22 @@ impl Session {
                     (native.body)(&mut cx, &args)
                 })
                 .await?;
-            match outcome {
-                JobOutcome::Blocked { holder } if attempt < MAX_JOB_ATTEMPTS && self.may_wait_between_jobs() => {
-                    engine.wait_for(None, holder).await?
-                }
-                outcome => return Ok(outcome.done()),
+            match self.after_job_attempt(outcome, attempt) {
+                Ok(done) => return Ok(done),
+                Err(holder) => engine.wait_for(None, holder).await?,
             }
         }
         Ok(None)
+    }
+
+    /// What follows attempt number `attempt` of a one-job call: `Ok` with its result (`None`:
+    /// run the call the ordinary way), or `Err(holder)` to wait for the transaction `holder`
+    /// its job met and run it as one job again ([`MAX_JOB_ATTEMPTS`] attempts in all).
+    fn after_job_attempt<T>(&self, outcome: JobOutcome<T>, attempt: u32) -> std::result::Result<Option<T>, u64> {
+        match outcome {
+            JobOutcome::Blocked { holder } if attempt < MAX_JOB_ATTEMPTS && self.may_wait_between_jobs() => Err(holder),
+            outcome => Ok(outcome.done()),
+        }
     }
 
     /// The statement a native procedure runs, prepared once per session and text.
@@ -971,11 +979,10 @@ impl Session {
         let engine = self.database().inner.engine.clone();
         let now = now_micros();
         for attempt in 1.. {
-            match self.run_routine_job(&engine, &compiled, args, sync, deadline, now).await? {
-                JobOutcome::Blocked { holder } if attempt < MAX_JOB_ATTEMPTS && self.may_wait_between_jobs() => {
-                    engine.wait_for(None, holder).await?
-                }
-                outcome => return Ok(outcome.done()),
+            let outcome = self.run_routine_job(&engine, &compiled, args, sync, deadline, now).await?;
+            match self.after_job_attempt(outcome, attempt) {
+                Ok(done) => return Ok(done),
+                Err(holder) => engine.wait_for(None, holder).await?,
             }
         }
         Ok(None)
