@@ -3228,7 +3228,7 @@ pub(crate) fn job_plan(prepared: &Prepared, catalog_version: u64) -> Option<&Arc
 /// Runs a prepared statement inside a one-job transaction (`freshet_core::engine::JobTxn`): a short-path query,
 /// an UPDATE or DELETE, or an INSERT … VALUES. Returns its rows and row count; anything else,
 /// or a statement prepared for an older catalog, gives the job up.
-pub(crate) fn run_in_job(prepared: &Prepared, params: Vec<Value>, now: i64, catalog_version: u64, job: &mut dyn JobStatements) -> Result<(Vec<Vec<Value>>, u64)> {
+pub(crate) fn run_in_job(prepared: &Prepared, params: &[Value], now: i64, catalog_version: u64, job: &mut dyn JobStatements) -> Result<(Vec<Vec<Value>>, u64)> {
     if prepared.catalog_version != catalog_version && needs_catalog(&prepared.kind) {
         return Err(job.give_up());
     }
@@ -3238,12 +3238,12 @@ pub(crate) fn run_in_job(prepared: &Prepared, params: Vec<Value>, now: i64, cata
         if plan.draws_sequences {
             return Err(job.give_up());
         }
-        let cx = EvalContext { params: &params, now, session: None };
+        let cx = EvalContext { params, now, session: None };
         let supplied = values_rows(plan, &cx)?;
         if let Some(on) = &plan.on_conflict {
             let full_rows = whole_rows(plan, supplied, &cx)?;
             let returning = plan.returning.is_some();
-            let (n, written) = if full_rows.is_empty() { (0, Vec::new()) } else { job.upsert(&plan.table, &full_rows, on, returning, &params, now)? };
+            let (n, written) = if full_rows.is_empty() { (0, Vec::new()) } else { job.upsert(&plan.table, &full_rows, on, returning, params, now)? };
             return Ok((returned_rows(plan, &written, &cx)?.unwrap_or_default(), n));
         }
         let (full_rows, returned) = complete_rows(plan, supplied, &cx)?;

@@ -454,7 +454,7 @@ impl<R> JobOutcome<R> {
 /// can hold the job behind a reference of its own lifetime).
 pub trait JobStatements {
     /// Runs a short statement (SELECT, UPDATE or DELETE) of the transaction.
-    fn run(&mut self, plan: &Arc<OltpPlan>, params: Vec<Value>, now: i64) -> Result<OltpResult>;
+    fn run(&mut self, plan: &Arc<OltpPlan>, params: &[Value], now: i64) -> Result<OltpResult>;
     /// Inserts rows that already have the table's column types.
     fn insert(&mut self, table: &TableDef, rows: &[Vec<Value>]) -> Result<u64>;
     /// Inserts rows with `ON CONFLICT` (see [`exec::upsert_rows`]): how many were written, and
@@ -488,8 +488,8 @@ pub trait JobStatements {
 }
 
 impl JobStatements for JobTxn<'_> {
-    fn run(&mut self, plan: &Arc<OltpPlan>, params: Vec<Value>, now: i64) -> Result<OltpResult> {
-        let result = run_on_partition(self.part, self.local, plan, &params, now, self.budget);
+    fn run(&mut self, plan: &Arc<OltpPlan>, params: &[Value], now: i64) -> Result<OltpResult> {
+        let result = run_on_partition(self.part, self.local, plan, params, now, self.budget);
         match self.or_give_up(result)? {
             OltpResult::TooLarge => Err(self.give_up()),
             other => Ok(other),

@@ -387,8 +387,12 @@ fn matches(row: &StoredRow, filter: Option<&Expr>, cx: &EvalContext) -> Result<b
 /// The rows a statement changes. A row whose visible version is the one stored comes without
 /// values (the statement reads it in place); an older version it sees comes reconstructed.
 /// `columns` are those the statement reads of each row (a plan's `reads`).
-fn collect_targets(table: &TableStore, access: &Access, filter: Option<&Expr>, columns: u64, view: &TxnView, cx: &EvalContext) -> Result<Vec<(RowId, Option<Vec<Value>>)>> {
-    let mut rows = Vec::new();
+/// The rows an UPDATE or DELETE changes (most change one, kept inline), each with its
+/// values unless they are read in place.
+type Targets = SmallVec<[(RowId, Option<Vec<Value>>); 2]>;
+
+fn collect_targets(table: &TableStore, access: &Access, filter: Option<&Expr>, columns: u64, view: &TxnView, cx: &EvalContext) -> Result<Targets> {
+    let mut rows = Targets::new();
     for_each_candidate(table, access, false, columns, view, cx, &mut |row, version| {
         if matches(&version, filter, cx)? {
             rows.push((row, match version {
@@ -514,7 +518,8 @@ pub fn run_update(table: &mut TableStore, plan: &UpdatePlan, cx: &EvalContext, t
     for (row, old) in targets {
         let changes = {
             let version = seen(table, row, old);
-            let mut changes = Vec::with_capacity(plan.assignments.len());
+            // Inline for up to four assignments (TPC-C's updates set one to four columns).
+            let mut changes: SmallVec<[(usize, Value); 4]> = SmallVec::with_capacity(plan.assignments.len());
             for (col, e) in &plan.assignments {
                 let v = assigned(e.eval(&version, cx)?, &table.def().columns[*col])?;
                 changes.push((*col, v));
@@ -625,8 +630,11 @@ pub fn run_select(table: &TableStore, plan: &SelectPlan, view: &TxnView, cx: &Ev
     let key_outputs: Option<SmallVec<[usize; 4]>> =
         if sorting { plan.order_by.iter().map(|(e, _, _)| plan.projection.iter().position(|p| p == e)).collect() } else { None };
     // Each qualifying row's output and, when sorting here, its sort key (unless it is in the
-    // output): computed from the version seen, without materialising the whole row.
+    // output): computed from the version seen, without materialising the whole row. Rows
+    // that need no sorting go straight into the result (`ids`, `out`); sorted ones through
+    // `hits`.
     let mut hits: Vec<(RowId, Vec<Value>, Vec<Value>)> = Vec::new();
+    let (mut ids, mut out): (Vec<RowId>, Vec<Vec<Value>>) = (Vec::new(), Vec::new());
     let mut examined = 0usize;
     let mut too_large = false;
     let mut bound = None;
@@ -644,14 +652,17 @@ pub fn run_select(table: &TableStore, plan: &SelectPlan, view: &TxnView, cx: &Ev
             return Ok(true);
         }
         if matches(&version, residual, cx)? {
-            let out = crate::try_vec(plan.projection.iter().map(|e| e.eval(&version, cx)))?;
-            let key = if sorting && key_outputs.is_none() {
-                crate::try_vec(plan.order_by.iter().map(|(e, _, _)| e.eval(&version, cx)))?
+            let output = crate::try_vec(plan.projection.iter().map(|e| e.eval(&version, cx)))?;
+            let found = if sorting {
+                let key = if key_outputs.is_none() { crate::try_vec(plan.order_by.iter().map(|(e, _, _)| e.eval(&version, cx)))? } else { Vec::new() };
+                hits.push((row, output, key));
+                hits.len()
             } else {
-                Vec::new()
+                ids.push(row);
+                out.push(output);
+                out.len()
             };
-            hits.push((row, out, key));
-            if stop_at.is_some_and(|n| hits.len() as u64 >= n) {
+            if stop_at.is_some_and(|n| found as u64 >= n) {
                 if let (Access::Index { index, .. }, Some(descending)) = (&plan.access, in_order) {
                     bound = Some(ScanBound { index: *index, key: version_key(table, *index, &version), descending });
                 }
@@ -663,16 +674,23 @@ pub fn run_select(table: &TableStore, plan: &SelectPlan, view: &TxnView, cx: &Ev
     if too_large {
         return Ok(SelectOutcome::TooLarge);
     }
-    if sorting {
-        sort_hits(&mut hits, &plan.order_by, key_outputs.as_deref())?;
-    }
     let take = limit.unwrap_or(u64::MAX).min(usize::MAX as u64) as usize;
     let skip = offset.min(usize::MAX as u64) as usize;
-    let kept = hits.len().saturating_sub(skip).min(take);
-    let (mut ids, mut out) = (Vec::with_capacity(kept), Vec::with_capacity(kept));
-    for (r, o, _) in hits.into_iter().skip(skip).take(take) {
-        ids.push(r);
-        out.push(o);
+    if sorting {
+        sort_hits(&mut hits, &plan.order_by, key_outputs.as_deref())?;
+        let kept = hits.len().saturating_sub(skip).min(take);
+        (ids, out) = (Vec::with_capacity(kept), Vec::with_capacity(kept));
+        for (r, o, _) in hits.into_iter().skip(skip).take(take) {
+            ids.push(r);
+            out.push(o);
+        }
+    } else if skip > 0 || out.len() > take {
+        let end = out.len().min(skip.saturating_add(take));
+        let start = skip.min(end);
+        out.truncate(end);
+        ids.truncate(end);
+        out.drain(..start);
+        ids.drain(..start);
     }
     Ok(SelectOutcome::Rows(out, ids, bound))
 }

@@ -1059,7 +1059,7 @@ impl<F: Future> Future for GrowStack<F> {
 
 /// Where a routine's statements run: in the session, or in a one-job transaction.
 trait RoutineStatements {
-    async fn run(&mut self, prepared: &Arc<crate::session::Prepared>, params: Vec<Value>) -> Result<(Vec<Vec<Value>>, u64)>;
+    async fn run(&mut self, prepared: &Arc<crate::session::Prepared>, params: &[Value]) -> Result<(Vec<Vec<Value>>, u64)>;
 
     /// Parses, plans and runs SQL text with `$n` parameters of these types (EXECUTE).
     async fn run_text(&mut self, sql: &str, types: &[DataType], params: Vec<Value>) -> Result<(Vec<Vec<Value>>, u64)>;
@@ -1100,8 +1100,8 @@ const JOB_BUDGET: std::time::Duration = std::time::Duration::from_millis(50);
 struct InSession<'a>(&'a mut Session);
 
 impl RoutineStatements for InSession<'_> {
-    async fn run(&mut self, prepared: &Arc<crate::session::Prepared>, params: Vec<Value>) -> Result<(Vec<Vec<Value>>, u64)> {
-        statement_rows(self.0, prepared, params).await
+    async fn run(&mut self, prepared: &Arc<crate::session::Prepared>, params: &[Value]) -> Result<(Vec<Vec<Value>>, u64)> {
+        statement_rows(self.0, prepared, params.to_vec()).await
     }
 
     async fn run_text(&mut self, sql: &str, types: &[DataType], params: Vec<Value>) -> Result<(Vec<Vec<Value>>, u64)> {
@@ -1168,7 +1168,7 @@ impl RoutineStatements for InJob<'_> {
         }
     }
 
-    async fn run(&mut self, prepared: &Arc<crate::session::Prepared>, params: Vec<Value>) -> Result<(Vec<Vec<Value>>, u64)> {
+    async fn run(&mut self, prepared: &Arc<crate::session::Prepared>, params: &[Value]) -> Result<(Vec<Vec<Value>>, u64)> {
         let Some(plan) = crate::session::call_plan(prepared) else {
             return crate::session::run_in_job(prepared, params, self.now, self.catalog.version, self.job);
         };
@@ -1179,7 +1179,7 @@ impl RoutineStatements for InJob<'_> {
             // The ordinary path reports it.
             return Err(self.job.give_up());
         }
-        let args = routine_args(&def, &plan.args, &prepared.param_types, &params, self.now)?;
+        let args = routine_args(&def, &plan.args, &prepared.param_types, params, self.now)?;
         self.depth += 1;
         let deadline = self.deadline;
         let sequences = self.sequences.clone();
@@ -1226,6 +1226,7 @@ async fn interpret<S: RoutineStatements>(
         now,
         tries: Vec::new(),
         sequences,
+        params: Vec::new(),
     };
     match run_with_handlers(compiled, deadline, statements, &mut st).await {
         Ok(rows) => Ok((rows, st.notices)),
@@ -1320,6 +1321,18 @@ struct Interp {
     /// Blocks with an EXCEPTION section entered and not left: savepoint and handler table.
     tries: Vec<(RoutineSavepoint, usize)>,
     sequences: Arc<crate::sequences::SessionSequences>,
+    /// The parameters of the statement about to run, filled again for each (one list for
+    /// the whole call rather than one per statement).
+    params: Vec<Value>,
+}
+
+/// Fills `params` with the values of a statement's parameters.
+fn fill_params(params: &mut Vec<Value>, sources: &[ParamSource], vars: &Vars, now: Clock) -> Result<()> {
+    params.clear();
+    for p in sources {
+        params.push(source_value(p, vars, now)?);
+    }
+    Ok(())
 }
 
 /// Runs instructions from `st.pc` until the routine returns (its result rows) or fails.
@@ -1330,7 +1343,7 @@ async fn run_instructions<S: RoutineStatements>(
     statements: &mut S,
     st: &mut Interp,
 ) -> Result<Vec<Vec<Value>>> {
-    let Interp { vars, notices, out, cursors, pc, steps, now, tries, sequences } = st;
+    let Interp { vars, notices, out, cursors, pc, steps, now, tries, sequences, params } = st;
     let sequences = sequences.clone();
     let now = Clock { at: *now, sequences: Some(&*sequences) };
     while let Some(instr) = r.code.get(*pc) {
@@ -1358,7 +1371,7 @@ async fn run_instructions<S: RoutineStatements>(
             Instr::Sql(i) => {
                 let unit = &r.sql[*i];
                 let prepared = &compiled.prepared[*i];
-                let params = freshet_core::try_vec(unit.params.iter().map(|p| source_value(p, vars, now)))?;
+                fill_params(params, &unit.params, vars, now)?;
                 let (rows, count) = statements.run(prepared, params).await?;
                 if !unit.expression {
                     vars.set(r.found, Value::Bool(count > 0));
@@ -1449,7 +1462,7 @@ async fn run_instructions<S: RoutineStatements>(
             }
             Instr::QueryOpen { sql, cursor } => {
                 let unit = &r.sql[*sql];
-                let params = freshet_core::try_vec(unit.params.iter().map(|p| source_value(p, vars, now)))?;
+                fill_params(params, &unit.params, vars, now)?;
                 let (rows, _) = statements.run(&compiled.prepared[*sql], params).await?;
                 cursors[*cursor] = (rows.into_iter(), 0);
             }
@@ -1506,7 +1519,7 @@ async fn run_instructions<S: RoutineStatements>(
             }
             Instr::ReturnQuery(sql) => {
                 let unit = &r.sql[*sql];
-                let params = freshet_core::try_vec(unit.params.iter().map(|p| source_value(p, vars, now)))?;
+                fill_params(params, &unit.params, vars, now)?;
                 let (rows, count) = statements.run(&compiled.prepared[*sql], params).await?;
                 append_query_rows(r, out, rows)?;
                 vars.set(r.found, Value::Bool(count > 0));

@@ -112,7 +112,7 @@ impl ProcedureContext<'_> {
             }),
             ContextInner::Job(cx) => {
                 let Some(prepared) = cx.statements.get(sql) else { return Err(cx.job.give_up()) };
-                crate::session::run_in_job(prepared, cast(prepared)?, cx.now, cx.catalog.version, cx.job)
+                crate::session::run_in_job(prepared, &cast(prepared)?, cx.now, cx.catalog.version, cx.job)
             }
         }
     }
