@@ -384,13 +384,13 @@ fn matches(row: &StoredRow, filter: Option<&Expr>, cx: &EvalContext) -> Result<b
     }
 }
 
-/// The rows a statement changes. A row whose visible version is the one stored comes without
-/// values (the statement reads it in place); an older version it sees comes reconstructed.
-/// `columns` are those the statement reads of each row (a plan's `reads`).
 /// The rows an UPDATE or DELETE changes (most change one, kept inline), each with its
 /// values unless they are read in place.
 type Targets = SmallVec<[(RowId, Option<Vec<Value>>); 2]>;
 
+/// The rows a statement changes. A row whose visible version is the one stored comes without
+/// values (the statement reads it in place); an older version it sees comes reconstructed.
+/// `columns` are those the statement reads of each row (a plan's `reads`).
 fn collect_targets(table: &TableStore, access: &Access, filter: Option<&Expr>, columns: u64, view: &TxnView, cx: &EvalContext) -> Result<Targets> {
     let mut rows = Targets::new();
     for_each_candidate(table, access, false, columns, view, cx, &mut |row, version| {
