@@ -118,28 +118,30 @@ fn of_key_type(v: &Value, ty: DataType) -> bool {
     )
 }
 
-/// The residual filter a walk of `access` must still check with this run's values: the one
-/// without the bounds' range conjuncts (`within_bounds`, see
-/// [`super::plan::residual_within_bounds`]) when every bound value is a key of the column's
-/// type as it is (not NULL, no conversion), since the walk then yields only rows within the
-/// bounds; the whole residual otherwise.
-fn residual_to_check<'p>(
-    table: &TableStore,
-    access: &Access,
-    residual: Option<&'p Expr>,
+/// A plan's residual filter, whole and without the range conjuncts that are its access
+/// path's bounds (`within_bounds`, see [`super::plan::residual_within_bounds`]).
+#[derive(Clone, Copy)]
+struct Residual<'p> {
+    whole: Option<&'p Expr>,
     within_bounds: Option<&'p Option<Expr>>,
-    cx: &EvalContext,
-) -> Result<Option<&'p Expr>> {
-    let (Some(within), Access::Index { index, eq, lower, upper, .. }) = (within_bounds, access) else { return Ok(residual) };
-    let def = table.def();
-    let Some(&column) = def.indexes.get(*index).and_then(|i| i.columns.get(eq.len())) else { return Ok(residual) };
-    let ty = def.columns[column].ty;
-    for (bound, _) in [lower, upper].into_iter().flatten() {
-        if !of_key_type(&bound.eval(&super::expr::NoRow, cx)?, ty) {
-            return Ok(residual);
-        }
+}
+
+impl<'p> Residual<'p> {
+    fn of(whole: &'p Option<Expr>, within_bounds: &'p Option<Option<Expr>>) -> Residual<'p> {
+        Residual { whole: whole.as_ref(), within_bounds: within_bounds.as_ref() }
     }
-    Ok(within.as_ref())
+
+    /// What a walk of index `index` after `eq_len` equalities, with these bound values, must
+    /// still check: the residual without the bounds when every bound value is a key of the
+    /// column's type as it is (not NULL, no conversion), since the walk then yields only rows
+    /// within the bounds; the whole residual otherwise.
+    fn to_check(self, table: &TableStore, index: usize, eq_len: usize, bounds: [&Option<(Value, bool)>; 2]) -> Option<&'p Expr> {
+        let Some(within) = self.within_bounds else { return self.whole };
+        let def = table.def();
+        let Some(&column) = def.indexes.get(index).and_then(|i| i.columns.get(eq_len)) else { return self.whole };
+        let ty = def.columns[column].ty;
+        if bounds.into_iter().flatten().all(|(v, _)| of_key_type(v, ty)) { within.as_ref() } else { self.whole }
+    }
 }
 
 /// The value `v` as a key of a column of type `ty` for an equality lookup, or `None` if no
@@ -211,20 +213,23 @@ pub fn key_value(v: Value, ty: DataType) -> Option<Value> {
 /// Calls `f` with each row the access path yields and the version `view` sees of it (in
 /// index order for index paths), until `f` returns `Ok(false)`. A row reached through an
 /// index entry is yielded only if its visible version has that entry's key, so each row comes
-/// once even when old versions keep entries under other keys. Rows are candidates: the caller
-/// still applies the whole filter.
+/// once even when old versions keep entries under other keys. Rows are candidates: `f` also
+/// gets the part of `residual` the caller must still check of them, chosen once the bounds'
+/// values are known ([`Residual::to_check`]).
 fn for_each_candidate(
     table: &TableStore,
     access: &Access,
+    residual: Residual,
     reverse: bool,
     columns: u64,
     view: &TxnView,
     cx: &EvalContext,
-    f: &mut dyn FnMut(RowId, StoredRow) -> Result<bool>,
+    f: &mut dyn FnMut(RowId, StoredRow, Option<&Expr>) -> Result<bool>,
 ) -> Result<()> {
     match access {
         Access::Scan => {
             table.count_scan(false);
+            let f = &mut |row, version: StoredRow| f(row, version, residual.whole);
             visit_rows(table, columns, view, f, &mut |visit, _| table.for_each_slot(&mut |row| visit(row, None)))
         }
         Access::Index { index, eq, lower, upper, any } => {
@@ -237,8 +242,9 @@ fn for_each_candidate(
             let eq = eq_values;
             let (lower, upper) = (bound(lower)?, bound(upper)?);
             let any: Vec<Value> = crate::try_vec(any.iter().map(eval))?;
+            let check = residual.to_check(table, *index, eq.len(), [&lower, &upper]);
             let keys = IndexKeys { index: *index, eq: &eq, lower: &lower, upper: &upper, any: &any };
-            for_each_in_index(table, &keys, reverse, columns, view, f)
+            for_each_in_index(table, &keys, reverse, columns, view, &mut |row, version: StoredRow| f(row, version, check))
         }
     }
 }
@@ -391,9 +397,9 @@ type Targets = SmallVec<[(RowId, Option<Vec<Value>>); 2]>;
 /// The rows a statement changes. A row whose visible version is the one stored comes without
 /// values (the statement reads it in place); an older version it sees comes reconstructed.
 /// `columns` are those the statement reads of each row (a plan's `reads`).
-fn collect_targets(table: &TableStore, access: &Access, filter: Option<&Expr>, columns: u64, view: &TxnView, cx: &EvalContext) -> Result<Targets> {
+fn collect_targets(table: &TableStore, access: &Access, residual: Residual, columns: u64, view: &TxnView, cx: &EvalContext) -> Result<Targets> {
     let mut rows = Targets::new();
-    for_each_candidate(table, access, false, columns, view, cx, &mut |row, version| {
+    for_each_candidate(table, access, residual, false, columns, view, cx, &mut |row, version, filter| {
         if matches(&version, filter, cx)? {
             rows.push((row, match version {
                 StoredRow::InPlace { .. } => None,
@@ -511,8 +517,7 @@ impl RowAccess for WithExcluded<'_> {
 /// Each row's new values are computed from the version the statement sees of it, read in
 /// place: the rows changed before it in this statement are other rows, so it is unchanged.
 pub fn run_update(table: &mut TableStore, plan: &UpdatePlan, cx: &EvalContext, txn: &mut LocalTxn, returned: &mut Vec<Vec<Value>>) -> Result<u64> {
-    let residual = residual_to_check(table, &plan.access, plan.residual.as_ref(), plan.residual_within_bounds.as_ref(), cx)?;
-    let targets = collect_targets(table, &plan.access, residual, plan.reads, &txn.view, cx)?;
+    let targets = collect_targets(table, &plan.access, Residual::of(&plan.residual, &plan.residual_within_bounds), plan.reads, &txn.view, cx)?;
     let count = targets.len() as u64;
     let id = table.def().id;
     for (row, old) in targets {
@@ -554,8 +559,7 @@ impl RowAccess for Changed<'_> {
 
 /// Runs a DELETE; the RETURNING rows, if it has that clause, go to `returned`.
 pub fn run_delete(table: &mut TableStore, plan: &DeletePlan, cx: &EvalContext, txn: &mut LocalTxn, returned: &mut Vec<Vec<Value>>) -> Result<u64> {
-    let residual = residual_to_check(table, &plan.access, plan.residual.as_ref(), plan.residual_within_bounds.as_ref(), cx)?;
-    let targets = collect_targets(table, &plan.access, residual, plan.reads, &txn.view, cx)?;
+    let targets = collect_targets(table, &plan.access, Residual::of(&plan.residual, &plan.residual_within_bounds), plan.reads, &txn.view, cx)?;
     let count = targets.len() as u64;
     let id = table.def().id;
     let n = table.def().columns.len();
@@ -639,8 +643,8 @@ pub fn run_select(table: &TableStore, plan: &SelectPlan, view: &TxnView, cx: &Ev
     let mut too_large = false;
     let mut bound = None;
     let skip_locked = plan.lock_wait == crate::sql::plan::LockWait::SkipLocked;
-    let residual = residual_to_check(table, &plan.access, plan.residual.as_ref(), plan.residual_within_bounds.as_ref(), cx)?;
-    for_each_candidate(table, &plan.access, in_order == Some(true), plan.reads, view, cx, &mut |row, version| {
+    let residual = Residual::of(&plan.residual, &plan.residual_within_bounds);
+    for_each_candidate(table, &plan.access, residual, in_order == Some(true), plan.reads, view, cx, &mut |row, version, residual| {
         examined += 1;
         if examined > budget {
             too_large = true;
@@ -786,8 +790,8 @@ fn run_aggregates(
     let mut state: Vec<Accumulator> = plan.aggregates.iter().map(Accumulator::new).collect();
     let mut examined = 0usize;
     let mut too_large = false;
-    let residual = residual_to_check(table, &plan.access, plan.residual.as_ref(), plan.residual_within_bounds.as_ref(), cx)?;
-    for_each_candidate(table, &plan.access, false, plan.reads, view, cx, &mut |_, version| {
+    let residual = Residual::of(&plan.residual, &plan.residual_within_bounds);
+    for_each_candidate(table, &plan.access, residual, false, plan.reads, view, cx, &mut |_, version, residual| {
         examined += 1;
         if examined > budget {
             too_large = true;

@@ -123,7 +123,7 @@ pub struct UpdatePlan {
     pub residual: Option<Expr>,
     /// `residual` without the range conjuncts that are `access`'s bounds, when it has such
     /// (see [`residual_within_bounds`]): what is left to check when the bounds' values are
-    /// exact keys (`exec::residual_to_check`).
+    /// exact keys (`exec::Residual::to_check`).
     pub residual_within_bounds: Option<Option<Expr>>,
     pub access: Access,
     pub returning: Option<Returning>,
@@ -141,7 +141,7 @@ pub struct DeletePlan {
     pub residual: Option<Expr>,
     /// `residual` without the range conjuncts that are `access`'s bounds, when it has such
     /// (see [`residual_within_bounds`]): what is left to check when the bounds' values are
-    /// exact keys (`exec::residual_to_check`).
+    /// exact keys (`exec::Residual::to_check`).
     pub residual_within_bounds: Option<Option<Expr>>,
     pub access: Access,
     pub returning: Option<Returning>,
@@ -210,7 +210,7 @@ pub struct SelectPlan {
     pub residual: Option<Expr>,
     /// `residual` without the range conjuncts that are `access`'s bounds, when it has such
     /// (see [`residual_within_bounds`]): what is left to check when the bounds' values are
-    /// exact keys (`exec::residual_to_check`).
+    /// exact keys (`exec::Residual::to_check`).
     pub residual_within_bounds: Option<Option<Expr>>,
     pub access: Access,
     /// Sort keys: expression, descending, nulls first.
@@ -1053,7 +1053,7 @@ pub fn residual_filter(table: &TableDef, filter: Option<&Expr>, access: &Access)
 /// access path's bounds on the next key column, when there are such: `column > value`,
 /// `column <= value` and so on (either way round) whose value is the bound's expression. The
 /// walk yields only rows within its bounds when each bound converts to a key exactly; the
-/// executor checks that for the values of each run (`exec::residual_to_check`) and uses the
+/// executor checks that for the values of each run (`exec::Residual::to_check`) and uses the
 /// whole residual otherwise. The column's type must compare as its key encoding orders (the
 /// types of [`exact_key`]).
 pub fn residual_within_bounds(table: &TableDef, filter: Option<&Expr>, access: &Access) -> Option<Option<Expr>> {
