@@ -5,10 +5,15 @@
 //! only at [`Wire::flush`] (Sync, Flush, the end of a simple query, before waiting for COPY
 //! data) or when `out` grows past [`FLUSH_THRESHOLD`], so a pipeline of many small results
 //! leaves in a few large writes.
+//!
+//! The socket is TCP or, for a client on the same machine, a Unix-domain socket ([`Socket`]);
+//! the protocol is the same on both.
+
+use std::os::fd::AsRawFd;
 
 use bytes::{Buf, Bytes, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
+use tokio::net::{TcpStream, UnixStream};
 
 use crate::error::ConnError;
 use crate::message::MAX_MESSAGE_LEN;
@@ -19,15 +24,67 @@ pub const FLUSH_THRESHOLD: usize = 64 * 1024;
 /// Largest startup packet accepted (PostgreSQL's limit).
 pub const MAX_STARTUP_LEN: usize = 10_000;
 
+/// A client's connection.
+pub enum Socket {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl Socket {
+    async fn read_buf(&mut self, buf: &mut BytesMut) -> std::io::Result<usize> {
+        match self {
+            Socket::Tcp(s) => s.read_buf(buf).await,
+            Socket::Unix(s) => s.read_buf(buf).await,
+        }
+    }
+
+    async fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        match self {
+            Socket::Tcp(s) => s.write_all(bytes).await,
+            Socket::Unix(s) => s.write_all(bytes).await,
+        }
+    }
+
+    async fn shutdown(&mut self) -> std::io::Result<()> {
+        match self {
+            Socket::Tcp(s) => s.shutdown().await,
+            Socket::Unix(s) => s.shutdown().await,
+        }
+    }
+
+    /// Waits until a byte can be read, and says how many were there without taking them: 0
+    /// when the peer has closed its end.
+    async fn peek_byte(&self) -> std::io::Result<usize> {
+        match self {
+            Socket::Tcp(s) => s.peek(&mut [0u8; 1]).await,
+            Socket::Unix(s) => loop {
+                s.readable().await?;
+                let fd = s.as_raw_fd();
+                let peeked = s.try_io(Interest::READABLE, || {
+                    let mut byte = 0u8;
+                    // SAFETY: `fd` is this open socket's descriptor and `byte` a writable
+                    // buffer of the one byte asked for.
+                    let n = unsafe { libc::recv(fd, (&raw mut byte).cast(), 1, libc::MSG_PEEK) };
+                    usize::try_from(n).map_err(|_| std::io::Error::last_os_error())
+                });
+                match peeked {
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                    other => return other,
+                }
+            },
+        }
+    }
+}
+
 pub struct Wire {
-    socket: TcpStream,
+    socket: Socket,
     input: BytesMut,
     /// Messages waiting to be written.
     pub out: BytesMut,
 }
 
 impl Wire {
-    pub fn new(socket: TcpStream) -> Self {
+    pub fn new(socket: Socket) -> Self {
         Wire { socket, input: BytesMut::with_capacity(8 * 1024), out: BytesMut::with_capacity(16 * 1024) }
     }
 
@@ -50,8 +107,7 @@ impl Wire {
     /// being computed. A client that has sent more (pipelined messages not read yet) is not
     /// considered gone: this then never completes.
     pub async fn client_gone(&self) {
-        let mut byte = [0u8; 1];
-        match self.socket.peek(&mut byte).await {
+        match self.socket.peek_byte().await {
             Ok(0) | Err(_) => {}
             Ok(_) => std::future::pending::<()>().await,
         }

@@ -34,7 +34,7 @@ fn crash_server_child() {
     let db = Database::open(config).expect("open the database");
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     runtime.block_on(async {
-        let server = Server::bind(db, &ServerConfig { host: "127.0.0.1".into(), port: 0 }).await.expect("bind");
+        let server = Server::bind(db, &ServerConfig { host: "127.0.0.1".into(), port: 0, unix_socket_dir: None }).await.expect("bind");
         println!("FRESHET_CRASH_PORT={}", server.local_addr().port());
         server.run(std::future::pending()).await.expect("serve");
     });

@@ -362,7 +362,7 @@ fn fork_mode_client_disconnect_ends_the_child() {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     runtime.block_on(async {
         let db = fork_db();
-        let config = freshet_server::ServerConfig { host: "127.0.0.1".into(), port: 0 };
+        let config = freshet_server::ServerConfig { host: "127.0.0.1".into(), port: 0, unix_socket_dir: None };
         let server = freshet_server::Server::bind(db.clone(), &config).await.unwrap();
         let port = server.local_addr().port();
         tokio::spawn(server.run(std::future::pending::<()>()));

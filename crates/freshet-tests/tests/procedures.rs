@@ -490,7 +490,7 @@ fn call_with_parameters_over_the_wire() {
     runtime.block_on(async {
         let db = Database::open(Config { olap_threads: 2, ..Config::default() }).unwrap();
         accounts(&db);
-        let server = Server::bind(db, &ServerConfig { host: "127.0.0.1".into(), port: 0 }).await.unwrap();
+        let server = Server::bind(db, &ServerConfig { host: "127.0.0.1".into(), port: 0, unix_socket_dir: None }).await.unwrap();
         let port = server.local_addr().port();
         let (_stop, stopped) = oneshot::channel::<()>();
         tokio::spawn(server.run(async {

@@ -29,7 +29,7 @@ struct TestServer {
 impl TestServer {
     async fn start() -> TestServer {
         let db = Database::open(Config { olap_threads: 2, ..Config::default() }).expect("open database");
-        let config = ServerConfig { host: "127.0.0.1".into(), port: 0 };
+        let config = ServerConfig { host: "127.0.0.1".into(), port: 0, unix_socket_dir: None };
         let server = Server::bind(db, &config).await.expect("bind");
         let addr = server.local_addr();
         let (stop, stopped) = oneshot::channel::<()>();
@@ -1054,6 +1054,68 @@ async fn malformed_messages_close_only_their_connection() {
     // A fresh connection works too.
     let other = server.client().await;
     assert_eq!(other.query_one("SELECT 2", &[]).await.unwrap().get::<_, i32>(0), 2);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Unix-domain socket
+
+/// With a socket directory, `host=<dir>` reaches the server as it reaches PostgreSQL: both
+/// protocols, an analytical query that streams (the server watches the socket for the client
+/// leaving meanwhile) and a cancel request on a connection of its own. The socket file is
+/// refused to a second server while the first listens, replaced when stale, and removed when
+/// the server stops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unix_domain_socket_serves_clients_as_tcp_does() {
+    let dir = std::env::temp_dir().join(format!("freshet-uds-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let open = || Database::open(Config { olap_threads: 2, ..Config::default() }).expect("open database");
+    let config = |host: &str, port: u16| ServerConfig { host: host.into(), port, unix_socket_dir: Some(dir.clone()) };
+    let server = Server::bind(open(), &config("127.0.0.1", 0)).await.expect("bind");
+    let port = server.local_addr().port();
+    let path = server.unix_socket_path().expect("a socket path").to_path_buf();
+    assert_eq!(path, dir.join(format!(".s.PGSQL.{port}")));
+    let (stop, stopped) = oneshot::channel::<()>();
+    let running = tokio::spawn(server.run(async {
+        let _ = stopped.await;
+    }));
+
+    let conninfo = format!("host={} port={port} user=tester dbname=testdb", dir.display());
+    let (client, connection) = tokio_postgres::connect(&conninfo, NoTls).await.expect("connect over the Unix-domain socket");
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    client.batch_execute("CREATE TABLE uds (id INT PRIMARY KEY, name TEXT); INSERT INTO uds VALUES (1, 'one'), (2, 'two')").await.unwrap();
+    assert_eq!(text_rows(&client, "SELECT name FROM uds ORDER BY id").await, vec![vec![Some("one".into())], vec![Some("two".into())]]);
+    let name: String = client.query_one("SELECT name FROM uds WHERE id = $1", &[&2i32]).await.unwrap().get(0);
+    assert_eq!(name, "two");
+    let n: i64 = client.query_one("SELECT count(*) FROM generate_series(1, 3000000) a WHERE a % 3 = 0", &[]).await.unwrap().get(0);
+    assert_eq!(n, 1_000_000);
+    let (err, took) = cancel_until_done(&client.cancel_token(), client.query("SELECT pg_sleep(600)", &[])).await;
+    assert_eq!(code(&err), &SqlState::QUERY_CANCELED);
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+    assert_eq!(client.query_one("SELECT 1 + 1", &[]).await.unwrap().get::<_, i32>(0), 2);
+
+    // Another server (on another address, so that its TCP port is free) cannot take the socket.
+    let Err(e) = Server::bind(open(), &config("127.0.0.2", port)).await else { panic!("a second server took a live socket") };
+    assert_eq!(e.kind(), std::io::ErrorKind::AddrInUse, "{e}");
+    assert!(e.to_string().contains("another server is listening"), "{e}");
+
+    drop(client);
+    drop(stop);
+    running.await.unwrap().unwrap();
+    assert!(!path.exists(), "the socket file outlived its server");
+
+    // A socket file nothing accepts on (its server died) is replaced; a file that is no socket
+    // is not.
+    drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
+    assert!(path.exists());
+    let server = Server::bind(open(), &config("127.0.0.3", port)).await.expect("bind over a stale socket file");
+    drop(server);
+    assert!(!path.exists());
+    std::fs::write(&path, b"not a socket").unwrap();
+    let Err(e) = Server::bind(open(), &config("127.0.0.3", port)).await else { panic!("a regular file was replaced") };
+    assert_eq!(e.kind(), std::io::ErrorKind::AlreadyExists, "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -335,7 +335,7 @@ fn slt_over_the_wire() {
     for file in slt_files() {
         let result: Result<(), String> = runtime.block_on(async {
             let db = Database::open(Config { olap_threads: 2, ..Config::default() }).unwrap();
-            let config = freshet_server::ServerConfig { host: "127.0.0.1".into(), port: 0 };
+            let config = freshet_server::ServerConfig { host: "127.0.0.1".into(), port: 0, unix_socket_dir: None };
             let server = freshet_server::Server::bind(db, &config).await.map_err(|e| e.to_string())?;
             let addr = server.local_addr();
             let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

@@ -339,7 +339,7 @@ fn a_serializable_run_of_procedures_over_the_wire_stays_consistent() {
     let db = loaded(2);
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let (server, stop) = rt.block_on(async {
-        let server = freshet_server::Server::bind(db.clone(), &freshet_server::ServerConfig { host: "127.0.0.1".into(), port: 0 })
+        let server = freshet_server::Server::bind(db.clone(), &freshet_server::ServerConfig { host: "127.0.0.1".into(), port: 0, unix_socket_dir: None })
             .await
             .unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
