@@ -89,6 +89,11 @@ impl Postgres {
         ])?;
         Ok(Postgres { port, dir })
     }
+
+    /// The directory of its Unix-domain socket.
+    pub fn socket_dir(&self) -> &Path {
+        &self.dir
+    }
 }
 
 impl Drop for Postgres {
@@ -102,6 +107,9 @@ impl Drop for Postgres {
 fn as_postgres(args: &[&str]) -> anyhow::Result<String> {
     run_cmd(Command::new("runuser").args(["-u", "postgres", "--"]).args(args).current_dir("/tmp"))
 }
+
+/// Where a `freshet serve` child listens on a Unix-domain socket (the server's default).
+const SOCKET_DIR: &str = "/tmp";
 
 /// A `freshet serve` child process on a free port, in memory or with a data directory of its
 /// own (removed when it stops).
@@ -133,7 +141,7 @@ impl FreshetServer {
         let port = free_port()?;
         let exe = std::env::current_exe()?;
         let mut cmd = Command::new(exe);
-        cmd.args(["serve", "--port", &port.to_string()]);
+        cmd.args(["serve", "--port", &port.to_string()]).arg("--unix-socket-dir").arg(SOCKET_DIR);
         match &data_dir {
             Some(d) => cmd.arg("--data-dir").arg(d),
             None => cmd.arg("--in-memory"),
@@ -157,10 +165,16 @@ impl FreshetServer {
         std::fs::read_to_string(std::env::temp_dir().join(format!("freshet-bench-server-{}.log", self.port))).unwrap_or_default()
     }
 
+    /// The directory of its Unix-domain socket.
+    pub fn socket_dir(&self) -> &Path {
+        Path::new(SOCKET_DIR)
+    }
+
     /// Stops the server with SIGKILL, keeping its data directory; returns it.
     pub fn crash(mut self) -> Option<PathBuf> {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        self.remove_socket();
         self.data_dir.take()
     }
 }
@@ -184,7 +198,13 @@ impl Drop for FreshetServer {
 }
 
 impl FreshetServer {
+    /// Removes the socket file a killed server leaves (one that stopped removed it itself).
+    fn remove_socket(&self) {
+        let _ = std::fs::remove_file(freshet_server::unix_socket_path(self.socket_dir(), self.port));
+    }
+
     fn cleanup(&mut self) {
+        self.remove_socket();
         let _ = std::fs::remove_file(std::env::temp_dir().join(format!("freshet-bench-server-{}.log", self.port)));
         if let Some(d) = self.data_dir.take() {
             let _ = std::fs::remove_dir_all(d);

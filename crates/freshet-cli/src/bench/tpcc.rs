@@ -29,6 +29,31 @@ use super::postgres::{run_cmd, FreshetServer, Postgres};
 use super::chart::{bar_chart, line_chart, Series};
 use super::report::{machine, print_table, write_json};
 
+/// How a client over the wire reaches a server on this machine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Transport {
+    Tcp,
+    Unix,
+}
+
+impl Transport {
+    fn name(self) -> &'static str {
+        match self {
+            Transport::Tcp => "tcp",
+            Transport::Unix => "unix",
+        }
+    }
+
+    /// The `host=` of a connection string to a server listening on 127.0.0.1 and with its
+    /// Unix-domain socket in `socket_dir`.
+    fn host(self, socket_dir: &std::path::Path) -> String {
+        match self {
+            Transport::Tcp => "127.0.0.1".into(),
+            Transport::Unix => socket_dir.display().to_string(),
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Mode {
     /// Statement by statement over the PostgreSQL protocol (BEGIN … COMMIT, prepared
@@ -115,6 +140,11 @@ pub struct TpccArgs {
     /// terminals are).
     #[arg(long)]
     terminal_threads: Option<usize>,
+    /// How clients over the wire reach each server on this machine: `tcp` (127.0.0.1) or
+    /// `unix` (each server's Unix-domain socket, as psql and pgbench connect by default).
+    /// Both systems get the same; in-process modes use it only for PostgreSQL.
+    #[arg(long, value_enum, default_value_t = Transport::Tcp)]
+    transport: Transport,
     /// Seed of the data generator and the terminals: the same seed gives the same data.
     #[arg(long, default_value_t = 42)]
     seed: u64,
@@ -296,7 +326,8 @@ fn run_freshet(args: &TpccArgs, streams: usize, with_answers: bool) -> anyhow::R
         Mode::Interactive | Mode::Procedures => {
             let (nice, threads, pin) = (args.olap_nice.to_string(), args.olap_threads().to_string(), args.pin_cpus.unwrap_or(false).to_string());
             let server = FreshetServer::in_memory(&["--olap-nice", &nice, "--olap-threads", &threads, "--pin-cpus", &pin])?;
-            let target = Target::wire(format!("host=127.0.0.1 port={} user=bench dbname=freshet", server.port)).with_isolation(isolation);
+            let host = args.transport.host(server.socket_dir());
+            let target = Target::wire(format!("host={host} port={} user=bench dbname=freshet", server.port)).with_isolation(isolation);
             measure(&target, Flavor::Freshet, args.mode, args, streams, with_answers)?
         }
     };
@@ -315,7 +346,8 @@ fn run_postgres(args: &TpccArgs, streams: usize, with_answers: bool) -> anyhow::
         "full_page_writes=off",
         "max_wal_size=8GB",
     ])?;
-    let target = Target::wire(format!("host=127.0.0.1 port={} user=postgres dbname=postgres", pg.port)).with_isolation(Some(args.isolation.clone()));
+    let host = args.transport.host(pg.socket_dir());
+    let target = Target::wire(format!("host={host} port={} user=postgres dbname=postgres", pg.port)).with_isolation(Some(args.isolation.clone()));
     let (load, answers, stats, consistency) = measure(&target, Flavor::Postgres, mode, args, streams, with_answers)?;
     Ok(SystemRun { system: "postgresql", mode: mode.name(), load, answers, stats, consistency })
 }
@@ -323,12 +355,16 @@ fn run_postgres(args: &TpccArgs, streams: usize, with_answers: bool) -> anyhow::
 fn print_runs(runs: &[SystemRun], args: &TpccArgs) {
     println!();
     println!(
-        "TPC-C: {} warehouses{}, {} terminals, {} s, isolation {} on every system, no keying or think time (same machine, one run){}",
+        "TPC-C: {} warehouses{}, {} terminals, {} s, isolation {} on every system, clients over {} where over the wire, no keying or think time (same machine, one run){}",
         args.warehouses,
         if args.tiny { " (reduced test scale)" } else { "" },
         args.terminals,
         args.duration,
         args.isolation,
+        match args.transport {
+            Transport::Tcp => "TCP",
+            Transport::Unix => "Unix-domain sockets",
+        },
         args.max_staleness.as_ref().map_or(String::new(), |b| format!("; Freshet's analytical streams read snapshots up to {b} old")),
     );
     let mut rows = Vec::new();
@@ -408,7 +444,7 @@ fn run_json(r: &SystemRun, args: &TpccArgs, streams: usize, correct: &dyn Fn(&st
         );
     }
     json!({
-        "system": r.system, "mode": r.mode, "isolation": args.isolation, "warehouses": args.warehouses,
+        "system": r.system, "mode": r.mode, "isolation": args.isolation, "warehouses": args.warehouses, "transport": args.transport.name(),
         "max_staleness": if r.system == "freshet" { args.max_staleness.as_deref().unwrap_or("0") } else { "0" },
         "scale": if args.tiny { "tiny" } else { "spec" }, "terminals": args.terminals, "streams": streams,
         "duration_s": s.seconds, "load_s": r.load.seconds, "loaded_rows": r.load.rows,
