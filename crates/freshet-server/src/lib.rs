@@ -148,19 +148,12 @@ impl Server {
             }
             None => None,
         };
-        match &unix {
-            Some(u) => tracing::info!(
-                "listening on {}:{} and on {}; authentication is trust: any user and database name, no password",
-                config.host,
-                addr.port(),
-                u.path.display()
-            ),
-            None => tracing::info!(
-                "listening on {}:{}; authentication is trust: any user and database name, no password",
-                config.host,
-                addr.port()
-            ),
-        }
+        tracing::info!(
+            "listening on {}:{}{}; authentication is trust: any user and database name, no password",
+            config.host,
+            addr.port(),
+            unix.as_ref().map_or(String::new(), |u| format!(" and on {}", u.path.display()))
+        );
         let shared = Arc::new(Shared { db, cancels: Arc::new(CancelRegistry::default()) });
         Ok(Server { listener, unix, addr, shared })
     }
