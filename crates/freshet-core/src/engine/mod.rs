@@ -55,11 +55,14 @@ pub struct EngineConfig {
     /// Executors hold back the wakes of replies while more jobs are queued and send them
     /// together (on by default; see `freshet::Config::batch_reply_wakes`).
     pub batch_reply_wakes: bool,
+    /// Scheduling niceness of the executor threads, −20 to 0 (default 0; see
+    /// `freshet::Config::executor_nice`).
+    pub executor_nice: i32,
 }
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        EngineConfig { short_select_budget: 10_000, partitions: 1, pin_cpus: false, batch_reply_wakes: true }
+        EngineConfig { short_select_budget: 10_000, partitions: 1, pin_cpus: false, batch_reply_wakes: true, executor_nice: 0 }
     }
 }
 
@@ -131,7 +134,7 @@ impl Engine {
         }
         let cpus = if config.pin_cpus { CpuPlan::for_partitions(config.partitions) } else { CpuPlan::unpinned() };
         let executors = (0..config.partitions)
-            .map(|i| Executor::spawn(i, cpus.executor_cpu(i), config.batch_reply_wakes).map_err(|e| Error::internal(format!("cannot start executor {i}: {e}"))))
+            .map(|i| Executor::spawn(i, cpus.executor_cpu(i), config.batch_reply_wakes, config.executor_nice).map_err(|e| Error::internal(format!("cannot start executor {i}: {e}"))))
             .collect::<Result<Vec<_>>>()?;
         Ok(Arc::new(Engine {
             catalog: CatalogStore::new(),

@@ -106,8 +106,9 @@ pub struct Executor {
 impl Executor {
     /// Starts executor `id` on its own thread, restricted to `cpu` when given; with
     /// `batch_wakes`, it holds back the wakes of replies while more jobs are queued (see
-    /// [`reply::flush_wakes_if_due`]).
-    pub fn spawn(id: usize, cpu: Option<usize>, batch_wakes: bool) -> std::io::Result<Executor> {
+    /// [`reply::flush_wakes_if_due`]). A negative `nice` raises the thread's scheduling
+    /// priority, where the process may (see [`set_priority`]).
+    pub fn spawn(id: usize, cpu: Option<usize>, batch_wakes: bool, nice: i32) -> std::io::Result<Executor> {
         let (sender, receiver) = crossbeam_channel::unbounded::<Job>();
         let thread = std::thread::Builder::new().name(format!("freshet-exec-{id}")).spawn(move || {
             if let Some(cpu) = cpu
@@ -115,6 +116,7 @@ impl Executor {
             {
                 tracing::warn!(partition = id, cpu, "cannot pin the executor to its CPU: {e}");
             }
+            set_priority(id, nice);
             run(Partition::new(id), receiver, batch_wakes)
         })?;
         Ok(Executor { id, sender: Some(sender), thread: Some(thread) })
@@ -151,6 +153,24 @@ impl Drop for Executor {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+/// Sets the calling executor thread's niceness to `nice` (clamped to −20…0; 0 leaves it).
+/// An executor that has work should get its CPU ahead of the threads it shares one with
+/// (network threads, clients on the same machine), since every session waits for it. Lowering
+/// a niceness needs the privilege to (CAP_SYS_NICE, or RLIMIT_NICE allowing it); without it
+/// the executor runs at the process's niceness and says so once.
+fn set_priority(partition: usize, nice: i32) {
+    let nice = nice.clamp(-20, 0);
+    if nice == 0 {
+        return;
+    }
+    // SAFETY: gettid and setpriority only read their integer arguments; `who` is this thread.
+    let failed = unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, nice) } != 0;
+    if failed {
+        let e = std::io::Error::last_os_error();
+        tracing::info!(partition, nice, "executor runs at the process's priority: cannot lower its niceness ({e})");
     }
 }
 
@@ -215,7 +235,7 @@ mod tests {
     #[test]
     fn jobs_run_in_order_and_answer_with_wakes_batched_or_not() {
         for batch in [true, false] {
-            let exec = Executor::spawn(0, None, batch).unwrap();
+            let exec = Executor::spawn(0, None, batch, 0).unwrap();
             let replies: Vec<_> = (0..100).map(|i| exec.call(move |p| (p.id, i))).collect();
             for (i, r) in replies.into_iter().enumerate() {
                 assert_eq!(r.wait().unwrap(), (0, i));
@@ -229,7 +249,7 @@ mod tests {
 
     #[test]
     fn a_panicking_job_does_not_stop_the_executor() {
-        let exec = Executor::spawn(1, None, false).unwrap();
+        let exec = Executor::spawn(1, None, false, 0).unwrap();
         let bad = exec.call(|_| -> u32 { panic!("boom") });
         assert!(bad.wait().is_err());
         assert_eq!(exec.call(|p| p.id).wait().unwrap(), 1);
