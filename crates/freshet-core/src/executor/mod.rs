@@ -160,7 +160,9 @@ impl Drop for Executor {
 /// An executor that has work should get its CPU ahead of the threads it shares one with
 /// (network threads, clients on the same machine), since every session waits for it. Lowering
 /// a niceness needs the privilege to (CAP_SYS_NICE, or RLIMIT_NICE allowing it); without it
-/// the executor runs at the process's niceness and says so once.
+/// the executor runs at the process's niceness and says so once. INVARIANT: what the executor
+/// starts (table-growth helpers, fork snapshots' children) takes the process's niceness
+/// back ([`take_niceness`]).
 fn set_priority(partition: usize, nice: i32) {
     let nice = nice.clamp(-20, 0);
     if nice == 0 {
@@ -171,6 +173,22 @@ fn set_priority(partition: usize, nice: i32) {
     if failed {
         let e = std::io::Error::last_os_error();
         tracing::info!(partition, nice, "executor runs at the process's priority: cannot lower its niceness ({e})");
+    }
+}
+
+/// The process's niceness: its main thread's, which [`set_priority`] leaves alone.
+pub fn process_niceness() -> i32 {
+    // SAFETY: getpid and getpriority only read their integer arguments.
+    unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::getpid() as libc::id_t) }
+}
+
+/// Gives the calling thread niceness `nice` (from [`process_niceness`]). Threads and forked
+/// children that an executor starts inherit its raised priority; they call this first to run
+/// as the rest of the process does. Raising a niceness needs no privilege.
+pub fn take_niceness(nice: i32) {
+    // SAFETY: gettid and setpriority only read their integer arguments; `who` is this thread.
+    unsafe {
+        libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, nice);
     }
 }
 
@@ -244,6 +262,34 @@ mod tests {
             let replies: Vec<_> = (0..100).map(|i| exec.call(move |_| i)).collect();
             let got = futures::executor::block_on(futures::future::join_all(replies));
             assert_eq!(got.into_iter().map(|r| r.unwrap()).collect::<Vec<_>>(), (0..100).collect::<Vec<_>>());
+        }
+    }
+
+    /// A thread started from a thread at a raised priority inherits it, and gives it up with
+    /// `take_niceness(process_niceness())` (checked where this process may lower a niceness).
+    #[test]
+    fn threads_an_executor_starts_take_the_process_niceness_back() {
+        // SAFETY: gettid and getpriority only read their integer arguments.
+        let own = || unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) };
+        let base = process_niceness();
+        let seen = std::thread::spawn(move || {
+            // SAFETY: as in `set_priority`.
+            if unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, base - 3) } != 0 {
+                return None; // not permitted here
+            }
+            std::thread::spawn(move || {
+                let inherited = own();
+                take_niceness(process_niceness());
+                (inherited, own())
+            })
+            .join()
+            .ok()
+        })
+        .join()
+        .unwrap();
+        if let Some((inherited, after)) = seen {
+            assert_eq!(inherited, base - 3);
+            assert_eq!(after, base);
         }
     }
 
