@@ -432,9 +432,7 @@ fn set_thread_nice(nice: i32) {
     if nice == 0 {
         return;
     }
-    // SAFETY: setpriority and gettid only read their arguments.
-    let failed = unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, nice) } != 0;
-    if failed {
+    if freshet_core::executor::cpus::set_thread_niceness(nice).is_err() {
         tracing::warn!(nice, "could not set the analytical worker's niceness");
     }
 }

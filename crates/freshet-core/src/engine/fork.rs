@@ -81,7 +81,7 @@ impl Engine {
 
 fn fork_now(parts: &[AtomicPtr<Partition>], tables: &[Arc<TableDef>], view: &TxnView, keep: &[i32], child: &Mutex<Option<ForkChild>>) -> Result<Forked> {
     let started = Instant::now();
-    let nice = crate::executor::process_niceness();
+    let nice = crate::executor::cpus::process_niceness();
     // SAFETY: fork() in a multi-threaded process; the child only touches memory that no other
     // thread can be changing at this moment (see the module invariants) and ends with _exit.
     let pid = unsafe { libc::fork() };
@@ -90,7 +90,7 @@ fn fork_now(parts: &[AtomicPtr<Partition>], tables: &[Arc<TableDef>], view: &Txn
         0 => {
             close_descriptors(keep);
             // The query runs at the process's priority, not at the forking executor's.
-            crate::executor::take_niceness(nice);
+            let _ = crate::executor::cpus::set_thread_niceness(nice);
             // SAFETY: every pointer was published by its partition's executor, which is parked
             // at the step's barrier (or is this thread) and in the child no longer runs.
             let parts: Vec<&Partition> = parts.iter().map(|p| unsafe { &*p.load(Ordering::SeqCst) }).collect();

@@ -110,6 +110,30 @@ pub fn pin_current_thread(cpus: &[usize]) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The calling thread's scheduling niceness (on Linux each thread has its own).
+pub fn thread_niceness() -> i32 {
+    // SAFETY: getpriority only reads its integer arguments; `who = 0` is the calling thread.
+    unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) }
+}
+
+/// The process's niceness: its main thread's, which an executor's raised priority leaves
+/// alone.
+pub fn process_niceness() -> i32 {
+    // SAFETY: getpid and getpriority only read their integer arguments.
+    unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::getpid() as libc::id_t) }
+}
+
+/// Sets the calling thread's niceness. Raising it needs no privilege; lowering it needs
+/// CAP_SYS_NICE (or an RLIMIT_NICE that allows it). A thread started or a process forked
+/// afterwards inherits it.
+pub fn set_thread_niceness(nice: i32) -> std::io::Result<()> {
+    // SAFETY: setpriority only reads its integer arguments; `who = 0` is the calling thread.
+    if unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

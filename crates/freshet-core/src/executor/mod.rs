@@ -161,34 +161,15 @@ impl Drop for Executor {
 /// (network threads, clients on the same machine), since every session waits for it. Lowering
 /// a niceness needs the privilege to (CAP_SYS_NICE, or RLIMIT_NICE allowing it); without it
 /// the executor runs at the process's niceness and says so once. INVARIANT: what the executor
-/// starts (table-growth helpers, fork snapshots' children) takes the process's niceness
-/// back ([`take_niceness`]).
+/// starts (table-growth helpers, fork snapshots' children) sets the process's niceness
+/// ([`cpus::process_niceness`]) back on itself first.
 fn set_priority(partition: usize, nice: i32) {
     let nice = nice.clamp(-20, 0);
     if nice == 0 {
         return;
     }
-    // SAFETY: gettid and setpriority only read their integer arguments; `who` is this thread.
-    let failed = unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, nice) } != 0;
-    if failed {
-        let e = std::io::Error::last_os_error();
+    if let Err(e) = cpus::set_thread_niceness(nice) {
         tracing::info!(partition, nice, "executor runs at the process's priority: cannot lower its niceness ({e})");
-    }
-}
-
-/// The process's niceness: its main thread's, which [`set_priority`] leaves alone.
-pub fn process_niceness() -> i32 {
-    // SAFETY: getpid and getpriority only read their integer arguments.
-    unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::getpid() as libc::id_t) }
-}
-
-/// Gives the calling thread niceness `nice` (from [`process_niceness`]). Threads and forked
-/// children that an executor starts inherit its raised priority; they call this first to run
-/// as the rest of the process does. Raising a niceness needs no privilege.
-pub fn take_niceness(nice: i32) {
-    // SAFETY: gettid and setpriority only read their integer arguments; `who` is this thread.
-    unsafe {
-        libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, nice);
     }
 }
 
@@ -265,22 +246,17 @@ mod tests {
         }
     }
 
-    /// A thread started from a thread at a raised priority inherits it, and gives it up with
-    /// `take_niceness(process_niceness())` (checked where this process may lower a niceness).
+    /// A thread started from a thread at a raised priority inherits it, and gives it up by
+    /// setting the process's niceness on itself (checked where this process may lower one).
     #[test]
     fn threads_an_executor_starts_take_the_process_niceness_back() {
-        // SAFETY: gettid and getpriority only read their integer arguments.
-        let own = || unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) };
-        let base = process_niceness();
+        let base = cpus::process_niceness();
         let seen = std::thread::spawn(move || {
-            // SAFETY: as in `set_priority`.
-            if unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, base - 3) } != 0 {
-                return None; // not permitted here
-            }
+            cpus::set_thread_niceness(base - 3).ok()?; // not permitted here: nothing to check
             std::thread::spawn(move || {
-                let inherited = own();
-                take_niceness(process_niceness());
-                (inherited, own())
+                let inherited = cpus::thread_niceness();
+                cpus::set_thread_niceness(cpus::process_niceness()).unwrap();
+                (inherited, cpus::thread_niceness())
             })
             .join()
             .ok()

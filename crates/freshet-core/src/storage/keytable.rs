@@ -319,12 +319,12 @@ impl KeyTable {
     fn prepare(&self, n: usize) -> Option<std::thread::JoinHandle<Box<[Slot]>>> {
         // Off the executor's CPU, which it would otherwise take while the executor runs.
         let cpus = crate::executor::cpus::helper_cpus();
-        let nice = crate::executor::process_niceness();
+        let nice = crate::executor::cpus::process_niceness();
         std::thread::Builder::new()
             .name("freshet-hash-grow".into())
             .spawn(move || {
                 // Not at the priority of the executor that started it.
-                crate::executor::take_niceness(nice);
+                let _ = crate::executor::cpus::set_thread_niceness(nice);
                 if let Some(cpus) = cpus {
                     let _ = crate::executor::cpus::pin_current_thread(&cpus);
                 }

@@ -273,12 +273,8 @@ impl Drop for DataDir {
 /// transactions, a checkpoint takes longer rather than taking their CPU. The change lasts as
 /// long as the thread, so only threads that do nothing but checkpoint call it.
 pub(crate) fn yield_cpu_to_transactions() {
-    #[cfg(target_os = "linux")]
-    // SAFETY: setpriority only reads its integer arguments; `who = 0` is the calling thread.
-    unsafe {
-        let current = libc::getpriority(libc::PRIO_PROCESS, 0);
-        libc::setpriority(libc::PRIO_PROCESS, 0, (current + 10).min(19));
-    }
+    use freshet_core::executor::cpus;
+    let _ = cpus::set_thread_niceness((cpus::thread_niceness() + 10).min(19));
 }
 
 struct Recovered {
