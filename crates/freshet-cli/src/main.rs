@@ -77,6 +77,12 @@ struct ServeArgs {
     /// (e.g. root); without it the executors keep the process's niceness (logged).
     #[arg(long, default_value_t = -10, allow_negative_numbers = true, value_parser = clap::value_parser!(i32).range(-20..=0))]
     executor_nice: i32,
+    /// Microseconds an executor keeps polling its empty queue, yielding its CPU between polls,
+    /// before it sleeps, 0–10000; 0 sleeps at once, and each job then costs its sender a
+    /// wake-up. Without `--pin-cpus` only a busy executor polls (one that waited for jobs
+    /// during at most half of its last millisecond).
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(0..=10_000))]
+    executor_poll_us: u64,
     /// Worker threads of the analytical engine (default: the number of CPUs minus the
     /// partition executors, at least one; 0 also means that).
     #[arg(long)]
@@ -140,6 +146,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         pin_cpus: args.pin_cpus,
         batch_reply_wakes: args.batch_reply_wakes,
         executor_nice: args.executor_nice,
+        executor_poll: std::time::Duration::from_micros(args.executor_poll_us),
         synchronous_commit: args.synchronous_commit == "on",
         checkpoint_bytes: args.checkpoint_mb.max(1) << 20,
         checkpoint_interval: std::time::Duration::from_secs(args.checkpoint_seconds.max(1)),

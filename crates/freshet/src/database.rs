@@ -66,6 +66,15 @@ pub struct Config {
     /// server sets −10 (`--executor-nice`): one PL/pgSQL call per TPC-C transaction over the
     /// wire, W=5, ran 14% faster with it (mean of four alternated runs; ARCHITECTURE.md).
     pub executor_nice: i32,
+    /// How long a busy partition executor whose queue ran empty keeps polling it, yielding
+    /// its CPU between polls, before it sleeps (default 50 µs; zero sleeps at once). A job
+    /// that arrives meanwhile is taken without a wake-up: the submitting thread makes no futex
+    /// call and the executor pays no sleep and wake latency. An executor without a CPU of its
+    /// own (`pin_cpus` off) polls only while busy, having waited for jobs during at most half
+    /// of its last millisecond; a mostly idle one (serving statement-by-statement clients)
+    /// sleeps at once, since the yields of its polling took CPU time from the threads that
+    /// make its work. An idle database sleeps after this long.
+    pub executor_poll: std::time::Duration,
     /// Partitions, each owned by one executor thread (default 1). Tables declared with
     /// `PARTITION BY HASH (column)` spread over them; other tables are replicated on each.
     pub partitions: usize,
@@ -123,6 +132,7 @@ impl Default for Config {
             pin_cpus: false,
             batch_reply_wakes: true,
             executor_nice: 0,
+            executor_poll: freshet_core::executor::DEFAULT_POLL,
             partitions: 1,
             max_staleness: std::time::Duration::ZERO,
             snapshot_mode: SnapshotMode::Cow,
@@ -185,6 +195,7 @@ impl Database {
             pin_cpus: config.pin_cpus,
             batch_reply_wakes: config.batch_reply_wakes,
             executor_nice: config.executor_nice,
+            executor_poll: config.executor_poll,
         })?;
         let (data, recovery) = match &config.data_dir {
             Some(dir) => {

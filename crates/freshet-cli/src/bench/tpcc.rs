@@ -130,6 +130,10 @@ pub struct TpccArgs {
     /// in-process (the executor is the busy thread), off over the wire (the server's default).
     #[arg(long, action = clap::ArgAction::Set)]
     pin_cpus: Option<bool>,
+    /// Microseconds Freshet's executor polls its empty queue before it sleeps (the server's
+    /// `--executor-poll-us`, `Config::executor_poll` in-process; default 50).
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(0..=10_000))]
+    executor_poll_us: u64,
     /// Worker threads of Freshet's analytical engine (the server's `--olap-threads`; default:
     /// the CPUs the executor leaves, at least one).
     #[arg(long)]
@@ -320,12 +324,19 @@ fn run_freshet(args: &TpccArgs, streams: usize, with_answers: bool) -> anyhow::R
     let isolation = Some(args.isolation.clone());
     let (load, answers, stats, consistency) = match args.mode {
         Mode::Embedded | Mode::EmbeddedPlpgsql | Mode::EmbeddedStatements => {
-            let db = Database::open(Config { olap_nice: args.olap_nice, olap_threads: args.olap_threads(), pin_cpus: args.pin_cpus.unwrap_or(true), ..Config::default() }).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let db = Database::open(Config {
+                olap_nice: args.olap_nice,
+                olap_threads: args.olap_threads(),
+                pin_cpus: args.pin_cpus.unwrap_or(true),
+                executor_poll: std::time::Duration::from_micros(args.executor_poll_us),
+                ..Config::default()
+            })
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
             measure(&Target::embedded(db).with_isolation(isolation), Flavor::Freshet, args.mode, args, streams, with_answers)?
         }
         Mode::Interactive | Mode::Procedures => {
-            let (nice, threads, pin) = (args.olap_nice.to_string(), args.olap_threads().to_string(), args.pin_cpus.unwrap_or(false).to_string());
-            let server = FreshetServer::in_memory(&["--olap-nice", &nice, "--olap-threads", &threads, "--pin-cpus", &pin])?;
+            let (nice, threads, pin, poll) = (args.olap_nice.to_string(), args.olap_threads().to_string(), args.pin_cpus.unwrap_or(false).to_string(), args.executor_poll_us.to_string());
+            let server = FreshetServer::in_memory(&["--olap-nice", &nice, "--olap-threads", &threads, "--pin-cpus", &pin, "--executor-poll-us", &poll])?;
             let host = args.transport.host(server.socket_dir());
             let target = Target::wire(format!("host={host} port={} user=bench dbname=freshet", server.port)).with_isolation(isolation);
             measure(&target, Flavor::Freshet, args.mode, args, streams, with_answers)?

@@ -32,7 +32,7 @@ pub use statements::{JobOutcome, JobStatements, JobTxn, Savepoint};
 use crate::catalog::{Catalog, CatalogStore, ColumnDef, IndexDef, TableDef, TableId};
 use crate::error::{Error, Result, SqlState};
 use crate::executor::cpus::CpuPlan;
-use crate::executor::{Executor, Partition};
+use crate::executor::{self, Executor, Partition};
 use crate::sql::ddl::{check_includes_partition_key, resolve_columns, DdlPlan};
 use crate::storage::{TableStats, Ts, TxnView};
 use crate::txn::{Isolation, TxnRegistry};
@@ -58,11 +58,14 @@ pub struct EngineConfig {
     /// Scheduling niceness of the executor threads, −20 to 0 (default 0; see
     /// `freshet::Config::executor_nice`).
     pub executor_nice: i32,
+    /// How long an executor whose queue ran empty polls it before it sleeps (default 50 µs;
+    /// see `freshet::Config::executor_poll`).
+    pub executor_poll: std::time::Duration,
 }
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        EngineConfig { short_select_budget: 10_000, partitions: 1, pin_cpus: false, batch_reply_wakes: true, executor_nice: 0 }
+        EngineConfig { short_select_budget: 10_000, partitions: 1, pin_cpus: false, batch_reply_wakes: true, executor_nice: 0, executor_poll: executor::DEFAULT_POLL }
     }
 }
 
@@ -134,7 +137,10 @@ impl Engine {
         }
         let cpus = if config.pin_cpus { CpuPlan::for_partitions(config.partitions) } else { CpuPlan::unpinned() };
         let executors = (0..config.partitions)
-            .map(|i| Executor::spawn(i, cpus.executor_cpu(i), config.batch_reply_wakes, config.executor_nice).map_err(|e| Error::internal(format!("cannot start executor {i}: {e}"))))
+            .map(|i| {
+                let settings = executor::Settings { cpu: cpus.executor_cpu(i), batch_wakes: config.batch_reply_wakes, nice: config.executor_nice, poll: config.executor_poll };
+                Executor::spawn(i, settings).map_err(|e| Error::internal(format!("cannot start executor {i}: {e}")))
+            })
             .collect::<Result<Vec<_>>>()?;
         Ok(Arc::new(Engine {
             catalog: CatalogStore::new(),

@@ -16,6 +16,10 @@
 //! wakes back while more jobs are queued and sends them together: when at most one job is left,
 //! after `reply::MAX_DEFERRED_WAKES` replies or `reply::MAX_WAKE_DELAY`, before it waits for work,
 //! and before a quiesced step's barrier. A lone client is therefore woken at once.
+//!
+//! An executor whose queue runs empty polls it briefly before it sleeps. Unless it has a CPU
+//! of its own, only while it is the busy thread (`Load`): a mostly idle executor's polling
+//! takes CPU time from the threads that make its work.
 
 pub mod cpus;
 mod reply;
@@ -23,6 +27,7 @@ mod reply;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
 use hashbrown::HashMap;
@@ -103,21 +108,43 @@ pub struct Executor {
     thread: Option<JoinHandle<()>>,
 }
 
+/// How an executor thread runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Settings {
+    /// The CPU the thread is restricted to, if any.
+    pub cpu: Option<usize>,
+    /// Hold back the wakes of replies while more jobs are queued (see
+    /// [`reply::flush_wakes_if_due`]).
+    pub batch_wakes: bool,
+    /// A negative niceness raises the thread's scheduling priority, where the process may
+    /// (see [`set_priority`]).
+    pub nice: i32,
+    /// How long the executor polls its queue once it runs empty before it sleeps (see
+    /// [`poll_briefly`]); zero sleeps at once.
+    pub poll: Duration,
+}
+
+/// The default of [`Settings::poll`].
+pub const DEFAULT_POLL: Duration = Duration::from_micros(50);
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings { cpu: None, batch_wakes: true, nice: 0, poll: DEFAULT_POLL }
+    }
+}
+
 impl Executor {
-    /// Starts executor `id` on its own thread, restricted to `cpu` when given; with
-    /// `batch_wakes`, it holds back the wakes of replies while more jobs are queued (see
-    /// [`reply::flush_wakes_if_due`]). A negative `nice` raises the thread's scheduling
-    /// priority, where the process may (see [`set_priority`]).
-    pub fn spawn(id: usize, cpu: Option<usize>, batch_wakes: bool, nice: i32) -> std::io::Result<Executor> {
+    /// Starts executor `id` on its own thread, run as `settings` say.
+    pub fn spawn(id: usize, settings: Settings) -> std::io::Result<Executor> {
         let (sender, receiver) = crossbeam_channel::unbounded::<Job>();
         let thread = std::thread::Builder::new().name(format!("freshet-exec-{id}")).spawn(move || {
-            if let Some(cpu) = cpu
+            if let Some(cpu) = settings.cpu
                 && let Err(e) = cpus::pin_current_thread(&[cpu])
             {
                 tracing::warn!(partition = id, cpu, "cannot pin the executor to its CPU: {e}");
             }
-            set_priority(id, nice);
-            run(Partition::new(id), receiver, batch_wakes)
+            set_priority(id, settings.nice);
+            run(Partition::new(id), receiver, settings)
         })?;
         Ok(Executor { id, sender: Some(sender), thread: Some(thread) })
     }
@@ -173,23 +200,32 @@ fn set_priority(partition: usize, nice: i32) {
     }
 }
 
-fn run(mut partition: Partition, jobs: Receiver<Job>, batch_wakes: bool) {
-    if batch_wakes {
+fn run(mut partition: Partition, jobs: Receiver<Job>, settings: Settings) {
+    if settings.batch_wakes {
         reply::defer_wakes();
     }
+    // Pinned, the executor's CPU is its own (the threads that make its work keep off it), so
+    // its polling takes CPU time from no one: it always polls.
+    let mut load = settings.cpu.is_none().then(|| Load::new(std::time::Instant::now()));
     loop {
         let job = match jobs.try_recv() {
             Ok(job) => job,
             Err(_) => {
                 // Nothing queued: every waiter learns of its answer before the executor waits.
                 reply::flush_wakes();
-                match poll_briefly(&jobs) {
+                let idle_from = load.is_some().then(std::time::Instant::now);
+                let polled = if load.as_ref().is_none_or(Load::busy) { poll_briefly(&jobs, settings.poll) } else { None };
+                let job = match polled {
                     Some(job) => job,
                     None => match jobs.recv() {
                         Ok(job) => job,
                         Err(_) => break,
                     },
+                };
+                if let (Some(load), Some(from)) = (&mut load, idle_from) {
+                    load.idled(from, std::time::Instant::now());
                 }
+                job
             }
         };
         if let Err(panic) = catch_unwind(AssertUnwindSafe(|| job(&mut partition))) {
@@ -205,17 +241,54 @@ fn run(mut partition: Partition, jobs: Receiver<Job>, batch_wakes: bool) {
     reply::flush_wakes();
 }
 
-/// How long an executor whose queue ran empty keeps polling it, yielding its CPU between
-/// polls, before it sleeps (see [`poll_briefly`]).
-const POLL_BEFORE_SLEEP: std::time::Duration = std::time::Duration::from_micros(50);
+/// How busy an executor has been lately: whether it spent at most half of its last window of
+/// at least [`Load::WINDOW`] waiting for jobs. Only a busy executor polls its empty queue (see
+/// [`poll_briefly`]): there it is the thread everyone waits for, and a job that comes while it
+/// polls is taken without a wake-up. A mostly idle executor (statement-by-statement clients,
+/// whose network threads and clients are the busy ones) sleeps at once, since on a machine
+/// with few CPUs the yields of its polling took CPU time from the threads that make its work.
+/// The clock is read only when the queue runs empty: an executor that always has a job
+/// queued pays nothing for this. An executor pinned to a CPU of its own always polls.
+struct Load {
+    window_start: std::time::Instant,
+    idle_in_window: Duration,
+    busy: bool,
+}
 
-/// Polls the queue for [`POLL_BEFORE_SLEEP`], yielding the CPU between polls. A job that
-/// arrives meanwhile is taken without the executor having slept: its sender pays no wake-up
-/// (a futex call, and on a virtual machine an interrupt to another CPU) and the executor none
-/// of the sleep and wake latency. Yielding leaves the CPU to any other runnable thread, so the
-/// polling costs only time nothing else wanted.
-fn poll_briefly(jobs: &Receiver<Job>) -> Option<Job> {
-    let until = std::time::Instant::now() + POLL_BEFORE_SLEEP;
+impl Load {
+    const WINDOW: Duration = Duration::from_millis(1);
+
+    fn new(now: std::time::Instant) -> Load {
+        Load { window_start: now, idle_in_window: Duration::ZERO, busy: true }
+    }
+
+    /// Counts a wait for work from `from` to `now`; a window that has passed decides
+    /// [`busy`](Self::busy) until the next wait ends one.
+    fn idled(&mut self, from: std::time::Instant, now: std::time::Instant) {
+        self.idle_in_window += now.saturating_duration_since(from);
+        let elapsed = now.saturating_duration_since(self.window_start);
+        if elapsed >= Self::WINDOW {
+            self.busy = self.idle_in_window * 2 <= elapsed;
+            self.window_start = now;
+            self.idle_in_window = Duration::ZERO;
+        }
+    }
+
+    fn busy(&self) -> bool {
+        self.busy
+    }
+}
+
+/// Polls the queue for `poll`, yielding the CPU between polls. A job that arrives meanwhile
+/// is taken without the executor having slept: its sender pays no wake-up (a futex call, and
+/// on a virtual machine an interrupt to another CPU) and the executor none of the sleep and
+/// wake latency. Yielding leaves the CPU to any other runnable thread, so the polling costs
+/// only time nothing else wanted, and the system calls of the yields.
+fn poll_briefly(jobs: &Receiver<Job>, poll: Duration) -> Option<Job> {
+    if poll.is_zero() {
+        return None;
+    }
+    let until = std::time::Instant::now() + poll;
     loop {
         std::thread::yield_now();
         if let Ok(job) = jobs.try_recv() {
@@ -233,8 +306,9 @@ mod tests {
 
     #[test]
     fn jobs_run_in_order_and_answer_with_wakes_batched_or_not() {
-        for batch in [true, false] {
-            let exec = Executor::spawn(0, None, batch, 0).unwrap();
+        // Polling or sleeping at once when the queue runs empty, too.
+        for (batch_wakes, poll) in [(true, DEFAULT_POLL), (false, DEFAULT_POLL), (true, Duration::ZERO), (false, Duration::ZERO)] {
+            let exec = Executor::spawn(0, Settings { batch_wakes, poll, ..Settings::default() }).unwrap();
             let replies: Vec<_> = (0..100).map(|i| exec.call(move |p| (p.id, i))).collect();
             for (i, r) in replies.into_iter().enumerate() {
                 assert_eq!(r.wait().unwrap(), (0, i));
@@ -270,8 +344,28 @@ mod tests {
     }
 
     #[test]
+    fn an_executor_is_busy_while_it_waited_for_at_most_half_of_its_last_window() {
+        let t0 = std::time::Instant::now();
+        let at = |us: u64| t0 + Duration::from_micros(us);
+        let mut load = Load::new(t0);
+        assert!(load.busy(), "a new executor polls");
+        // 600 µs of waiting in a 1.2 ms window: busy.
+        load.idled(at(0), at(300));
+        load.idled(at(900), at(1200));
+        assert!(load.busy());
+        // A window still open leaves it so; 950 µs of waiting in the next 1.1 ms: idle.
+        load.idled(at(1300), at(1400));
+        assert!(load.busy(), "the window has not ended");
+        load.idled(at(1450), at(2300));
+        assert!(!load.busy());
+        // Long work between two short waits ends the idle spell.
+        load.idled(at(5000), at(5010));
+        assert!(load.busy());
+    }
+
+    #[test]
     fn a_panicking_job_does_not_stop_the_executor() {
-        let exec = Executor::spawn(1, None, false, 0).unwrap();
+        let exec = Executor::spawn(1, Settings { batch_wakes: false, ..Settings::default() }).unwrap();
         let bad = exec.call(|_| -> u32 { panic!("boom") });
         assert!(bad.wait().is_err());
         assert_eq!(exec.call(|p| p.id).wait().unwrap(), 1);
