@@ -39,8 +39,9 @@ struct ServeArgs {
     /// `unix_socket_directories`: clients on this machine connect with `psql -h <dir>` or
     /// `host=<dir>`, at a much lower cost per message than over TCP. An empty value listens on
     /// TCP only.
+    // An OsString, not a PathBuf: clap refuses an empty path, and '' is how TCP only is asked.
     #[arg(long, default_value = "/tmp")]
-    unix_socket_dir: PathBuf,
+    unix_socket_dir: std::ffi::OsString,
     /// Directory that keeps the database: its redo log and checkpoints. Created if missing;
     /// recovered from at start. One server at a time may use it.
     #[arg(long, default_value = "./freshet-data")]
@@ -193,7 +194,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .build()
         .context("cannot start the network runtime")?;
     runtime.block_on(async {
-        let unix_socket_dir = Some(args.unix_socket_dir.clone()).filter(|d| !d.as_os_str().is_empty());
+        let unix_socket_dir = Some(PathBuf::from(&args.unix_socket_dir)).filter(|d| !d.as_os_str().is_empty());
         let server = Server::bind(db.clone(), &ServerConfig { host: args.host.clone(), port: args.port, unix_socket_dir })
             .await
             .context("cannot start the server")?;
@@ -222,5 +223,27 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received, shutting down"),
         _ = term.recv() => tracing::info!("SIGTERM received, shutting down"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::{Cli, Command};
+
+    fn serve_args(args: &[&str]) -> super::ServeArgs {
+        match Cli::try_parse_from(["freshet", "serve"].iter().chain(args)).unwrap().command {
+            Command::Serve(a) => a,
+            Command::Bench(_) => unreachable!("parsed a serve command"),
+        }
+    }
+
+    /// `--unix-socket-dir ''` (TCP only) parses, as the README says; the default is /tmp.
+    #[test]
+    fn an_empty_unix_socket_dir_means_tcp_only() {
+        assert_eq!(serve_args(&["--unix-socket-dir", ""]).unix_socket_dir, "");
+        assert_eq!(serve_args(&[]).unix_socket_dir, "/tmp");
+        assert!(Cli::try_parse_from(["freshet", "serve", "--executor-poll-us", "10001"]).is_err());
     }
 }
