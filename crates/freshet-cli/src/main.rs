@@ -82,7 +82,7 @@ struct ServeArgs {
     /// before it sleeps, 0–10000; 0 sleeps at once, and each job then costs its sender a
     /// wake-up. Without `--pin-cpus` only a busy executor polls (one that waited for jobs
     /// during at most half of its last millisecond).
-    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(0..=10_000))]
+    #[arg(long, default_value_t = Config::DEFAULT_EXECUTOR_POLL.as_micros() as u64, value_parser = clap::value_parser!(u64).range(0..=10_000))]
     executor_poll_us: u64,
     /// Worker threads of the analytical engine (default: the number of CPUs minus the
     /// partition executors, at least one; 0 also means that).

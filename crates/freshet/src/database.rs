@@ -89,6 +89,9 @@ pub struct Config {
 }
 
 impl Config {
+    /// The default of [`executor_poll`](Self::executor_poll).
+    pub const DEFAULT_EXECUTOR_POLL: std::time::Duration = freshet_core::executor::DEFAULT_POLL;
+
     /// The analytical worker threads this configuration gives (see `olap_threads`).
     pub fn resolved_olap_threads(&self) -> usize {
         match self.olap_threads {
@@ -132,7 +135,7 @@ impl Default for Config {
             pin_cpus: false,
             batch_reply_wakes: true,
             executor_nice: 0,
-            executor_poll: freshet_core::executor::DEFAULT_POLL,
+            executor_poll: Config::DEFAULT_EXECUTOR_POLL,
             partitions: 1,
             max_staleness: std::time::Duration::ZERO,
             snapshot_mode: SnapshotMode::Cow,
@@ -193,9 +196,7 @@ impl Database {
             short_select_budget: config.short_select_budget,
             partitions: config.partitions,
             pin_cpus: config.pin_cpus,
-            batch_reply_wakes: config.batch_reply_wakes,
-            executor_nice: config.executor_nice,
-            executor_poll: config.executor_poll,
+            executor: freshet_core::executor::Settings { batch_wakes: config.batch_reply_wakes, nice: config.executor_nice, poll: config.executor_poll },
         })?;
         let (data, recovery) = match &config.data_dir {
             Some(dir) => {

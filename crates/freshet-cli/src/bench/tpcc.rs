@@ -132,7 +132,7 @@ pub struct TpccArgs {
     pin_cpus: Option<bool>,
     /// Microseconds Freshet's executor polls its empty queue before it sleeps (the server's
     /// `--executor-poll-us`, `Config::executor_poll` in-process; default 50).
-    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(0..=10_000))]
+    #[arg(long, default_value_t = Config::DEFAULT_EXECUTOR_POLL.as_micros() as u64, value_parser = clap::value_parser!(u64).range(0..=10_000))]
     executor_poll_us: u64,
     /// Worker threads of Freshet's analytical engine (the server's `--olap-threads`; default:
     /// the CPUs the executor leaves, at least one).

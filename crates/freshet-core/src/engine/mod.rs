@@ -52,20 +52,14 @@ pub struct EngineConfig {
     pub partitions: usize,
     /// Give each executor a CPU of its own ([`CpuPlan::for_partitions`]); off by default.
     pub pin_cpus: bool,
-    /// Executors hold back the wakes of replies while more jobs are queued and send them
-    /// together (on by default; see `freshet::Config::batch_reply_wakes`).
-    pub batch_reply_wakes: bool,
-    /// Scheduling niceness of the executor threads, −20 to 0 (default 0; see
-    /// `freshet::Config::executor_nice`).
-    pub executor_nice: i32,
-    /// How long an executor whose queue ran empty polls it before it sleeps (default 50 µs;
-    /// see `freshet::Config::executor_poll`).
-    pub executor_poll: std::time::Duration,
+    /// How the executors run: reply-wake batching, niceness and polling (see
+    /// `freshet::Config::batch_reply_wakes`, `executor_nice` and `executor_poll`).
+    pub executor: executor::Settings,
 }
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        EngineConfig { short_select_budget: 10_000, partitions: 1, pin_cpus: false, batch_reply_wakes: true, executor_nice: 0, executor_poll: executor::DEFAULT_POLL }
+        EngineConfig { short_select_budget: 10_000, partitions: 1, pin_cpus: false, executor: executor::Settings::default() }
     }
 }
 
@@ -137,10 +131,7 @@ impl Engine {
         }
         let cpus = if config.pin_cpus { CpuPlan::for_partitions(config.partitions) } else { CpuPlan::unpinned() };
         let executors = (0..config.partitions)
-            .map(|i| {
-                let settings = executor::Settings { cpu: cpus.executor_cpu(i), batch_wakes: config.batch_reply_wakes, nice: config.executor_nice, poll: config.executor_poll };
-                Executor::spawn(i, settings).map_err(|e| Error::internal(format!("cannot start executor {i}: {e}")))
-            })
+            .map(|i| Executor::spawn(i, cpus.executor_cpu(i), config.executor).map_err(|e| Error::internal(format!("cannot start executor {i}: {e}"))))
             .collect::<Result<Vec<_>>>()?;
         Ok(Arc::new(Engine {
             catalog: CatalogStore::new(),

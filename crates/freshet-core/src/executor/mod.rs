@@ -108,11 +108,9 @@ pub struct Executor {
     thread: Option<JoinHandle<()>>,
 }
 
-/// How an executor thread runs.
+/// How every executor thread runs (the CPU each is restricted to, if any, is its own).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Settings {
-    /// The CPU the thread is restricted to, if any.
-    pub cpu: Option<usize>,
     /// Hold back the wakes of replies while more jobs are queued (see
     /// [`reply::flush_wakes_if_due`]).
     pub batch_wakes: bool,
@@ -120,7 +118,7 @@ pub struct Settings {
     /// (see [`set_priority`]).
     pub nice: i32,
     /// How long the executor polls its queue once it runs empty before it sleeps (see
-    /// [`poll_briefly`]); zero sleeps at once.
+    /// [`poll_briefly`] and [`Load`]); zero sleeps at once.
     pub poll: Duration,
 }
 
@@ -129,22 +127,23 @@ pub const DEFAULT_POLL: Duration = Duration::from_micros(50);
 
 impl Default for Settings {
     fn default() -> Self {
-        Settings { cpu: None, batch_wakes: true, nice: 0, poll: DEFAULT_POLL }
+        Settings { batch_wakes: true, nice: 0, poll: DEFAULT_POLL }
     }
 }
 
 impl Executor {
-    /// Starts executor `id` on its own thread, run as `settings` say.
-    pub fn spawn(id: usize, settings: Settings) -> std::io::Result<Executor> {
+    /// Starts executor `id` on its own thread, restricted to `cpu` when given, run as
+    /// `settings` say.
+    pub fn spawn(id: usize, cpu: Option<usize>, settings: Settings) -> std::io::Result<Executor> {
         let (sender, receiver) = crossbeam_channel::unbounded::<Job>();
         let thread = std::thread::Builder::new().name(format!("freshet-exec-{id}")).spawn(move || {
-            if let Some(cpu) = settings.cpu
+            if let Some(cpu) = cpu
                 && let Err(e) = cpus::pin_current_thread(&[cpu])
             {
                 tracing::warn!(partition = id, cpu, "cannot pin the executor to its CPU: {e}");
             }
             set_priority(id, settings.nice);
-            run(Partition::new(id), receiver, settings)
+            run(Partition::new(id), receiver, settings, cpu.is_some())
         })?;
         Ok(Executor { id, sender: Some(sender), thread: Some(thread) })
     }
@@ -200,13 +199,13 @@ fn set_priority(partition: usize, nice: i32) {
     }
 }
 
-fn run(mut partition: Partition, jobs: Receiver<Job>, settings: Settings) {
+fn run(mut partition: Partition, jobs: Receiver<Job>, settings: Settings, pinned: bool) {
     if settings.batch_wakes {
         reply::defer_wakes();
     }
     // Pinned, the executor's CPU is its own (the threads that make its work keep off it), so
     // its polling takes CPU time from no one: it always polls.
-    let mut load = settings.cpu.is_none().then(|| Load::new(std::time::Instant::now()));
+    let mut load = (!pinned).then(|| Load::new(std::time::Instant::now()));
     loop {
         let job = match jobs.try_recv() {
             Ok(job) => job,
@@ -308,7 +307,7 @@ mod tests {
     fn jobs_run_in_order_and_answer_with_wakes_batched_or_not() {
         // Polling or sleeping at once when the queue runs empty, too.
         for (batch_wakes, poll) in [(true, DEFAULT_POLL), (false, DEFAULT_POLL), (true, Duration::ZERO), (false, Duration::ZERO)] {
-            let exec = Executor::spawn(0, Settings { batch_wakes, poll, ..Settings::default() }).unwrap();
+            let exec = Executor::spawn(0, None, Settings { batch_wakes, poll, ..Settings::default() }).unwrap();
             let replies: Vec<_> = (0..100).map(|i| exec.call(move |p| (p.id, i))).collect();
             for (i, r) in replies.into_iter().enumerate() {
                 assert_eq!(r.wait().unwrap(), (0, i));
@@ -365,7 +364,7 @@ mod tests {
 
     #[test]
     fn a_panicking_job_does_not_stop_the_executor() {
-        let exec = Executor::spawn(1, Settings { batch_wakes: false, ..Settings::default() }).unwrap();
+        let exec = Executor::spawn(1, None, Settings { batch_wakes: false, ..Settings::default() }).unwrap();
         let bad = exec.call(|_| -> u32 { panic!("boom") });
         assert!(bad.wait().is_err());
         assert_eq!(exec.call(|p| p.id).wait().unwrap(), 1);
