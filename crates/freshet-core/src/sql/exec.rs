@@ -520,6 +520,9 @@ pub fn run_update(table: &mut TableStore, plan: &UpdatePlan, cx: &EvalContext, t
     let targets = collect_targets(table, &plan.access, Residual::of(&plan.residual, &plan.residual_within_bounds), plan.reads, &txn.view, cx)?;
     let count = targets.len() as u64;
     let id = table.def().id;
+    if plan.returning.is_some() {
+        returned.reserve(targets.len());
+    }
     for (row, old) in targets {
         let changes = {
             let version = seen(table, row, old);
@@ -576,7 +579,8 @@ pub fn run_delete(table: &mut TableStore, plan: &DeletePlan, cx: &EvalContext, t
 /// What an index-driven SELECT produced.
 #[derive(Debug)]
 pub enum SelectOutcome {
-    /// The result rows, the rows they came from (for FOR UPDATE), and where the index scan
+    /// The result rows, the rows they came from (for FOR UPDATE; empty for any other
+    /// SELECT), and where the index scan
     /// stopped if a LIMIT ended it early (see [`ScanBound`]).
     Rows(Vec<Vec<Value>>, Vec<RowId>, Option<ScanBound>),
     /// More rows qualified than the short path handles; run the query on the analytical side.
@@ -638,7 +642,12 @@ pub fn run_select(table: &TableStore, plan: &SelectPlan, view: &TxnView, cx: &Ev
     // that need no sorting go straight into the result (`ids`, `out`); sorted ones through
     // `hits`.
     let mut hits: Vec<(RowId, Vec<Value>, Vec<Value>)> = Vec::new();
-    let (mut ids, mut out): (Vec<RowId>, Vec<Vec<Value>>) = (Vec::new(), Vec::new());
+    // A lookup of a whole unique key (most short SELECTs) finds at most one row: its result
+    // is allocated at that size rather than grown to four. The rows' ids are kept only for
+    // FOR UPDATE, which locks them.
+    let point = plan.access.is_point(table.def());
+    let keep_ids = plan.lock;
+    let (mut ids, mut out): (Vec<RowId>, Vec<Vec<Value>>) = (Vec::with_capacity((point && keep_ids) as usize), Vec::with_capacity(point as usize));
     let mut examined = 0usize;
     let mut too_large = false;
     let mut bound = None;
@@ -662,7 +671,9 @@ pub fn run_select(table: &TableStore, plan: &SelectPlan, view: &TxnView, cx: &Ev
                 hits.push((row, output, key));
                 hits.len()
             } else {
-                ids.push(row);
+                if keep_ids {
+                    ids.push(row);
+                }
                 out.push(output);
                 out.len()
             };
@@ -683,18 +694,22 @@ pub fn run_select(table: &TableStore, plan: &SelectPlan, view: &TxnView, cx: &Ev
     if sorting {
         sort_hits(&mut hits, &plan.order_by, key_outputs.as_deref())?;
         let kept = hits.len().saturating_sub(skip).min(take);
-        (ids, out) = (Vec::with_capacity(kept), Vec::with_capacity(kept));
+        (ids, out) = (Vec::with_capacity(if keep_ids { kept } else { 0 }), Vec::with_capacity(kept));
         for (r, o, _) in hits.into_iter().skip(skip).take(take) {
-            ids.push(r);
+            if keep_ids {
+                ids.push(r);
+            }
             out.push(o);
         }
     } else if skip > 0 || out.len() > take {
         let end = out.len().min(skip.saturating_add(take));
         let start = skip.min(end);
         out.truncate(end);
-        ids.truncate(end);
         out.drain(..start);
-        ids.drain(..start);
+        if keep_ids {
+            ids.truncate(end);
+            ids.drain(..start);
+        }
     }
     Ok(SelectOutcome::Rows(out, ids, bound))
 }
