@@ -482,6 +482,83 @@ fn procedures_are_classified_by_partition_key() {
     assert_eq!(rows.iter().map(|r| r[2].as_i64().unwrap()).collect::<Vec<_>>(), vec![14, 14, 15]);
 }
 
+/// On an engine with several partitions a call runs as one job on the partition its home
+/// parameter names (the one that fixes the partition key of most of its statements, HyPer
+/// §4.3); a call whose statements leave that partition — another warehouse's stock row, a
+/// write of a replicated table — runs again the ordinary way, with the same effects.
+#[test]
+fn calls_run_as_one_job_on_the_partition_their_home_parameter_names() {
+    let db = Database::open(Config { olap_threads: 2, partitions: 2, ..Config::default() }).unwrap();
+    let mut s = db.session();
+    s.execute_blocking("CREATE TABLE stock (w_id INT NOT NULL, i_id INT NOT NULL, qty INT, PRIMARY KEY (w_id, i_id)) PARTITION BY HASH (w_id)").unwrap();
+    s.execute_blocking("CREATE TABLE line (w_id INT NOT NULL, n INT NOT NULL, i_id INT, supply INT, price INT, PRIMARY KEY (w_id, n)) PARTITION BY HASH (w_id)").unwrap();
+    s.execute_blocking("CREATE TABLE log (w_id INT NOT NULL, what TEXT) PARTITION BY HASH (w_id)").unwrap();
+    s.execute_blocking("CREATE TABLE item (i_id INT PRIMARY KEY, price INT, sold INT)").unwrap();
+    s.execute_blocking("INSERT INTO item VALUES (1, 10, 0), (2, 20, 0)").unwrap();
+    // Two warehouses on different partitions.
+    let part = |w: i32| db.engine().partition_of_value(&Value::Int32(w));
+    let here = 1;
+    let there = (2..100).find(|&w| part(w) != part(here)).unwrap();
+    s.execute_blocking(&format!("INSERT INTO stock VALUES ({here}, 1, 50), ({here}, 2, 50), ({there}, 1, 50), ({there}, 2, 50)")).unwrap();
+    s.execute_blocking(
+        "CREATE FUNCTION take(w INT, items INT[], supply INT[], n0 INT) RETURNS INT LANGUAGE plpgsql AS $$
+        DECLARE k INT; p INT; q INT; total INT := 0;
+        BEGIN
+          FOR k IN 1..array_length(items, 1) LOOP
+            SELECT price INTO p FROM item WHERE i_id = items[k];
+            UPDATE stock SET qty = qty - 1 WHERE w_id = supply[k] AND i_id = items[k] RETURNING qty INTO q;
+            IF NOT FOUND THEN RAISE EXCEPTION 'no stock'; END IF;
+            INSERT INTO line VALUES (w, n0 + k, items[k], supply[k], p);
+            total := total + p;
+          END LOOP;
+          INSERT INTO log VALUES (w, 'took');
+          SELECT qty INTO q FROM stock WHERE w_id = w AND i_id = items[1];
+          RETURN total;
+        END $$",
+    )
+    .unwrap();
+    s.execute_blocking("CREATE PROCEDURE sell(w INT, i INT) LANGUAGE plpgsql AS $$ BEGIN UPDATE stock SET qty = qty - 1 WHERE w_id = w AND i_id = i; UPDATE item SET sold = sold + 1 WHERE i_id = i; END $$").unwrap();
+    let counts = |name: &str| {
+        let rows = db.session().execute_blocking(&format!("SELECT calls, calls_in_one_job FROM freshet_procedures WHERE name = '{name}'")).unwrap().remove(0).rows();
+        (rows[0][0].as_i64().unwrap(), rows[0][1].as_i64().unwrap())
+    };
+    let total = |rows: Vec<Vec<Value>>| rows[0][0].as_i64().unwrap();
+    // Each stays on its partition and runs as one job, on either partition.
+    for (n0, w) in [(0, here), (10, here), (20, there), (30, here)] {
+        assert_eq!(total(s.execute_blocking(&format!("SELECT take({w}, ARRAY[1, 2], ARRAY[{w}, {w}], {n0})")).unwrap().remove(0).rows()), 30);
+    }
+    assert_eq!(counts("take"), (4, 4));
+    // A remote supplier's stock row is on the other partition: the job gives up and the call
+    // runs the ordinary way, with the same effects.
+    assert_eq!(total(s.execute_blocking(&format!("SELECT take({here}, ARRAY[1, 2], ARRAY[{here}, {there}], 40)")).unwrap().remove(0).rows()), 30);
+    assert_eq!(counts("take"), (5, 4));
+    // A write of a replicated table reaches every partition.
+    s.execute_blocking(&format!("CALL sell({here}, 1)")).unwrap();
+    s.execute_blocking(&format!("CALL sell({there}, 1)")).unwrap();
+    assert_eq!(counts("sell").1, 0);
+    // An error inside a one-job call rolls all of it back.
+    let err = s.execute_blocking(&format!("SELECT take({here}, ARRAY[1, 3], ARRAY[{here}, {here}], 50)")).unwrap_err();
+    assert_eq!(err.message, "no stock");
+    let stock = s.execute_blocking("SELECT w_id, i_id, qty FROM stock ORDER BY w_id, i_id").unwrap().remove(0).rows();
+    let qty = |w: i32, i: i32| stock.iter().find(|r| r[0] == Value::Int32(w) && r[1] == Value::Int32(i)).unwrap()[2].as_i64().unwrap();
+    assert_eq!((qty(here, 1), qty(here, 2), qty(there, 1), qty(there, 2)), (45, 47, 48, 48));
+    let lines = s.execute_blocking("SELECT w_id, n, supply FROM line ORDER BY n").unwrap().remove(0).rows();
+    let ns: Vec<i64> = lines.iter().map(|r| r[1].as_i64().unwrap()).collect();
+    assert_eq!(ns, vec![1, 2, 11, 12, 21, 22, 31, 32, 41, 42]);
+    assert!(lines.iter().all(|r| r[0] == Value::Int32(if r[1].as_i64().unwrap() / 10 == 2 { there } else { here })));
+    assert_eq!(total(s.execute_blocking("SELECT count(*) FROM log").unwrap().remove(0).rows()), 5);
+    // A row for another partition is inserted there, the ordinary way.
+    s.execute_blocking("CREATE PROCEDURE note(w INT, other INT) LANGUAGE plpgsql AS $$ BEGIN INSERT INTO log VALUES (w, 'mine'); INSERT INTO log VALUES (other, 'yours'); END $$").unwrap();
+    s.execute_blocking(&format!("CALL note({here}, {here})")).unwrap();
+    s.execute_blocking(&format!("CALL note({here}, {there})")).unwrap();
+    assert_eq!(counts("note"), (2, 1));
+    let mut yours = |w: i32| total(s.execute_blocking(&format!("SELECT count(*) FROM log WHERE w_id = {w} AND what = 'yours'")).unwrap().remove(0).rows());
+    assert_eq!((yours(here), yours(there)), (1, 1));
+    let rows = db.session().execute_blocking(&format!("SELECT what FROM log WHERE w_id = {there}")).unwrap().remove(0).rows();
+    assert_eq!(rows, vec![vec![Value::Text("took".into())], vec![Value::Text("yours".into())]]);
+    assert_eq!(total(s.execute_blocking("SELECT sold FROM item WHERE i_id = 1").unwrap().remove(0).rows()), 2);
+}
+
 /// `CALL p($1, $2)` and `SELECT f($1)` prepared by a driver (extended protocol): parameter
 /// types come from the routine's parameters.
 #[test]

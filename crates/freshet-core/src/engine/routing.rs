@@ -19,54 +19,74 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 }
 
 impl Engine {
-    fn all_partitions(&self) -> Vec<usize> {
-        (0..self.executors.len()).collect()
-    }
-
     /// The partition of a row of a partitioned table (partition 0 for a replicated one).
     pub(super) fn partition_of_row(&self, table: &TableDef, row: &[Value]) -> usize {
-        match table.partition_key {
-            Some(k) => self.partition_of_key(table, &row[k]),
-            None => 0,
-        }
+        partition_of_row(self.executors.len(), table, row)
     }
 
-    fn partition_of_key(&self, table: &TableDef, v: &Value) -> usize {
+    /// The partition a partition key value `v` names, hashed as a key of its own type (every
+    /// integer width, and text of any declared length, hashes alike): where a one-job call
+    /// whose home parameter has that value runs (`plpgsql::home_parameter`).
+    pub fn partition_of_value(&self, v: &Value) -> usize {
         let n = self.executors.len();
         if n == 1 {
             return 0;
         }
         let mut key = KeyBuf::new();
-        let ty = table.partition_key.map(|k| table.columns[k].ty);
-        let v = ty.and_then(|ty| key_value(v.clone(), ty)).unwrap_or(Value::Null);
-        encode_value(&v, &mut key);
+        encode_value(v, &mut key);
         (fnv1a(&key) % n as u64) as usize
     }
 
     /// The partitions a short statement runs on. `reader` is the partition a read of a
     /// replicated table uses.
     pub(super) fn plan_partitions(&self, plan: &OltpPlan, params: &[Value], now: i64, reader: usize) -> Result<Vec<usize>> {
-        let table = plan.table();
         if self.executors.len() == 1 {
             return Ok(vec![0]);
         }
-        let Some(key) = table.partition_key else {
-            return Ok(match plan {
-                OltpPlan::Select(s) if !s.lock => vec![reader],
-                _ => self.all_partitions(),
-            });
-        };
-        let filter = match plan {
-            OltpPlan::Select(s) => s.filter.as_ref(),
-            OltpPlan::Update(u) => u.filter.as_ref(),
-            OltpPlan::Delete(d) => d.filter.as_ref(),
-        };
-        let cx = EvalContext { params, now, session: None };
-        if let Some(v) = filter.and_then(|f| pinned_key(f, key)) {
-            return Ok(vec![self.partition_of_key(table, &v.eval(&NoRow, &cx)?)]);
-        }
-        Ok(self.all_partitions())
+        plan_partitions(self.executors.len(), plan, params, now, reader)
     }
+}
+
+/// The partition of a row of a partitioned table among `n` (partition 0 for a replicated one).
+pub(super) fn partition_of_row(n: usize, table: &TableDef, row: &[Value]) -> usize {
+    match table.partition_key {
+        Some(k) => partition_of_key(n, table, &row[k]),
+        None => 0,
+    }
+}
+
+/// The partition among `n` of the row of a partitioned table whose partition key is `v`.
+pub(super) fn partition_of_key(n: usize, table: &TableDef, v: &Value) -> usize {
+    if n == 1 {
+        return 0;
+    }
+    let mut key = KeyBuf::new();
+    let ty = table.partition_key.map(|k| table.columns[k].ty);
+    let v = ty.and_then(|ty| key_value(v.clone(), ty)).unwrap_or(Value::Null);
+    encode_value(&v, &mut key);
+    (fnv1a(&key) % n as u64) as usize
+}
+
+/// The partitions among `n` a short statement runs on (see [`Engine::plan_partitions`]).
+pub(super) fn plan_partitions(n: usize, plan: &OltpPlan, params: &[Value], now: i64, reader: usize) -> Result<Vec<usize>> {
+    let table = plan.table();
+    let all = || (0..n).collect();
+    let Some(key) = table.partition_key else {
+        return Ok(match plan {
+            OltpPlan::Select(s) if !s.lock => vec![reader],
+            _ => all(),
+        });
+    };
+    let filter = match plan {
+        OltpPlan::Select(s) => s.filter.as_ref(),
+        OltpPlan::Update(u) => u.filter.as_ref(),
+        OltpPlan::Delete(d) => d.filter.as_ref(),
+    };
+    let cx = EvalContext { params, now, session: None };
+    if let Some(v) = filter.and_then(|f| pinned_key(f, key)) {
+        return Ok(vec![partition_of_key(n, table, &v.eval(&NoRow, &cx)?)]);
+    }
+    Ok(all())
 }
 
 /// A `key = constant` conjunct of a filter, if there is one.

@@ -11,7 +11,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::{Durable, Engine, OltpResult, TxnCtx};
+use super::{routing, Durable, Engine, OltpResult, TxnCtx};
 use crate::catalog::TableDef;
 use crate::error::{Error, Result, SqlState};
 use crate::executor::Partition;
@@ -413,14 +413,22 @@ impl Engine {
 /// A transaction that runs whole inside one executor job (a stored procedure's call): its
 /// statements run directly on the partition, with no hand-off between threads per statement.
 ///
-/// It serves one-partition engines only, and only statements that stay on the short path
-/// and need not wait: a statement that would wait for another transaction's lock, or whose
-/// result is too large for the short path, makes the job *give up* — everything it did is
-/// rolled back and [`Engine::run_as_one_job`] reports [`JobOutcome::GaveUp`], so the caller
-/// runs the transaction again the ordinary way, statement by statement.
+/// It serves only statements that stay on the short path, on its partition, and need not
+/// wait: a statement that would wait for another transaction's lock, whose result is too
+/// large for the short path, or that reaches rows of another partition (on an engine with
+/// several) makes the job *give up* — everything it did is rolled back and
+/// [`Engine::run_as_one_job`] reports [`JobOutcome::GaveUp`], so the caller runs the
+/// transaction again the ordinary way, statement by statement.
+///
+/// INVARIANT: with several partitions, every statement and record access is checked to stay
+/// on this partition before it runs (`on_this_partition`, `rows_here`, `record_table`):
+/// another partition's rows are not in this one's stores, so a lookup here would find
+/// nothing rather than fail.
 pub struct JobTxn<'a> {
     part: &'a mut Partition,
     local: &'a mut LocalTxn,
+    /// How many partitions the engine has.
+    partitions: usize,
     budget: usize,
     gave_up: bool,
     /// The transaction whose change made the job give up (the first one), if that is why.
@@ -489,6 +497,7 @@ pub trait JobStatements {
 
 impl JobStatements for JobTxn<'_> {
     fn run(&mut self, plan: &Arc<OltpPlan>, params: &[Value], now: i64) -> Result<OltpResult> {
+        self.on_this_partition(plan, params, now)?;
         let result = run_on_partition(self.part, self.local, plan, params, now, self.budget);
         match self.or_give_up(result)? {
             OltpResult::TooLarge => Err(self.give_up()),
@@ -499,7 +508,7 @@ impl JobStatements for JobTxn<'_> {
     fn insert(&mut self, table: &TableDef, rows: &[Vec<Value>]) -> Result<u64> {
         // Rows made for another definition of the table (changed or dropped by DDL since) must
         // not be stored: the ordinary run plans the statement again.
-        if !self.stores(table) {
+        if !self.stores(table) || !self.rows_here(table, rows) {
             return Err(self.give_up());
         }
         let inserted = exec::insert_rows(self.part.table_mut(table.id)?, rows, self.local);
@@ -507,7 +516,7 @@ impl JobStatements for JobTxn<'_> {
     }
 
     fn upsert(&mut self, table: &TableDef, rows: &[Vec<Value>], on: &OnConflict, returning: bool, params: &[Value], now: i64) -> Result<(u64, Vec<Vec<Value>>)> {
-        if !self.stores(table) {
+        if !self.stores(table) || !self.rows_here(table, rows) {
             return Err(self.give_up());
         }
         let written = exec::upsert_rows(self.part.table_mut(table.id)?, rows, on, returning, &EvalContext { params, now, session: None }, self.local);
@@ -520,7 +529,7 @@ impl JobStatements for JobTxn<'_> {
     }
 
     fn read_records(&mut self, table: &Arc<TableDef>, read: &RecordRead, lock: bool) -> Result<Vec<Vec<Value>>> {
-        self.record_table(table)?;
+        self.record_table(table, read, lock)?;
         let found = exec::read_records(self.part.table(table.id)?, read, &self.local.view, self.budget);
         let Some(found) = self.or_give_up(found)? else { return Err(self.give_up()) };
         if lock {
@@ -537,31 +546,31 @@ impl JobStatements for JobTxn<'_> {
     }
 
     fn update_records(&mut self, table: &Arc<TableDef>, read: &RecordRead, changes: &[(usize, Value)]) -> Result<Vec<Vec<Value>>> {
-        self.record_table(table)?;
+        self.record_table(table, read, true)?;
         let updated = exec::update_records(self.part.table_mut(table.id)?, read, changes, self.local, self.budget);
         self.or_give_up(updated)?.ok_or_else(|| self.give_up())
     }
 
     fn modify_records(&mut self, table: &Arc<TableDef>, read: &RecordRead, f: &mut RecordChanges) -> Result<Vec<Vec<Value>>> {
-        self.record_table(table)?;
+        self.record_table(table, read, true)?;
         let modified = exec::modify_records(self.part.table_mut(table.id)?, read, self.local, self.budget, f);
         Ok(self.or_give_up(modified)?.ok_or_else(|| self.give_up())?.values)
     }
 
     fn delete_records(&mut self, table: &Arc<TableDef>, read: &RecordRead) -> Result<u64> {
-        self.record_table(table)?;
+        self.record_table(table, read, true)?;
         let deleted = exec::delete_records(self.part.table_mut(table.id)?, read, self.local, self.budget);
         self.or_give_up(deleted)?.ok_or_else(|| self.give_up())
     }
 
     fn visit_records(&mut self, table: &Arc<TableDef>, read: &RecordRead, f: &mut dyn FnMut(&exec::RecordRow) -> Result<bool>) -> Result<usize> {
-        self.record_table(table)?;
+        self.record_table(table, read, false)?;
         let seen = exec::visit_records(self.part.table(table.id)?, read, &self.local.view, self.budget, f);
         self.or_give_up(seen)?.ok_or_else(|| self.give_up())
     }
 
     fn modify_each(&mut self, table: &Arc<TableDef>, read: &RecordRead, f: &mut exec::RecordRowChanges) -> Result<usize> {
-        self.record_table(table)?;
+        self.record_table(table, read, true)?;
         let changed = exec::modify_each(self.part.table_mut(table.id)?, read, self.local, self.budget, f);
         self.or_give_up(changed)?.ok_or_else(|| self.give_up())
     }
@@ -593,16 +602,46 @@ impl JobTxn<'_> {
         self.part.table(table.id).is_ok_and(|store| std::ptr::eq(store.def().as_ref(), table) || store.def().as_ref() == table)
     }
 
-    /// A record-level access may go on if the partition [`stores`](Self::stores) the table;
-    /// otherwise the job gives up and the call runs again in the session, where record access
-    /// is SQL. A job's transaction never records read predicates (it runs alone on its
-    /// partition, so REPEATABLE READ is serializable there), which record reads could not.
-    fn record_table(&mut self, table: &Arc<TableDef>) -> Result<()> {
+    /// A record-level access may go on if the partition [`stores`](Self::stores) the table
+    /// and, on an engine with several partitions, the rows `read` finds are all here: its
+    /// key fixes the partition key to a value of this partition, or it reads (without `write`:
+    /// changing or locking) a replicated table. Otherwise the job gives up and the call runs
+    /// again in the session, where record access is SQL. A job's transaction never records
+    /// read predicates (it runs alone on its partition, so REPEATABLE READ is serializable
+    /// there), which record reads could not.
+    fn record_table(&mut self, table: &Arc<TableDef>, read: &RecordRead, write: bool) -> Result<()> {
         debug_assert!(!self.local.records_reads(), "a one-job transaction records no read predicates");
         if !self.stores(table) {
             return Err(self.give_up());
         }
+        if self.partitions > 1 {
+            let here = match table.partition_key {
+                None => !write,
+                Some(k) => table.indexes.get(read.index).is_some_and(|index| {
+                    index.columns.iter().zip(&read.eq).any(|(&c, v)| c == k && routing::partition_of_key(self.partitions, table, v) == self.part.id)
+                }),
+            };
+            if !here {
+                return Err(self.give_up());
+            }
+        }
         Ok(())
+    }
+
+    /// On an engine with several partitions, gives the job up unless the statement runs on
+    /// this partition alone (a read of a replicated table reads this partition's replica).
+    fn on_this_partition(&mut self, plan: &OltpPlan, params: &[Value], now: i64) -> Result<()> {
+        if self.partitions > 1 && routing::plan_partitions(self.partitions, plan, params, now, self.part.id)? != [self.part.id] {
+            return Err(self.give_up());
+        }
+        Ok(())
+    }
+
+    /// Whether rows to be inserted into `table` all belong on this partition (a replicated
+    /// table's rows belong on every partition, so not with several).
+    fn rows_here(&self, table: &TableDef, rows: &[Vec<Value>]) -> bool {
+        self.partitions == 1
+            || (table.partition_key.is_some() && rows.iter().all(|row| routing::partition_of_row(self.partitions, table, row) == self.part.id))
     }
 
     /// A result, except that waiting for another transaction's lock gives the job up.
@@ -620,23 +659,29 @@ impl JobTxn<'_> {
 impl Engine {
     /// Runs `body` as one transaction inside one executor job (see [`JobTxn`]): it commits
     /// (and is logged, durable before this returns with `sync`) if the body succeeds, and
-    /// rolls back if it fails or gives up. Engines with several partitions give up at once.
+    /// rolls back if it fails or gives up. On an engine with several partitions it runs on
+    /// `partition` (see [`Engine::partition_of_value`]) and gives up when a statement leaves
+    /// it; without one it gives up at once.
     pub async fn run_as_one_job<R: Send + 'static>(
         &self,
         sync: bool,
+        partition: Option<usize>,
         body: impl FnOnce(&mut dyn JobStatements) -> Result<R> + Send + 'static,
     ) -> Result<JobOutcome<R>> {
-        if self.executors.len() != 1 {
-            return Ok(JobOutcome::GaveUp);
-        }
+        let partitions = self.executors.len();
+        let index = match partition {
+            _ if partitions == 1 => 0,
+            Some(p) if p < partitions => p,
+            _ => return Ok(JobOutcome::GaveUp),
+        };
         let registry = self.registry.clone();
         let wal = self.wal.get().cloned();
         let budget = self.config.short_select_budget;
-        let (outcome, token) = self.executors[0]
+        let (outcome, token) = self.executors[index]
             .call(move |part| {
                 let (mut gave_up, mut blocked_by) = (false, None);
                 let ran = autocommit(part, &registry, wal.as_ref(), sync, |part, local| {
-                    let mut job = JobTxn { part, local, budget, gave_up: false, blocked_by: None };
+                    let mut job = JobTxn { part, local, partitions, budget, gave_up: false, blocked_by: None };
                     // A panicking body must still roll back what it did (the executor
                     // survives a panicking job, but would keep the job's versions).
                     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(&mut job)))

@@ -842,7 +842,9 @@ impl Session {
             let catalog = engine.catalog();
             let (native, args) = (native.clone(), args.to_vec());
             let outcome = engine
-                .run_as_one_job(sync, move |job| {
+                // A native body names no partition key: with several partitions it runs
+                // the ordinary way.
+                .run_as_one_job(sync, None, move |job| {
                     let mut cx = ProcedureContext { inner: ContextInner::Job(JobContext { statements: &statements, job, now, catalog }) };
                     (native.body)(&mut cx, &args)
                 })
@@ -878,7 +880,8 @@ impl Session {
 
     /// The routine's statements prepared for this session (again after any catalog change).
     async fn compiled_call(&mut self, def: &ProcedureDef) -> Result<Arc<CompiledCall>> {
-        let version = self.database().inner.engine.catalog().version;
+        let catalog = self.database().inner.engine.catalog();
+        let version = catalog.version;
         if let Some(c) = self.procedures.routines.get(&def.routine.name)
             && c.id == def.id
             && c.catalog_version == version
@@ -918,7 +921,8 @@ impl Session {
         let prepared = freshet_core::try_vec(
             routine.sql.iter().map(|u| prepared.get(&u.key()).cloned().ok_or_else(|| Error::internal(format!("statement \"{}\" of {} was not prepared", u.text, routine.name)))),
         )?;
-        let compiled = Arc::new(CompiledCall { id: def.id, catalog_version: version, routine, prepared });
+        let home = plpgsql::home_parameter(&routine, &catalog);
+        let compiled = Arc::new(CompiledCall { id: def.id, catalog_version: version, routine, prepared, home });
         Arc::make_mut(&mut self.procedures.routines).insert(def.routine.name.clone(), compiled.clone());
         Ok(compiled)
     }
@@ -1007,8 +1011,13 @@ impl Session {
         // than giving up).
         let failed = Arc::new(parking_lot::Mutex::new(Vec::new()));
         let failed_in_job = failed.clone();
+        // On an engine with several partitions, the one the home parameter's value names.
+        let partition = match compiled.home.and_then(|slot| args.get(slot)) {
+            Some(PlValue::Scalar(v)) if !v.is_null() => Some(engine.partition_of_value(v)),
+            _ => None,
+        };
         let outcome = engine
-            .run_as_one_job(sync, move |job| {
+            .run_as_one_job(sync, partition, move |job| {
                 let started = std::time::Instant::now();
                 let mut statements = InJob { job, started, now, catalog, routines, deadline, depth: 1, sequences: sequences.clone() };
                 sequences.enter_job();

@@ -168,6 +168,9 @@ pub(crate) struct CompiledCall {
     pub routine: Arc<freshet_core::sql::plpgsql::Routine>,
     /// Per statement of `routine.sql`.
     pub prepared: Vec<Arc<Prepared>>,
+    /// The parameter whose value picks the partition a one-job call runs on
+    /// (`plpgsql::home_parameter`, against the catalog it was prepared for).
+    pub home: Option<usize>,
 }
 
 /// Per-session state of procedures: prepared routines and native statements.

@@ -1611,6 +1611,26 @@ pub fn classify(routine: &Routine, catalog: &Catalog) -> Classification {
     Classification::Constrained { parameter: key.map(|k| routine.slots[k].name.clone()) }
 }
 
+/// The parameter whose value names the partition a call of `routine` runs on as one job
+/// (HyPer §4.3): the one that fixes the partition key of the most of its statements. A
+/// partition-crossing routine has one too when most of its statements stay on one partition
+/// (TPC-C's New-Order and Payment reach another warehouse's rows now and then): each
+/// statement is checked where it runs, and a call that leaves the partition runs again the
+/// ordinary way. `None` when no statement fixes a partition key with a parameter.
+pub fn home_parameter(routine: &Routine, catalog: &Catalog) -> Option<usize> {
+    let mut counts = vec![0usize; routine.params.len()];
+    for unit in routine.sql.iter().filter(|u| !u.describe_only) {
+        if let Ok(Some(slot)) = unit_partitioning(unit, catalog, routine)
+            && let Some(c) = counts.get_mut(slot)
+        {
+            *c += 1;
+        }
+    }
+    // The first of equally many: `max_by_key` would take the last.
+    let best = counts.iter().copied().max().filter(|&n| n > 0)?;
+    counts.iter().position(|&n| n == best)
+}
+
 /// The parameter slot that fixes the statement's partition, `None` if it touches only
 /// replicated tables for reading, or why it crosses partitions.
 fn unit_partitioning(unit: &SqlUnit, catalog: &Catalog, routine: &Routine) -> std::result::Result<Option<usize>, String> {

@@ -31,7 +31,7 @@ pub mod compile;
 pub mod lexer;
 pub mod parser;
 
-pub use compile::{classify, compile, compile_with, Classification, Described, ExecuteCode, ExprUnit, HandlerCode, Instr, ParamSource, Routine, SqlUnit, UnitKey};
+pub use compile::{classify, compile, home_parameter, compile_with, Classification, Described, ExecuteCode, ExprUnit, HandlerCode, Instr, ParamSource, Routine, SqlUnit, UnitKey};
 
 use crate::error::{Error, Result, SqlState};
 use crate::types::{DataType, Value};
