@@ -88,3 +88,18 @@ impl Target {
         }
     }
 }
+
+/// The stack of a thread that runs connections' jobs ([`Target::run`], [`Target::run_all`]):
+/// in-process, a statement's whole path runs inside the thread's futures, and a debug build's
+/// futures are many times larger than an optimised build's (the default 2 MiB overflowed
+/// loading TPC-C from a debug build).
+const CLIENT_STACK: usize = 32 << 20;
+
+/// Spawns a scoped thread for connections' jobs, with a stack of [`CLIENT_STACK`] bytes (of
+/// address space: pages are touched only as deep as the futures go).
+pub fn spawn_client<'scope, T: Send + 'scope>(
+    scope: &'scope std::thread::Scope<'scope, '_>,
+    f: impl FnOnce() -> T + Send + 'scope,
+) -> std::thread::ScopedJoinHandle<'scope, T> {
+    std::thread::Builder::new().stack_size(CLIENT_STACK).spawn_scoped(scope, f).unwrap_or_else(|e| panic!("spawning a client thread: {e}"))
+}

@@ -27,7 +27,7 @@ const SEED: u64 = 42;
 
 fn loaded(warehouses: i64) -> Database {
     let db = Database::open(Config { olap_threads: 2, ..Config::default() }).unwrap();
-    let spec = LoadSpec { warehouses, scale: Scale::TINY, seed: SEED, threads: 2, progress: false };
+    let spec = LoadSpec { warehouses, scale: Scale::TINY, seed: SEED, threads: 2, progress: false, partitioned: false };
     load(&Target::embedded(db.clone()), Flavor::Freshet, spec).unwrap();
     db
 }

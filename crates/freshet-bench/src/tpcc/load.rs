@@ -22,6 +22,8 @@ pub struct LoadSpec {
     pub threads: usize,
     /// Print a progress line on stderr.
     pub progress: bool,
+    /// Partition Freshet's tables by warehouse (`schema::ddl`).
+    pub partitioned: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -54,7 +56,7 @@ struct Setup<'a> {
 impl ConnJob for Setup<'_> {
     type Output = ();
     async fn run<C: Conn>(self, mut conn: C) -> DbResult<()> {
-        for sql in schema::ddl(self.flavor) {
+        for sql in schema::ddl(self.flavor, self.spec.partitioned) {
             conn.simple(&sql).await?;
         }
         let mut shared = vec![generate::items(self.spec.seed, self.spec.scale)];
@@ -115,7 +117,7 @@ pub fn load(target: &Target, flavor: Flavor, spec: LoadSpec) -> DbResult<LoadRep
     let next = AtomicI64::new(1);
     let result: DbResult<()> = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..spec.threads.clamp(1, spec.warehouses.max(1) as usize))
-            .map(|_| scope.spawn(|| target.run(Warehouses { spec, next: &next, progress: &progress })))
+            .map(|_| crate::target::spawn_client(scope, || target.run(Warehouses { spec, next: &next, progress: &progress })))
             .collect();
         if spec.progress {
             let p = progress.clone();

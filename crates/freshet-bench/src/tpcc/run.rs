@@ -344,13 +344,13 @@ pub fn run(target: &Target, spec: &RunSpec) -> RunStats {
             .map(|t| {
                 let jobs: Vec<_> =
                     (t..spec.terminals).step_by(threads).map(|n| TerminalJob { n, spec, deadline, live: &live, errors: &errors }).collect();
-                scope.spawn(move || target.run_all(jobs))
+                crate::target::spawn_client(scope, move || target.run_all(jobs))
             })
             .collect();
         let streams: Vec<_> = (0..spec.streams)
             .map(|n| {
                 let job = StreamJob { n, spec, deadline, live: &live };
-                scope.spawn(move || target.run(job))
+                crate::target::spawn_client(scope, move || target.run(job))
             })
             .collect();
         let sampler = scope.spawn(|| {

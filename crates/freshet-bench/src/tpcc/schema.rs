@@ -101,14 +101,37 @@ const INDEXES: [(&str, &str, &str); 2] = [
 ];
 
 /// CREATE TABLE statements, then CREATE INDEX statements.
-pub fn ddl(flavor: Flavor) -> Vec<String> {
+/// The warehouse column that partitions a table when Freshet runs with several partitions
+/// (HyPer §4.3: TPC-C partitioned by warehouse); `None` for the tables every partition keeps
+/// a replica of (item and the CH tables, which no transaction writes).
+pub fn partition_column(table: &str) -> Option<&'static str> {
+    Some(match table {
+        "warehouse" => "w_id",
+        "district" => "d_w_id",
+        "customer" => "c_w_id",
+        "history" => "h_w_id",
+        "new_order" => "no_w_id",
+        "oorder" => "o_w_id",
+        "order_line" => "ol_w_id",
+        "stock" => "s_w_id",
+        _ => return None,
+    })
+}
+
+/// The CREATE statements of the schema; `partitioned` (Freshet only) adds `PARTITION BY HASH`
+/// on each table's warehouse column ([`partition_column`]).
+pub fn ddl(flavor: Flavor, partitioned: bool) -> Vec<String> {
     let mut out = Vec::new();
     for (name, columns, key) in DEFS {
-        if flavor == Flavor::DuckDb || key.is_empty() {
-            out.push(format!("CREATE TABLE {name} ({columns})"));
+        let mut sql = if flavor == Flavor::DuckDb || key.is_empty() {
+            format!("CREATE TABLE {name} ({columns})")
         } else {
-            out.push(format!("CREATE TABLE {name} ({columns}, PRIMARY KEY ({key}))"));
+            format!("CREATE TABLE {name} ({columns}, PRIMARY KEY ({key}))")
+        };
+        if let (true, Flavor::Freshet, Some(column)) = (partitioned, flavor, partition_column(name)) {
+            sql.push_str(&format!(" PARTITION BY HASH ({column})"));
         }
+        out.push(sql);
     }
     // Prefixes of the composite primary keys (new orders of a district, lines of an order)
     // are answered by the primary key itself, in Freshet as in PostgreSQL.

@@ -138,6 +138,11 @@ pub struct TpccArgs {
     /// the CPUs the executor leaves, at least one).
     #[arg(long)]
     olap_threads: Option<usize>,
+    /// Freshet's partitions (the server's `--partitions`, `Config::partitions` in-process): with
+    /// more than one, every table but item and the CH tables is partitioned by warehouse
+    /// (`PARTITION BY HASH`), and a PL/pgSQL call runs as one job on its warehouse's partition.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
+    partitions: u64,
     /// Threads that drive the terminals; each terminal is a task of one of them, with its own
     /// connection. Default: in-process, one thread runs every terminal (as an async
     /// application serves its sessions); over the wire, a thread per terminal (as BenchBase's
@@ -224,7 +229,7 @@ impl TpccArgs {
     }
 
     fn load_spec(&self) -> LoadSpec {
-        LoadSpec { warehouses: self.warehouses, scale: self.scale(), seed: self.seed, threads: self.load_threads, progress: true }
+        LoadSpec { warehouses: self.warehouses, scale: self.scale(), seed: self.seed, threads: self.load_threads, progress: true, partitioned: self.partitions > 1 }
     }
 
     /// `RunSpec::terminal_threads` on `target` (see `--terminal-threads`).
@@ -329,6 +334,7 @@ fn run_freshet(args: &TpccArgs, streams: usize, with_answers: bool) -> anyhow::R
                 olap_threads: args.olap_threads(),
                 pin_cpus: args.pin_cpus.unwrap_or(true),
                 executor_poll: std::time::Duration::from_micros(args.executor_poll_us),
+                partitions: args.partitions as usize,
                 ..Config::default()
             })
             .map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -336,7 +342,9 @@ fn run_freshet(args: &TpccArgs, streams: usize, with_answers: bool) -> anyhow::R
         }
         Mode::Interactive | Mode::Procedures => {
             let (nice, threads, pin, poll) = (args.olap_nice.to_string(), args.olap_threads().to_string(), args.pin_cpus.unwrap_or(false).to_string(), args.executor_poll_us.to_string());
-            let server = FreshetServer::in_memory(&["--olap-nice", &nice, "--olap-threads", &threads, "--pin-cpus", &pin, "--executor-poll-us", &poll])?;
+            let partitions = args.partitions.to_string();
+            let server =
+                FreshetServer::in_memory(&["--olap-nice", &nice, "--olap-threads", &threads, "--pin-cpus", &pin, "--executor-poll-us", &poll, "--partitions", &partitions])?;
             let host = args.transport.host(server.socket_dir());
             let target = Target::wire(format!("host={host} port={} user=bench dbname=freshet", server.port)).with_isolation(isolation);
             measure(&target, Flavor::Freshet, args.mode, args, streams, with_answers)?
@@ -653,7 +661,7 @@ fn run_duckdb(args: &ChArgs) -> anyhow::Result<DuckDbRun> {
     let _ = std::fs::remove_dir_all(&dir);
     let generated = write_csv(&dir, LoadSpec { progress: false, ..args.tpcc.load_spec() })?;
     let spec = json!({
-        "ddl": schema::ddl(Flavor::DuckDb),
+        "ddl": schema::ddl(Flavor::DuckDb, false),
         "tables": schema::TABLES,
         "queries": args.tpcc.ch_queries().into_iter().map(|(n, q)| json!([n, q])).collect::<Vec<_>>(),
     });
