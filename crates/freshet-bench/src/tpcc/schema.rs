@@ -100,7 +100,6 @@ const INDEXES: [(&str, &str, &str); 2] = [
     ("oorder_by_customer", "oorder", "o_w_id, o_d_id, o_c_id, o_id"),
 ];
 
-/// CREATE TABLE statements, then CREATE INDEX statements.
 /// The warehouse column that partitions a table when Freshet runs with several partitions
 /// (HyPer §4.3: TPC-C partitioned by warehouse); `None` for the tables every partition keeps
 /// a replica of (item and the CH tables, which no transaction writes).
@@ -118,8 +117,8 @@ pub fn partition_column(table: &str) -> Option<&'static str> {
     })
 }
 
-/// The CREATE statements of the schema; `partitioned` (Freshet only) adds `PARTITION BY HASH`
-/// on each table's warehouse column ([`partition_column`]).
+/// CREATE TABLE statements, then CREATE INDEX statements; `partitioned` (Freshet only) adds
+/// `PARTITION BY HASH` on each table's warehouse column ([`partition_column`]).
 pub fn ddl(flavor: Flavor, partitioned: bool) -> Vec<String> {
     let mut out = Vec::new();
     for (name, columns, key) in DEFS {

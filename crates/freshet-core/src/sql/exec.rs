@@ -580,8 +580,8 @@ pub fn run_delete(table: &mut TableStore, plan: &DeletePlan, cx: &EvalContext, t
 #[derive(Debug)]
 pub enum SelectOutcome {
     /// The result rows, the rows they came from (for FOR UPDATE; empty for any other
-    /// SELECT), and where the index scan
-    /// stopped if a LIMIT ended it early (see [`ScanBound`]).
+    /// SELECT), and where the index scan stopped if a LIMIT ended it early (see
+    /// [`ScanBound`]).
     Rows(Vec<Vec<Value>>, Vec<RowId>, Option<ScanBound>),
     /// More rows qualified than the short path handles; run the query on the analytical side.
     TooLarge,
