@@ -547,6 +547,11 @@ fn calls_run_as_one_job_on_the_partition_their_home_parameter_names() {
     assert_eq!(ns, vec![1, 2, 11, 12, 21, 22, 31, 32, 41, 42]);
     assert!(lines.iter().all(|r| r[0] == Value::Int32(if r[1].as_i64().unwrap() / 10 == 2 { there } else { here })));
     assert_eq!(total(s.execute_blocking("SELECT count(*) FROM log").unwrap().remove(0).rows()), 5);
+    // A function reading replicated tables only runs as one job on any partition.
+    s.execute_blocking("CREATE FUNCTION price_of(i INT) RETURNS INT LANGUAGE plpgsql AS $$ DECLARE p INT; BEGIN SELECT price INTO p FROM item WHERE i_id = i; RETURN p; END $$").unwrap();
+    assert_eq!(total(s.execute_blocking("SELECT price_of(2)").unwrap().remove(0).rows()), 20);
+    assert_eq!(total(db.session().execute_blocking("SELECT price_of(1)").unwrap().remove(0).rows()), 10);
+    assert_eq!(counts("price_of"), (2, 2));
     // A row for another partition is inserted there, the ordinary way.
     s.execute_blocking("CREATE PROCEDURE note(w INT, other INT) LANGUAGE plpgsql AS $$ BEGIN INSERT INTO log VALUES (w, 'mine'); INSERT INTO log VALUES (other, 'yours'); END $$").unwrap();
     s.execute_blocking(&format!("CALL note({here}, {here})")).unwrap();

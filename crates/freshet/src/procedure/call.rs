@@ -922,7 +922,8 @@ impl Session {
             routine.sql.iter().map(|u| prepared.get(&u.key()).cloned().ok_or_else(|| Error::internal(format!("statement \"{}\" of {} was not prepared", u.text, routine.name)))),
         )?;
         let home = plpgsql::home_parameter(&routine, &catalog);
-        let compiled = Arc::new(CompiledCall { id: def.id, catalog_version: version, routine, prepared, home });
+        let anywhere = plpgsql::classify(&routine, &catalog) == plpgsql::Classification::Constrained { parameter: None };
+        let compiled = Arc::new(CompiledCall { id: def.id, catalog_version: version, routine, prepared, home, anywhere });
         Arc::make_mut(&mut self.procedures.routines).insert(def.routine.name.clone(), compiled.clone());
         Ok(compiled)
     }
@@ -1011,9 +1012,11 @@ impl Session {
         // than giving up).
         let failed = Arc::new(parking_lot::Mutex::new(Vec::new()));
         let failed_in_job = failed.clone();
-        // On an engine with several partitions, the one the home parameter's value names.
+        // On an engine with several partitions, the one the home parameter's value names; a
+        // routine that reads replicated tables only runs on any, each session on its own.
         let partition = match compiled.home.and_then(|slot| args.get(slot)) {
             Some(PlValue::Scalar(v)) if !v.is_null() => Some(engine.partition_of_value(v)),
+            _ if compiled.anywhere => Some(self.id() as usize % engine.partitions()),
             _ => None,
         };
         let outcome = engine

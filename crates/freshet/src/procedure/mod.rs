@@ -171,6 +171,9 @@ pub(crate) struct CompiledCall {
     /// The parameter whose value picks the partition a one-job call runs on
     /// (`plpgsql::home_parameter`, against the catalog it was prepared for).
     pub home: Option<usize>,
+    /// The routine writes nothing partitioned and reads only replicated tables (classified
+    /// partition-constrained without a parameter): any partition can run its call.
+    pub anywhere: bool,
 }
 
 /// Per-session state of procedures: prepared routines and native statements.
