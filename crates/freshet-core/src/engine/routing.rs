@@ -28,23 +28,25 @@ impl Engine {
     /// integer width, and text of any declared length, hashes alike): where a one-job call
     /// whose home parameter has that value runs (`plpgsql::home_parameter`).
     pub fn partition_of_value(&self, v: &Value) -> usize {
-        let n = self.executors.len();
-        if n == 1 {
-            return 0;
-        }
-        let mut key = KeyBuf::new();
-        encode_value(v, &mut key);
-        (fnv1a(&key) % n as u64) as usize
+        partition_of_encoded(self.executors.len(), v)
     }
 
     /// The partitions a short statement runs on. `reader` is the partition a read of a
     /// replicated table uses.
     pub(super) fn plan_partitions(&self, plan: &OltpPlan, params: &[Value], now: i64, reader: usize) -> Result<Vec<usize>> {
-        if self.executors.len() == 1 {
-            return Ok(vec![0]);
-        }
         plan_partitions(self.executors.len(), plan, params, now, reader)
     }
+}
+
+/// The partition among `n` of a key value already of the key column's type: the hash of its
+/// key encoding.
+fn partition_of_encoded(n: usize, v: &Value) -> usize {
+    if n == 1 {
+        return 0;
+    }
+    let mut key = KeyBuf::new();
+    encode_value(v, &mut key);
+    (fnv1a(&key) % n as u64) as usize
 }
 
 /// The partition of a row of a partitioned table among `n` (partition 0 for a replicated one).
@@ -60,15 +62,15 @@ pub(super) fn partition_of_key(n: usize, table: &TableDef, v: &Value) -> usize {
     if n == 1 {
         return 0;
     }
-    let mut key = KeyBuf::new();
     let ty = table.partition_key.map(|k| table.columns[k].ty);
-    let v = ty.and_then(|ty| key_value(v.clone(), ty)).unwrap_or(Value::Null);
-    encode_value(&v, &mut key);
-    (fnv1a(&key) % n as u64) as usize
+    partition_of_encoded(n, &ty.and_then(|ty| key_value(v.clone(), ty)).unwrap_or(Value::Null))
 }
 
 /// The partitions among `n` a short statement runs on (see [`Engine::plan_partitions`]).
 pub(super) fn plan_partitions(n: usize, plan: &OltpPlan, params: &[Value], now: i64, reader: usize) -> Result<Vec<usize>> {
+    if n == 1 {
+        return Ok(vec![0]);
+    }
     let table = plan.table();
     let all = || (0..n).collect();
     let Some(key) = table.partition_key else {
