@@ -217,24 +217,35 @@ impl Value {
         })
     }
 
-    /// Whether the value needs no conversion to be of type `ty`: NULL, or a value of exactly
-    /// that type whose type has no length or precision to check (the usual case of an
-    /// assignment or cast, which then costs a comparison).
+    /// Whether the value needs no conversion to be of type `ty`: NULL, a value of exactly that
+    /// type whose type has no length or precision to check, or a number or string that already
+    /// has the declared scale, precision or length (the usual case of an assignment or cast,
+    /// which then costs a comparison or two).
     #[inline]
     fn is_already(&self, ty: DataType) -> bool {
-        matches!(
-            (self, ty),
+        match (self, ty) {
             (Value::Null, _)
-                | (Value::Int32(_), DataType::Int32)
-                | (Value::Int64(_), DataType::Int64)
-                | (Value::Int16(_), DataType::Int16)
-                | (Value::Timestamp(_), DataType::Timestamp)
-                | (Value::TimestampTz(_), DataType::TimestampTz)
-                | (Value::Date(_), DataType::Date)
-                | (Value::Float64(_), DataType::Float64)
-                | (Value::Bool(_), DataType::Bool)
-                | (Value::Text(_), DataType::Text | DataType::Varchar(None))
-        )
+            | (Value::Int32(_), DataType::Int32)
+            | (Value::Int64(_), DataType::Int64)
+            | (Value::Int16(_), DataType::Int16)
+            | (Value::Timestamp(_), DataType::Timestamp)
+            | (Value::TimestampTz(_), DataType::TimestampTz)
+            | (Value::Date(_), DataType::Date)
+            | (Value::Float32(_), DataType::Float32)
+            | (Value::Float64(_), DataType::Float64)
+            | (Value::Bool(_), DataType::Bool)
+            | (Value::Text(_), DataType::Text | DataType::Varchar(None)) => true,
+            // What `Decimal::fit` would return unchanged: the scale and fewer digits than the
+            // precision.
+            (Value::Decimal(d), DataType::Decimal { precision, scale }) => {
+                d.scale == scale && d.value.unsigned_abs() < super::decimal::pow10(precision) as u128
+            }
+            // No more bytes than characters allowed (so no more characters), and for CHAR no
+            // trailing blanks to strip.
+            (Value::Text(s), DataType::Varchar(Some(n))) => s.len() <= n as usize,
+            (Value::Text(s), DataType::Char(n)) => s.len() <= n as usize && !s.ends_with(' '),
+            _ => false,
+        }
     }
 
     /// Explicit CAST. Strings are truncated to a declared length, as PostgreSQL does.
@@ -517,6 +528,33 @@ mod tests {
             Value::Float64(2.345).assign_to(DataType::Decimal { precision: 5, scale: 2 }).unwrap(),
             Value::Decimal(Decimal::new(235, 2))
         );
+    }
+
+    /// A value that already has the declared scale, precision or length is kept as it is; one
+    /// at the edge of a limit is still converted or rejected.
+    #[test]
+    fn casts_keep_values_that_fit_and_convert_those_at_the_limits() {
+        let num = |precision, scale| DataType::Decimal { precision, scale };
+        let d = |v, s| Value::Decimal(Decimal::new(v, s));
+        assert_eq!(d(99_999, 2).cast(num(5, 2)).unwrap(), d(99_999, 2));
+        assert_eq!(d(-99_999, 2).assign_to(num(5, 2)).unwrap(), d(-99_999, 2));
+        // As many digits as the precision allows plus one: numeric field overflow.
+        assert_eq!(d(100_000, 2).cast(num(5, 2)).unwrap_err().state, SqlState::NumericValueOutOfRange);
+        assert_eq!(d(-100_000, 2).assign_to(num(5, 2)).unwrap_err().state, SqlState::NumericValueOutOfRange);
+        // Another scale: rounded half away from zero.
+        assert_eq!(d(12_345, 3).cast(num(5, 2)).unwrap(), d(1_235, 2));
+        assert_eq!(d(5, 0).cast(num(5, 2)).unwrap(), d(500, 2));
+        let text = |s: &str| Value::Text(s.into());
+        assert_eq!(text("abc").cast(DataType::Varchar(Some(3))).unwrap(), text("abc"));
+        assert_eq!(text("abcd").cast(DataType::Varchar(Some(3))).unwrap(), text("abc"));
+        // Three characters in six bytes fit VARCHAR(3) and CHAR(3).
+        assert_eq!(text("äöü").assign_to(DataType::Varchar(Some(3))).unwrap(), text("äöü"));
+        assert_eq!(text("äöü").assign_to(DataType::Char(3)).unwrap(), text("äöü"));
+        // CHAR keeps no trailing blanks, even when the value fits.
+        assert_eq!(text("ab ").cast(DataType::Char(3)).unwrap(), text("ab"));
+        assert_eq!(text("ab ").assign_to(DataType::Char(3)).unwrap(), text("ab"));
+        assert_eq!(text("abcd").assign_to(DataType::Char(3)).unwrap_err().state, SqlState::StringDataRightTruncation);
+        assert_eq!(Value::Float32(1.5).cast(DataType::Float32).unwrap(), Value::Float32(1.5));
     }
 
     #[test]

@@ -561,6 +561,13 @@ impl Vars {
         self.scalars[slot] = v;
     }
 
+    /// FOUND and ROW_COUNT after a statement that touched `count` rows (both scalar slots, so
+    /// written in place).
+    fn set_status(&mut self, r: &plpgsql::Routine, count: u64) {
+        self.scalars[r.found] = Value::Bool(count > 0);
+        self.scalars[r.row_count] = Value::Int64(count as i64);
+    }
+
     /// An array slot's elements (`None`: NULL, or not an array slot).
     fn array(&self, slot: usize) -> Option<&Vec<Value>> {
         self.arrays[slot].as_ref()
@@ -1341,8 +1348,13 @@ struct Interp {
 /// Fills `params` with the values of a statement's parameters.
 fn fill_params(params: &mut Vec<Value>, sources: &[ParamSource], vars: &Vars, now: Clock) -> Result<()> {
     params.clear();
+    params.reserve(sources.len());
     for p in sources {
-        params.push(source_value(p, vars, now)?);
+        params.push(match p {
+            // A scalar variable, as most parameters are: its value, read where it is.
+            &ParamSource::Var(slot) if !vars.is_array[slot] => vars.scalars[slot].clone(),
+            p => source_value(p, vars, now)?,
+        });
     }
     Ok(())
 }
@@ -1386,8 +1398,7 @@ async fn run_instructions<S: RoutineStatements>(
                 fill_params(params, &unit.params, vars, now)?;
                 let (rows, count) = statements.run(prepared, params).await?;
                 if !unit.expression {
-                    vars.set(r.found, Value::Bool(count > 0));
-                    vars.set(r.row_count, Value::Int64(count as i64));
+                    vars.set_status(r, count);
                 }
                 if !unit.into.is_empty() {
                     assign_into(r, vars, rows, &unit.into, unit.strict)?;
