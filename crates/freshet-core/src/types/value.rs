@@ -220,8 +220,8 @@ impl Value {
     /// Whether the value needs no conversion to be of type `ty`: NULL, a value of exactly that
     /// type whose type has no length or precision to check, or a number or string that already
     /// has the declared scale, precision or length (the usual case of an assignment or cast,
-    /// which then costs a comparison or two).
-    #[inline]
+    /// which then costs a comparison or two). Inlined for the exact types, which are most.
+    #[inline(always)]
     fn is_already(&self, ty: DataType) -> bool {
         match (self, ty) {
             (Value::Null, _)
@@ -235,13 +235,20 @@ impl Value {
             | (Value::Float64(_), DataType::Float64)
             | (Value::Bool(_), DataType::Bool)
             | (Value::Text(_), DataType::Text | DataType::Varchar(None)) => true,
-            // What `Decimal::fit` would return unchanged: the scale and fewer digits than the
-            // precision.
+            (Value::Decimal(_) | Value::Text(_), _) => self.fits_declared(ty),
+            _ => false,
+        }
+    }
+
+    /// Whether a NUMERIC or string already is what a cast to `ty` would make of it: what
+    /// `Decimal::fit` returns unchanged (the scale, and fewer digits than the precision); no
+    /// more bytes than characters allowed (so no more characters), and for CHAR no trailing
+    /// blanks to strip.
+    fn fits_declared(&self, ty: DataType) -> bool {
+        match (self, ty) {
             (Value::Decimal(d), DataType::Decimal { precision, scale }) => {
                 d.scale == scale && d.value.unsigned_abs() < super::decimal::pow10(precision) as u128
             }
-            // No more bytes than characters allowed (so no more characters), and for CHAR no
-            // trailing blanks to strip.
             (Value::Text(s), DataType::Varchar(Some(n))) => s.len() <= n as usize,
             (Value::Text(s), DataType::Char(n)) => s.len() <= n as usize && !s.ends_with(' '),
             _ => false,
