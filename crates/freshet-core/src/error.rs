@@ -252,8 +252,52 @@ impl SqlState {
 
 /// An error of the core: a SQLSTATE, a message in PostgreSQL's style (lower case, no final
 /// period), and optionally a detail and a 1-based character position in the statement text.
+///
+/// The fields live behind one allocation (`ErrorFields`, reached through `Deref`), so that a
+/// `Result` of a value is the value's size plus a word: results of the expression evaluator,
+/// casts and the interpreter are moved and returned on every row and statement, and errors
+/// are rare.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Error(Box<ErrorFields>);
+
+impl std::ops::Deref for Error {
+    type Target = ErrorFields;
+    fn deref(&self) -> &ErrorFields {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Error {
+    fn deref_mut(&mut self) -> &mut ErrorFields {
+        &mut self.0
+    }
+}
+
+impl Error {
+    /// The error's fields, to take them apart.
+    pub fn into_fields(self) -> ErrorFields {
+        *self.0
+    }
+}
+
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ErrorFields { state, message, detail, hint, position, context, blocked_by } = &*self.0;
+        f.debug_struct("Error")
+            .field("state", state)
+            .field("message", message)
+            .field("detail", detail)
+            .field("hint", hint)
+            .field("position", position)
+            .field("context", context)
+            .field("blocked_by", blocked_by)
+            .finish()
+    }
+}
+
+/// What an [`Error`] says.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Error {
+pub struct ErrorFields {
     pub state: SqlState,
     pub message: String,
     pub detail: Option<String>,
@@ -271,7 +315,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     pub fn new(state: SqlState, message: impl Into<String>) -> Self {
-        Error { state, message: message.into(), detail: None, hint: None, position: None, context: None, blocked_by: None }
+        Error(Box::new(ErrorFields { state, message: message.into(), detail: None, hint: None, position: None, context: None, blocked_by: None }))
     }
 
     pub fn with_detail(mut self, detail: impl Into<String>) -> Self {

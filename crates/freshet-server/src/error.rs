@@ -80,6 +80,7 @@ impl fmt::Display for SqlError {
 
 impl From<freshet::Error> for SqlError {
     fn from(e: freshet::Error) -> Self {
+        let e = e.into_fields();
         SqlError {
             severity: Severity::Error,
             code: e.state.code(),

@@ -776,7 +776,7 @@ BEGIN
 END $$",
     )
     .unwrap();
-    let context = |sql: &str, s: &mut freshet::Session| s.execute_blocking(sql).unwrap_err().context.unwrap_or_default();
+    let context = |sql: &str, s: &mut freshet::Session| s.execute_blocking(sql).unwrap_err().into_fields().context.unwrap_or_default();
     assert_eq!(context("SELECT inner_f(9)", &mut s), "PL/pgSQL function inner_f(integer) line 4 at RAISE");
     assert_eq!(
         context("SELECT inner_f(1)", &mut s),

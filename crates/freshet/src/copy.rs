@@ -240,7 +240,9 @@ impl CopyIn {
             Some(d) => format!("{d}; {detail}"),
             None => detail,
         };
-        Error { detail: Some(detail), ..e }
+        let mut e = e;
+        e.detail = Some(detail);
+        e
     }
 
     async fn flush(&mut self) -> Result<()> {

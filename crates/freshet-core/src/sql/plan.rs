@@ -710,7 +710,8 @@ pub fn plan_select(catalog: &Catalog, query: &ast::Query, params: &mut Vec<Optio
             *params = trial;
             Ok(Some(plan))
         }
-        Ok(None) | Err(Error { state: SqlState::FeatureNotSupported, .. }) if lock => {
+        Ok(None) if lock => Err(Error::unsupported("FOR UPDATE/FOR SHARE on a query other than a single-table SELECT")),
+        Err(e) if lock && e.state == SqlState::FeatureNotSupported => {
             Err(Error::unsupported("FOR UPDATE/FOR SHARE on a query other than a single-table SELECT"))
         }
         Ok(None) => Ok(None),

@@ -911,7 +911,9 @@ impl Session {
                 let declared: Vec<Option<DataType>> = unit.param_types.iter().copied().map(Some).collect();
                 let p = Box::pin(self.prepare_statement(unit.statement.clone(), &key.0, &declared)).await.map_err(|e| {
                     let message = format!("{} (in statement \"{}\" of {} {})", e.message, unit.text, routine.kind(), routine.name);
-                    Error { message, ..e }
+                    let mut e = e;
+                    e.message = message;
+                    e
                 })?;
                 let columns = p.columns.as_ref().map_or_else(Vec::new, |c| c.iter().map(|c| (c.name.clone(), c.ty)).collect());
                 columns_of.insert(key.clone(), columns);
@@ -1312,7 +1314,8 @@ async fn run_with_handlers<S: RoutineStatements>(
             }
         }
         let Some(h) = caught else { return Err(e) };
-        let context = in_context(r, st.pc.saturating_sub(1), Error::new(e.state, "")).context;
+        let context = in_context(r, st.pc.saturating_sub(1), Error::new(e.state, "")).into_fields().context;
+        let e = e.into_fields();
         let context = match (e.context, context) {
             (Some(inner), Some(here)) => Some(format!("{inner}\n{here}")),
             (inner, here) => inner.or(here),
