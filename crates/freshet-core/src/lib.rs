@@ -16,4 +16,4 @@ pub mod txn;
 pub mod types;
 pub mod wal;
 
-pub use error::{try_vec, Error, Result, SqlState};
+pub use error::{try_vec, Error, ErrorFields, Result, SqlState};

@@ -39,7 +39,7 @@ pub use database::{Config, Database};
 pub use notify::Notification;
 pub use freshet_core::sql::ddl::ForeignKeys;
 pub use freshet_core::types::{shown_decimal, DataType, Decimal, Value};
-pub use freshet_core::{Error, Result, SqlState};
+pub use freshet_core::{Error, ErrorFields, Result, SqlState};
 pub use freshet_olap::datafusion::arrow;
 pub use freshet_core::sql::exec::{RecordChanges, RecordRead, RecordRow, RecordRowChanges};
 pub use procedure::{NativeBody, NativeProcedure, ProcedureContext, Resolved, TableRef};

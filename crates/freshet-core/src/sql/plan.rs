@@ -710,13 +710,10 @@ pub fn plan_select(catalog: &Catalog, query: &ast::Query, params: &mut Vec<Optio
             *params = trial;
             Ok(Some(plan))
         }
-        Ok(None) if lock => Err(Error::unsupported("FOR UPDATE/FOR SHARE on a query other than a single-table SELECT")),
-        Err(e) if lock && e.state == SqlState::FeatureNotSupported => {
-            Err(Error::unsupported("FOR UPDATE/FOR SHARE on a query other than a single-table SELECT"))
-        }
-        Ok(None) => Ok(None),
-        Err(e) if e.state == SqlState::FeatureNotSupported => Ok(None),
-        Err(e) => Err(e),
+        Err(e) if e.state != SqlState::FeatureNotSupported => Err(e),
+        // Not a statement of the short path.
+        _ if lock => Err(Error::unsupported("FOR UPDATE/FOR SHARE on a query other than a single-table SELECT")),
+        _ => Ok(None),
     }
 }
 
