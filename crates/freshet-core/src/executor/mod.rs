@@ -30,7 +30,6 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
-use hashbrown::HashMap;
 
 pub use reply::{reply_channel, Reply, ReplySender};
 pub(crate) use reply::flush_wakes;
@@ -44,45 +43,64 @@ use crate::txn::PartitionTxns;
 #[derive(Debug)]
 pub struct Partition {
     pub id: usize,
-    /// Looked up by every statement: hashbrown's hasher, not the standard library's SipHash.
-    tables: HashMap<TableId, TableStore>,
+    /// By table id (ids are handed out in sequence and never reused): looked up by every
+    /// statement and record operation, dozens of times per TPC-C transaction, so an index
+    /// into a vector rather than a hash probe. Boxed, so that the ids of dropped tables cost a
+    /// pointer each; trailing empty places are trimmed.
+    tables: Vec<Option<Box<TableStore>>>,
     /// Transactions that have touched this partition.
     pub txns: PartitionTxns,
 }
 
 impl Partition {
     pub fn new(id: usize) -> Self {
-        Partition { id, tables: HashMap::new(), txns: PartitionTxns::default() }
+        Partition { id, tables: Vec::new(), txns: PartitionTxns::default() }
     }
 
+    #[inline]
     pub fn table(&self, id: TableId) -> Result<&TableStore> {
-        self.tables.get(&id).ok_or_else(|| dropped(id))
+        match self.tables.get(id as usize) {
+            Some(Some(t)) => Ok(t),
+            _ => Err(dropped(id)),
+        }
     }
 
+    #[inline]
     pub fn table_mut(&mut self, id: TableId) -> Result<&mut TableStore> {
-        self.tables
-            .get_mut(&id)
-            .ok_or_else(|| dropped(id))
+        match self.tables.get_mut(id as usize) {
+            Some(Some(t)) => Ok(t),
+            _ => Err(dropped(id)),
+        }
     }
 
     /// The tables of this partition, in table id order.
     pub fn tables(&self) -> impl Iterator<Item = &TableStore> {
-        let mut ids: Vec<&TableId> = self.tables.keys().collect();
-        ids.sort_unstable();
-        ids.into_iter().filter_map(|id| self.tables.get(id))
+        self.tables.iter().flatten().map(|t| &**t)
+    }
+
+    fn tables_mut(&mut self) -> impl Iterator<Item = &mut TableStore> {
+        self.tables.iter_mut().flatten().map(|t| &mut **t)
     }
 
     pub fn create_table(&mut self, def: Arc<TableDef>) {
-        self.tables.insert(def.id, TableStore::new(def));
+        let at = def.id as usize;
+        if self.tables.len() <= at {
+            self.tables.resize_with(at + 1, || None);
+        }
+        self.tables[at] = Some(Box::new(TableStore::new(def)));
     }
 
     pub fn drop_table(&mut self, id: TableId) -> Option<TableStore> {
-        self.tables.remove(&id)
+        let dropped = self.tables.get_mut(id as usize)?.take();
+        while matches!(self.tables.last(), Some(None)) {
+            self.tables.pop();
+        }
+        dropped.map(|t| *t)
     }
 
     /// Ends recovery on this partition: every table rebuilds its indexes and free slots.
     pub fn finish_restore(&mut self) -> Result<()> {
-        for t in self.tables.values_mut() {
+        for t in self.tables_mut() {
             t.finish_restore()?;
         }
         Ok(())
@@ -90,7 +108,7 @@ impl Partition {
 
     /// Versions held by all tables of this partition.
     pub fn tables_version_count(&self) -> usize {
-        self.tables.values().map(|t| t.version_count()).sum()
+        self.tables().map(|t| t.version_count()).sum()
     }
 }
 
