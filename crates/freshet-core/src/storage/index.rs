@@ -182,7 +182,10 @@ impl Entry {
 }
 
 impl Ord for Entry {
-    #[inline]
+    /// Inlined into the B-tree's search, which compares a node's keys in turn: two short
+    /// entries (nearly every entry of integer keys) compare in a few instructions there; a
+    /// long one takes the call.
+    #[inline(always)]
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
         match (self, other) {
             (Entry::Short { words: a, len: m }, Entry::Short { words: b, len: n }) => {
@@ -196,11 +199,17 @@ impl Ord for Entry {
                     m.cmp(n)
                 }
             }
-            _ => {
-                let (mut x, mut y) = ([0u8; SHORT], [0u8; SHORT]);
-                compare_bytes(self.bytes(&mut x), other.bytes(&mut y))
-            }
+            _ => self.cmp_long(other),
         }
+    }
+}
+
+impl Entry {
+    /// [`Ord::cmp`] when either entry is long: both written out as bytes.
+    #[inline(never)]
+    fn cmp_long(&self, other: &Self) -> std::cmp::Ordering {
+        let (mut x, mut y) = ([0u8; SHORT], [0u8; SHORT]);
+        compare_bytes(self.bytes(&mut x), other.bytes(&mut y))
     }
 }
 

@@ -333,17 +333,23 @@ impl ColumnSegment {
         self.set_validity(slot, valid, false);
     }
 
+    /// Inlined: most columns have no NULL, and then a valid value costs one test.
+    #[inline]
     fn set_validity(&mut self, slot: usize, valid: bool, appended: bool) {
         match &mut self.validity {
             Some(bits) if appended => bits.push(valid),
             Some(bits) => bits.set(slot, valid),
             None if valid => {}
-            None => {
-                let mut bits = Bitmap::filled(self.len(), true);
-                bits.set(slot, false);
-                self.validity = Some(bits);
-            }
+            None => self.first_null(slot),
         }
+    }
+
+    /// The segment's first NULL, at `slot`: from now on it keeps a validity bitmap.
+    #[inline(never)]
+    fn first_null(&mut self, slot: usize) {
+        let mut bits = Bitmap::filled(self.len(), true);
+        bits.set(slot, false);
+        self.validity = Some(bits);
     }
 
     /// Bytes this segment holds on the heap (views, not string blocks, for strings).
