@@ -145,6 +145,46 @@ fn native_procedure_returns_rows_to_call() {
     assert_eq!(err.state, SqlState::UndefinedFunction);
 }
 
+/// A native procedure that declares its parameters' types gets its arguments converted to
+/// them (from literals, from Rust values, from `$n` parameters, which a prepared CALL
+/// describes with those types), and refuses a call with another number of arguments or an
+/// argument that does not convert.
+#[test]
+fn native_procedure_with_declared_parameter_types() {
+    let db = Database::open(Config { olap_threads: 2, ..Config::default() }).unwrap();
+    let amount = DataType::Decimal { precision: 6, scale: 2 };
+    let params = vec![DataType::Timestamp, amount, DataType::Int32];
+    let columns = ["at", "amount", "n"].iter().zip(&params).map(|(n, ty)| ColumnInfo { name: n.to_string(), ty: *ty }).collect();
+    db.register_typed_procedure("echo", params.clone(), columns, |_, args| Ok(vec![args.to_vec()]));
+    let at = match Value::parse("2024-01-02 03:04:05", DataType::Timestamp).unwrap() {
+        Value::Timestamp(t) => t,
+        other => panic!("{other:?}"),
+    };
+    let expected = vec![vec![Value::Timestamp(at), Value::Decimal(freshet::Decimal::new(1250, 2)), Value::Int32(7)]];
+    let mut s = db.session();
+    assert_eq!(s.execute_blocking("CALL echo('2024-01-02 03:04:05', 12.5, '7')").unwrap().remove(0).rows(), expected);
+    assert_eq!(s.call_blocking("echo", vec![Value::Text("2024-01-02 03:04:05".into()), Value::Text("12.50".into()), Value::Int64(7)]).unwrap(), expected);
+    let prepared = futures::executor::block_on(s.prepare("CALL echo($1, $2, $3)", &[])).unwrap();
+    assert_eq!(prepared.param_types, params);
+    let result = futures::executor::block_on(s.execute(&prepared, vec![Value::Timestamp(at), Value::Decimal(freshet::Decimal::new(1250, 2)), Value::Int32(7)])).unwrap();
+    let freshet::Output::Rows { columns, rows, .. } = result.output else { panic!("CALL echo returns rows") };
+    assert_eq!(futures::executor::block_on(rows.collect_values(&columns)).unwrap(), expected);
+
+    let err = s.execute_blocking("CALL echo('2024-01-02', 1)").unwrap_err();
+    assert_eq!(err.state, SqlState::UndefinedFunction, "{err:?}");
+    let err = s.execute_blocking("CALL echo('2024-01-02', 1, 'seven')").unwrap_err();
+    assert_eq!(err.state.code(), "22P02", "{err:?}");
+    let err = s.execute_blocking("CALL echo('2024-01-02', 12345.67, 1)").unwrap_err();
+    assert_eq!(err.state.code(), "22003", "{err:?}");
+    // Undeclared, an argument comes as written: a number as a number, a literal as text.
+    let columns = vec![ColumnInfo { name: "x".into(), ty: DataType::Int64 }, ColumnInfo { name: "y".into(), ty: DataType::Text }];
+    db.register_procedure_returning("raw", columns, |_, args| Ok(vec![args.to_vec()]));
+    assert_eq!(s.execute_blocking("CALL raw(7, '7')").unwrap().remove(0).rows(), vec![vec![Value::Int64(7), Value::Text("7".into())]]);
+    // A row of another width than the procedure's columns is an error, not a row.
+    let err = s.execute_blocking("CALL raw(7)").unwrap_err();
+    assert_eq!(err.state.code(), "42804", "{err:?}");
+}
+
 /// A native procedure over record-level access: the newest entry of a key (reverse order,
 /// limit), an insert, a read-modify-write of a range, a locked read and update of the first entry, a delete of a range, and a
 /// read of a range, returned with the number deleted.
@@ -265,8 +305,9 @@ fn native_record_access_means_the_same_in_a_job_and_in_a_block() {
             vec![Value::Int32(8), Value::Int32(1), Value::Int32(0), Value::Text("other".into())],
         ]
     );
+    // The count, returned as an int8, comes back as its column's type.
     let deleted: Vec<Value> = returned.iter().map(|r| r.last().unwrap()[0].clone()).collect();
-    assert_eq!(deleted, [0, 0, 0, 1, 1].map(Value::Int64).to_vec());
+    assert_eq!(deleted, [0, 0, 0, 1, 1].map(Value::Int32).to_vec());
     // The last call returned entries 4, 5 and 6 (and its count).
     let seqs: Vec<Value> = returned[4].iter().take(3).map(|r| r[0].clone()).collect();
     assert_eq!(seqs, [4, 5, 6].map(Value::Int32).to_vec());

@@ -247,7 +247,6 @@ impl Database {
         }
     }
 
-    /// A new session (one per client connection).
     /// Registers a native procedure: `CALL name(…)` from SQL (or `Session::call` from Rust)
     /// runs `body` with the call's arguments, atomically like a PL/pgSQL procedure; its
     /// [`ProcedureContext`](crate::ProcedureContext) runs SQL inside the call's transaction.
@@ -266,8 +265,25 @@ impl Database {
     where
         F: Fn(&mut crate::ProcedureContext<'_>, &[freshet_core::types::Value]) -> Result<Vec<Vec<freshet_core::types::Value>>> + Send + Sync + 'static,
     {
+        self.add_native(name, None, columns, Arc::new(body));
+    }
+
+    /// [`register_procedure_returning`](Self::register_procedure_returning) for a procedure
+    /// with declared parameter types: a call must pass one argument per parameter (42883
+    /// otherwise), each is converted to its parameter's type before the body sees it (22P02
+    /// and the like if it does not convert), and a prepared `CALL name($1, …)` describes its
+    /// parameters with these types. Without them an argument comes as it is written: a
+    /// number as a number, anything else (a `$n` parameter too) as text.
+    pub fn register_typed_procedure<F>(&self, name: &str, params: Vec<freshet_core::types::DataType>, columns: Vec<crate::ColumnInfo>, body: F)
+    where
+        F: Fn(&mut crate::ProcedureContext<'_>, &[freshet_core::types::Value]) -> Result<Vec<Vec<freshet_core::types::Value>>> + Send + Sync + 'static,
+    {
+        self.add_native(name, Some(params), columns, Arc::new(body));
+    }
+
+    fn add_native(&self, name: &str, params: Option<Vec<freshet_core::types::DataType>>, columns: Vec<crate::ColumnInfo>, body: Arc<crate::procedure::NativeBody>) {
         let name = name.to_lowercase();
-        let native = crate::procedure::NativeProcedure { name: name.clone(), columns, body: Arc::new(body) };
+        let native = crate::procedure::NativeProcedure { name: name.clone(), params, columns, body };
         self.inner.natives.write().insert(name, Arc::new(native));
     }
 
@@ -275,6 +291,7 @@ impl Database {
         self.inner.natives.read().get(name).cloned()
     }
 
+    /// A new session (one per client connection).
     pub fn session(&self) -> Session {
         let id = self.inner.next_session.fetch_add(1, Ordering::Relaxed);
         Session::new(self.clone(), id)

@@ -4,7 +4,8 @@
 //!   line of text with what the terminal displays (`o_id total`, `c_id balance`, …), because
 //!   a function returns one value and both systems accept that.
 //! - [`register_native`]: the same transactions as Freshet native procedures (Rust closures
-//!   registered with `Database::register_procedure_returning`). Their bodies (`native.rs`)
+//!   registered with `Database::register_typed_procedure`, so their arguments arrive typed,
+//!   and returning the fields of that line as typed columns). Their bodies (`native.rs`)
 //!   read and write rows through the call's `ProcedureContext` record by record, taking the
 //!   statement driver's steps ([`StatementDriver`]) in the same order.
 //! - [`CallDriver`]: a [`TpccDriver`] that calls either kind with one prepared statement per
@@ -299,30 +300,36 @@ fn customer_params(key: &CustomerKey) -> [Param; 2] {
     }
 }
 
-/// The words of a call's one text value.
-fn words(rows: &Rows) -> DbResult<Vec<String>> {
-    let value = rows.first().and_then(|r| r.first()).ok_or_else(|| DbError::new("XX000", "a procedure call returned no row"))?;
-    Ok(match value {
-        Cell::Text(s) => s.split_whitespace().map(str::to_string).collect(),
-        Cell::Int(v) => vec![v.to_string()],
-        other => return Err(DbError::new("XX000", format!("unexpected procedure result {other:?}"))),
+/// The fields of a call's result: a native procedure's row as it is, or a PL/pgSQL function's
+/// one text value split into its words (`-` standing for NULL).
+fn fields(rows: &Rows) -> DbResult<Vec<Cell>> {
+    let row = rows.first().ok_or_else(|| DbError::new("XX000", "a procedure call returned no row"))?;
+    Ok(match row.as_slice() {
+        [Cell::Text(s)] => s.split_whitespace().map(|w| if w == "-" { Cell::Null } else { Cell::Text(w.to_string()) }).collect(),
+        cells => cells.to_vec(),
     })
 }
 
-fn word_int(words: &[String], i: usize) -> DbResult<Option<i64>> {
-    match words.get(i).map(String::as_str) {
-        None => Err(DbError::new("XX000", format!("procedure result {words:?} has no field {i}"))),
-        Some("-") => Ok(None),
-        Some(w) => w.parse().map(Some).map_err(|_| DbError::new("XX000", format!("procedure result field {w:?} is not an integer"))),
+fn field<'a>(fields: &'a [Cell], i: usize) -> DbResult<&'a Cell> {
+    fields.get(i).ok_or_else(|| DbError::new("XX000", format!("procedure result {fields:?} has no field {i}")))
+}
+
+fn field_int(fields: &[Cell], i: usize) -> DbResult<Option<i64>> {
+    match field(fields, i)? {
+        Cell::Null => Ok(None),
+        Cell::Int(v) => Ok(Some(*v)),
+        Cell::Text(w) => w.parse().map(Some).map_err(|_| DbError::new("XX000", format!("procedure result field {w:?} is not an integer"))),
+        other => Err(DbError::new("XX000", format!("procedure result field {other:?} is not an integer"))),
     }
 }
 
-/// `123.45` as hundredths.
-fn word_cents(words: &[String], i: usize) -> DbResult<i64> {
-    let w = words.get(i).ok_or_else(|| DbError::new("XX000", format!("procedure result {words:?} has no field {i}")))?;
-    match Param::parse_decimal(w, 2) {
-        Some(v) => Ok(v),
-        None => Err(DbError::new("XX000", format!("procedure result field {w:?} is not an amount"))),
+/// An amount (`123.45`, or a NUMERIC) as hundredths.
+fn field_cents(fields: &[Cell], i: usize) -> DbResult<i64> {
+    let bad = |f: &dyn std::fmt::Debug| DbError::new("XX000", format!("procedure result field {f:?} is not an amount"));
+    match field(fields, i)? {
+        Cell::Text(w) => Param::parse_decimal(w, 2).ok_or_else(|| bad(w)),
+        c @ (Cell::Int(_) | Cell::Decimal(..)) => Ok(c.as_scaled(2)),
+        other => Err(bad(other)),
     }
 }
 
@@ -341,9 +348,9 @@ impl<C: Conn> CallDriver<C> {
         Ok(CallDriver { conn, calls })
     }
 
-    async fn call(&mut self, kind: TxnKind, params: &[Param]) -> DbResult<Vec<String>> {
+    async fn call(&mut self, kind: TxnKind, params: &[Param]) -> DbResult<Vec<Cell>> {
         let rows = self.conn.query(&self.calls[kind.index()], params).await?;
-        words(&rows)
+        fields(&rows)
     }
 }
 
@@ -360,7 +367,7 @@ impl<C: Conn> TpccDriver for CallDriver<C> {
             Param::Timestamp(i.entry_d),
         ];
         match self.call(TxnKind::NewOrder, &params).await {
-            Ok(w) => Ok(NewOrderOutcome::Committed { o_id: word_int(&w, 0)?.unwrap_or(0), total: word_cents(&w, 1)? }),
+            Ok(w) => Ok(NewOrderOutcome::Committed { o_id: field_int(&w, 0)?.unwrap_or(0), total: field_cents(&w, 1)? }),
             Err(e) if e.code == UNUSED_ITEM => Ok(NewOrderOutcome::UnusedItem),
             Err(e) => Err(e),
         }
@@ -379,24 +386,24 @@ impl<C: Conn> TpccDriver for CallDriver<C> {
             Param::Timestamp(i.date),
         ];
         let w = self.call(TxnKind::Payment, &params).await?;
-        Ok(PaymentOutcome { c_id: word_int(&w, 0)?.unwrap_or(0), balance: word_cents(&w, 1)? })
+        Ok(PaymentOutcome { c_id: field_int(&w, 0)?.unwrap_or(0), balance: field_cents(&w, 1)? })
     }
 
     async fn order_status(&mut self, i: &OrderStatusInput) -> DbResult<OrderStatusOutcome> {
         let [c_id, c_last] = customer_params(&i.customer);
         let w = self.call(TxnKind::OrderStatus, &[Param::Int(i.w_id), Param::Int(i.d_id), c_id, c_last]).await?;
-        Ok(OrderStatusOutcome { c_id: word_int(&w, 0)?.unwrap_or(0), o_id: word_int(&w, 1)?, lines: word_int(&w, 2)?.unwrap_or(0) as usize })
+        Ok(OrderStatusOutcome { c_id: field_int(&w, 0)?.unwrap_or(0), o_id: field_int(&w, 1)?, lines: field_int(&w, 2)?.unwrap_or(0) as usize })
     }
 
     async fn delivery(&mut self, i: &DeliveryInput) -> DbResult<DeliveryOutcome> {
         let w = self.call(TxnKind::Delivery, &[Param::Int(i.w_id), Param::Int(i.carrier_id), Param::Timestamp(i.date)]).await?;
-        let delivered = (0..w.len()).map(|k| word_int(&w, k)).collect::<DbResult<Vec<_>>>()?;
+        let delivered = (0..w.len()).map(|k| field_int(&w, k)).collect::<DbResult<Vec<_>>>()?;
         Ok(DeliveryOutcome { delivered })
     }
 
     async fn stock_level(&mut self, i: &StockLevelInput) -> DbResult<i64> {
         let w = self.call(TxnKind::StockLevel, &[Param::Int(i.w_id), Param::Int(i.d_id), Param::Int(i.threshold)]).await?;
-        Ok(word_int(&w, 0)?.unwrap_or(0))
+        Ok(field_int(&w, 0)?.unwrap_or(0))
     }
 }
 
@@ -495,77 +502,104 @@ fn customer_arg(args: &[freshet::Value], id: usize) -> freshet::Result<CustomerK
     })
 }
 
-fn text_row(s: String) -> Vec<Vec<freshet::Value>> {
-    vec![vec![freshet::Value::Text(s)]]
+fn int_value(v: i64) -> freshet::Value {
+    freshet::Value::Int64(v)
 }
 
-fn cents_text(v: i64) -> String {
-    format!("{}{}.{:02}", if v < 0 { "-" } else { "" }, v.abs() / 100, v.abs() % 100)
+fn cents_value(cents: i64) -> freshet::Value {
+    freshet::Value::Decimal(freshet::Decimal::new(cents as i128, 2))
 }
 
 /// Registers the five transactions as native procedures `tpcc_native_new_order`, … with the
-/// PL/pgSQL functions' parameters, each returning the same text line.
+/// PL/pgSQL functions' parameters, declared with their types (an array as its text form), so
+/// that the arguments reach the body converted. Each returns the fields of the PL/pgSQL
+/// function's text line as typed columns (a missing order id: NULL).
 pub fn register_native(db: &freshet::Database) {
-    let column = vec![freshet::ColumnInfo { name: "result".into(), ty: freshet::DataType::Text }];
+    use freshet::DataType as T;
+    // An id, then an amount.
+    let money = |i: usize| if i == 0 { T::Int64 } else { T::Decimal { precision: 12, scale: 2 } };
+    let columns = |names: &[&str], ty: fn(usize) -> T| names.iter().enumerate().map(|(i, n)| freshet::ColumnInfo { name: n.to_string(), ty: ty(i) }).collect::<Vec<_>>();
+    // A payment's amount, as the PL/pgSQL function declares it.
+    let amount = T::Decimal { precision: 6, scale: 2 };
     // The tables and columns, resolved once per catalog version for all five.
     let resolved = Arc::new(freshet::Resolved::new());
     let schema = move |cx: &mut freshet::ProcedureContext| resolved.get(cx, super::native::Schema::resolve);
     let tables = schema.clone();
-    db.register_procedure_returning("tpcc_native_new_order", column.clone(), move |cx, args| {
-        let (items, supply, quantities) = (arg_ints(args, 3)?, arg_ints(args, 4)?, arg_ints(args, 5)?);
-        let lines = items
-            .iter()
-            .zip(&supply)
-            .zip(&quantities)
-            .map(|((&item, &supply_w_id), &quantity)| OrderLineInput { item, supply_w_id, quantity })
-            .collect();
-        let input = NewOrderInput { w_id: arg_int(args, 0)?, d_id: arg_int(args, 1)?, c_id: arg_int(args, 2)?, lines, entry_d: arg_timestamp(args, 6)? };
-        let schema = tables(cx)?;
-        match super::native::new_order(cx, &schema, &input)? {
-            NewOrderOutcome::Committed { o_id, total } => Ok(text_row(format!("{o_id} {}", cents_text(total)))),
-            // The call's error rolls back what the body did before the unused item.
-            NewOrderOutcome::UnusedItem => Err(freshet::Error::new(
-                freshet::SqlState::custom(UNUSED_ITEM).unwrap_or(freshet::SqlState::RaiseException),
-                "item number is not valid",
-            )),
-        }
-    });
+    db.register_typed_procedure(
+        "tpcc_native_new_order",
+        vec![T::Int64, T::Int64, T::Int64, T::Text, T::Text, T::Text, T::Timestamp],
+        columns(&["o_id", "total"], money),
+        move |cx, args| {
+            let (items, supply, quantities) = (arg_ints(args, 3)?, arg_ints(args, 4)?, arg_ints(args, 5)?);
+            let lines = items
+                .iter()
+                .zip(&supply)
+                .zip(&quantities)
+                .map(|((&item, &supply_w_id), &quantity)| OrderLineInput { item, supply_w_id, quantity })
+                .collect();
+            let input = NewOrderInput { w_id: arg_int(args, 0)?, d_id: arg_int(args, 1)?, c_id: arg_int(args, 2)?, lines, entry_d: arg_timestamp(args, 6)? };
+            let schema = tables(cx)?;
+            match super::native::new_order(cx, &schema, &input)? {
+                NewOrderOutcome::Committed { o_id, total } => Ok(vec![vec![int_value(o_id), cents_value(total)]]),
+                // The call's error rolls back what the body did before the unused item.
+                NewOrderOutcome::UnusedItem => Err(freshet::Error::new(
+                    freshet::SqlState::custom(UNUSED_ITEM).unwrap_or(freshet::SqlState::RaiseException),
+                    "item number is not valid",
+                )),
+            }
+        },
+    );
     let tables = schema.clone();
-    db.register_procedure_returning("tpcc_native_payment", column.clone(), move |cx, args| {
-        let input = PaymentInput {
-            w_id: arg_int(args, 0)?,
-            d_id: arg_int(args, 1)?,
-            c_w_id: arg_int(args, 2)?,
-            c_d_id: arg_int(args, 3)?,
-            customer: customer_arg(args, 4)?,
-            amount: arg_cents(args, 6)?,
-            date: arg_timestamp(args, 7)?,
-        };
-        let schema = tables(cx)?;
-        let out = super::native::payment(cx, &schema, &input)?;
-        Ok(text_row(format!("{} {}", out.c_id, cents_text(out.balance))))
-    });
+    db.register_typed_procedure(
+        "tpcc_native_payment",
+        vec![T::Int64, T::Int64, T::Int64, T::Int64, T::Int64, T::Text, amount, T::Timestamp],
+        columns(&["c_id", "c_balance"], money),
+        move |cx, args| {
+            let input = PaymentInput {
+                w_id: arg_int(args, 0)?,
+                d_id: arg_int(args, 1)?,
+                c_w_id: arg_int(args, 2)?,
+                c_d_id: arg_int(args, 3)?,
+                customer: customer_arg(args, 4)?,
+                amount: arg_cents(args, 6)?,
+                date: arg_timestamp(args, 7)?,
+            };
+            let schema = tables(cx)?;
+            let out = super::native::payment(cx, &schema, &input)?;
+            Ok(vec![vec![int_value(out.c_id), cents_value(out.balance)]])
+        },
+    );
     let tables = schema.clone();
-    db.register_procedure_returning("tpcc_native_order_status", column.clone(), move |cx, args| {
-        let input = OrderStatusInput { w_id: arg_int(args, 0)?, d_id: arg_int(args, 1)?, customer: customer_arg(args, 2)? };
-        let schema = tables(cx)?;
-        let out = super::native::order_status(cx, &schema, &input)?;
-        let o_id = out.o_id.map_or("-".to_string(), |o| o.to_string());
-        Ok(text_row(format!("{} {o_id} {}", out.c_id, out.lines)))
-    });
+    db.register_typed_procedure(
+        "tpcc_native_order_status",
+        vec![T::Int64, T::Int64, T::Int64, T::Text],
+        columns(&["c_id", "o_id", "lines"], |_| T::Int64),
+        move |cx, args| {
+            let input = OrderStatusInput { w_id: arg_int(args, 0)?, d_id: arg_int(args, 1)?, customer: customer_arg(args, 2)? };
+            let schema = tables(cx)?;
+            let out = super::native::order_status(cx, &schema, &input)?;
+            Ok(vec![vec![int_value(out.c_id), out.o_id.map_or(freshet::Value::Null, int_value), int_value(out.lines as i64)]])
+        },
+    );
     let tables = schema.clone();
-    db.register_procedure_returning("tpcc_native_delivery", column.clone(), move |cx, args| {
-        let input = DeliveryInput { w_id: arg_int(args, 0)?, carrier_id: arg_int(args, 1)?, date: arg_timestamp(args, 2)? };
-        let schema = tables(cx)?;
-        let out = super::native::delivery(cx, &schema, &input)?;
-        Ok(text_row(out.delivered.iter().map(|o| o.map_or("-".to_string(), |o| o.to_string())).collect::<Vec<_>>().join(" ")))
-    });
+    let districts: Vec<String> = (1..=super::generate::DISTRICTS_PER_WAREHOUSE).map(|d| format!("o_id_{d}")).collect();
+    db.register_typed_procedure(
+        "tpcc_native_delivery",
+        vec![T::Int64, T::Int64, T::Timestamp],
+        columns(&districts.iter().map(String::as_str).collect::<Vec<_>>(), |_| T::Int64),
+        move |cx, args| {
+            let input = DeliveryInput { w_id: arg_int(args, 0)?, carrier_id: arg_int(args, 1)?, date: arg_timestamp(args, 2)? };
+            let schema = tables(cx)?;
+            let out = super::native::delivery(cx, &schema, &input)?;
+            Ok(vec![out.delivered.iter().map(|o| o.map_or(freshet::Value::Null, int_value)).collect()])
+        },
+    );
     let tables = schema.clone();
-    db.register_procedure_returning("tpcc_native_stock_level", column, move |cx, args| {
+    db.register_typed_procedure("tpcc_native_stock_level", vec![T::Int64, T::Int64, T::Int64], columns(&["low_stock"], |_| T::Int64), move |cx, args| {
         let input = StockLevelInput { w_id: arg_int(args, 0)?, d_id: arg_int(args, 1)?, threshold: arg_int(args, 2)? };
         let schema = tables(cx)?;
         let count = super::native::stock_level(cx, &schema, &input)?;
-        Ok(text_row(count.to_string()))
+        Ok(vec![vec![int_value(count)]])
     });
 }
 

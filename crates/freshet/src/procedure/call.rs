@@ -142,8 +142,11 @@ pub(crate) fn plan_call(
         };
         (types, columns)
     } else if let (false, Some(native), true) = (select, db.native_procedure(&name), names.iter().all(Option::is_none)) {
+        if native.params.as_ref().is_some_and(|p| p.len() != args.len()) {
+            return Err(undefined(kind, &name, args.len()));
+        }
         let columns = (!native.columns.is_empty()).then(|| native.columns.clone());
-        (vec![], columns)
+        (native.params.clone().unwrap_or_default(), columns)
     } else {
         return Err(undefined(kind, &name, args.len()));
     };
@@ -752,13 +755,26 @@ impl Session {
                     (returns_rows.then(|| plan.shape_rows(r, rows)), notices)
                 }
                 Target::Native(native) => {
-                    let args = plan.args.iter().map(|a| native_arg(a, param_types, &params, now)).collect::<Result<Vec<_>>>()?;
+                    if native.params.as_ref().is_some_and(|p| p.len() != plan.args.len()) {
+                        return Err(undefined("procedure", &plan.name, plan.args.len()));
+                    }
+                    let declared = native.params.as_deref().unwrap_or_default();
+                    let args = plan
+                        .args
+                        .iter()
+                        .enumerate()
+                        .map(|(i, a)| native_arg(a, declared.get(i).copied(), param_types, &params, now))
+                        .collect::<Result<Vec<_>>>()?;
+                    let shape = native.clone();
                     let one_job = self.run_native_as_one_job(&native, &args).await;
                     self.count_call(&native.name, !matches!(one_job, Ok(None)));
-                    let rows = match one_job? {
+                    let mut rows = match one_job? {
                         Some(rows) => rows,
                         None => self.in_call_transaction(|s| Box::pin(async move { s.run_native(&native, &args) })).await?,
                     };
+                    if !shape.columns.is_empty() {
+                        typed_rows(&plan.name, &mut rows, &shape.columns)?;
+                    }
                     (columns.is_some().then_some(rows), vec![])
                 }
             };
@@ -1658,12 +1674,32 @@ fn result_rows(r: &plpgsql::Routine, value: Option<Value>, set_rows: Vec<Vec<Val
     }
 }
 
+/// A native procedure's rows as its columns say: each value converted to its column's type
+/// (a value already of that type as it is); 42804 for a row of another width.
+fn typed_rows(name: &str, rows: &mut [Vec<Value>], columns: &[ColumnInfo]) -> Result<()> {
+    for row in rows {
+        if row.len() != columns.len() {
+            return Err(Error::new(
+                SqlState::DatatypeMismatch,
+                format!("procedure {name} returned a row of {} values for its {} columns", row.len(), columns.len()),
+            ));
+        }
+        for (v, c) in row.iter_mut().zip(columns) {
+            *v = std::mem::replace(v, Value::Null).assign_to(c.ty)?;
+        }
+    }
+    Ok(())
+}
+
 /// A native procedure's argument: an array literal becomes its text form (`{1,2}`), anything
-/// else its value.
-fn native_arg(e: &ast::Expr, param_types: &[DataType], params: &[Value], now: i64) -> Result<Value> {
+/// else its value; converted to the parameter's type where the procedure declares one.
+fn native_arg(e: &ast::Expr, declared: Option<DataType>, param_types: &[DataType], params: &[Value], now: i64) -> Result<Value> {
     if let ast::Expr::Array(a) = e {
         let items = a.elem.iter().map(|x| eval_arg(x, DataType::Text, param_types, params, now)).collect::<Result<Vec<_>>>()?;
-        return Ok(Value::Text(plpgsql::array_text(&items, DataType::Text)));
+        return Value::Text(plpgsql::array_text(&items, DataType::Text)).cast(declared.unwrap_or(DataType::Text));
+    }
+    if let Some(ty) = declared {
+        return eval_arg(e, ty, param_types, params, now);
     }
     // Typed as the expression is (a number stays a number; a quoted literal is text).
     let mut types: Vec<Option<DataType>> = param_types.iter().copied().map(Some).collect();

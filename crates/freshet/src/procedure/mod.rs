@@ -55,17 +55,18 @@ use crate::session::{Prepared, Session};
 /// (empty for a procedure without a result).
 pub type NativeBody = dyn Fn(&mut ProcedureContext<'_>, &[Value]) -> Result<Vec<Vec<Value>>> + Send + Sync;
 
-/// A native procedure: a name, the columns its rows have (none: CALL returns no rows), and
-/// its body.
+/// A native procedure: a name, its parameters' types if it declares them, the columns its
+/// rows have (none: CALL returns no rows), and its body.
 pub struct NativeProcedure {
     pub name: String,
+    pub params: Option<Vec<freshet_core::types::DataType>>,
     pub columns: Vec<ColumnInfo>,
     pub body: Arc<NativeBody>,
 }
 
 impl std::fmt::Debug for NativeProcedure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NativeProcedure").field("name", &self.name).field("columns", &self.columns).finish()
+        f.debug_struct("NativeProcedure").field("name", &self.name).field("params", &self.params).field("columns", &self.columns).finish()
     }
 }
 
