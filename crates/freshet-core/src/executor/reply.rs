@@ -97,13 +97,23 @@ pub(super) const MAX_DEFERRED_WAKES: usize = 16;
 /// …for at most this long.
 pub(super) const MAX_WAKE_DELAY: std::time::Duration = std::time::Duration::from_micros(200);
 
-/// After a job, with `queued` jobs waiting: sends this thread's deferred wakes when at most one
-/// job is left, or when [`MAX_DEFERRED_WAKES`] or [`MAX_WAKE_DELAY`] is reached.
+/// The deferred wakes go out while this many jobs are still queued: a woken client needs
+/// tens of microseconds (its thread woken on another CPU, then its next request made) before
+/// its next job arrives, and the jobs left keep the executor busy meanwhile. Flushing only at
+/// one job left, the executor of the native TPC-C benchmark (8 clients on one thread, jobs of
+/// about 25 µs) spent 13% of its time polling an empty queue; at three, 0.5%, for 2.3% → 3.1%
+/// of its time in wakes (smaller batches) and 36,863 → 40,683 transactions/s side by side
+/// (at two: 2.4% polling; at five: 0.1% polling and 3.9% waking).
+pub(super) const WAKE_AHEAD: usize = 3;
+
+/// After a job, with `queued` jobs waiting: sends this thread's deferred wakes when at most
+/// [`WAKE_AHEAD`] jobs are left, or when [`MAX_DEFERRED_WAKES`] or [`MAX_WAKE_DELAY`] is
+/// reached.
 pub(super) fn flush_wakes_if_due(queued: usize) {
     let due = DEFERRED.with(|d| {
         d.borrow().as_ref().is_some_and(|d| {
             !d.wakers.is_empty()
-                && (queued <= 1 || d.wakers.len() >= MAX_DEFERRED_WAKES || d.since.is_some_and(|t| t.elapsed() >= MAX_WAKE_DELAY))
+                && (queued <= WAKE_AHEAD || d.wakers.len() >= MAX_DEFERRED_WAKES || d.since.is_some_and(|t| t.elapsed() >= MAX_WAKE_DELAY))
         })
     });
     if due {
