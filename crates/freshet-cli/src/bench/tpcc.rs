@@ -134,6 +134,11 @@ pub struct TpccArgs {
     /// `--executor-poll-us`, `Config::executor_poll` in-process; default 50).
     #[arg(long, default_value_t = Config::DEFAULT_EXECUTOR_POLL.as_micros() as u64, value_parser = clap::value_parser!(u64).range(0..=10_000))]
     executor_poll_us: u64,
+    /// Let Freshet's executor hold back the wakes of replies while more jobs are queued (the
+    /// server's `--batch-reply-wakes`, `Config::batch_reply_wakes` in-process). Default: on
+    /// in-process, off over the wire (their defaults).
+    #[arg(long, action = clap::ArgAction::Set)]
+    batch_reply_wakes: Option<bool>,
     /// Worker threads of Freshet's analytical engine (the server's `--olap-threads`; default:
     /// the CPUs the executor leaves, at least one).
     #[arg(long)]
@@ -334,6 +339,7 @@ fn run_freshet(args: &TpccArgs, streams: usize, with_answers: bool) -> anyhow::R
                 olap_threads: args.olap_threads(),
                 pin_cpus: args.pin_cpus.unwrap_or(true),
                 executor_poll: std::time::Duration::from_micros(args.executor_poll_us),
+                batch_reply_wakes: args.batch_reply_wakes.unwrap_or(Config::default().batch_reply_wakes),
                 partitions: args.partitions as usize,
                 ..Config::default()
             })
@@ -342,9 +348,21 @@ fn run_freshet(args: &TpccArgs, streams: usize, with_answers: bool) -> anyhow::R
         }
         Mode::Interactive | Mode::Procedures => {
             let (nice, threads, pin, poll) = (args.olap_nice.to_string(), args.olap_threads().to_string(), args.pin_cpus.unwrap_or(false).to_string(), args.executor_poll_us.to_string());
-            let partitions = args.partitions.to_string();
-            let server =
-                FreshetServer::in_memory(&["--olap-nice", &nice, "--olap-threads", &threads, "--pin-cpus", &pin, "--executor-poll-us", &poll, "--partitions", &partitions])?;
+            let (partitions, batch) = (args.partitions.to_string(), args.batch_reply_wakes.unwrap_or(false).to_string());
+            let server = FreshetServer::in_memory(&[
+                "--olap-nice",
+                &nice,
+                "--olap-threads",
+                &threads,
+                "--pin-cpus",
+                &pin,
+                "--executor-poll-us",
+                &poll,
+                "--batch-reply-wakes",
+                &batch,
+                "--partitions",
+                &partitions,
+            ])?;
             let host = args.transport.host(server.socket_dir());
             let target = Target::wire(format!("host={host} port={} user=bench dbname=freshet", server.port)).with_isolation(isolation);
             measure(&target, Flavor::Freshet, args.mode, args, streams, with_answers)?
