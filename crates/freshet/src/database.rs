@@ -52,7 +52,7 @@ pub struct Config {
     /// [`Database::keep_off_executors`].
     pub pin_cpus: bool,
     /// While more jobs are queued, an executor holds back the wake of each reply and sends
-    /// them together (when at most three jobs are left, after 16 replies or 200 µs, and before it
+    /// them together (when at most one job is left, after 16 replies or 200 µs, and before it
     /// waits). Default on: in-process, where the threads that wait for replies share CPUs
     /// with analytical queries, it spares them a preemption per reply (TPC-C beside a CH
     /// stream went from 18.5k to 26.6k tps with it, and alone it changed nothing). The server

@@ -97,14 +97,13 @@ pub(super) const MAX_DEFERRED_WAKES: usize = 16;
 /// …for at most this long.
 pub(super) const MAX_WAKE_DELAY: std::time::Duration = std::time::Duration::from_micros(200);
 
-/// The deferred wakes go out while this many jobs are still queued: a woken client needs
-/// tens of microseconds (its thread woken on another CPU, then its next request made) before
-/// its next job arrives, and the jobs left keep the executor busy meanwhile. Flushing only at
-/// one job left, the executor of the native TPC-C benchmark (8 clients on one thread, jobs of
-/// about 25 µs) spent 13% of its time polling an empty queue; at three, 0.5%, for 2.3% → 3.1%
-/// of its time in wakes (smaller batches) and 36,863 → 40,683 transactions/s side by side
-/// (at two: 2.4% polling; at five: 0.1% polling and 3.9% waking).
-pub(super) const WAKE_AHEAD: usize = 3;
+/// The deferred wakes go out once at most this many jobs are left queued. More would keep the
+/// executor busy while the woken clients make their next requests (alone, the native TPC-C
+/// executor polled an empty queue 13% of its time at one, 0.5% at three, and ran 2.6% faster
+/// on average), but it sends the same wakes in smaller batches, and beside an analytical
+/// stream every wake of the clients' thread preempts a query worker: there three ran 7.7%
+/// slower (ARCHITECTURE.md, "Executors hold back reply wakes").
+pub(super) const WAKE_AHEAD: usize = 1;
 
 /// After a job, with `queued` jobs waiting: sends this thread's deferred wakes when at most
 /// [`WAKE_AHEAD`] jobs are left, or when [`MAX_DEFERRED_WAKES`] or [`MAX_WAKE_DELAY`] is
