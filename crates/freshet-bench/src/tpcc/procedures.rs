@@ -310,7 +310,7 @@ fn fields(rows: &Rows) -> DbResult<Vec<Cell>> {
     })
 }
 
-fn field<'a>(fields: &'a [Cell], i: usize) -> DbResult<&'a Cell> {
+fn field(fields: &[Cell], i: usize) -> DbResult<&Cell> {
     fields.get(i).ok_or_else(|| DbError::new("XX000", format!("procedure result {fields:?} has no field {i}")))
 }
 
