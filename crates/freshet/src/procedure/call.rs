@@ -142,7 +142,7 @@ pub(crate) fn plan_call(
         };
         (types, columns)
     } else if let (false, Some(native), true) = (select, db.native_procedure(&name), names.iter().all(Option::is_none)) {
-        if native.params.as_ref().is_some_and(|p| p.len() != args.len()) {
+        if !native.takes(args.len()) {
             return Err(undefined(kind, &name, args.len()));
         }
         let columns = (!native.columns.is_empty()).then(|| native.columns.clone());
@@ -755,7 +755,8 @@ impl Session {
                     (returns_rows.then(|| plan.shape_rows(r, rows)), notices)
                 }
                 Target::Native(native) => {
-                    if native.params.as_ref().is_some_and(|p| p.len() != plan.args.len()) {
+                    // Checked again: the procedure may have been registered anew since the plan.
+                    if !native.takes(plan.args.len()) {
                         return Err(undefined("procedure", &plan.name, plan.args.len()));
                     }
                     let declared = native.params.as_deref().unwrap_or_default();

@@ -64,6 +64,13 @@ pub struct NativeProcedure {
     pub body: Arc<NativeBody>,
 }
 
+impl NativeProcedure {
+    /// Whether a call may pass `n` arguments: any number, unless the parameters are declared.
+    pub(crate) fn takes(&self, n: usize) -> bool {
+        self.params.as_ref().is_none_or(|p| p.len() == n)
+    }
+}
+
 impl std::fmt::Debug for NativeProcedure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("NativeProcedure").field("name", &self.name).field("params", &self.params).field("columns", &self.columns).finish()
