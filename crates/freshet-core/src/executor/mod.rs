@@ -14,8 +14,9 @@
 //! Waking the task that awaits a reply costs a system call when its thread sleeps, so an
 //! executor started with `batch_wakes` (an embedded database's default; not the server's) holds
 //! wakes back while more jobs are queued and sends them together: when at most
-//! `reply::WAKE_AHEAD` (one) job is left, after `reply::MAX_DEFERRED_WAKES` replies or `reply::MAX_WAKE_DELAY`, before it waits for work,
-//! and before a quiesced step's barrier. A lone client is therefore woken at once.
+//! `reply::WAKE_AHEAD` (one) job is left, after `reply::MAX_DEFERRED_WAKES` replies or
+//! `reply::MAX_WAKE_DELAY`, before it waits for work, and before a quiesced step's barrier. A
+//! lone client is therefore woken at once.
 //!
 //! An executor whose queue runs empty polls it briefly before it sleeps. Unless it has a CPU
 //! of its own, only while it is the busy thread (`Load`): a mostly idle executor's polling
