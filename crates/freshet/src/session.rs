@@ -1306,16 +1306,11 @@ impl Session {
         if self.settings.short_path()
             && let Some(short) = plan::plan_select(catalog, q, params)?
         {
-            let access = match &short.access {
-                plan::Access::Index { index, eq, any, .. } => {
-                    let def = &short.table.indexes[*index];
-                    let whole = eq.len() + usize::from(!any.is_empty()) == def.columns.len();
-                    let kind = if def.primary && whole { "Hash Lookup" } else { "Ordered Index Scan" };
-                    format!("{kind} on {} using {} (short path, partition executor)", short.table.name, def.name)
-                }
-                plan::Access::Scan => format!("Scan on {}", short.table.name),
-            };
-            return Ok(vec![access]);
+            let mut lines = vec![short_access(&short)];
+            if let Some(OltpPlan::Select(sub)) = short.any_from.as_deref() {
+                lines.push(format!("  IN list from: {}", short_access(sub)));
+            }
+            return Ok(lines);
         }
         let plan = self.plan_olap(inner, params).await?;
         let mut lines = vec!["Analytical query on a snapshot (DataFusion):".to_string()];
@@ -3258,5 +3253,18 @@ pub(crate) fn run_in_job(prepared: &Prepared, params: &[Value], now: i64, catalo
             Ok((rows, n))
         }
         OltpResult::TooLarge => Err(job.give_up()),
+    }
+}
+
+/// EXPLAIN's line for a SELECT of the short path: how it finds its rows.
+fn short_access(short: &plan::SelectPlan) -> String {
+    match &short.access {
+        plan::Access::Index { index, eq, any, .. } => {
+            let def = &short.table.indexes[*index];
+            let whole = eq.len() + usize::from(!any.is_empty()) == def.columns.len();
+            let kind = if def.primary && whole { "Hash Lookup" } else { "Ordered Index Scan" };
+            format!("{kind} on {} using {} (short path, partition executor)", short.table.name, def.name)
+        }
+        plan::Access::Scan => format!("Scan on {}", short.table.name),
     }
 }

@@ -8,8 +8,8 @@ use super::Engine;
 use crate::catalog::TableDef;
 use crate::error::Result;
 use crate::sql::exec::key_value;
-use crate::sql::expr::{BinaryOp, EvalContext, Expr, NoRow};
-use crate::sql::plan::{conjuncts, OltpPlan};
+use crate::sql::expr::{EvalContext, NoRow};
+use crate::sql::plan::{pinned_key, OltpPlan};
 use crate::storage::index::{encode_value, KeyBuf};
 use crate::types::Value;
 
@@ -89,15 +89,4 @@ pub(super) fn plan_partitions(n: usize, plan: &OltpPlan, params: &[Value], now: 
         return Ok(vec![partition_of_key(n, table, &v.eval(&NoRow, &cx)?)]);
     }
     Ok(all())
-}
-
-/// A `key = constant` conjunct of a filter, if there is one.
-fn pinned_key(filter: &Expr, key: usize) -> Option<&Expr> {
-    conjuncts(filter).into_iter().find_map(|c| match c {
-        Expr::Binary { op: BinaryOp::Eq, left, right, .. } => match (left.as_ref(), right.as_ref()) {
-            (Expr::Column { index, .. }, v) | (v, Expr::Column { index, .. }) if *index == key && v.is_row_independent() => Some(v),
-            _ => None,
-        },
-        _ => None,
-    })
 }

@@ -820,6 +820,22 @@ fn finish_on_step(
     }
 }
 
+/// An error if the plan was made before a DROP COLUMN or ALTER COLUMN … TYPE that ran
+/// meanwhile: its column positions name other columns, or its types are not the stored ones
+/// (a later ADD COLUMN appends, which leaves them right).
+fn check_planned_table(p: &Partition, planned: &Arc<crate::catalog::TableDef>) -> Result<()> {
+    let stored = p.table(planned.id)?.def();
+    if !Arc::ptr_eq(stored, planned)
+        && (stored.columns.len() < planned.columns.len() || stored.columns.iter().zip(&planned.columns).any(|(a, b)| a.ty != b.ty))
+    {
+        return Err(Error::new(
+            SqlState::SerializationFailure,
+            format!("could not serialize access: relation \"{}\" changed during the statement", planned.name),
+        ));
+    }
+    Ok(())
+}
+
 fn run_on_partition(
     p: &mut Partition,
     local: &mut LocalTxn,
@@ -830,21 +846,27 @@ fn run_on_partition(
 ) -> Result<OltpResult> {
     let cx = EvalContext { params, now, session: None };
     let id = plan.table().id;
-    // Planned before a DROP COLUMN or ALTER COLUMN … TYPE that ran meanwhile: its column
-    // positions name other columns, or its types are not the stored ones (a later ADD COLUMN
-    // appends, which leaves them right).
-    let stored = p.table(id)?.def();
-    if !Arc::ptr_eq(stored, plan.table())
-        && (stored.columns.len() < plan.table().columns.len() || stored.columns.iter().zip(&plan.table().columns).any(|(a, b)| a.ty != b.ty))
-    {
-        return Err(Error::new(
-            SqlState::SerializationFailure,
-            format!("could not serialize access: relation \"{}\" changed during the statement", plan.table().name),
-        ));
-    }
+    check_planned_table(p, plan.table())?;
     let records = local.records_reads();
     if records && !matches!(plan.as_ref(), OltpPlan::Select(_)) {
         local.reads.push(ReadPredicate::Filter { table: id, plan: plan.clone(), params: params.into(), bound: None });
+    }
+    // `column IN (subquery)`: the subquery first (its read recorded as any other's), then the
+    // lookups of its values.
+    if let OltpPlan::Select(s) = plan.as_ref()
+        && let Some(sub) = &s.any_from
+    {
+        let OltpResult::Rows(rows) = run_on_partition(p, local, sub, params, now, budget)? else { return Ok(OltpResult::TooLarge) };
+        let listed = Arc::new(OltpPlan::Select(s.listing(rows.into_iter().filter_map(|r| r.into_iter().next()))));
+        let result = run_on_partition(p, local, &listed, params, now, budget)?;
+        // The read to validate is the statement's own: its filter, without the list, covers
+        // more rows than the lookups found.
+        if let Some(ReadPredicate::Filter { plan: read, .. }) = local.reads.last_mut()
+            && Arc::ptr_eq(read, &listed)
+        {
+            *read = plan.clone();
+        }
+        return Ok(result);
     }
     match plan.as_ref() {
         OltpPlan::Select(s) => match exec::run_select(p.table(id)?, s, &local.view, &cx, budget)? {

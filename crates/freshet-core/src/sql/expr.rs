@@ -361,7 +361,7 @@ impl Expr {
             Expr::Literal { value, .. } => Ok(value.clone()),
             Expr::Param { index, .. } => match cx.params.get(*index) {
                 Some(v) => Ok(v.clone()),
-                None => Err(Error::new(SqlState::UndefinedParameter, format!("there is no parameter ${}", index + 1))),
+                None => Err(Error::new(SqlState::UndefinedParameter, format!("there is no parameter ${}", index.saturating_add(1)))),
             },
             _ => self.eval_node(row, cx),
         }

@@ -230,7 +230,38 @@ pub struct SelectPlan {
     /// When not empty, the statement is an aggregate without GROUP BY: `projection` is empty
     /// and the one result row holds these aggregates over the qualifying rows.
     pub aggregates: Vec<Aggregate>,
+    /// `column IN (subquery)`, the lookups' IN list: a short-path SELECT of one column that
+    /// runs first, in the same transaction view; its values become `access`'s list (planned
+    /// as the placeholder `$`[`LISTED`], see [`SelectPlan::listing`]). `filter` and `residual` leave
+    /// the condition out: the lookups find exactly the rows whose column equals a value
+    /// ([`exact_key`]), and a read validated against `filter` covers a superset.
+    pub any_from: Option<Arc<OltpPlan>>,
 }
+
+impl SelectPlan {
+    /// This plan with `values` (the subquery's result column) as the IN list of its lookups,
+    /// in place of the placeholder of `any_from`. NULLs match nothing; no values at all make
+    /// a list of one NULL, which finds no row.
+    pub fn listing(&self, values: impl Iterator<Item = Value>) -> SelectPlan {
+        let mut plan = self.clone();
+        plan.any_from = None;
+        if let Access::Index { any, .. } = &mut plan.access
+            && let Some(ty) = any.first().map(Expr::ty)
+        {
+            *any = values.filter(|v| !v.is_null()).map(|v| Expr::literal(v, ty)).collect();
+            if any.is_empty() {
+                any.push(Expr::literal(Value::Null, ty));
+            }
+        }
+        plan
+    }
+}
+
+/// The parameter number that stands for the values of an IN list taken from a subquery
+/// ([`SelectPlan::any_from`]) until they are known: no statement has that many parameters, so
+/// it is told apart from every written list, and evaluating it is an error rather than a
+/// wrong answer.
+pub const LISTED: usize = usize::MAX;
 
 /// An aggregate the short path computes over the rows its index path reaches.
 #[derive(Clone, Debug, PartialEq)]
@@ -704,7 +735,10 @@ pub fn plan_select(catalog: &Catalog, query: &ast::Query, params: &mut Vec<Optio
     };
     // Work on a copy of the parameter types: a statement that falls back keeps none of them.
     let mut trial = params.clone();
-    let planned = try_plan_select(&table, alias, select, query, lock, &mut trial);
+    let planned = match in_subquery(select) {
+        Some((rest, subject, subquery)) if !lock => plan_listed(catalog, &table, alias, &rest, subject, subquery, query, &mut trial),
+        _ => try_plan_select(&table, alias, select, query, lock, None, &mut trial),
+    };
     match planned {
         Ok(Some(plan)) => {
             *params = trial;
@@ -715,6 +749,84 @@ pub fn plan_select(catalog: &Catalog, query: &ast::Query, params: &mut Vec<Optio
         _ if lock => Err(Error::unsupported("FOR UPDATE/FOR SHARE on a query other than a single-table SELECT")),
         _ => Ok(None),
     }
+}
+
+/// The first `column IN (subquery)` among the WHERE clause's top-level conjuncts: the SELECT
+/// without it, its left side and the subquery.
+fn in_subquery(select: &ast::Select) -> Option<(ast::Select, &ast::Expr, &ast::Query)> {
+    fn split<'a>(e: &'a ast::Expr, found: &mut Option<(&'a ast::Expr, &'a ast::Query)>) -> Option<ast::Expr> {
+        match e {
+            ast::Expr::BinaryOp { left, op: ast::BinaryOperator::And, right } => match (split(left, found), split(right, found)) {
+                (Some(l), Some(r)) => Some(ast::Expr::BinaryOp { left: Box::new(l), op: ast::BinaryOperator::And, right: Box::new(r) }),
+                (l, r) => l.or(r),
+            },
+            ast::Expr::Nested(inner) if matches!(inner.as_ref(), ast::Expr::BinaryOp { op: ast::BinaryOperator::And, .. }) => split(inner, found),
+            ast::Expr::InSubquery { expr, subquery, negated: false } if found.is_none() => {
+                *found = Some((expr, subquery));
+                None
+            }
+            other => Some(other.clone()),
+        }
+    }
+    let mut found = None;
+    let rest = split(select.selection.as_ref()?, &mut found);
+    let (subject, subquery) = found?;
+    let mut without = select.clone();
+    without.selection = rest;
+    Some((without, subject, subquery))
+}
+
+/// A SELECT whose lookups take their IN list from a subquery (`select` is the statement
+/// without that condition; see [`SelectPlan::any_from`]): the subquery must be a short-path
+/// SELECT of one column without LIMIT, OFFSET or aggregates, reading rows the same partition
+/// holds (a replicated table, or one partitioned alike with its partition key fixed to the
+/// same value as this statement's), and `subject` a column compared exactly with its values
+/// that is the next key column of the index the lookups use. Anything else is the analytical
+/// side's, which also reports any error in the subquery.
+#[allow(clippy::too_many_arguments)]
+fn plan_listed(
+    catalog: &Catalog,
+    table: &Arc<TableDef>,
+    alias: Option<&ast::Ident>,
+    select: &ast::Select,
+    subject: &ast::Expr,
+    subquery: &ast::Query,
+    query: &ast::Query,
+    params: &mut Vec<Option<DataType>>,
+) -> Result<Option<SelectPlan>> {
+    let Ok(Some(sub)) = plan_select(catalog, subquery, params) else { return Ok(None) };
+    let usable = sub.projection.len() == 1 && sub.aggregates.is_empty() && sub.limit.is_none() && sub.offset.is_none() && sub.any_from.is_none();
+    if !usable {
+        return Ok(None);
+    }
+    let Some(plan) = try_plan_select(table, alias, select, query, false, Some((subject, &sub.projection[0])), params)? else { return Ok(None) };
+    let colocated = match (sub.table.partition_key, table.partition_key) {
+        (None, _) => true,
+        (Some(sk), Some(k)) => {
+            sub.table.columns[sk].ty == table.columns[k].ty
+                && match (sub.filter.as_ref().and_then(|f| pinned_key(f, sk)), plan.filter.as_ref().and_then(|f| pinned_key(f, k))) {
+                    (Some(a), Some(b)) => a == b,
+                    _ => false,
+                }
+        }
+        (Some(_), None) => false,
+    };
+    if !colocated {
+        return Ok(None);
+    }
+    Ok(Some(SelectPlan { any_from: Some(Arc::new(OltpPlan::Select(sub))), ..plan }))
+}
+
+/// A `column = constant` conjunct of a filter on column `key`, if there is one: the value a
+/// partition key is fixed to.
+pub fn pinned_key(filter: &Expr, key: usize) -> Option<&Expr> {
+    conjuncts(filter).into_iter().find_map(|c| match c {
+        Expr::Binary { op: BinaryOp::Eq, left, right, .. } => match (left.as_ref(), right.as_ref()) {
+            (Expr::Column { index, .. }, v) | (v, Expr::Column { index, .. }) if *index == key && v.is_row_independent() => Some(v),
+            _ => None,
+        },
+        _ => None,
+    })
 }
 
 /// A SELECT the short path does not take; one that claims rows must be taken here.
@@ -731,10 +843,19 @@ fn try_plan_select(
     select: &ast::Select,
     query: &ast::Query,
     lock: bool,
+    listed: Option<(&ast::Expr, &Expr)>,
     params: &mut Vec<Option<DataType>>,
 ) -> Result<Option<SelectPlan>> {
     let mut binder = Binder::new(Some(scope_for(table, alias)), params);
     let filter = select.selection.as_ref().map(|w| binder.bind_predicate(w)).transpose()?;
+    // `column IN (subquery)`: the column, and the placeholder of its IN list.
+    let listed = match listed {
+        None => None,
+        Some((subject, value)) => match binder.bind_expr(subject, None)? {
+            Expr::Column { index, ty } if exact_key(table, index, value) => Some((index, Expr::Param { index: LISTED, ty })),
+            _ => return Ok(None),
+        },
+    };
     let mut projection = Vec::new();
     let mut columns = Vec::new();
     let mut aggregates = Vec::new();
@@ -806,9 +927,15 @@ fn try_plan_select(
             return Ok(None);
         }
     }
-    let (access, ordered_by_index) = choose_access(table, filter.as_ref(), &order_by);
+    let (access, ordered_by_index) = choose_access_listing(table, filter.as_ref(), &order_by, listed.as_ref().map(|(c, e)| (*c, e)));
     // Without an index the analytical side reads faster; rows to claim must be read here.
     if access == Access::Scan && !lock {
+        return Ok(None);
+    }
+    // The subquery's values must be the lookups' list.
+    if let Some((_, placeholder)) = &listed
+        && !matches!(&access, Access::Index { any, .. } if any.len() == 1 && any[0] == *placeholder)
+    {
         return Ok(None);
     }
     let residual = residual_filter(table, filter.as_ref(), &access);
@@ -831,6 +958,7 @@ fn try_plan_select(
         lock_wait: lock_wait(query),
         reads,
         aggregates,
+        any_from: None,
     }))
 }
 
@@ -967,8 +1095,18 @@ fn sargs(filter: Option<&Expr>) -> Vec<Sarg<'_>> {
 /// columns (a whole unique key wins), plus a range on the next column. Also reports whether
 /// that index already yields the ORDER BY order.
 pub fn choose_access(table: &TableDef, filter: Option<&Expr>, order_by: &[(Expr, bool, bool)]) -> (Access, Option<bool>) {
+    choose_access_listing(table, filter, order_by, None)
+}
+
+/// [`choose_access`] with one more IN list: column `.0` equals one of the values `.1` stands
+/// for (a subquery's, see [`SelectPlan::any_from`]).
+fn choose_access_listing(table: &TableDef, filter: Option<&Expr>, order_by: &[(Expr, bool, bool)], listed: Option<(usize, &Expr)>) -> (Access, Option<bool>) {
     let sargs = sargs(filter);
-    let in_lists = in_lists(filter);
+    let mut in_lists = in_lists(filter);
+    if let Some((column, placeholder)) = listed {
+        // Ahead of a written list on the same column, which then stays in the residual.
+        in_lists.insert(0, (column, std::slice::from_ref(placeholder)));
+    }
     let mut best: Option<(u32, Access, Option<bool>)> = None;
     let mut consider = |score: u32, access: Access, ordered: Option<bool>| {
         if best.as_ref().is_none_or(|(s, _, _)| score > *s) {
