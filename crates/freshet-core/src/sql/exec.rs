@@ -282,18 +282,57 @@ fn for_each_in_index(
             // One lookup per distinct value, in key order (reversed for a reverse scan);
             // a value with no exact conversion to the column type matches nothing.
             let ty = table.def().columns[def.columns[eq_len]].ty;
-            let mut lookups: Vec<KeyBuf> = keys.any.iter().filter_map(|v| extended(&prefix, v, ty)).collect();
-            lookups.sort_unstable();
-            lookups.dedup();
+            let mut lookups: Vec<KeyBuf> = if ty.family() == TypeFamily::Integer {
+                // Integers (most lists) are put in order as integers, which their key
+                // encoding keeps, rather than as byte strings.
+                let mut ints: Vec<i64> = keys.any.iter().filter_map(|v| key_value(v.clone(), ty)?.as_i64()).collect();
+                ints.sort_unstable();
+                ints.dedup();
+                ints.into_iter()
+                    .map(|i| {
+                        let mut k = prefix.clone();
+                        encode_value(&Value::Int64(i), &mut k);
+                        k
+                    })
+                    .collect()
+            } else {
+                let mut lookups: Vec<KeyBuf> = keys.any.iter().filter_map(|v| extended(&prefix, v, ty)).collect();
+                lookups.sort_unstable();
+                lookups.dedup();
+                lookups
+            };
             if reverse {
                 lookups.reverse();
             }
             let whole = eq_len + 1 == def.columns.len();
             if whole && store.has_hash() && lookups.len() > 1 {
-                // Every lookup is known before the first: ask for all their hash slots, then
-                // for the columns of the rows they name, so that the misses overlap (a
-                // Stock-Level's two hundred stock rows). A hint; the walk below decides.
-                prefetch_lookups(lookups.iter().map(|k| (store, k.as_slice(), table, columns)));
+                // Every lookup is known before the first (a Stock-Level's two hundred stock
+                // rows): all their hash slots are asked for, then each key's entries are
+                // found and their rows' columns asked for, then the bytes of those rows'
+                // long strings, so that the misses overlap; the rows are visited last, in
+                // the lookups' order, from the entries found (the table cannot change
+                // meanwhile: it is borrowed for the walk).
+                for k in &lookups {
+                    store.prefetch_key(k);
+                }
+                let mut entries: Vec<(usize, RowId)> = Vec::with_capacity(lookups.len());
+                for (i, k) in lookups.iter().enumerate() {
+                    store.scan_key(k, &mut |_, row| {
+                        table.prefetch(row, columns);
+                        entries.push((i, row));
+                        true
+                    });
+                }
+                for &(_, row) in &entries {
+                    table.prefetch_strings(row, columns);
+                }
+                for (i, row) in entries {
+                    by_entry(&lookups[i], row);
+                    if stopped.get() {
+                        break;
+                    }
+                }
+                return;
             }
             for k in &lookups {
                 lookup(store, k, whole, reverse, &mut by_entry);
