@@ -232,9 +232,10 @@ pub struct SelectPlan {
     pub aggregates: Vec<Aggregate>,
     /// `column IN (subquery)`, the lookups' IN list: a short-path SELECT of one column that
     /// runs first, in the same transaction view; its values become `access`'s list (planned
-    /// as the placeholder `$`[`LISTED`], see [`SelectPlan::listing`]). `filter` and `residual` leave
-    /// the condition out: the lookups find exactly the rows whose column equals a value
-    /// ([`exact_key`]), and a read validated against `filter` covers a superset.
+    /// as the placeholder `$`[`LISTED`], see [`SelectPlan::listing`]). `filter` and
+    /// `residual` leave the condition out: the lookups find exactly the rows whose column
+    /// equals a value ([`exact_key`]), and a read validated against `filter` covers a
+    /// superset.
     pub any_from: Option<Arc<OltpPlan>>,
 }
 
