@@ -307,26 +307,11 @@ fn for_each_in_index(
             let whole = eq_len + 1 == def.columns.len();
             if whole && store.has_hash() && lookups.len() > 1 {
                 // Every lookup is known before the first (a Stock-Level's two hundred stock
-                // rows): all their hash slots are asked for, then each key's entries are
-                // found and their rows' columns asked for, then the bytes of those rows'
-                // long strings, so that the misses overlap; the rows are visited last, in
-                // the lookups' order, from the entries found (the table cannot change
-                // meanwhile: it is borrowed for the walk).
-                for k in &lookups {
-                    store.prefetch_key(k);
-                }
-                let mut entries: Vec<(usize, RowId)> = Vec::with_capacity(lookups.len());
-                for (i, k) in lookups.iter().enumerate() {
-                    store.scan_key(k, &mut |_, row| {
-                        table.prefetch(row, columns);
-                        entries.push((i, row));
-                        true
-                    });
-                }
-                for &(_, row) in &entries {
-                    table.prefetch_strings(row, columns);
-                }
-                for (i, row) in entries {
+                // rows): the group prefetch's waves make their misses overlap, and the rows
+                // are visited from the entries its second wave found, in the lookups' order,
+                // rather than found again (the table cannot change meanwhile: it is borrowed
+                // for the walk).
+                for (i, _, row, _) in prefetch_lookups(lookups.iter().map(|k| (store, k.as_slice(), table, columns))) {
                     by_entry(&lookups[i], row);
                     if stopped.get() {
                         break;
@@ -1052,24 +1037,28 @@ pub fn prefetch_plans(lookups: &[(&TableStore, &super::plan::OltpPlan, &[Value])
 }
 
 /// The waves of a group prefetch over whole-key lookups (index, key, table, columns wanted):
-/// every key's hash slot, then the wanted columns of the row each slot names, then the bytes
-/// of their long strings.
-fn prefetch_lookups<'a>(lookups: impl Iterator<Item = (&'a IndexStore, &'a [u8], &'a TableStore, u64)> + Clone) {
+/// every key's hash slot, then the wanted columns of the rows each key's entries name, then
+/// the bytes of their long strings. Returns the entries found, in the lookups' order: the
+/// position of the lookup, its table, the row and the columns.
+fn prefetch_lookups<'a>(
+    lookups: impl Iterator<Item = (&'a IndexStore, &'a [u8], &'a TableStore, u64)> + Clone,
+) -> SmallVec<[(usize, &'a TableStore, RowId, u64); 32]> {
     for (store, key, _, _) in lookups.clone() {
         store.prefetch_key(key);
     }
-    let mut rows: SmallVec<[(&TableStore, RowId, u64); 32]> = SmallVec::new();
-    for (store, key, table, columns) in lookups {
+    let mut rows: SmallVec<[(usize, &TableStore, RowId, u64); 32]> = SmallVec::new();
+    for (i, (store, key, table, columns)) in lookups.enumerate() {
         store.scan_key(key, &mut |_, row| {
             table.prefetch(row, columns);
-            rows.push((table, row, columns));
-            false
+            rows.push((i, table, row, columns));
+            true
         });
     }
     // By now the first rows' string views have arrived: ask for the bytes they point to.
-    for (table, row, columns) in rows {
+    for &(_, table, row, columns) in &rows {
         table.prefetch_strings(row, columns);
     }
+    rows
 }
 
 /// The rows a record read finds, as `view` sees them (see [`RecordRead`]).
