@@ -440,10 +440,16 @@ impl Expr {
             }
             Expr::Case { operand, whens, otherwise, .. } => {
                 let subject = operand.as_ref().map(|o| o.eval(row, cx)).transpose()?;
+                // An integer subject against integer constants (`CASE p_d_id WHEN 1 … WHEN 10`)
+                // compares as integers of any width, as `sql_cmp` would.
+                let int_subject = subject.as_ref().and_then(Value::as_i64);
                 for (when, then) in whens {
                     let hit = match (&subject, when) {
                         // `CASE x WHEN <constant> …`, the common form: compared in place.
-                        (Some(s), Expr::Literal { value, .. }) => s.sql_cmp(value)? == Some(Ordering::Equal),
+                        (Some(s), Expr::Literal { value, .. }) => match (int_subject, value.as_i64()) {
+                            (Some(x), Some(y)) => x == y,
+                            _ => s.sql_cmp(value)? == Some(Ordering::Equal),
+                        },
                         (Some(s), when) => s.sql_cmp(&when.eval(row, cx)?)? == Some(Ordering::Equal),
                         (None, when) => when.eval(row, cx)? == Value::Bool(true),
                     };
@@ -554,15 +560,12 @@ pub fn arithmetic_type(op: BinaryOp, l: DataType, r: DataType) -> Result<DataTyp
 
 /// Applies a non-logical binary operator to two values; `ty` is the result type.
 pub fn binary(op: BinaryOp, l: Value, r: Value, ty: DataType) -> Result<Value> {
-    // Two integers of one type, the usual operands of keys, counters and quantities: computed
-    // at that width, without the general path's widening and cast back.
-    let ints = match (&l, &r) {
-        (Value::Int32(a), Value::Int32(b)) => Some((*a as i64, *b as i64, DataType::Int32)),
-        (Value::Int64(a), Value::Int64(b)) => Some((*a, *b, DataType::Int64)),
-        _ => None,
-    };
-    if let Some((a, b, of)) = ints
-        && let Some(v) = int_pair(op, a, b, ty, of)
+    // Two integers, the usual operands of keys, counters and quantities, of one width or of
+    // two (`quantity + 10` is an integer column and a bigint literal): compared, or computed
+    // at 64 bits and checked against the result's width, without the general path's
+    // dispatch and cast back.
+    if let (Some(a), Some(b)) = (l.as_i64(), r.as_i64())
+        && let Some(v) = int_pair(op, a, b, ty)
     {
         return v;
     }
@@ -659,11 +662,12 @@ fn binary_general(op: BinaryOp, l: Value, r: Value, ty: DataType) -> Result<Valu
     }
 }
 
-/// [`binary`] of two integers of type `of` (their values widened to i64): a comparison, or
-/// arithmetic whose result type `ty` is `of` itself, range-checked as the general path's cast
-/// to `of` is. `None` for anything else (the general path computes it).
+/// [`binary`] of two integers of any widths (their values widened to i64): a comparison, or
+/// arithmetic whose result type `ty` is integer or bigint, range-checked as the general
+/// path's cast back to `ty` is (22003). `None` for anything else (the general path computes
+/// it).
 #[inline]
-fn int_pair(op: BinaryOp, a: i64, b: i64, ty: DataType, of: DataType) -> Option<Result<Value>> {
+fn int_pair(op: BinaryOp, a: i64, b: i64, ty: DataType) -> Option<Result<Value>> {
     let o = a.cmp(&b);
     let holds = match op {
         BinaryOp::Eq => o == Ordering::Equal,
@@ -672,7 +676,7 @@ fn int_pair(op: BinaryOp, a: i64, b: i64, ty: DataType, of: DataType) -> Option<
         BinaryOp::LtEq => o != Ordering::Greater,
         BinaryOp::Gt => o == Ordering::Greater,
         BinaryOp::GtEq => o != Ordering::Less,
-        BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div | BinaryOp::Mod if ty == of => {
+        BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div | BinaryOp::Mod if matches!(ty, DataType::Int32 | DataType::Int64) => {
             return Some(integer_op(op, a, b, ty).and_then(|v| match ty {
                 DataType::Int32 => i32::try_from(v).map(Value::Int32).map_err(|_| Error::out_of_range("integer")),
                 _ => Ok(Value::Int64(v)),
@@ -774,6 +778,53 @@ pub fn extract(field: &str, v: &Value) -> Result<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Integers of two widths take `binary`'s integer path; it must answer as the general path
+    /// does, overflow and division by zero included.
+    #[test]
+    fn mixed_width_integers_agree_with_the_general_path() {
+        use BinaryOp::*;
+        let values = [Value::Int16(-7), Value::Int32(3), Value::Int32(i32::MAX), Value::Int64(10), Value::Int64(i64::MIN), Value::Int64(0), Value::Int64(-1)];
+        for op in [Add, Sub, Mul, Div, Mod, Eq, NotEq, Lt, LtEq, Gt, GtEq] {
+            for l in &values {
+                for r in &values {
+                    let ty = if op.is_comparison() { DataType::Bool } else { arithmetic_type(op, l.data_type().unwrap(), r.data_type().unwrap()).unwrap() };
+                    let fast = binary(op, l.clone(), r.clone(), ty).map_err(|e| (e.state.code(), e.message.clone()));
+                    let general = binary_general(op, l.clone(), r.clone(), ty).map_err(|e| (e.state.code(), e.message.clone()));
+                    assert_eq!(fast, general, "{l:?} {} {r:?} as {ty:?}", op.symbol());
+                }
+            }
+        }
+        assert_eq!(binary(Add, Value::Int32(5), Value::Int64(10), DataType::Int64).unwrap(), Value::Int64(15));
+        assert_eq!(binary(GtEq, Value::Int32(5), Value::Int64(10), DataType::Bool).unwrap(), Value::Bool(false));
+        let overflow = binary(Add, Value::Int32(i32::MAX), Value::Int32(1), DataType::Int32).unwrap_err();
+        assert_eq!((overflow.state.code(), overflow.message.as_str()), ("22003", "integer out of range"));
+    }
+
+    #[test]
+    fn case_compares_an_integer_subject_with_constants_of_another_width() {
+        let cx = EvalContext { params: &[Value::Int32(3)], now: 0, session: None };
+        let lit = |v: i64| Expr::literal(Value::Int64(v), DataType::Int64);
+        let text = |t: &str| Expr::literal(Value::Text(t.into()), DataType::Text);
+        let case = |subject: Expr, whens: Vec<(Expr, Expr)>| Expr::Case {
+            operand: Some(Box::new(subject)),
+            whens,
+            otherwise: Some(Box::new(text("other"))),
+            ty: DataType::Text,
+        };
+        let param = Expr::Param { index: 0, ty: DataType::Int32 };
+        let e = case(param.clone(), (1..=10).map(|k| (lit(k), text(&format!("d{k}")))).collect());
+        assert_eq!(e.eval(&NoRow, &cx).unwrap(), Value::Text("d3".into()));
+        let missing = case(param, vec![(lit(1), text("d1")), (lit(4), text("d4"))]);
+        assert_eq!(missing.eval(&NoRow, &cx).unwrap(), Value::Text("other".into()));
+        // A decimal constant equal to the subject still matches (the general comparison).
+        let decimal = Expr::literal(Value::Decimal(Decimal::new(30, 1)), DataType::Decimal { precision: 2, scale: 1 });
+        let mixed = case(Expr::Param { index: 0, ty: DataType::Int32 }, vec![(decimal, text("three"))]);
+        assert_eq!(mixed.eval(&NoRow, &cx).unwrap(), Value::Text("three".into()));
+        // A NULL subject matches nothing.
+        let null_cx = EvalContext { params: &[Value::Null], now: 0, session: None };
+        assert_eq!(e.eval(&NoRow, &null_cx).unwrap(), Value::Text("other".into()));
+    }
 
     #[test]
     fn like_patterns() {
