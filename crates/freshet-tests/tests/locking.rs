@@ -196,6 +196,31 @@ fn skip_locked_leaves_out_claimed_rows_and_nowait_fails_at_once() {
     assert_eq!(ids(&mut third, "SELECT id FROM jobs WHERE state = 'new' ORDER BY id LIMIT 3 FOR UPDATE SKIP LOCKED"), [1, 2, 3]);
 }
 
+/// SELECT … WHERE key IN (subquery) FOR UPDATE claims the rows the subquery's values find and
+/// no others (nor the subquery's own rows), as PostgreSQL's does.
+#[test]
+fn for_update_over_an_in_subquery_claims_the_rows_it_finds() {
+    let db = db();
+    let mut setup = db.session();
+    setup.execute_blocking("CREATE TABLE picks (k INT PRIMARY KEY, target INT)").unwrap();
+    setup.execute_blocking("INSERT INTO picks VALUES (1, 2), (2, 9), (3, 1)").unwrap();
+    let mut first = db.session();
+    first.execute_blocking("BEGIN").unwrap();
+    let rows = first.execute_blocking("SELECT id, v FROM t WHERE id IN (SELECT target FROM picks WHERE k IN (1, 2)) FOR UPDATE").unwrap();
+    assert_eq!(rows[0].rows(), [vec![Value::Int32(2), Value::Int32(20)]]);
+    let mut second = db.session();
+    let e = second.execute_blocking("SELECT id FROM t WHERE id = 2 FOR UPDATE NOWAIT").unwrap_err();
+    assert_eq!(e.state, SqlState::LockNotAvailable);
+    assert_eq!(second.execute_blocking("SELECT id FROM t WHERE id = 1 FOR UPDATE NOWAIT").unwrap()[0].rows().len(), 1, "row 1 was not claimed");
+    assert_eq!(second.execute_blocking("SELECT k FROM picks WHERE k = 1 FOR UPDATE NOWAIT").unwrap()[0].rows().len(), 1, "the subquery's rows are not claimed");
+    // A writer of the claimed row waits for the claim to end.
+    let writer = spawn(&db, &["UPDATE t SET v = v + 1 WHERE id = 2"]);
+    assert!(blocked(&writer), "the writer waits for the claim");
+    first.execute_blocking("COMMIT").unwrap();
+    assert_eq!(writer.recv().unwrap().unwrap(), "UPDATE 1");
+    assert_eq!(value(&mut second, 2), Value::Int32(21));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Advisory locks (their try variants and scopes: slt/advisory.slt)
 

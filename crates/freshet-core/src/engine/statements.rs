@@ -856,7 +856,13 @@ fn run_on_partition(
     if let OltpPlan::Select(s) = plan.as_ref()
         && let Some(sub) = &s.any_from
     {
-        let OltpResult::Rows(rows) = run_on_partition(p, local, sub, params, now, budget)? else { return Ok(OltpResult::TooLarge) };
+        let OltpResult::Rows(rows) = run_on_partition(p, local, sub, params, now, budget)? else {
+            // A locking statement has no other path to go to.
+            if s.lock {
+                return Err(Error::unsupported(format!("FOR UPDATE over an IN subquery of more than {budget} rows")));
+            }
+            return Ok(OltpResult::TooLarge);
+        };
         let listed = Arc::new(OltpPlan::Select(s.listing(rows.into_iter().filter_map(|r| r.into_iter().next()))));
         let result = run_on_partition(p, local, &listed, params, now, budget)?;
         // The read to validate is the statement's own: its filter, without the list, covers

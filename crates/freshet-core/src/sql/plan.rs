@@ -736,9 +736,10 @@ pub fn plan_select(catalog: &Catalog, query: &ast::Query, params: &mut Vec<Optio
     };
     // Work on a copy of the parameter types: a statement that falls back keeps none of them.
     let mut trial = params.clone();
-    let planned = match in_subquery(select) {
-        Some((rest, subject, subquery)) if !lock => plan_listed(catalog, &table, alias, &rest, subject, subquery, query, &mut trial),
-        _ => try_plan_select(&table, alias, select, query, lock, None, &mut trial),
+    let listed = in_subquery(select);
+    let planned = match &listed {
+        Some((rest, subject, subquery)) => plan_listed(catalog, &table, alias, rest, subject, subquery, query, lock, &mut trial),
+        None => try_plan_select(&table, alias, select, query, lock, None, &mut trial),
     };
     match planned {
         Ok(Some(plan)) => {
@@ -747,6 +748,9 @@ pub fn plan_select(catalog: &Catalog, query: &ast::Query, params: &mut Vec<Optio
         }
         Err(e) if e.state != SqlState::FeatureNotSupported => Err(e),
         // Not a statement of the short path.
+        _ if lock && listed.is_some() => Err(Error::unsupported(
+            "FOR UPDATE/FOR SHARE with an IN subquery other than a one-column lookup of rows on the statement's partition",
+        )),
         _ if lock => Err(Error::unsupported("FOR UPDATE/FOR SHARE on a query other than a single-table SELECT")),
         _ => Ok(None),
     }
@@ -783,7 +787,9 @@ fn in_subquery(select: &ast::Select) -> Option<(ast::Select, &ast::Expr, &ast::Q
 /// holds (a replicated table, or one partitioned alike with its partition key fixed to the
 /// same value as this statement's), and `subject` a column compared exactly with its values
 /// that is the next key column of the index the lookups use. Anything else is the analytical
-/// side's, which also reports any error in the subquery.
+/// side's, which also reports any error in the subquery. With `lock` (FOR UPDATE/SHARE) the
+/// rows the lookups find are claimed, as a locking SELECT's are; the subquery's rows are not
+/// (as in PostgreSQL, whose locking clause names the outer query's tables).
 #[allow(clippy::too_many_arguments)]
 fn plan_listed(
     catalog: &Catalog,
@@ -793,6 +799,7 @@ fn plan_listed(
     subject: &ast::Expr,
     subquery: &ast::Query,
     query: &ast::Query,
+    lock: bool,
     params: &mut Vec<Option<DataType>>,
 ) -> Result<Option<SelectPlan>> {
     let Ok(Some(sub)) = plan_select(catalog, subquery, params) else { return Ok(None) };
@@ -800,7 +807,7 @@ fn plan_listed(
     if !usable {
         return Ok(None);
     }
-    let Some(plan) = try_plan_select(table, alias, select, query, false, Some((subject, &sub.projection[0])), params)? else { return Ok(None) };
+    let Some(plan) = try_plan_select(table, alias, select, query, lock, Some((subject, &sub.projection[0])), params)? else { return Ok(None) };
     let colocated = match (sub.table.partition_key, table.partition_key) {
         (None, _) => true,
         (Some(sk), Some(k)) => {
