@@ -802,7 +802,12 @@ fn plan_listed(
     lock: bool,
     params: &mut Vec<Option<DataType>>,
 ) -> Result<Option<SelectPlan>> {
-    let Ok(Some(sub)) = plan_select(catalog, subquery, params) else { return Ok(None) };
+    let sub = match plan_select(catalog, subquery, params) {
+        Ok(Some(sub)) => sub,
+        // A locking statement has no other path to report the subquery's error.
+        Err(e) if lock && e.state != SqlState::FeatureNotSupported => return Err(e),
+        _ => return Ok(None),
+    };
     let usable = sub.projection.len() == 1 && sub.aggregates.is_empty() && sub.limit.is_none() && sub.offset.is_none() && sub.any_from.is_none();
     if !usable {
         return Ok(None);
