@@ -91,7 +91,7 @@ impl Chunk {
 
     /// Appends a live row after the last slot (the chunk has room); returns its slot.
     fn push_row(&mut self, values: &[Value], copies: &mut u64) -> usize {
-        let columns = Arc::make_mut(&mut self.columns);
+        let columns = unique_mut(&mut self.columns);
         for (c, v) in values.iter().enumerate() {
             cow(&mut columns[c], copies).push(v, &mut self.arenas[c]);
         }
@@ -113,20 +113,41 @@ impl Chunk {
 /// the segment, are copied first if a snapshot shares them (only the segment copy counts).
 #[inline]
 fn segment_mut<'a>(columns: &'a mut Arc<Vec<Arc<ColumnSegment>>>, c: usize, copies: &mut u64) -> &'a mut ColumnSegment {
-    cow(&mut Arc::make_mut(columns)[c], copies)
+    cow(&mut unique_mut(columns)[c], copies)
 }
 
-/// Makes `arc` unique, copying its contents if a snapshot shares them. One atomic
-/// read-modify-write when it is unique already (it is on every write but the first after a
-/// snapshot): a copy is told by the contents having moved.
+/// Makes `arc` unique, copying its contents if a snapshot shares them: a copy is told by the
+/// contents having moved.
 #[inline]
 fn cow<'a, T: Clone>(arc: &'a mut Arc<T>, copies: &mut u64) -> &'a mut T {
     let shared = Arc::as_ptr(arc);
-    let unique = Arc::make_mut(arc);
+    let unique = unique_mut(arc);
     if !std::ptr::eq(shared, unique) {
         *copies += 1;
     }
     unique
+}
+
+/// `Arc::make_mut` without its atomic read-modify-write when `arc` is the only reference, as
+/// it is on every write but the first after a snapshot. `make_mut` takes the count from one to
+/// zero and back with a locked compare-and-swap (about 20 cycles), and an inserted order line
+/// takes one per column; two plain loads tell the same here.
+#[inline]
+fn unique_mut<T: Clone>(arc: &mut Arc<T>) -> &mut T {
+    // Storage never makes a `Weak` of a segment, a segment list or a bitmap, and a new strong
+    // reference is made only by cloning one that exists: with a strong count of one held
+    // through `&mut`, no other reference exists or can appear while the borrow lasts. A
+    // snapshot on another thread may have just dropped its reference; its decrement
+    // (Release) is ordered before the writes that follow by this fence, as by `make_mut`'s
+    // Acquire.
+    if Arc::strong_count(arc) == 1 && Arc::weak_count(arc) == 0 {
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+        // SAFETY: `arc` is the only reference to its allocation (see above), and the returned
+        // borrow keeps `arc` mutably borrowed, so nothing else reads or writes the contents
+        // while it lives: what `Arc::get_mut` returns after its own uniqueness check.
+        return unsafe { &mut *Arc::as_ptr(arc).cast_mut() };
+    }
+    Arc::make_mut(arc)
 }
 
 #[derive(Debug)]
@@ -440,7 +461,7 @@ impl TableStore {
         if let Some(id) = self.free.pop() {
             let chunk = &mut self.chunks[id.chunk()];
             let slot = id.slot();
-            let columns = Arc::make_mut(&mut chunk.columns);
+            let columns = unique_mut(&mut chunk.columns);
             for (c, v) in row.iter().enumerate() {
                 cow(&mut columns[c], copies).set(slot, v, &mut chunk.arenas[c]);
             }
@@ -624,7 +645,7 @@ impl TableStore {
     pub(crate) fn write_values(&mut self, row: RowId, changes: &[(usize, Value)]) {
         let copies = &mut self.stats.segments_copied;
         let chunk = &mut self.chunks[row.chunk()];
-        let columns = Arc::make_mut(&mut chunk.columns);
+        let columns = unique_mut(&mut chunk.columns);
         for (c, v) in changes {
             cow(&mut columns[*c], copies).set(row.slot(), v, &mut chunk.arenas[*c]);
         }
