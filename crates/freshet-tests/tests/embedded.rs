@@ -379,3 +379,21 @@ fn show_names_its_column_after_the_parameter() {
         assert_eq!(r[0].rows().len(), 1, "{sql}");
     }
 }
+
+/// EXPLAIN of a prepared DML statement with parameters (as a driver sends it in a Parse
+/// message): the parameters take the types their places give them, and the plan is the one
+/// the statement gets with them; nothing runs.
+#[test]
+fn explain_of_prepared_dml_types_its_parameters() {
+    let db = db();
+    let mut s = db.session();
+    s.execute_blocking("CREATE TABLE t (a INT, b INT, v TEXT, PRIMARY KEY (a, b))").unwrap();
+    s.execute_blocking("INSERT INTO t VALUES (1, 1, 'x')").unwrap();
+    let p = futures::executor::block_on(s.prepare("EXPLAIN UPDATE t SET v = $1 WHERE a = $2 AND b = $3", &[])).unwrap();
+    assert_eq!(p.param_types, vec![freshet::DataType::Text, freshet::DataType::Int32, freshet::DataType::Int32]);
+    let r = futures::executor::block_on(s.collect(&p, vec![Value::Text("y".into()), Value::Int32(1), Value::Int32(1)])).unwrap();
+    let lines: Vec<Value> = r.rows().into_iter().map(|mut row| row.remove(0)).collect();
+    assert_eq!(lines, vec![Value::Text("Update on t (partition executor)".into()), Value::Text("  ->  Hash Lookup on t using t_pkey".into())]);
+    let after = s.execute_blocking("SELECT v FROM t").unwrap();
+    assert_eq!(after[0].rows(), vec![vec![Value::Text("x".into())]]);
+}

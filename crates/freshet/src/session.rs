@@ -1302,7 +1302,10 @@ impl Session {
     }
 
     async fn explain(&self, inner: &Statement, catalog: &freshet_core::catalog::Catalog, params: &mut Vec<Option<DataType>>) -> Result<Vec<String>> {
-        let Statement::Query(q) = inner else { return Err(Error::unsupported("EXPLAIN of anything but a query")) };
+        if matches!(inner, Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_)) {
+            return Box::pin(self.explain_dml(inner, catalog, params)).await;
+        }
+        let Statement::Query(q) = inner else { return Err(Error::unsupported("EXPLAIN of anything but a query, INSERT, UPDATE or DELETE")) };
         if self.settings.short_path()
             && let Some(short) = plan::plan_select(catalog, q, params)?
         {
@@ -1316,6 +1319,96 @@ impl Session {
         let mut lines = vec!["Analytical query on a snapshot (DataFusion):".to_string()];
         let text = self.db.inner.olap.explain(&plan)?;
         lines.extend(text.lines().map(|l| format!("  {l}")));
+        Ok(lines)
+    }
+
+    /// EXPLAIN of an INSERT, UPDATE or DELETE: planned as it would run (nothing runs), and
+    /// described as PostgreSQL's plans are, the statement's node first and the rows it takes
+    /// below: all three run on the partition executor; the rows come from an index or a scan
+    /// there, VALUES, a query (a short-path lookup or an analytical plan), or, where
+    /// subqueries decide them, from a plan made once the subqueries' values are known.
+    async fn explain_dml(&self, statement: &Statement, catalog: &freshet_core::catalog::Catalog, params: &mut Vec<Option<DataType>>) -> Result<Vec<String>> {
+        let verb = match statement {
+            Statement::Insert(_) => "Insert",
+            Statement::Update(_) => "Update",
+            _ => "Delete",
+        };
+        let (kind, _) = self.plan_boxed(statement, catalog, params).await?;
+        let (table, below): (String, Vec<String>) = match &kind {
+            Kind::Dml(plan) => {
+                let (table, access) = match plan.as_ref() {
+                    OltpPlan::Update(u) => (&u.table, &u.access),
+                    OltpPlan::Delete(d) => (&d.table, &d.access),
+                    OltpPlan::Select(s) => (&s.table, &s.access),
+                };
+                (table.name.clone(), vec![format!("  ->  {}", access_line(table, access))])
+            }
+            Kind::Insert { plan, source, .. } => {
+                let mut below = Vec::new();
+                if let Some(on) = &plan.on_conflict {
+                    let action = match on.action {
+                        plan::ConflictAction::Nothing => "NOTHING",
+                        plan::ConflictAction::Update { .. } => "UPDATE",
+                    };
+                    below.push(format!("  Conflict Resolution: {action}"));
+                    let arbiters: Vec<&str> = match on.index {
+                        Some(i) => vec![plan.table.indexes[i].name.as_str()],
+                        None => plan.table.indexes.iter().filter(|i| i.unique).map(|i| i.name.as_str()).collect(),
+                    };
+                    if !arbiters.is_empty() {
+                        below.push(format!("  Conflict Arbiter Indexes: {}", arbiters.join(", ")));
+                    }
+                }
+                match (&plan.source, source) {
+                    (InsertSource::Values(rows), _) => below.push(format!("  ->  Values ({} row{})", rows.len(), if rows.len() == 1 { "" } else { "s" })),
+                    (InsertSource::Query(q), _) => {
+                        // Sequence functions in its select list are the session's, per row (as
+                        // `plan_insert_kind` plans it): the query's plan is without them.
+                        let (q, _) = crate::sequences::draw_in_session(q, params)?;
+                        let query = Statement::Query(Box::new(q));
+                        below.extend(nested(Box::pin(self.explain(&query, catalog, params)).await?));
+                    }
+                }
+                (plan.table.name.clone(), below)
+            }
+            Kind::DmlWithSubqueries { statement, .. } => {
+                let mut statement = Statement::clone(statement);
+                if let Statement::Delete(d) = &statement
+                    && d.using.is_some()
+                {
+                    statement = crate::update_from::delete_using(d, catalog)?;
+                }
+                // As PostgreSQL's InitPlans: each subquery runs once, first.
+                let found = rewrite::find_subqueries(&mut statement);
+                let mut below = Vec::new();
+                for (n, f) in found.iter().enumerate() {
+                    let what = match f {
+                        rewrite::FoundSubquery::Scalar(_) => "value",
+                        rewrite::FoundSubquery::In(_) => "IN list",
+                        rewrite::FoundSubquery::Exists(_) => "EXISTS",
+                    };
+                    below.push(format!("  Subquery {} ({what}), run first", n + 1));
+                    let query = Statement::Query(Box::new(f.query().clone()));
+                    below.extend(nested(Box::pin(self.explain(&query, catalog, params)).await?).into_iter().map(|l| format!("  {l}")));
+                }
+                let values = if found.len() == 1 { "its value" } else { "their values" };
+                below.push(match statement {
+                    Statement::Insert(_) => format!("  ->  Values, with {values}"),
+                    _ => format!("  ->  rows found with {values} (planned once known)"),
+                });
+                (dml_target(&statement).unwrap_or_default(), below)
+            }
+            Kind::UpdateFrom => {
+                let Statement::Update(u) = statement else { return Err(Error::internal("UPDATE … FROM is not an UPDATE")) };
+                let rewritten = crate::update_from::rewrite(u, catalog, params.len())?;
+                let mut below = vec!["  ->  one row at a time by its key, the rows and source values from:".to_string()];
+                below.extend(nested(Box::pin(self.explain(&rewritten.select, catalog, params)).await?).into_iter().map(|l| format!("  {l}")));
+                (dml_target(statement).unwrap_or_default(), below)
+            }
+            _ => return Err(Error::unsupported(format!("EXPLAIN of this {}", verb.to_uppercase()))),
+        };
+        let mut lines = vec![format!("{verb} on {table} (partition executor)")];
+        lines.extend(below);
         Ok(lines)
     }
 
@@ -3259,12 +3352,48 @@ pub(crate) fn run_in_job(prepared: &Prepared, params: &[Value], now: i64, catalo
 /// EXPLAIN's line for a SELECT of the short path: how it finds its rows.
 fn short_access(short: &plan::SelectPlan) -> String {
     match &short.access {
+        plan::Access::Index { .. } => format!("{} (short path, partition executor)", access_line(&short.table, &short.access)),
+        plan::Access::Scan => access_line(&short.table, &short.access),
+    }
+}
+
+/// How a statement of the partition executor reaches the rows of `table`.
+fn access_line(table: &freshet_core::catalog::TableDef, access: &plan::Access) -> String {
+    match access {
         plan::Access::Index { index, eq, any, .. } => {
-            let def = &short.table.indexes[*index];
+            let def = &table.indexes[*index];
             let whole = eq.len() + usize::from(!any.is_empty()) == def.columns.len();
             let kind = if def.primary && whole { "Hash Lookup" } else { "Ordered Index Scan" };
-            format!("{kind} on {} using {} (short path, partition executor)", short.table.name, def.name)
+            format!("{kind} on {} using {}", table.name, def.name)
         }
-        plan::Access::Scan => format!("Scan on {}", short.table.name),
+        plan::Access::Scan => format!("Scan on {}", table.name),
     }
+}
+
+/// EXPLAIN lines of a statement's input, under the statement's node: the first after an
+/// arrow, the others below it.
+fn nested(lines: Vec<String>) -> Vec<String> {
+    lines.into_iter().enumerate().map(|(i, l)| if i == 0 { format!("  ->  {l}") } else { format!("      {l}") }).collect()
+}
+
+/// The name of the table an INSERT, UPDATE or DELETE writes.
+fn dml_target(statement: &Statement) -> Option<String> {
+    let name = match statement {
+        Statement::Insert(i) => match &i.table {
+            ast::TableObject::TableName(name) => name,
+            _ => return None,
+        },
+        Statement::Update(u) => match &u.table.relation {
+            ast::TableFactor::Table { name, .. } => name,
+            _ => return None,
+        },
+        Statement::Delete(d) => match &d.from {
+            ast::FromTable::WithFromKeyword(t) | ast::FromTable::WithoutKeyword(t) => match &t.first()?.relation {
+                ast::TableFactor::Table { name, .. } => name,
+                _ => return None,
+            },
+        },
+        _ => return None,
+    };
+    user_relation(name).ok()
 }
