@@ -221,6 +221,28 @@ fn for_update_over_an_in_subquery_claims_the_rows_it_finds() {
     assert_eq!(value(&mut second, 2), Value::Int32(21));
 }
 
+/// A locking SELECT whose IN subquery finds more rows than the short path's budget fails
+/// (0A000) and claims nothing: the analytical side, where the same query without FOR UPDATE
+/// goes, cannot lock.
+#[test]
+fn for_update_over_an_in_subquery_beyond_the_budget_is_refused() {
+    let db = Database::open(Config { olap_threads: 2, short_select_budget: 2, ..Config::default() }).unwrap();
+    let mut s = db.session();
+    s.execute_blocking("CREATE TABLE t (id INT PRIMARY KEY, v INT)").unwrap();
+    s.execute_blocking("CREATE TABLE picks (k INT PRIMARY KEY, target INT)").unwrap();
+    s.execute_blocking("INSERT INTO t VALUES (1, 10), (2, 20), (3, 30)").unwrap();
+    s.execute_blocking("INSERT INTO picks VALUES (1, 1), (2, 2), (3, 3)").unwrap();
+    let query = "SELECT id FROM t WHERE id IN (SELECT target FROM picks WHERE k IN (1, 2, 3)) ORDER BY id";
+    s.execute_blocking("BEGIN").unwrap();
+    let e = s.execute_blocking(&format!("{query} FOR UPDATE")).unwrap_err();
+    assert_eq!((e.state, e.message.as_str()), (SqlState::FeatureNotSupported, "FOR UPDATE over an IN subquery of more than 2 rows is not supported"));
+    let mut other = db.session();
+    assert_eq!(other.execute_blocking("SELECT id FROM t WHERE id = 1 FOR UPDATE NOWAIT").unwrap()[0].rows().len(), 1, "nothing was claimed");
+    s.execute_blocking("ROLLBACK").unwrap();
+    let rows = s.execute_blocking(query).unwrap();
+    assert_eq!(rows[0].rows(), [[Value::Int32(1)], [Value::Int32(2)], [Value::Int32(3)]]);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Advisory locks (their try variants and scopes: slt/advisory.slt)
 
