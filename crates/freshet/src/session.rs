@@ -1343,7 +1343,7 @@ impl Session {
                 };
                 (table.name.clone(), vec![format!("  ->  {}", access_line(table, access))])
             }
-            Kind::Insert { plan, source, .. } => {
+            Kind::Insert { plan, .. } => {
                 let mut below = Vec::new();
                 if let Some(on) = &plan.on_conflict {
                     let action = match on.action {
@@ -1359,9 +1359,9 @@ impl Session {
                         below.push(format!("  Conflict Arbiter Indexes: {}", arbiters.join(", ")));
                     }
                 }
-                match (&plan.source, source) {
-                    (InsertSource::Values(rows), _) => below.push(format!("  ->  Values ({} row{})", rows.len(), if rows.len() == 1 { "" } else { "s" })),
-                    (InsertSource::Query(q), _) => {
+                match &plan.source {
+                    InsertSource::Values(rows) => below.push(format!("  ->  Values ({} row{})", rows.len(), if rows.len() == 1 { "" } else { "s" })),
+                    InsertSource::Query(q) => {
                         // Sequence functions in its select list are the session's, per row (as
                         // `plan_insert_kind` plans it): the query's plan is without them.
                         let (q, _) = crate::sequences::draw_in_session(q, params)?;
