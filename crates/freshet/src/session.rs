@@ -157,6 +157,9 @@ enum Kind {
     Explain(Vec<String>),
     /// EXPLAIN ANALYZE of a query: runs it and reports the plan with its metrics.
     ExplainAnalyze(QueryPlan),
+    /// EXPLAIN ANALYZE of an INSERT, UPDATE or DELETE: the statement, which it runs, and the
+    /// lines of its plan (`Session::describe_dml`), to which the run adds its row count and time.
+    ExplainAnalyzeDml { inner: Arc<Prepared>, lines: Vec<String> },
     Utility,
     /// CHECKPOINT: writes a checkpoint now (nothing to do in memory).
     Checkpoint,
@@ -1035,8 +1038,15 @@ impl Session {
                 return Err(Error::unsupported("EXPLAIN of a statement that calls stored functions")
                     .with_hint("The session calls them around the planned statement; EXPLAIN the statement without the calls."));
             }
+            Statement::Explain { statement: inner, analyze: true, .. } if matches!(inner.as_ref(), Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_)) => {
+                let (kind, columns) = self.plan_boxed(inner, catalog, params).await?;
+                let lines = Box::pin(self.describe_dml(inner, &kind, catalog, params)).await?;
+                let param_types = params.iter().map(|t| t.unwrap_or(DataType::Text)).collect();
+                let inner = Prepared { sql: String::new(), param_types, columns: columns.map(Arc::new), statement: Some(Statement::clone(inner)), declared: Vec::new(), kind, catalog_version: catalog.version };
+                (Kind::ExplainAnalyzeDml { inner: Arc::new(inner), lines }, Some(vec![ColumnInfo { name: "QUERY PLAN".into(), ty: DataType::Text }]))
+            }
             Statement::Explain { statement: inner, analyze: true, .. } => {
-                let Statement::Query(q) = inner.as_ref() else { return Err(Error::unsupported("EXPLAIN ANALYZE of anything but a query")) };
+                let Statement::Query(q) = inner.as_ref() else { return Err(Error::unsupported("EXPLAIN ANALYZE of anything but a query, INSERT, UPDATE or DELETE")) };
                 let (plan, _) = self.plan_query(q, inner, catalog, params).await?;
                 (Kind::ExplainAnalyze(plan), Some(vec![ColumnInfo { name: "QUERY PLAN".into(), ty: DataType::Text }]))
             }
@@ -1328,13 +1338,19 @@ impl Session {
     /// there, VALUES, a query (a short-path lookup or an analytical plan), or, where
     /// subqueries decide them, from a plan made once the subqueries' values are known.
     async fn explain_dml(&self, statement: &Statement, catalog: &freshet_core::catalog::Catalog, params: &mut Vec<Option<DataType>>) -> Result<Vec<String>> {
+        let (kind, _) = self.plan_boxed(statement, catalog, params).await?;
+        self.describe_dml(statement, &kind, catalog, params).await
+    }
+
+    /// The EXPLAIN lines of an INSERT, UPDATE or DELETE planned as `kind` (see
+    /// [`Self::explain_dml`]).
+    async fn describe_dml(&self, statement: &Statement, kind: &Kind, catalog: &freshet_core::catalog::Catalog, params: &mut Vec<Option<DataType>>) -> Result<Vec<String>> {
         let verb = match statement {
             Statement::Insert(_) => "Insert",
             Statement::Update(_) => "Update",
             _ => "Delete",
         };
-        let (kind, _) = self.plan_boxed(statement, catalog, params).await?;
-        let (table, below): (String, Vec<String>) = match &kind {
+        let (table, below): (String, Vec<String>) = match kind {
             Kind::Dml(plan) => {
                 let (table, access) = match plan.as_ref() {
                     OltpPlan::Update(u) => (&u.table, &u.access),
@@ -1947,6 +1963,26 @@ impl Session {
                 let columns = prepared.columns.clone().unwrap_or_default();
                 let rows = lines.iter().map(|l| vec![Value::Text(l.clone())]).collect();
                 Ok(StatementResult::rows(columns, RowStream::from_values(rows)))
+            }
+            Kind::ExplainAnalyzeDml { inner, lines } => {
+                // As PostgreSQL: the statement runs (in the block, if there is one) and its
+                // RETURNING rows are counted, not sent.
+                let started = std::time::Instant::now();
+                let result = self.execute_planned_boxed(inner, params).await?;
+                let rows = match result.output {
+                    Output::Command { tag } => tag.rsplit(' ').next().and_then(|n| n.parse().ok()).unwrap_or(0),
+                    Output::Rows { columns, rows, .. } => rows.collect_values(&columns).await?.len() as u64,
+                    _ => 0,
+                };
+                let elapsed = started.elapsed().as_secs_f64() * 1000.0;
+                let mut lines = lines.clone();
+                if let Some(first) = lines.first_mut() {
+                    first.push_str(&format!(" (actual rows={rows})"));
+                }
+                lines.push(format!("Execution Time: {elapsed:.3} ms"));
+                let columns = prepared.columns.clone().unwrap_or_default();
+                let rows = lines.into_iter().map(|l| vec![Value::Text(l)]).collect();
+                Ok(StatementResult { notices: result.notices, ..StatementResult::rows(columns, RowStream::from_values(rows)) })
             }
             Kind::ExplainAnalyze(query) => {
                 let columns = prepared.columns.clone().unwrap_or_default();
@@ -3082,7 +3118,7 @@ fn writes(kind: &Kind) -> Option<&'static str> {
         Kind::Dml(_) => Some("DELETE"),
         Kind::DmlWithSubqueries { verb, .. } => Some(verb),
         Kind::DmlCalls(split) => Some(split.verb),
-        Kind::ReturningCalls { inner, .. } => writes(&inner.kind),
+        Kind::ReturningCalls { inner, .. } | Kind::ExplainAnalyzeDml { inner, .. } => writes(&inner.kind),
         Kind::DeclareCursor(d) => writes(&d.query.kind),
         Kind::CopyFrom { .. } => Some("COPY FROM"),
         Kind::Ddl(_) | Kind::CreateTableAs { .. } => Some("DDL"),
@@ -3122,6 +3158,7 @@ fn needs_catalog(kind: &Kind) -> bool {
             | Kind::DmlWithSubqueries { .. }
             | Kind::DmlCalls(_)
             | Kind::DeclareCursor(_)
+            | Kind::ExplainAnalyzeDml { .. }
     )
 }
 
