@@ -1968,12 +1968,8 @@ impl Session {
                 // As PostgreSQL: the statement runs (in the block, if there is one) and its
                 // RETURNING rows are counted, not sent.
                 let started = std::time::Instant::now();
-                let result = self.execute_planned_boxed(inner, params).await?;
-                let rows = match result.output {
-                    Output::Command { tag } => tag.rsplit(' ').next().and_then(|n| n.parse().ok()).unwrap_or(0),
-                    Output::Rows { columns, rows, .. } => rows.collect_values(&columns).await?.len() as u64,
-                    _ => 0,
-                };
+                let StatementResult { output, notices, .. } = self.execute_planned_boxed(inner, params).await?;
+                let (_, rows) = crate::procedure::output_rows(output).await?;
                 let elapsed = started.elapsed().as_secs_f64() * 1000.0;
                 let mut lines = lines.clone();
                 if let Some(first) = lines.first_mut() {
@@ -1982,7 +1978,7 @@ impl Session {
                 lines.push(format!("Execution Time: {elapsed:.3} ms"));
                 let columns = prepared.columns.clone().unwrap_or_default();
                 let rows = lines.into_iter().map(|l| vec![Value::Text(l)]).collect();
-                Ok(StatementResult { notices: result.notices, ..StatementResult::rows(columns, RowStream::from_values(rows)) })
+                Ok(StatementResult { notices, ..StatementResult::rows(columns, RowStream::from_values(rows)) })
             }
             Kind::ExplainAnalyze(query) => {
                 let columns = prepared.columns.clone().unwrap_or_default();

@@ -150,7 +150,12 @@ fn wait<F: std::future::Future>(f: F) -> F::Output {
 /// Runs a prepared statement and gathers its rows and row count.
 pub(crate) async fn statement_rows(session: &mut Session, prepared: &Arc<Prepared>, params: Vec<Value>) -> Result<(Vec<Vec<Value>>, u64)> {
     let result = session.execute(prepared, params).await?;
-    match result.output {
+    output_rows(result.output).await
+}
+
+/// The rows of a statement's output and its row count (a command's is its tag's).
+pub(crate) async fn output_rows(output: Output) -> Result<(Vec<Vec<Value>>, u64)> {
+    match output {
         Output::Rows { columns, rows, .. } => {
             let rows = rows.collect_values(&columns).await?;
             let n = rows.len() as u64;
