@@ -84,6 +84,16 @@ struct ServeArgs {
     /// during at most half of its last millisecond).
     #[arg(long, default_value_t = Config::DEFAULT_EXECUTOR_POLL.as_micros() as u64, value_parser = clap::value_parser!(u64).range(0..=10_000))]
     executor_poll_us: u64,
+    /// Let a connection that finds its partition's executor idle run its statement, commit
+    /// or rollback on its own network thread instead of handing it to the executor thread,
+    /// saving two thread wakes per statement; jobs still run one at a time, in order.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    inline_statements: bool,
+    /// Likewise for procedure calls. Off by default: a call runs for tens of microseconds,
+    /// and on the executor (at its raised priority) it overlaps the network threads'
+    /// protocol work instead of holding one of them.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
+    inline_calls: bool,
     /// Worker threads of the analytical engine (default: the number of CPUs minus the
     /// partition executors, at least one; 0 also means that).
     #[arg(long)]
@@ -97,8 +107,10 @@ struct ServeArgs {
     /// where it can and otherwise fails with SQLSTATE 53200.
     #[arg(long, default_value_t = 0)]
     olap_memory_mb: u64,
-    /// Threads that serve client connections (protocol, parsing, planning; default: the
-    /// number of CPUs minus the partition executors, at least one).
+    /// Threads that serve client connections (protocol, parsing, planning, and with
+    /// `--inline-statements` the statements an idle executor leaves them; default: the number
+    /// of CPUs, or with `--inline-statements false` the CPUs minus the partition executors, at
+    /// least one).
     #[arg(long)]
     net_threads: Option<usize>,
     /// Partitions, each owned by one executor thread. Tables declared with
@@ -148,6 +160,8 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         batch_reply_wakes: args.batch_reply_wakes,
         executor_nice: args.executor_nice,
         executor_poll: std::time::Duration::from_micros(args.executor_poll_us),
+        inline_statements: args.inline_statements,
+        inline_calls: args.inline_calls,
         synchronous_commit: args.synchronous_commit == "on",
         checkpoint_bytes: args.checkpoint_mb.max(1) << 20,
         checkpoint_interval: std::time::Duration::from_secs(args.checkpoint_seconds.max(1)),
@@ -180,10 +194,11 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     };
     // The network threads (started from this thread) stay off the executors' CPUs.
     db.keep_off_executors();
-    // Every partition has an executor thread that is busy whenever its clients are; network
-    // threads beyond the remaining cores only add context switches.
+    // Without inline statements every partition has an executor thread that is busy whenever
+    // its clients are, and network threads beyond the remaining cores only add context
+    // switches. With them, the network threads run the statements while the executors idle.
     let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
-    let net_threads = args.net_threads.unwrap_or_else(|| cpus.saturating_sub(args.partitions).max(1));
+    let net_threads = args.net_threads.unwrap_or_else(|| if args.inline_statements { cpus } else { cpus.saturating_sub(args.partitions).max(1) });
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(net_threads)
         .thread_name("freshet-net")

@@ -43,20 +43,28 @@ fn transfer(s: &mut Session, from: i32, to: i32, amount: i64) -> Result<bool, fr
 /// Many sessions move money between accounts while auditors sum the balances, both with one
 /// analytical query and with point reads of every account inside one transaction. No audit
 /// may see a different total, the final total is unchanged, and most transfers commit.
+/// Sessions that find the executor idle run their statements themselves (the default).
 #[test]
 fn transfers_keep_the_total_for_every_auditor() {
-    transfers_with_auditors(1, "");
+    transfers_with_auditors(1, "", true);
+}
+
+/// The same with every statement handed to the executor thread.
+#[test]
+fn transfers_keep_the_total_with_every_statement_on_the_executor_thread() {
+    transfers_with_auditors(1, "", false);
 }
 
 /// The same over four partitions with the accounts spread by key: most transfers cross
 /// partitions (quiesced commits), some stay in one; audits take quiesced snapshots.
 #[test]
 fn cross_partition_transfers_are_atomic_and_isolated() {
-    transfers_with_auditors(4, "PARTITION BY HASH (id)");
+    transfers_with_auditors(4, "PARTITION BY HASH (id)", true);
 }
 
-fn transfers_with_auditors(partitions: usize, partitioning: &str) {
-    let db = Database::open(Config { olap_threads: 2, partitions, ..Config::default() }).unwrap();
+fn transfers_with_auditors(partitions: usize, partitioning: &str, inline: bool) {
+    let config = Config { olap_threads: 2, partitions, inline_statements: inline, inline_calls: inline, ..Config::default() };
+    let db = Database::open(config).unwrap();
     let mut setup = db.session();
     setup.execute_blocking(&format!("CREATE TABLE bank (id INT PRIMARY KEY, balance BIGINT NOT NULL) {partitioning}")).unwrap();
     setup.execute_blocking(&format!("INSERT INTO bank SELECT value, {START} FROM generate_series(1, {ACCOUNTS})")).unwrap();

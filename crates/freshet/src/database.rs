@@ -75,6 +75,19 @@ pub struct Config {
     /// sleeps at once, since the yields of its polling took CPU time from the threads that
     /// make its work. An idle database sleeps after this long.
     pub executor_poll: std::time::Duration,
+    /// Let a session that finds its partition's executor idle (no job queued or running) run
+    /// its statement, commit or rollback on its own thread instead of handing it to the
+    /// executor thread: jobs still run one at a time and in the order they were submitted,
+    /// and the hand-off's two thread wakes are saved. Default on (the server's
+    /// `--inline-statements`, also on).
+    pub inline_statements: bool,
+    /// Likewise for procedure calls that run as one job (CALL, SELECT of a function, the
+    /// native procedure API). Default on in-process, where the calling thread has nothing
+    /// else to do meanwhile; the server turns it off (`--inline-calls`), where the network
+    /// threads do the protocol work of every connection and a long call run there at their
+    /// priority was held up behind it (see ARCHITECTURE.md, "Sessions run their own jobs when
+    /// the executor is idle"). With it on, `pin_cpus` leaves a CPU to a mostly idle executor.
+    pub inline_calls: bool,
     /// Partitions, each owned by one executor thread (default 1). Tables declared with
     /// `PARTITION BY HASH (column)` spread over them; other tables are replicated on each.
     pub partitions: usize,
@@ -136,6 +149,8 @@ impl Default for Config {
             batch_reply_wakes: true,
             executor_nice: 0,
             executor_poll: Config::DEFAULT_EXECUTOR_POLL,
+            inline_statements: true,
+            inline_calls: true,
             partitions: 1,
             max_staleness: std::time::Duration::ZERO,
             snapshot_mode: SnapshotMode::Cow,
@@ -196,7 +211,13 @@ impl Database {
             short_select_budget: config.short_select_budget,
             partitions: config.partitions,
             pin_cpus: config.pin_cpus,
-            executor: freshet_core::executor::Settings { batch_wakes: config.batch_reply_wakes, nice: config.executor_nice, poll: config.executor_poll },
+            executor: freshet_core::executor::Settings {
+                batch_wakes: config.batch_reply_wakes,
+                nice: config.executor_nice,
+                poll: config.executor_poll,
+            },
+            inline_statements: config.inline_statements,
+            inline_calls: config.inline_calls,
         })?;
         let (data, recovery) = match &config.data_dir {
             Some(dir) => {

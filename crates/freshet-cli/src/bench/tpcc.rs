@@ -126,8 +126,9 @@ pub struct TpccArgs {
     #[arg(long, default_value_t = 0)]
     olap_nice: i32,
     /// Give Freshet's executor a CPU of its own (the server's `--pin-cpus`); in-process, the
-    /// terminal and stream threads then keep off it as an application's would. Default: on
-    /// in-process (the executor is the busy thread), off over the wire (the server's default).
+    /// terminal and stream threads then keep off it as an application's would. Default: off
+    /// (the server's default, and in-process the terminals run the jobs themselves), except
+    /// in-process with `--inline-calls false`, where the executor is the busy thread.
     #[arg(long, action = clap::ArgAction::Set)]
     pin_cpus: Option<bool>,
     /// Microseconds Freshet's executor polls its empty queue before it sleeps (the server's
@@ -139,6 +140,18 @@ pub struct TpccArgs {
     /// in-process, off over the wire (their defaults).
     #[arg(long, action = clap::ArgAction::Set)]
     batch_reply_wakes: Option<bool>,
+    /// Let a session that finds Freshet's executor idle run its statement, commit or
+    /// rollback on its own thread (the server's `--inline-statements`,
+    /// `Config::inline_statements` in-process; default on).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    inline_statements: bool,
+    /// Likewise for procedure calls (the server's `--inline-calls`, `Config::inline_calls`
+    /// in-process). Default: on in-process, off over the wire (their defaults).
+    #[arg(long, action = clap::ArgAction::Set)]
+    inline_calls: Option<bool>,
+    /// Network threads of the Freshet server (its `--net-threads`; default: the server's).
+    #[arg(long)]
+    net_threads: Option<usize>,
     /// Worker threads of Freshet's analytical engine (the server's `--olap-threads`; default:
     /// the CPUs the executor leaves, at least one).
     #[arg(long)]
@@ -334,12 +347,15 @@ fn run_freshet(args: &TpccArgs, streams: usize, with_answers: bool) -> anyhow::R
     let isolation = Some(args.isolation.clone());
     let (load, answers, stats, consistency) = match args.mode {
         Mode::Embedded | Mode::EmbeddedPlpgsql | Mode::EmbeddedStatements => {
+            let inline_calls = args.inline_calls.unwrap_or(Config::default().inline_calls);
             let db = Database::open(Config {
                 olap_nice: args.olap_nice,
                 olap_threads: args.olap_threads(),
-                pin_cpus: args.pin_cpus.unwrap_or(true),
+                pin_cpus: args.pin_cpus.unwrap_or(!inline_calls),
                 executor_poll: std::time::Duration::from_micros(args.executor_poll_us),
                 batch_reply_wakes: args.batch_reply_wakes.unwrap_or(Config::default().batch_reply_wakes),
+                inline_statements: args.inline_statements,
+                inline_calls,
                 partitions: args.partitions as usize,
                 ..Config::default()
             })
@@ -349,7 +365,9 @@ fn run_freshet(args: &TpccArgs, streams: usize, with_answers: bool) -> anyhow::R
         Mode::Interactive | Mode::Procedures => {
             let (nice, threads, pin, poll) = (args.olap_nice.to_string(), args.olap_threads().to_string(), args.pin_cpus.unwrap_or(false).to_string(), args.executor_poll_us.to_string());
             let (partitions, batch) = (args.partitions.to_string(), args.batch_reply_wakes.unwrap_or(false).to_string());
-            let server = FreshetServer::in_memory(&[
+            let (inline, inline_calls) = (args.inline_statements.to_string(), args.inline_calls.unwrap_or(false).to_string());
+            let net = args.net_threads.map(|n| n.to_string());
+            let mut flags = vec![
                 "--olap-nice",
                 &nice,
                 "--olap-threads",
@@ -360,9 +378,17 @@ fn run_freshet(args: &TpccArgs, streams: usize, with_answers: bool) -> anyhow::R
                 &poll,
                 "--batch-reply-wakes",
                 &batch,
+                "--inline-statements",
+                &inline,
+                "--inline-calls",
+                &inline_calls,
                 "--partitions",
                 &partitions,
-            ])?;
+            ];
+            if let Some(net) = &net {
+                flags.extend(["--net-threads", net]);
+            }
+            let server = FreshetServer::in_memory(&flags)?;
             let host = args.transport.host(server.socket_dir());
             let target = Target::wire(format!("host={host} port={} user=bench dbname=freshet", server.port)).with_isolation(isolation);
             measure(&target, Flavor::Freshet, args.mode, args, streams, with_answers)?

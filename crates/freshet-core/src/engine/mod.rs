@@ -55,11 +55,23 @@ pub struct EngineConfig {
     /// How the executors run: reply-wake batching, niceness and polling (see
     /// `freshet::Config::batch_reply_wakes`, `executor_nice` and `executor_poll`).
     pub executor: executor::Settings,
+    /// Statements, commits and rollbacks that find their executor idle run on the caller's
+    /// thread ([`executor::Executor::call_inline`]; `freshet::Config::inline_statements`).
+    pub inline_statements: bool,
+    /// Procedure calls run as one job likewise (`freshet::Config::inline_calls`).
+    pub inline_calls: bool,
 }
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        EngineConfig { short_select_budget: 10_000, partitions: 1, pin_cpus: false, executor: executor::Settings::default() }
+        EngineConfig {
+            short_select_budget: 10_000,
+            partitions: 1,
+            pin_cpus: false,
+            executor: executor::Settings::default(),
+            inline_statements: false,
+            inline_calls: false,
+        }
     }
 }
 

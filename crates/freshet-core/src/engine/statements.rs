@@ -14,7 +14,7 @@ use std::sync::Arc;
 use super::{routing, Durable, Engine, OltpResult, TxnCtx};
 use crate::catalog::TableDef;
 use crate::error::{Error, Result, SqlState};
-use crate::executor::Partition;
+use crate::executor::{Partition, Reply};
 use crate::sql::exec::{self, RecordChanges, RecordRead, SelectOutcome};
 use crate::sql::expr::EvalContext;
 use crate::sql::plan::{OltpPlan, OnConflict};
@@ -33,6 +33,16 @@ type StatementFn<R> = Arc<dyn Fn(&mut Partition, &mut LocalTxn) -> Result<R> + S
 type Rows = Arc<Vec<Vec<Value>>>;
 
 impl Engine {
+    /// Runs a statement's job (or a commit's, or a rollback's) on partition `p`: on the
+    /// calling thread when the executor is idle and the engine runs statements inline.
+    fn call_statement<R, F>(&self, p: usize, f: F) -> Reply<R>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut Partition) -> R + Send + 'static,
+    {
+        if self.config.inline_statements { self.executors[p].call_inline(f) } else { self.executors[p].call(f) }
+    }
+
     fn touch(&self, id: Ts, parts: &[usize]) {
         let mask = parts.iter().fold(0u64, |m, p| m | 1 << p);
         *self.touched.lock().entry(id).or_default() |= mask;
@@ -66,8 +76,8 @@ impl Engine {
         let wal = self.wal.get().cloned();
         let (results, token) = match (parts.as_slice(), txn) {
             ([p], _) => {
-                let (r, token) = self.executors[*p]
-                    .call(move |part| match txn {
+                let (r, token) = self
+                    .call_statement(*p, move |part| match txn {
                         Some(ctx) => (statement(part, &ctx, |part, local| f(part, local)), None),
                         None => match autocommit(part, &registry, wal.as_ref(), sync, |part, local| f(part, local)) {
                             Ok((r, token)) => (Ok(r), token),
@@ -297,8 +307,8 @@ impl Engine {
         let wal = self.wal.get().cloned();
         let outcome: Result<Option<Durable>> = match parts.as_slice() {
             [] => Ok(None),
-            [p] => self.executors[*p]
-                .call(move |part| -> Result<Option<Durable>> {
+            [p] => self
+                .call_statement(*p, move |part| -> Result<Option<Durable>> {
                     part.txns.take_aborted(txn.id)?;
                     let Some(mut local) = part.txns.local.remove(&txn.id) else { return Ok(None) };
                     if let Err(e) = txn::validate(part, &local) {
@@ -330,7 +340,7 @@ impl Engine {
             .iter()
             .map(|&p| {
                 let registry = self.registry.clone();
-                self.executors[p].call(move |part| -> Result<()> {
+                self.call_statement(p, move |part| -> Result<()> {
                     txn::rollback(part, id)?;
                     txn::collect_garbage(part, registry.oldest_needed())
                 })
@@ -677,26 +687,26 @@ impl Engine {
         let registry = self.registry.clone();
         let wal = self.wal.get().cloned();
         let budget = self.config.short_select_budget;
-        let (outcome, token) = self.executors[index]
-            .call(move |part| {
-                let (mut gave_up, mut blocked_by) = (false, None);
-                let ran = autocommit(part, &registry, wal.as_ref(), sync, |part, local| {
-                    let mut job = JobTxn { part, local, partitions, budget, gave_up: false, blocked_by: None };
-                    // A panicking body must still roll back what it did (the executor
-                    // survives a panicking job, but would keep the job's versions).
-                    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(&mut job)))
-                        .unwrap_or_else(|_| Err(Error::internal("a procedure panicked inside its job")));
-                    (gave_up, blocked_by) = (job.gave_up, job.blocked_by);
-                    // A body that gave up but returned Ok still must not commit.
-                    if gave_up { Err(Error::internal("gave up")) } else { r }
-                });
-                match ran {
-                    Ok((r, token)) => (Ok(JobOutcome::Done(r)), token),
-                    Err(_) if gave_up => (Ok(blocked_by.map_or(JobOutcome::GaveUp, |holder| JobOutcome::Blocked { holder })), None),
-                    Err(e) => (Err(e), None),
-                }
-            })
-            .await?;
+        let executor = &self.executors[index];
+        let call = move |part: &mut Partition| {
+            let (mut gave_up, mut blocked_by) = (false, None);
+            let ran = autocommit(part, &registry, wal.as_ref(), sync, |part, local| {
+                let mut job = JobTxn { part, local, partitions, budget, gave_up: false, blocked_by: None };
+                // A panicking body must still roll back what it did (the executor
+                // survives a panicking job, but would keep the job's versions).
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(&mut job)))
+                    .unwrap_or_else(|_| Err(Error::internal("a procedure panicked inside its job")));
+                (gave_up, blocked_by) = (job.gave_up, job.blocked_by);
+                // A body that gave up but returned Ok still must not commit.
+                if gave_up { Err(Error::internal("gave up")) } else { r }
+            });
+            match ran {
+                Ok((r, token)) => (Ok(JobOutcome::Done(r)), token),
+                Err(_) if gave_up => (Ok(blocked_by.map_or(JobOutcome::GaveUp, |holder| JobOutcome::Blocked { holder })), None),
+                Err(e) => (Err(e), None),
+            }
+        };
+        let (outcome, token) = if self.config.inline_calls { executor.call_inline(call) } else { executor.call(call) }.await?;
         let outcome = outcome?;
         self.wait_durable(token).await?;
         Ok(outcome)

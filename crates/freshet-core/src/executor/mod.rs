@@ -18,6 +18,16 @@
 //! `reply::MAX_WAKE_DELAY`, before it waits for work, and before a quiesced step's barrier. A
 //! lone client is therefore woken at once.
 //!
+//! Handing a job to the executor thread and its reply back costs two thread wakes, which on a
+//! virtual machine are each an interrupt to another CPU. A submitter that finds the executor
+//! idle — no job queued or running — may run its job on its own thread instead
+//! ([`Executor::call_inline`]): the partition is a lock as much as a thread, and whoever holds
+//! it runs the jobs. Jobs still run one at a time and in the order they were submitted, since
+//! a job runs inline only when every job submitted before it has finished. The engine runs
+//! statements, commits and procedure calls inline where its configuration says so; jobs that
+//! wait for other executors (quiesced steps) or fork the process always run on the executor
+//! thread.
+//!
 //! An executor whose queue runs empty polls it briefly before it sleeps. Unless it has a CPU
 //! of its own, only while it is the busy thread (`Load`): a mostly idle executor's polling
 //! takes CPU time from the threads that make its work.
@@ -26,11 +36,13 @@ pub mod cpus;
 mod reply;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
+use parking_lot::Mutex;
 
 pub use reply::{reply_channel, Reply, ReplySender};
 pub(crate) use reply::flush_wakes;
@@ -125,6 +137,18 @@ pub struct Executor {
     pub id: usize,
     sender: Option<Sender<Job>>,
     thread: Option<JoinHandle<()>>,
+    owned: Arc<Owned>,
+}
+
+/// The partition and who may run jobs on it.
+///
+/// INVARIANTS: `pending` counts the jobs submitted and not yet finished, queued or running;
+/// it is raised before a job is queued and lowered after the job has run and released the
+/// partition. A job runs inline only by raising `pending` from zero, so it never overtakes an
+/// earlier job and never finds the partition locked.
+struct Owned {
+    partition: Mutex<Partition>,
+    pending: AtomicUsize,
 }
 
 /// How every executor thread runs (the CPU each is restricted to, if any, is its own).
@@ -155,6 +179,8 @@ impl Executor {
     /// `settings` say.
     pub fn spawn(id: usize, cpu: Option<usize>, settings: Settings) -> std::io::Result<Executor> {
         let (sender, receiver) = crossbeam_channel::unbounded::<Job>();
+        let owned = Arc::new(Owned { partition: Mutex::new(Partition::new(id)), pending: AtomicUsize::new(0) });
+        let on_thread = owned.clone();
         let thread = std::thread::Builder::new().name(format!("freshet-exec-{id}")).spawn(move || {
             if let Some(cpu) = cpu
                 && let Err(e) = cpus::pin_current_thread(&[cpu])
@@ -162,9 +188,30 @@ impl Executor {
                 tracing::warn!(partition = id, cpu, "cannot pin the executor to its CPU: {e}");
             }
             set_priority(id, settings.nice);
-            run(Partition::new(id), receiver, settings, cpu.is_some())
+            run(&on_thread, receiver, settings, cpu.is_some())
         })?;
-        Ok(Executor { id, sender: Some(sender), thread: Some(thread) })
+        Ok(Executor { id, sender: Some(sender), thread: Some(thread), owned })
+    }
+
+    /// Like [`call`](Self::call), but when the executor is idle (nothing queued or running),
+    /// runs `f` at once on the calling thread; the reply is then ready when returned. Only for
+    /// jobs that never wait for anything (statements, commits, procedure calls): a job that
+    /// waited would hold the caller's thread, and the partition, meanwhile.
+    pub fn call_inline<R, F>(&self, f: F) -> Reply<R>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut Partition) -> R + Send + 'static,
+    {
+        if self.owned.pending.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed).is_err() {
+            return self.call(f);
+        }
+        let (tx, rx) = reply_channel();
+        {
+            let mut partition = self.owned.partition.lock();
+            run_job(&mut partition, Box::new(move |p: &mut Partition| tx.send(f(p))));
+        }
+        self.owned.pending.fetch_sub(1, Ordering::Release);
+        rx
     }
 
     /// Runs `f` on the executor and returns its result through a [`Reply`].
@@ -182,7 +229,10 @@ impl Executor {
     /// (and with it any reply sender, which its receiver sees as an error).
     pub fn submit(&self, job: Box<dyn FnOnce(&mut Partition) + Send + 'static>) {
         if let Some(sender) = &self.sender {
-            let _ = sender.send(job);
+            self.owned.pending.fetch_add(1, Ordering::AcqRel);
+            if sender.send(job).is_err() {
+                self.owned.pending.fetch_sub(1, Ordering::Release);
+            }
         }
     }
 
@@ -218,7 +268,7 @@ fn set_priority(partition: usize, nice: i32) {
     }
 }
 
-fn run(mut partition: Partition, jobs: Receiver<Job>, settings: Settings, pinned: bool) {
+fn run(owned: &Owned, jobs: Receiver<Job>, settings: Settings, pinned: bool) {
     if settings.batch_wakes {
         reply::defer_wakes();
     }
@@ -246,17 +296,24 @@ fn run(mut partition: Partition, jobs: Receiver<Job>, settings: Settings, pinned
                 job
             }
         };
-        if let Err(panic) = catch_unwind(AssertUnwindSafe(|| job(&mut partition))) {
-            let what = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_default();
-            tracing::error!(partition = partition.id, "executor job panicked: {what}");
-        }
+        run_job(&mut owned.partition.lock(), job);
+        owned.pending.fetch_sub(1, Ordering::Release);
         reply::flush_wakes_if_due(jobs.len());
     }
     reply::flush_wakes();
+}
+
+/// Runs one job; a panic is logged and the partition goes on (the job's reply sender, dropped
+/// in the unwinding, tells its submitter).
+fn run_job(partition: &mut Partition, job: Job) {
+    if let Err(panic) = catch_unwind(AssertUnwindSafe(|| job(partition))) {
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        tracing::error!(partition = partition.id, "executor job panicked: {what}");
+    }
 }
 
 /// How busy an executor has been lately: whether it spent at most half of its last window of
@@ -379,6 +436,37 @@ mod tests {
         // Long work between two short waits ends the idle spell.
         load.idled(at(5000), at(5010));
         assert!(load.busy());
+    }
+
+    #[test]
+    fn an_idle_executor_lets_the_caller_run_the_job_but_never_ahead_of_an_earlier_one() {
+        let exec = Executor::spawn(2, None, Settings::default()).unwrap();
+        let me = std::thread::current().id();
+        let ran_on = |r: Reply<std::thread::ThreadId>| r.wait().unwrap();
+        assert_eq!(ran_on(exec.call_inline(|_| std::thread::current().id())), me, "idle: run by the caller");
+        assert_ne!(ran_on(exec.call(|_| std::thread::current().id())), me, "call always hands over");
+
+        // While a job runs on the executor, a later one queues behind it.
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let o = order.clone();
+        let first = exec.call(move |_| {
+            held.recv().unwrap();
+            o.lock().push(1);
+        });
+        let o = order.clone();
+        let second = exec.call_inline(move |_| {
+            o.lock().push(2);
+            std::thread::current().id()
+        });
+        release.send(()).unwrap();
+        first.wait().unwrap();
+        assert_ne!(second.wait().unwrap(), me, "queued behind a running job");
+        assert_eq!(*order.lock(), vec![1, 2]);
+
+        // A panic inline is the caller's error; the executor goes on, inline again.
+        assert!(exec.call_inline(|_| -> u32 { panic!("boom") }).wait().is_err());
+        assert_eq!(ran_on(exec.call_inline(|_| std::thread::current().id())), me);
     }
 
     #[test]
