@@ -83,10 +83,11 @@ pub struct Config {
     pub inline_statements: bool,
     /// Likewise for procedure calls that run as one job (CALL, SELECT of a function, the
     /// native procedure API). Default on in-process, where the calling thread has nothing
-    /// else to do meanwhile; the server turns it off (`--inline-calls`), where the network
-    /// threads do the protocol work of every connection and a long call run there at their
-    /// priority was held up behind it (see ARCHITECTURE.md, "Sessions run their own jobs when
-    /// the executor is idle"). With it on, `pin_cpus` leaves a CPU to a mostly idle executor.
+    /// else to do meanwhile. The server turns it off (`--inline-calls`): its network threads
+    /// do every connection's protocol work, and a call of tens of microseconds run on the
+    /// executor thread, at its raised priority, overlaps that work instead of holding a
+    /// network thread (see ARCHITECTURE.md, "Sessions run their own jobs when the executor is
+    /// idle"). With it on, `pin_cpus` gives a CPU to a mostly idle executor.
     pub inline_calls: bool,
     /// Partitions, each owned by one executor thread (default 1). Tables declared with
     /// `PARTITION BY HASH (column)` spread over them; other tables are replicated on each.
@@ -211,11 +212,7 @@ impl Database {
             short_select_budget: config.short_select_budget,
             partitions: config.partitions,
             pin_cpus: config.pin_cpus,
-            executor: freshet_core::executor::Settings {
-                batch_wakes: config.batch_reply_wakes,
-                nice: config.executor_nice,
-                poll: config.executor_poll,
-            },
+            executor: freshet_core::executor::Settings { batch_wakes: config.batch_reply_wakes, nice: config.executor_nice, poll: config.executor_poll },
             inline_statements: config.inline_statements,
             inline_calls: config.inline_calls,
         })?;
