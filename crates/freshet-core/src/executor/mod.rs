@@ -464,6 +464,10 @@ mod tests {
         assert_ne!(second.wait().unwrap(), me, "queued behind a running job");
         assert_eq!(*order.lock(), vec![1, 2]);
 
+        // A queued job has answered before the executor thread counts it finished.
+        while exec.owned.pending.load(Ordering::Acquire) != 0 {
+            std::thread::yield_now();
+        }
         // A panic inline is the caller's error; the executor goes on, inline again.
         assert!(exec.call_inline(|_| -> u32 { panic!("boom") }).wait().is_err());
         assert_eq!(ran_on(exec.call_inline(|_| std::thread::current().id())), me);
