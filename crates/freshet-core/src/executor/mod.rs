@@ -208,7 +208,7 @@ impl Executor {
         let (tx, rx) = reply_channel();
         {
             let mut partition = self.owned.partition.lock();
-            run_job(&mut partition, Box::new(move |p: &mut Partition| tx.send(f(p))));
+            run_job(&mut partition, move |p: &mut Partition| tx.send(f(p)));
         }
         self.owned.pending.fetch_sub(1, Ordering::Release);
         rx
@@ -305,7 +305,7 @@ fn run(owned: &Owned, jobs: Receiver<Job>, settings: Settings, pinned: bool) {
 
 /// Runs one job; a panic is logged and the partition goes on (the job's reply sender, dropped
 /// in the unwinding, tells its submitter).
-fn run_job(partition: &mut Partition, job: Job) {
+fn run_job(partition: &mut Partition, job: impl FnOnce(&mut Partition)) {
     if let Err(panic) = catch_unwind(AssertUnwindSafe(|| job(partition))) {
         let what = panic
             .downcast_ref::<&str>()
