@@ -3346,6 +3346,17 @@ pub(crate) fn job_plan(prepared: &Prepared, catalog_version: u64) -> Option<&Arc
     }
 }
 
+/// The plan of a prepared single-row `INSERT … VALUES` planned under the catalog version a job
+/// runs under, whose row's primary key a hint may look up first (see
+/// `InsertPlan::primary_key_exprs`); `None` for anything else, or one that draws from a
+/// sequence (what [`run_in_job`] gives up).
+pub(crate) fn insert_plan(prepared: &Prepared, catalog_version: u64) -> Option<&InsertPlan> {
+    match &prepared.kind {
+        Kind::Insert { plan, source: None, .. } if prepared.catalog_version == catalog_version && !plan.draws_sequences => Some(plan),
+        _ => None,
+    }
+}
+
 /// Runs a prepared statement inside a one-job transaction (`freshet_core::engine::JobTxn`): a short-path query,
 /// an UPDATE or DELETE, or an INSERT … VALUES. Returns its rows and row count; anything else,
 /// or a statement prepared for an older catalog, gives the job up.

@@ -6,6 +6,7 @@
 //! DELETE only, a scan of the table. A SELECT that has no index path is not planned here: it
 //! goes to the analytical side.
 
+use smallvec::SmallVec;
 use std::sync::Arc;
 
 use sqlparser::ast;
@@ -94,6 +95,37 @@ impl InsertPlan {
         }
         InsertPlan { table, columns, source, returning, on_conflict, draws_sequences }
     }
+
+    /// The primary key of the one row a single-row `INSERT … VALUES` gives: the expressions
+    /// that compute its columns, in the key's order, and the parameters they read (bit n:
+    /// `$n+1`). What a hint may look up before the insert runs (the key's slot in its hash
+    /// table, which the uniqueness check reads). `None` without a primary key, for another
+    /// source or several rows, when a key column takes its default, or when a key reads a
+    /// parameter past the 64th.
+    pub fn primary_key_exprs(&self) -> Option<(SmallVec<[&Expr; 4]>, u64)> {
+        let InsertSource::Values(rows) = &self.source else { return None };
+        let ([row], Some(key)) = (rows.as_slice(), self.table.indexes.first().filter(|i| i.primary)) else { return None };
+        let mut exprs = SmallVec::new();
+        for c in &key.columns {
+            exprs.push(row.get(self.columns.iter().position(|t| t == c)?)?);
+        }
+        let params = params_read(exprs.iter().copied())?;
+        Some((exprs, params))
+    }
+}
+
+/// The parameters `exprs` read, as a bit set (bit n: `$n+1`); `None` if one is past the 64th.
+fn params_read<'e>(exprs: impl Iterator<Item = &'e Expr>) -> Option<u64> {
+    let (mut params, mut within) = (0u64, true);
+    for e in exprs {
+        e.visit(&mut |e| {
+            if let Expr::Param { index, .. } = e {
+                within &= *index < 64;
+                params |= 1u64.checked_shl(*index as u32).unwrap_or(0);
+            }
+        });
+    }
+    within.then_some(params)
 }
 
 /// `INSERT … ON CONFLICT [target] DO NOTHING | DO UPDATE SET … [WHERE …]`.
@@ -358,17 +390,7 @@ impl OltpPlan {
         if !any.is_empty() || self.table().indexes.get(*index)?.columns.len() != eq.len() {
             return None;
         }
-        let mut params = 0u64;
-        let mut within = true;
-        for e in eq {
-            e.visit(&mut |e| {
-                if let Expr::Param { index, .. } = e {
-                    within &= *index < 64;
-                    params |= 1u64.checked_shl(*index as u32).unwrap_or(0);
-                }
-            });
-        }
-        within.then_some(params)
+        params_read(eq.iter())
     }
 
     /// The whole WHERE clause.
@@ -1324,6 +1346,32 @@ mod tests {
     fn select(sql: &str) -> SelectPlan {
         let ast::Statement::Query(q) = &parse(sql).unwrap()[0] else { panic!("not a query") };
         plan_select(&catalog(), q, &mut Vec::new()).unwrap().expect("a short-path plan")
+    }
+
+    fn insert(sql: &str) -> InsertPlan {
+        let ast::Statement::Insert(i) = &parse(sql).unwrap()[0] else { panic!("not an INSERT") };
+        plan_insert(&catalog(), i, &mut Vec::new()).unwrap()
+    }
+
+    #[test]
+    fn a_single_row_insert_names_its_primary_key_and_the_parameters_it_reads() {
+        // The key's expressions in the key's order, whatever the order of the columns given.
+        let p = insert("INSERT INTO w (v, b, a) VALUES ($1, $3 + 1, $2)");
+        let (exprs, params) = p.primary_key_exprs().expect("a key");
+        assert_eq!(params, 0b110);
+        assert!(matches!(exprs.as_slice(), [Expr::Param { index: 1, .. }, Expr::Binary { .. }]), "{exprs:?}");
+        let constant = insert("INSERT INTO u VALUES (7, $1)");
+        let (exprs, params) = constant.primary_key_exprs().expect("a key");
+        assert_eq!((exprs.len(), params), (1, 0), "a constant key reads no parameter");
+        // Several rows, a key column left to its default, or no primary key: none.
+        assert!(insert("INSERT INTO u VALUES ($1, 1), ($2, 2)").primary_key_exprs().is_none());
+        assert!(insert("INSERT INTO w (a, v) VALUES ($1, $2)").primary_key_exprs().is_none());
+        let store = CatalogStore::new();
+        let ast::Statement::CreateTable(ct) = &parse("CREATE TABLE h (a INT, b INT)").unwrap()[0] else { panic!("not CREATE TABLE") };
+        let DdlPlan::CreateTable { def, .. } = plan_create_table(ct, ForeignKeys::Refuse).unwrap() else { panic!("not a table") };
+        store.put_table(Arc::new(def));
+        let ast::Statement::Insert(i) = &parse("INSERT INTO h VALUES ($1, $2)").unwrap()[0] else { panic!("not an INSERT") };
+        assert!(plan_insert(&store.current(), i, &mut Vec::new()).unwrap().primary_key_exprs().is_none());
     }
 
     fn residual_columns(plan: &SelectPlan) -> Vec<usize> {

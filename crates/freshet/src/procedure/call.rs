@@ -12,10 +12,11 @@ use smallvec::SmallVec;
 
 use freshet_core::catalog::{Catalog, ProcedureDef};
 use freshet_core::sql::bind::Binder;
+use freshet_core::sql::exec::RecordRead;
 use freshet_core::sql::expr::{EvalContext, Expr, NoRow};
 use freshet_core::sql::names::fold_ident;
 use freshet_core::sql::plpgsql::parser::RaiseLevel;
-use freshet_core::sql::plpgsql::compile::MAX_PREFETCHED_ITERATIONS;
+use freshet_core::sql::plpgsql::compile::{LoopLookup, MAX_PREFETCHED_ITERATIONS};
 use freshet_core::sql::plpgsql::{self, ExprUnit, Instr, ParamSource, PlType, PlValue};
 use freshet_core::types::{DataType, Value};
 use freshet_core::{Error, Result, SqlState};
@@ -632,7 +633,8 @@ struct LoopRange {
 }
 
 /// Asks for what the lookups of a range loop's statements `units` ([`RangeBounds::prefetch`])
-/// will touch over the whole loop, before its first iteration: the parameters of their keys for each
+/// will touch over the whole loop (for an INSERT, its primary key's slot), before its first
+/// iteration, for those whose key the loop's start determines: the parameters of their keys for each
 /// value the loop variable will take (at most [`MAX_PREFETCHED_ITERATIONS`] of them), without
 /// the session's functions (nothing with an effect runs; a parameter that needs one leaves
 /// its statement out). The loop variable is left at the loop's first value.
@@ -641,7 +643,7 @@ struct LoopRange {
 fn prefetch_loop<S: RoutineStatements>(
     r: &plpgsql::Routine,
     compiled: &CompiledCall,
-    units: &[usize],
+    units: &[LoopLookup],
     LoopRange { var, lo, hi, step, reverse }: LoopRange,
     vars: &mut Vars,
     at: i64,
@@ -651,7 +653,10 @@ fn prefetch_loop<S: RoutineStatements>(
     if !(2..=MAX_PREFETCHED_ITERATIONS).contains(&iterations) {
         return;
     }
-    let units: SmallVec<[(usize, u64); 8]> = units.iter().filter_map(|&u| Some((u, statements.key_params(&compiled.prepared[u])?))).collect();
+    let units: SmallVec<[(usize, u64); 8]> = units
+        .iter()
+        .filter_map(|u| Some((u.unit, statements.key_params(&compiled.prepared[u.unit]).filter(|&key| u.covers(key))?)))
+        .collect();
     if units.is_empty() {
         return;
     }
@@ -1192,7 +1197,11 @@ impl RoutineStatements for InJob<'_> {
     }
 
     fn key_params(&self, prepared: &crate::session::Prepared) -> Option<u64> {
-        crate::session::job_plan(prepared, self.catalog.version)?.key_params()
+        let version = self.catalog.version;
+        match crate::session::job_plan(prepared, version) {
+            Some(plan) => plan.key_params(),
+            None => crate::session::insert_plan(prepared, version)?.primary_key_exprs().map(|(_, params)| params),
+        }
     }
 
     fn prefetch(&mut self, statements: &[(&Arc<crate::session::Prepared>, &[Value])]) {
@@ -1203,6 +1212,23 @@ impl RoutineStatements for InJob<'_> {
             .collect();
         if !lookups.is_empty() {
             self.job.prefetch_plans(&lookups, self.now);
+        }
+        // The rows INSERTs will add: their primary keys' slots, which the uniqueness check
+        // reads (a New-Order's order lines), looked up at once. A key that does not evaluate
+        // without the session is left out.
+        let keys: SmallVec<[(&Arc<freshet_core::catalog::TableDef>, RecordRead); 16]> = statements
+            .iter()
+            .filter_map(|&(prepared, params)| {
+                let plan = crate::session::insert_plan(prepared, version)?;
+                let (exprs, _) = plan.primary_key_exprs()?;
+                let cx = EvalContext { params, now: self.now, session: None };
+                let eq = exprs.iter().map(|e| e.eval(&NoRow, &cx).ok()).collect::<Option<Vec<_>>>()?;
+                Some((&plan.table, RecordRead { eq, ..RecordRead::default() }))
+            })
+            .collect();
+        if !keys.is_empty() {
+            let reads: SmallVec<[(&Arc<freshet_core::catalog::TableDef>, &[RecordRead]); 16]> = keys.iter().map(|(table, read)| (*table, std::slice::from_ref(read))).collect();
+            self.job.prefetch_records(&reads);
         }
     }
 

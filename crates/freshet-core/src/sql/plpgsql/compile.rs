@@ -180,23 +180,47 @@ pub struct RangeBounds {
     pub lo: ExprUnit,
     pub hi: ExprUnit,
     pub step: Option<ExprUnit>,
-    /// Statements of the body whose parameters are known for every iteration when the loop
-    /// starts ([`loop_prefetch`]): the interpreter may ask for what their lookups will touch
-    /// at once.
-    pub prefetch: Vec<usize>,
+    /// Statements of the body some of whose parameters are known for every iteration when the
+    /// loop starts ([`loop_prefetch`]): the interpreter may ask for what their lookups (or, for
+    /// an INSERT, its primary key's slot) will touch at once, if their key is among those.
+    pub prefetch: Vec<LoopLookup>,
+}
+
+/// A statement of a range loop's body that may be prefetched when the loop starts (see
+/// [`loop_prefetch`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LoopLookup {
+    /// The statement (an index into the routine's `sql`).
+    pub unit: usize,
+    /// Its parameters (bit n: `$n+1`, the first 64) whose value for every iteration is known
+    /// when the loop starts: from the loop variable and variables the body never assigns.
+    pub known: u64,
+    /// Those among `known` that depend on the loop variable.
+    pub varies: u64,
+}
+
+impl LoopLookup {
+    /// Whether a statement whose key is made of the parameters `key` (a bit set, as `known`)
+    /// is worth prefetching: its key is known for every iteration and changes with the loop
+    /// variable.
+    pub fn covers(&self, key: u64) -> bool {
+        key & !self.known == 0 && key & self.varies != 0
+    }
 }
 
 /// The longest range loop whose lookups are prefetched when it starts.
 pub const MAX_PREFETCHED_ITERATIONS: i64 = 32;
 
-/// The statements (indexes into `sql`) of a `FOR var IN lo..hi` loop whose body is `body` that
-/// can be prefetched when the loop starts: each parameter is the loop variable, a variable the
-/// body never assigns, or an element or length of such an array indexed by expressions of
-/// those, and at least one depends on the loop variable (a New-Order's item and stock lookups
-/// by `p_items[i]`). Prefetching is a hint only: a guess made wrong by control flow (an EXIT)
-/// costs a wasted memory request, never a different result. A body with an EXCEPTION block,
-/// or one that assigns the loop variable, gets none.
-fn loop_prefetch(body: &[Instr], sql: &[SqlUnit], var: usize) -> Vec<usize> {
+/// The statements of a `FOR var IN lo..hi` loop whose body is `body` that may be prefetched
+/// when the loop starts, with their parameters whose values are then known for every
+/// iteration: a parameter that is the loop variable, a variable the body never assigns, or an
+/// element or length of such an array indexed by expressions of those. A statement is listed
+/// when at least one of those depends on the loop variable (a New-Order's item and stock
+/// lookups by `p_items[i]`, its order lines' keys by `i`); the interpreter prefetches it if its
+/// key is among them ([`LoopLookup::covers`]). Prefetching is a hint only: a guess made wrong
+/// by control flow (an EXIT) costs a wasted memory request, never a different result. A body
+/// with an EXCEPTION block, or one that assigns the loop variable, gets none.
+fn loop_prefetch(body: &[Instr], sql: &[SqlUnit], var: usize) -> Vec<LoopLookup> {
     let mut assigned = Vec::new();
     for instr in body {
         match instr {
@@ -216,13 +240,21 @@ fn loop_prefetch(body: &[Instr], sql: &[SqlUnit], var: usize) -> Vec<usize> {
     }
     body.iter()
         .filter_map(|instr| if let Instr::Sql(i) = instr { Some(*i) } else { None })
-        .filter(|&i| {
-            let (mut invariant, mut varies) = (true, false);
-            for_each_source_slot(&sql[i].params, &mut |slot| {
-                varies |= slot == var;
-                invariant &= slot == var || !assigned.contains(&slot);
-            });
-            !sql[i].expression && invariant && varies
+        .filter(|&i| !sql[i].expression)
+        .filter_map(|unit| {
+            let (mut known, mut varies) = (0u64, 0u64);
+            for (n, source) in sql[unit].params.iter().enumerate().take(64) {
+                let (mut invariant, mut with_var) = (true, false);
+                for_each_source_slot(std::slice::from_ref(source), &mut |slot| {
+                    with_var |= slot == var;
+                    invariant &= slot == var || !assigned.contains(&slot);
+                });
+                if invariant {
+                    known |= 1 << n;
+                    varies |= (with_var as u64) << n;
+                }
+            }
+            (varies != 0).then_some(LoopLookup { unit, known, varies })
         })
         .collect()
 }
@@ -1812,7 +1844,7 @@ mod tests {
                 .code
                 .iter()
                 .filter_map(|i| match i {
-                    Instr::RangeInit { bounds, .. } => Some(bounds.prefetch.iter().map(|&u| r.sql[u].text.to_lowercase()).collect()),
+                    Instr::RangeInit { bounds, .. } => Some(bounds.prefetch.iter().map(|u| r.sql[u.unit].text.to_lowercase()).collect()),
                     _ => None,
                 })
                 .collect();
@@ -1835,6 +1867,28 @@ mod tests {
         assert!(chosen[0][0].starts_with("select a from t where k = xs[i]"), "{chosen:?}");
         assert!(chosen[0][1].starts_with("update u"), "{chosen:?}");
         assert!(chosen[0][2].starts_with("insert into v"), "the interpreter leaves out what has no lookup: {chosen:?}");
+        // A statement with a parameter the body assigns is listed for the parameters the start
+        // determines (an order line's key, by `i`, but not its amount): a key among them is
+        // prefetched ([`LoopLookup::covers`]).
+        let r = compile(
+            "CREATE PROCEDURE p(w INT, xs INT[]) LANGUAGE plpgsql AS $$
+             DECLARE s INT; o INT := 7;
+             BEGIN
+               FOR i IN 1..2 LOOP
+                 SELECT a INTO s FROM t WHERE k = xs[i];
+                 INSERT INTO v VALUES (w, o, i, s);
+               END LOOP;
+             END $$",
+        )
+        .unwrap();
+        let lookups = r.code.iter().find_map(|i| if let Instr::RangeInit { bounds, .. } = i { Some(bounds.prefetch.clone()) } else { None }).unwrap();
+        assert_eq!(lookups.len(), 2, "{lookups:?}");
+        let insert = lookups[1];
+        assert!(r.sql[insert.unit].text.to_lowercase().starts_with("insert into v"), "{lookups:?}");
+        assert_eq!((insert.known, insert.varies), (0b0111, 0b0100), "w, o and i are known at the start, s is not; i varies");
+        assert!(insert.covers(0b0111) && insert.covers(0b0100), "a key of w, o and i");
+        assert!(!insert.covers(0b1111), "a key with s is not known at the start");
+        assert!(!insert.covers(0b0011), "a key of w and o is the same in every iteration");
         // A loop that assigns its variable, or has an EXCEPTION block, prefetches nothing; an
         // inner loop's statements count for the outer loop when its parameters allow.
         assert_eq!(prefetched("FOR i IN 1..3 LOOP SELECT a INTO s FROM t WHERE k = xs[i]; i := i + 1; END LOOP;"), vec![Vec::<String>::new()]);
@@ -1842,10 +1896,21 @@ mod tests {
             prefetched("FOR i IN 1..3 LOOP BEGIN SELECT a INTO s FROM t WHERE k = xs[i]; EXCEPTION WHEN OTHERS THEN NULL; END; END LOOP;"),
             vec![Vec::<String>::new()]
         );
-        let nested = prefetched("FOR i IN 1..3 LOOP FOR j IN 1..2 LOOP SELECT a INTO s FROM t WHERE k = xs[i] AND m = j; END LOOP; END LOOP;");
-        assert_eq!(nested.len(), 2);
-        assert!(nested[0].is_empty(), "the inner loop assigns j: {nested:?}");
-        assert_eq!(nested[1].len(), 1, "{nested:?}");
+        let nested = compile(
+            "CREATE PROCEDURE p(xs INT[]) LANGUAGE plpgsql AS $$
+             DECLARE s INT;
+             BEGIN FOR i IN 1..3 LOOP FOR j IN 1..2 LOOP SELECT a INTO s FROM t WHERE k = xs[i] AND m = j; END LOOP; END LOOP; END $$",
+        )
+        .unwrap();
+        let loops: Vec<Vec<LoopLookup>> =
+            nested.code.iter().filter_map(|i| if let Instr::RangeInit { bounds, .. } = i { Some(bounds.prefetch.clone()) } else { None }).collect();
+        assert_eq!(loops.len(), 2);
+        // The outer loop knows xs[i] at its start but not j, which its body (the inner loop)
+        // assigns: the key of both is not covered; the inner loop knows both, and j varies.
+        assert_eq!(loops[0].iter().map(|u| (u.known, u.varies)).collect::<Vec<_>>(), vec![(0b01, 0b01)], "{loops:?}");
+        assert!(!loops[0][0].covers(0b11));
+        assert_eq!(loops[1].iter().map(|u| (u.known, u.varies)).collect::<Vec<_>>(), vec![(0b11, 0b10)], "{loops:?}");
+        assert!(loops[1][0].covers(0b11));
     }
 
     #[test]
