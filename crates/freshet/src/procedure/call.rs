@@ -1215,12 +1215,22 @@ impl RoutineStatements for InJob<'_> {
         }
         // The rows INSERTs will add: their primary keys' slots, which the uniqueness check
         // reads (a New-Order's order lines), looked up at once. A key that does not evaluate
-        // without the session is left out.
+        // without the session is left out. A loop's inserts repeat a statement or two: each
+        // one's key expressions are found once.
+        type KeyExprs<'e> = Option<SmallVec<[&'e Expr; 4]>>;
+        let mut keys_of: SmallVec<[(*const crate::session::Prepared, KeyExprs); 4]> = SmallVec::new();
         let keys: SmallVec<[(&Arc<freshet_core::catalog::TableDef>, RecordRead); 16]> = statements
             .iter()
             .filter_map(|&(prepared, params)| {
                 let plan = crate::session::insert_plan(prepared, version)?;
-                let (exprs, _) = plan.primary_key_exprs()?;
+                let at = match keys_of.iter().position(|(p, _)| std::ptr::eq(*p, prepared.as_ref())) {
+                    Some(at) => at,
+                    None => {
+                        keys_of.push((prepared.as_ref(), plan.primary_key_exprs().map(|(exprs, _)| exprs)));
+                        keys_of.len() - 1
+                    }
+                };
+                let exprs = keys_of[at].1.as_ref()?;
                 let cx = EvalContext { params, now: self.now, session: None };
                 let eq = exprs.iter().map(|e| e.eval(&NoRow, &cx).ok()).collect::<Option<Vec<_>>>()?;
                 Some((&plan.table, RecordRead { eq, ..RecordRead::default() }))
