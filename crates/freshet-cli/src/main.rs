@@ -113,6 +113,13 @@ struct ServeArgs {
     /// least one).
     #[arg(long)]
     net_threads: Option<usize>,
+    /// Microseconds a network thread that has nothing to do waits, yielding its CPU, for the
+    /// reply of an executor job some connection awaits before it sleeps, 0–1000 (0: it
+    /// sleeps at once). A reply that comes meanwhile is taken without a wake-up, which the
+    /// executor would otherwise pay for each (a futex call, on a virtual machine an
+    /// interrupt to another CPU). Waits only while a connection awaits a job.
+    #[arg(long, default_value_t = DEFAULT_NET_SPIN_US, value_parser = clap::value_parser!(u64).range(0..=1000))]
+    net_spin_us: u64,
     /// Partitions, each owned by one executor thread. Tables declared with
     /// `PARTITION BY HASH (column)` spread over them; other tables are replicated on each.
     #[arg(long, default_value_t = 1)]
@@ -152,6 +159,9 @@ fn main() -> anyhow::Result<()> {
         Command::Bench(args) => bench::run(args),
     }
 }
+
+/// The default of `serve --net-spin-us`.
+const DEFAULT_NET_SPIN_US: u64 = 200;
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let mut config = Config {
@@ -199,15 +209,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     // switches. With them, the network threads run the statements while the executors idle.
     let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
     let net_threads = args.net_threads.unwrap_or_else(|| if args.inline_statements { cpus } else { cpus.saturating_sub(args.partitions).max(1) });
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(net_threads)
-        .thread_name("freshet-net")
-        // Sessions run on these threads; planning a statement and nested procedure calls need
-        // more than the default 2 MiB in a debug build (see .cargo/config.toml).
-        .thread_stack_size(8 << 20)
-        .enable_all()
-        .build()
-        .context("cannot start the network runtime")?;
+    let runtime = freshet_server::network_runtime(net_threads, std::time::Duration::from_micros(args.net_spin_us)).context("cannot start the network runtime")?;
     runtime.block_on(async {
         let unix_socket_dir = Some(PathBuf::from(&args.unix_socket_dir)).filter(|d| !d.as_os_str().is_empty());
         let server = Server::bind(db.clone(), &ServerConfig { host: args.host.clone(), port: args.port, unix_socket_dir })
@@ -260,5 +262,14 @@ mod tests {
         assert_eq!(serve_args(&["--unix-socket-dir", ""]).unix_socket_dir, "");
         assert_eq!(serve_args(&[]).unix_socket_dir, "/tmp");
         assert!(Cli::try_parse_from(["freshet", "serve", "--executor-poll-us", "10001"]).is_err());
+    }
+
+    /// `--net-spin-us`: 200 unless given, 0 allowed (sleep at once), at most 1000.
+    #[test]
+    fn network_threads_wait_for_replies_within_the_documented_range() {
+        assert_eq!(serve_args(&[]).net_spin_us, super::DEFAULT_NET_SPIN_US);
+        assert_eq!(super::DEFAULT_NET_SPIN_US, 200, "the README's default");
+        assert_eq!(serve_args(&["--net-spin-us", "0"]).net_spin_us, 0);
+        assert!(Cli::try_parse_from(["freshet", "serve", "--net-spin-us", "1001"]).is_err());
     }
 }

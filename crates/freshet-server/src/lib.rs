@@ -76,6 +76,22 @@ impl Default for ServerConfig {
     }
 }
 
+/// The runtime whose `threads` worker threads ("freshet-net") serve the connections: the
+/// protocol, parsing and planning, and the statements a session runs inline. A worker with
+/// nothing left to do waits up to `reply_wait` for an awaited executor reply before it sleeps
+/// ([`freshet::await_reply_briefly`]; zero sleeps at once).
+pub fn network_runtime(threads: usize, reply_wait: Duration) -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads.max(1))
+        .on_thread_park(move || freshet::await_reply_briefly(reply_wait))
+        .thread_name("freshet-net")
+        // Sessions run on these threads; planning a statement and nested procedure calls need
+        // more than the default 2 MiB in a debug build (see .cargo/config.toml).
+        .thread_stack_size(8 << 20)
+        .enable_all()
+        .build()
+}
+
 /// The name of the Unix-domain socket for `port` in `dir`, as libpq looks for it.
 pub fn unix_socket_path(dir: &Path, port: u16) -> PathBuf {
     dir.join(format!(".s.PGSQL.{port}"))

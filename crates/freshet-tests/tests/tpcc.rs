@@ -337,7 +337,8 @@ fn a_run_of_native_procedures_stays_consistent() {
 #[test]
 fn a_serializable_run_of_procedures_over_the_wire_stays_consistent() {
     let db = loaded(2);
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    // The server's own runtime, whose idle network threads wait for awaited replies.
+    let rt = freshet_server::network_runtime(2, std::time::Duration::from_micros(200)).unwrap();
     let (server, stop) = rt.block_on(async {
         let server = freshet_server::Server::bind(db.clone(), &freshet_server::ServerConfig { host: "127.0.0.1".into(), port: 0, unix_socket_dir: None })
             .await

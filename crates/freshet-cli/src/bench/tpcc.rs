@@ -152,6 +152,10 @@ pub struct TpccArgs {
     /// Network threads of the Freshet server (its `--net-threads`; default: the server's).
     #[arg(long)]
     net_threads: Option<usize>,
+    /// Microseconds the Freshet server's idle network threads wait for an awaited reply
+    /// before they sleep (its `--net-spin-us`; default: the server's).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=1000))]
+    net_spin_us: Option<u64>,
     /// Worker threads of Freshet's analytical engine (the server's `--olap-threads`; default:
     /// the CPUs the executor leaves, at least one).
     #[arg(long)]
@@ -387,6 +391,10 @@ fn run_freshet(args: &TpccArgs, streams: usize, with_answers: bool) -> anyhow::R
             ];
             if let Some(net) = &net {
                 flags.extend(["--net-threads", net]);
+            }
+            let spin = args.net_spin_us.map(|n| n.to_string());
+            if let Some(spin) = &spin {
+                flags.extend(["--net-spin-us", spin]);
             }
             let server = FreshetServer::in_memory(&flags)?;
             let host = args.transport.host(server.socket_dir());

@@ -44,7 +44,7 @@ use std::time::Duration;
 use crossbeam_channel::{Receiver, Sender};
 use parking_lot::Mutex;
 
-pub use reply::{reply_channel, Reply, ReplySender};
+pub use reply::{await_reply_briefly, reply_channel, Reply, ReplySender};
 pub(crate) use reply::flush_wakes;
 
 use crate::catalog::{TableDef, TableId};
@@ -274,15 +274,16 @@ fn run(owned: &Owned, jobs: Receiver<Job>, settings: Settings, pinned: bool) {
     }
     // Pinned, the executor's CPU is its own (the threads that make its work keep off it), so
     // its polling takes CPU time from no one: it always polls.
-    let mut load = (!pinned).then(|| Load::new(std::time::Instant::now()));
+    let mut load = Load::new(std::time::Instant::now());
+    reply::executor_busy(true);
     loop {
         let job = match jobs.try_recv() {
             Ok(job) => job,
             Err(_) => {
                 // Nothing queued: every waiter learns of its answer before the executor waits.
                 reply::flush_wakes();
-                let idle_from = load.is_some().then(std::time::Instant::now);
-                let polled = if load.as_ref().is_none_or(Load::busy) { poll_briefly(&jobs, settings.poll) } else { None };
+                let idle_from = std::time::Instant::now();
+                let polled = if pinned || load.busy() { poll_briefly(&jobs, settings.poll) } else { None };
                 let job = match polled {
                     Some(job) => job,
                     None => match jobs.recv() {
@@ -290,8 +291,10 @@ fn run(owned: &Owned, jobs: Receiver<Job>, settings: Settings, pinned: bool) {
                         Err(_) => break,
                     },
                 };
-                if let (Some(load), Some(from)) = (&mut load, idle_from) {
-                    load.idled(from, std::time::Instant::now());
+                let was_busy = load.busy();
+                load.idled(idle_from, std::time::Instant::now());
+                if load.busy() != was_busy {
+                    reply::executor_busy(load.busy());
                 }
                 job
             }
@@ -299,6 +302,9 @@ fn run(owned: &Owned, jobs: Receiver<Job>, settings: Settings, pinned: bool) {
         run_job(&mut owned.partition.lock(), job);
         owned.pending.fetch_sub(1, Ordering::Release);
         reply::flush_wakes_if_due(jobs.len());
+    }
+    if load.busy() {
+        reply::executor_busy(false);
     }
     reply::flush_wakes();
 }
@@ -323,7 +329,9 @@ fn run_job(partition: &mut Partition, job: impl FnOnce(&mut Partition)) {
 /// whose network threads and clients are the busy ones) sleeps at once, since on a machine
 /// with few CPUs the yields of its polling took CPU time from the threads that make its work.
 /// The clock is read only when the queue runs empty: an executor that always has a job
-/// queued pays nothing for this. An executor pinned to a CPU of its own always polls.
+/// queued pays nothing for this. An executor pinned to a CPU of its own always polls. How many
+/// executors are busy also decides whether network threads wait for replies before they
+/// sleep ([`reply::await_reply_briefly`]).
 struct Load {
     window_start: std::time::Instant,
     idle_in_window: Duration,

@@ -5,8 +5,9 @@ use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll, Waker};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
@@ -59,6 +60,65 @@ fn finish<T>(shared: &Shared<T>, value: Option<T>) {
     shared.ready.notify_one();
     if let Some(w) = waker {
         wake(w);
+        AWAITED.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Replies that a task awaits (it has polled them and registered its waker) and whose job has
+/// not answered yet, in the whole process.
+static AWAITED: AtomicUsize = AtomicUsize::new(0);
+/// Wakes sent to tasks awaiting replies so far, in the whole process.
+static WOKEN: AtomicU64 = AtomicU64::new(0);
+
+fn wake_now(w: Waker) {
+    w.wake();
+    WOKEN.fetch_add(1, Ordering::Release);
+}
+
+/// For a network thread about to sleep (the server's runtime calls it before a worker parks):
+/// while some task awaits a reply, waits up to `limit` for the next reply to be sent, yielding
+/// the CPU between looks, and returns as soon as one is. The awaiting task is then woken while
+/// its thread is still awake (tokio then queues it without waking a thread: a worker about to
+/// park is still counted as searching for work), so the executor that answers makes no
+/// futex call, on a virtual machine an interrupt to another CPU. Returns at once when no reply
+/// is awaited (an idle server, or statements run on the network threads themselves).
+///
+/// Only while some executor is busy (it waited for jobs during at most half of its last
+/// millisecond: `Load`): then it is the thread everyone waits for and the wakes it saves are
+/// its time. With a mostly idle executor (statement-by-statement clients, whose statements
+/// the network threads run themselves) the network threads and the clients are the busy
+/// threads, and the waiting thread's yields took CPU time from them.
+pub fn await_reply_briefly(limit: Duration) {
+    if BUSY_EXECUTORS.load(Ordering::Relaxed) > 0 {
+        wait_while_awaited(&AWAITED, &WOKEN, limit);
+    }
+}
+
+/// Executors judged busy, in the whole process.
+static BUSY_EXECUTORS: AtomicUsize = AtomicUsize::new(0);
+
+/// An executor became busy (`true`) or stopped being busy, or started busy or stopped.
+pub(super) fn executor_busy(busy: bool) {
+    if busy {
+        BUSY_EXECUTORS.fetch_add(1, Ordering::Relaxed);
+    } else {
+        BUSY_EXECUTORS.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Yields until `woken` changes, `awaited` is zero or `limit` has passed (at once if
+/// `awaited` is zero).
+fn wait_while_awaited(awaited: &AtomicUsize, woken: &AtomicU64, limit: Duration) {
+    if limit.is_zero() || awaited.load(Ordering::Relaxed) == 0 {
+        return;
+    }
+    let seen = woken.load(Ordering::Acquire);
+    let until = Instant::now() + limit;
+    loop {
+        std::thread::yield_now();
+        if woken.load(Ordering::Acquire) != seen || awaited.load(Ordering::Relaxed) == 0 || Instant::now() >= until {
+            return;
+        }
     }
 }
 
@@ -83,7 +143,7 @@ fn wake(w: Waker) {
         None => Some(w),
     });
     if let Some(w) = w {
-        w.wake();
+        wake_now(w);
     }
 }
 
@@ -131,7 +191,7 @@ pub(crate) fn flush_wakes() {
         None => Vec::new(),
     });
     for w in wakers.drain(..) {
-        w.wake();
+        wake_now(w);
     }
     // Give the allocation back for the next round.
     DEFERRED.with(|d| {
@@ -182,8 +242,74 @@ impl<T> Future for Reply<T> {
         }
         match &state.waker {
             Some(w) if w.will_wake(cx.waker()) => {}
-            _ => state.waker = Some(cx.waker().clone()),
+            Some(_) => state.waker = Some(cx.waker().clone()),
+            None => {
+                state.waker = Some(cx.waker().clone());
+                AWAITED.fetch_add(1, Ordering::Relaxed);
+            }
         }
         Poll::Pending
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The wait before a network thread sleeps ends at once with nothing awaited, when a
+    /// reply's waiter is woken or the last awaited reply is answered, and otherwise at its
+    /// limit.
+    #[test]
+    fn a_thread_waits_for_an_awaited_reply_only_while_one_is_awaited() {
+        let long = Duration::from_secs(30);
+        let (awaited, woken) = (AtomicUsize::new(0), AtomicU64::new(0));
+        let start = Instant::now();
+        wait_while_awaited(&awaited, &woken, long);
+        assert!(start.elapsed() < long, "nothing awaited: it returned at once");
+        awaited.store(1, Ordering::Relaxed);
+        let short = Duration::from_millis(5);
+        let start = Instant::now();
+        wait_while_awaited(&awaited, &woken, short);
+        assert!(start.elapsed() >= short, "nothing woke it, so it waited its whole limit");
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(20));
+                woken.fetch_add(1, Ordering::Release);
+            });
+            let start = Instant::now();
+            wait_while_awaited(&awaited, &woken, long);
+            assert!(start.elapsed() < long);
+            assert_eq!(woken.load(Ordering::Acquire), 1, "it returned once the waiter was woken");
+        });
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(20));
+                awaited.store(0, Ordering::Relaxed);
+            });
+            let start = Instant::now();
+            wait_while_awaited(&awaited, &woken, long);
+            assert!(start.elapsed() < long);
+            assert_eq!(awaited.load(Ordering::Relaxed), 0, "it returned once nothing was awaited");
+        });
+    }
+
+    /// An awaited reply counts as awaited from its first poll until it is answered, and its
+    /// answer counts a wake. (The counters are the process's: other tests' replies may add to
+    /// them meanwhile, never take this one's part away.)
+    #[test]
+    fn an_awaited_reply_is_counted_until_its_waiter_is_woken() {
+        let (sender, mut reply) = reply_channel::<u32>();
+        let waker = futures::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        assert!(Pin::new(&mut reply).poll(&mut cx).is_pending());
+        assert!(AWAITED.load(Ordering::Relaxed) >= 1);
+        assert!(Pin::new(&mut reply).poll(&mut cx).is_pending());
+        let before = WOKEN.load(Ordering::Acquire);
+        sender.send(7);
+        assert!(WOKEN.load(Ordering::Acquire) > before, "answering woke the waiter");
+        match Pin::new(&mut reply).poll(&mut cx) {
+            Poll::Ready(Ok(v)) => assert_eq!(v, 7),
+            other => panic!("expected the answer, got {other:?}"),
+        }
     }
 }
