@@ -1038,7 +1038,7 @@ impl Session {
                 return Err(Error::unsupported("EXPLAIN of a statement that calls stored functions")
                     .with_hint("The session calls them around the planned statement; EXPLAIN the statement without the calls."));
             }
-            Statement::Explain { statement: inner, analyze: true, .. } if matches!(inner.as_ref(), Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_)) => {
+            Statement::Explain { statement: inner, analyze: true, .. } if is_dml(inner) => {
                 let (kind, columns) = self.plan_boxed(inner, catalog, params).await?;
                 let lines = Box::pin(self.describe_dml(inner, &kind, catalog, params)).await?;
                 let param_types = params.iter().map(|t| t.unwrap_or(DataType::Text)).collect();
@@ -1312,7 +1312,7 @@ impl Session {
     }
 
     async fn explain(&self, inner: &Statement, catalog: &freshet_core::catalog::Catalog, params: &mut Vec<Option<DataType>>) -> Result<Vec<String>> {
-        if matches!(inner, Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_)) {
+        if is_dml(inner) {
             return Box::pin(self.explain_dml(inner, catalog, params)).await;
         }
         let Statement::Query(q) = inner else { return Err(Error::unsupported("EXPLAIN of anything but a query, INSERT, UPDATE or DELETE")) };
@@ -1346,9 +1346,9 @@ impl Session {
     /// [`Self::explain_dml`]).
     async fn describe_dml(&self, statement: &Statement, kind: &Kind, catalog: &freshet_core::catalog::Catalog, params: &mut Vec<Option<DataType>>) -> Result<Vec<String>> {
         let verb = match statement {
-            Statement::Insert(_) => "Insert",
             Statement::Update(_) => "Update",
-            _ => "Delete",
+            Statement::Delete(_) => "Delete",
+            _ => "Insert",
         };
         let (table, below): (String, Vec<String>) = match kind {
             Kind::Dml(plan) => {
@@ -3048,6 +3048,15 @@ const BUILT_IN_EXTENSIONS: &[&str] = &["plpgsql", "uuid-ossp", "pgcrypto"];
 /// USING, DML with subqueries): bound over the target table alone, as RETURNING reads only
 /// the target's columns.
 /// "INSERT", "UPDATE" or "DELETE": what a data-changing statement does.
+/// Whether a statement is an INSERT (with or without `OVERRIDING … VALUE`), UPDATE or DELETE.
+fn is_dml(statement: &Statement) -> bool {
+    match statement {
+        Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) => true,
+        Statement::Pragma { name, .. } => name.to_string() == freshet_core::sql::parse::INSERT_OVERRIDING_PRAGMA,
+        _ => false,
+    }
+}
+
 fn verb_of(statement: &Statement) -> &'static str {
     match statement {
         Statement::Insert(_) => "INSERT",

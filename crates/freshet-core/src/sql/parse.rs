@@ -29,6 +29,12 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>> {
     {
         return Ok(vec![stmt]);
     }
+    if lower.trim_start().starts_with("explain")
+        && lower.contains("overriding")
+        && let Some(stmt) = explain_insert_overriding(sql)
+    {
+        return stmt.map(|s| vec![s]);
+    }
     if (lower.contains("sequence") || lower.contains("identity"))
         && let Some(reordered) = canonical_sequence_options(sql)
     {
@@ -108,27 +114,21 @@ fn alter_sequence_statement(sql: &str) -> Option<Statement> {
 /// without the clause (outside parentheses, where PostgreSQL's grammar has it: after the
 /// column list, before VALUES or the query).
 fn insert_overriding(sql: &str) -> Option<Statement> {
-    use sqlparser::tokenizer::{Location, Token, Tokenizer};
+    use sqlparser::tokenizer::Tokenizer;
     let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql).tokenize_with_location().ok()?;
     let solid: Vec<usize> = (0..tokens.len()).filter(|&i| !matches!(tokens[i].token, Token::Whitespace(_))).collect();
     if !solid.first().is_some_and(|&i| is_word(&tokens[i].token, "insert")) {
         return None;
     }
-    // The byte offset of a token's start (locations count lines and characters from 1).
-    let offset = |at: Location| -> Option<usize> {
-        let line_start = if at.line <= 1 {
-            0
-        } else {
-            sql.match_indices('\n').nth(at.line as usize - 2).map(|(i, _)| i + 1)?
-        };
-        let rest = &sql[line_start..];
-        Some(line_start + rest.char_indices().nth(at.column as usize - 1).map_or(rest.len(), |(i, _)| i))
-    };
+    let offset = |at| byte_offset(sql, at);
     let mut depth = 0i32;
     for (k, &i) in solid.iter().enumerate() {
         match &tokens[i].token {
             Token::LParen => depth += 1,
             Token::RParen => depth -= 1,
+            // The rows' source has begun: the clause is not where it belongs, and the parser
+            // says so.
+            t if depth == 0 && ["values", "select", "with", "default", "table"].iter().any(|w| is_word(t, w)) => return None,
             t if depth == 0 && is_word(t, "overriding") => {
                 let word = |n: usize| solid.get(k + n).map(|&j| &tokens[j].token);
                 let which = match word(1)? {
@@ -151,6 +151,44 @@ fn insert_overriding(sql: &str) -> Option<Statement> {
         }
     }
     None
+}
+
+/// `EXPLAIN [ANALYZE] [(options)] INSERT … OVERRIDING {SYSTEM | USER} VALUE …`: the EXPLAIN
+/// parsed with the clause left out (which checks its syntax), and the INSERT inside it
+/// replaced by [`insert_overriding`]'s pragma. `None` when the explained statement is not such
+/// an INSERT.
+fn explain_insert_overriding(sql: &str) -> Option<Result<Statement>> {
+    use sqlparser::tokenizer::Tokenizer;
+    let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql).tokenize_with_location().ok()?;
+    // The INSERT: the first word `insert` outside parentheses (EXPLAIN's options are inside).
+    let mut depth = 0i32;
+    let at = tokens.iter().find_map(|t| {
+        match &t.token {
+            Token::LParen => depth += 1,
+            Token::RParen => depth -= 1,
+            w if depth == 0 && is_word(w, "insert") => return Some(t.span.start),
+            _ => {}
+        }
+        None
+    })?;
+    let from = byte_offset(sql, at)?;
+    let Statement::Pragma { value: Some(value), .. } = insert_overriding(&sql[from..])? else { return None };
+    let sqlparser::ast::Value::SingleQuotedString(text) = &value.value else { return None };
+    let (_, without) = text.split_once('\0')?;
+    Some(parse_plain(&format!("{}{without}", &sql[..from])).and_then(|mut parsed| match (parsed.pop(), parsed.is_empty()) {
+        (Some(Statement::Explain { describe_alias, analyze, verbose, query_plan, estimate, format, options, .. }), true) => {
+            let statement = Box::new(pragma(INSERT_OVERRIDING_PRAGMA, text.clone()));
+            Ok(Statement::Explain { describe_alias, analyze, verbose, query_plan, estimate, statement, format, options })
+        }
+        _ => Err(Error::syntax("OVERRIDING … VALUE belongs in INSERT, after the column list")),
+    }))
+}
+
+/// The byte offset in `sql` of a token's start (locations count lines and characters from 1).
+fn byte_offset(sql: &str, at: sqlparser::tokenizer::Location) -> Option<usize> {
+    let line_start = if at.line <= 1 { 0 } else { sql.match_indices('\n').nth(at.line as usize - 2).map(|(i, _)| i + 1)? };
+    let rest = &sql[line_start..];
+    Some(line_start + rest.char_indices().nth((at.column as usize).checked_sub(1)?).map_or(rest.len(), |(i, _)| i))
 }
 
 /// What an `ALTER SEQUENCE` statement does.
@@ -640,6 +678,26 @@ mod tests {
         assert!(insert_overriding("INSERT INTO t VALUES ('overriding system value')").is_none());
         assert!(insert_overriding("INSERT INTO t SELECT * FROM (SELECT 1 AS overriding) s").is_none());
         assert!(insert_overriding("SELECT 'x' AS overriding").is_none());
+        // After the rows' source, where PostgreSQL's grammar has no such clause.
+        assert!(insert_overriding("INSERT INTO t VALUES (1) OVERRIDING SYSTEM VALUE").is_none());
+        assert!(insert_overriding("INSERT INTO t SELECT 1 OVERRIDING USER VALUE").is_none());
+        assert!(parse("INSERT INTO t VALUES (1) OVERRIDING SYSTEM VALUE").is_err());
+    }
+
+    #[test]
+    fn explain_of_an_insert_with_overriding_carries_the_insert_as_its_pragma() {
+        for (sql, analyze) in [("EXPLAIN INSERT INTO t (id) OVERRIDING SYSTEM VALUE VALUES (1)", false), ("explain analyze\ninsert into t overriding user value select 2", true)] {
+            match parse(sql).unwrap().as_slice() {
+                [Statement::Explain { statement, analyze: a, .. }] => {
+                    assert_eq!(*a, analyze, "{sql}");
+                    assert!(matches!(statement.as_ref(), Statement::Pragma { name, .. } if name.to_string() == INSERT_OVERRIDING_PRAGMA), "{sql}: {statement:?}");
+                }
+                other => panic!("{sql}: {other:?}"),
+            }
+        }
+        assert!(parse("EXPLAIN INSERT INTO t VALUES (1) OVERRIDING SYSTEM VALUE").is_err());
+        // Not an INSERT: parsed as it was.
+        assert!(matches!(parse("EXPLAIN SELECT 'overriding system value'").unwrap().as_slice(), [Statement::Explain { statement, .. }] if matches!(statement.as_ref(), Statement::Query(_))));
     }
 
     #[test]
