@@ -5,7 +5,7 @@ use sqlparser::dialect::PostgreSqlDialect;
 use sqlparser::parser::{Parser, ParserError};
 use sqlparser::tokenizer::Token;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, SqlState};
 
 /// Parses one or more `;`-separated statements.
 pub fn parse(sql: &str) -> Result<Vec<Statement>> {
@@ -395,11 +395,51 @@ fn canonical_sequence_options(sql: &str) -> Option<String> {
 
 /// Parses with the parser alone.
 pub(crate) fn parse_plain(sql: &str) -> Result<Vec<Statement>> {
-    Parser::new(&PostgreSqlDialect {})
+    let statements = Parser::new(&PostgreSqlDialect {})
         .with_recursion_limit(200)
         .try_with_sql(sql)
         .and_then(|mut p| p.parse_statements())
-        .map_err(|e| syntax_error(sql, e))
+        .map_err(|e| syntax_error(sql, e))?;
+    statements.into_iter().map(explain_options).collect()
+}
+
+/// `EXPLAIN (option [value], …)` as PostgreSQL 15 takes it: ANALYZE and VERBOSE set what the
+/// keywords of the same names set (a missing value is true); COSTS, SETTINGS, BUFFERS, WAL,
+/// TIMING and SUMMARY only choose what PostgreSQL prints beside its plans, so they change
+/// nothing here; FORMAT TEXT is the one format Freshet prints (others are 0A000). An unknown
+/// option is 42601, a value that is not a Boolean or a format 22023, as there.
+fn explain_options(statement: Statement) -> Result<Statement> {
+    let Statement::Explain { describe_alias, mut analyze, mut verbose, query_plan, estimate, statement, format, options: Some(options) } = statement else {
+        return Ok(statement);
+    };
+    let value = |o: &sqlparser::ast::UtilityOption| o.arg.as_ref().map(|a| a.to_string().trim_matches('\'').to_ascii_lowercase());
+    for o in &options {
+        let name = o.name.value.to_ascii_lowercase();
+        match name.as_str() {
+            "analyze" | "verbose" | "costs" | "settings" | "buffers" | "wal" | "timing" | "summary" => {
+                let on = match value(o).as_deref() {
+                    None | Some("true" | "on" | "1" | "yes") => true,
+                    Some("false" | "off" | "0" | "no") => false,
+                    Some(_) => return Err(Error::new(SqlState::InvalidParameterValue, format!("{name} requires a Boolean value"))),
+                };
+                match name.as_str() {
+                    "analyze" => analyze = on,
+                    "verbose" => verbose = on,
+                    _ => {}
+                }
+            }
+            "format" => match value(o).as_deref() {
+                Some("text") => {}
+                Some(f @ ("json" | "xml" | "yaml")) => return Err(Error::unsupported(format!("EXPLAIN (FORMAT {})", f.to_ascii_uppercase())).with_hint("FORMAT TEXT is the one EXPLAIN format.")),
+                other => {
+                    return Err(Error::new(SqlState::InvalidParameterValue, format!("unrecognized value for EXPLAIN option \"format\": \"{}\"", other.unwrap_or_default())))
+                }
+            },
+            // Named as written when quoted, folded to lower case when not, as PostgreSQL names it.
+            _ => return Err(Error::syntax(format!("unrecognized EXPLAIN option \"{}\"", if o.name.quote_style.is_some() { &o.name.value } else { &name }))),
+        }
+    }
+    Ok(Statement::Explain { describe_alias, analyze, verbose, query_plan, estimate, statement, format, options: None })
 }
 
 /// The pragma that carries a `FETCH` or `MOVE` statement's text (sqlparser knows only some
@@ -685,6 +725,24 @@ mod tests {
     }
 
     #[test]
+    fn explain_options_are_postgresql_s() {
+        let explain = |sql: &str| match parse(sql).map(|mut v| v.pop()) {
+            Ok(Some(Statement::Explain { analyze, verbose, options, .. })) => Ok((analyze, verbose, options.is_none())),
+            Ok(other) => panic!("{sql}: {other:?}"),
+            Err(e) => Err(e.state.code()),
+        };
+        assert_eq!(explain("EXPLAIN (ANALYZE) SELECT 1"), Ok((true, false, true)));
+        assert_eq!(explain("EXPLAIN (analyze on, verbose true, costs off, buffers, timing 0, summary, settings, wal) SELECT 1"), Ok((true, true, true)));
+        assert_eq!(explain("EXPLAIN ANALYZE SELECT 1"), Ok((true, false, true)));
+        assert_eq!(explain("EXPLAIN (ANALYZE off) SELECT 1"), Ok((false, false, true)));
+        assert_eq!(explain("EXPLAIN (FORMAT text) SELECT 1"), Ok((false, false, true)));
+        assert_eq!(explain("EXPLAIN (FORMAT JSON) SELECT 1"), Err("0A000"));
+        assert_eq!(explain("EXPLAIN (FORMAT pdf) SELECT 1"), Err("22023"));
+        assert_eq!(explain("EXPLAIN (ANALYZE 2) SELECT 1"), Err("22023"));
+        assert_eq!(explain("EXPLAIN (COLOUR) SELECT 1"), Err("42601"));
+    }
+
+    #[test]
     fn explain_of_an_insert_with_overriding_carries_the_insert_as_its_pragma() {
         for (sql, analyze) in [("EXPLAIN INSERT INTO t (id) OVERRIDING SYSTEM VALUE VALUES (1)", false), ("explain analyze\ninsert into t overriding user value select 2", true)] {
             match parse(sql).unwrap().as_slice() {
@@ -696,6 +754,8 @@ mod tests {
             }
         }
         assert!(parse("EXPLAIN INSERT INTO t VALUES (1) OVERRIDING SYSTEM VALUE").is_err());
+        // Parenthesized options: ANALYZE as the keyword.
+        assert!(matches!(parse("EXPLAIN (ANALYZE, COSTS OFF) INSERT INTO t (id) OVERRIDING SYSTEM VALUE VALUES (1)").unwrap().as_slice(), [Statement::Explain { analyze: true, options: None, .. }]));
         // Not an INSERT: parsed as it was.
         assert!(matches!(parse("EXPLAIN SELECT 'overriding system value'").unwrap().as_slice(), [Statement::Explain { statement, .. }] if matches!(statement.as_ref(), Statement::Query(_))));
     }
