@@ -81,6 +81,9 @@ impl Default for ServerConfig {
 /// nothing left to do waits up to `reply_wait` for an awaited executor reply before it sleeps
 /// ([`freshet::await_reply_briefly`]; zero sleeps at once).
 pub fn network_runtime(threads: usize, reply_wait: Duration) -> std::io::Result<tokio::runtime::Runtime> {
+    if !reply_wait.is_zero() {
+        freshet::watch_replies();
+    }
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads.max(1))
         .on_thread_park(move || freshet::await_reply_briefly(reply_wait))

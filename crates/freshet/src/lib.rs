@@ -38,7 +38,7 @@ pub use copy::{CopyFormat, CopyIn, CopyOut};
 pub use database::{Config, Database};
 pub use notify::Notification;
 pub use freshet_core::sql::ddl::ForeignKeys;
-pub use freshet_core::executor::await_reply_briefly;
+pub use freshet_core::executor::{await_reply_briefly, watch_replies};
 pub use freshet_core::types::{shown_decimal, DataType, Decimal, Value};
 pub use freshet_core::{Error, ErrorFields, Result, SqlState};
 pub use freshet_olap::datafusion::arrow;

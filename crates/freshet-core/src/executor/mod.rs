@@ -44,7 +44,7 @@ use std::time::Duration;
 use crossbeam_channel::{Receiver, Sender};
 use parking_lot::Mutex;
 
-pub use reply::{await_reply_briefly, reply_channel, Reply, ReplySender};
+pub use reply::{await_reply_briefly, reply_channel, watch_replies, Reply, ReplySender};
 pub(crate) use reply::flush_wakes;
 
 use crate::catalog::{TableDef, TableId};

@@ -5,7 +5,7 @@ use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
@@ -17,6 +17,8 @@ struct State<T> {
     value: Option<T>,
     waker: Option<Waker>,
     closed: bool,
+    /// The waker counts in [`AWAITED`] (registered while replies were watched).
+    counted: bool,
 }
 
 struct Shared<T> {
@@ -36,7 +38,7 @@ pub struct Reply<T> {
 
 pub fn reply_channel<T>() -> (ReplySender<T>, Reply<T>) {
     let shared = Arc::new(Shared {
-        state: Mutex::new(State { value: None, waker: None, closed: false }),
+        state: Mutex::new(State { value: None, waker: None, closed: false, counted: false }),
         ready: Condvar::new(),
     });
     (ReplySender { shared: Some(shared.clone()) }, Reply { shared })
@@ -51,28 +53,42 @@ impl<T> ReplySender<T> {
 }
 
 fn finish<T>(shared: &Shared<T>, value: Option<T>) {
-    let waker = {
+    let (waker, counted) = {
         let mut state = shared.state.lock();
         state.value = value;
         state.closed = true;
-        state.waker.take()
+        (state.waker.take(), std::mem::take(&mut state.counted))
     };
     shared.ready.notify_one();
     if let Some(w) = waker {
         wake(w);
+    }
+    if counted {
         AWAITED.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
+/// Whether awaited replies and their wakes are counted ([`watch_replies`]): only a process
+/// whose threads wait for replies before they sleep pays for the shared counters.
+static WATCHED: AtomicBool = AtomicBool::new(false);
+
+/// Starts counting awaited replies and their wakes, for [`await_reply_briefly`] (the server's
+/// network runtime calls it when its threads are to wait for replies).
+pub fn watch_replies() {
+    WATCHED.store(true, Ordering::Relaxed);
+}
+
 /// Replies that a task awaits (it has polled them and registered its waker) and whose job has
-/// not answered yet, in the whole process.
+/// not answered yet, in the whole process, since [`watch_replies`].
 static AWAITED: AtomicUsize = AtomicUsize::new(0);
 /// Wakes sent to tasks awaiting replies so far, in the whole process.
 static WOKEN: AtomicU64 = AtomicU64::new(0);
 
 fn wake_now(w: Waker) {
     w.wake();
-    WOKEN.fetch_add(1, Ordering::Release);
+    if WATCHED.load(Ordering::Relaxed) {
+        WOKEN.fetch_add(1, Ordering::Release);
+    }
 }
 
 /// For a network thread about to sleep (the server's runtime calls it before a worker parks):
@@ -245,7 +261,10 @@ impl<T> Future for Reply<T> {
             Some(_) => state.waker = Some(cx.waker().clone()),
             None => {
                 state.waker = Some(cx.waker().clone());
-                AWAITED.fetch_add(1, Ordering::Relaxed);
+                if !state.counted && WATCHED.load(Ordering::Relaxed) {
+                    state.counted = true;
+                    AWAITED.fetch_add(1, Ordering::Relaxed);
+                }
             }
         }
         Poll::Pending
@@ -298,6 +317,7 @@ mod tests {
     /// them meanwhile, never take this one's part away.)
     #[test]
     fn an_awaited_reply_is_counted_until_its_waiter_is_woken() {
+        watch_replies();
         let (sender, mut reply) = reply_channel::<u32>();
         let waker = futures::task::noop_waker();
         let mut cx = Context::from_waker(&waker);
