@@ -290,26 +290,28 @@ mod tests {
         let start = Instant::now();
         wait_while_awaited(&awaited, &woken, short);
         assert!(start.elapsed() >= short, "nothing woke it, so it waited its whole limit");
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                std::thread::sleep(Duration::from_millis(20));
+        // Waits while another thread does `event` a moment later; `happened` must hold as soon
+        // as the wait returns (before that thread is joined).
+        let wait_for = |event: &(dyn Fn() + Sync), happened: &dyn Fn() -> bool, what: &str| {
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    std::thread::sleep(Duration::from_millis(20));
+                    event();
+                });
+                let start = Instant::now();
+                wait_while_awaited(&awaited, &woken, long);
+                assert!(start.elapsed() < long);
+                assert!(happened(), "{what}");
+            });
+        };
+        wait_for(
+            &|| {
                 woken.fetch_add(1, Ordering::Release);
-            });
-            let start = Instant::now();
-            wait_while_awaited(&awaited, &woken, long);
-            assert!(start.elapsed() < long);
-            assert_eq!(woken.load(Ordering::Acquire), 1, "it returned once the waiter was woken");
-        });
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                std::thread::sleep(Duration::from_millis(20));
-                awaited.store(0, Ordering::Relaxed);
-            });
-            let start = Instant::now();
-            wait_while_awaited(&awaited, &woken, long);
-            assert!(start.elapsed() < long);
-            assert_eq!(awaited.load(Ordering::Relaxed), 0, "it returned once nothing was awaited");
-        });
+            },
+            &|| woken.load(Ordering::Acquire) == 1,
+            "it returned once the waiter was woken",
+        );
+        wait_for(&|| awaited.store(0, Ordering::Relaxed), &|| awaited.load(Ordering::Relaxed) == 0, "it returned once nothing was awaited");
     }
 
     /// An awaited reply counts as awaited from its first poll until it is answered, and its
