@@ -10,6 +10,7 @@
 pub mod bind;
 pub mod copy_options;
 pub mod ddl;
+pub mod dml_with;
 pub mod exec;
 pub mod expr;
 pub mod functions;

@@ -110,19 +110,22 @@ fn alter_sequence_statement(sql: &str) -> Option<Statement> {
     (tokens.len() >= 3 && is_word(&tokens[0], "alter") && is_word(&tokens[1], "sequence")).then(|| pragma(ALTER_SEQUENCE_PRAGMA, sql.to_string()))
 }
 
-/// `INSERT … OVERRIDING {SYSTEM | USER} VALUE …` as a pragma carrying which and the statement
+/// `[WITH …] INSERT … OVERRIDING {SYSTEM | USER} VALUE …` as a pragma carrying which and the statement
 /// without the clause (outside parentheses, where PostgreSQL's grammar has it: after the
 /// column list, before VALUES or the query).
 fn insert_overriding(sql: &str) -> Option<Statement> {
     use sqlparser::tokenizer::Tokenizer;
     let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql).tokenize_with_location().ok()?;
     let solid: Vec<usize> = (0..tokens.len()).filter(|&i| !matches!(tokens[i].token, Token::Whitespace(_))).collect();
-    if !solid.first().is_some_and(|&i| is_word(&tokens[i].token, "insert")) {
-        return None;
-    }
+    // The INSERT: the first word, or after a WITH clause (its queries are in parentheses).
+    let insert = match solid.first() {
+        Some(&i) if is_word(&tokens[i].token, "insert") => 0,
+        Some(&i) if is_word(&tokens[i].token, "with") => first_outside_parentheses(&tokens, &solid, "insert")?,
+        _ => return None,
+    };
     let offset = |at| byte_offset(sql, at);
     let mut depth = 0i32;
-    for (k, &i) in solid.iter().enumerate() {
+    for (k, &i) in solid.iter().enumerate().skip(insert) {
         match &tokens[i].token {
             Token::LParen => depth += 1,
             Token::RParen => depth -= 1,
@@ -153,6 +156,19 @@ fn insert_overriding(sql: &str) -> Option<Statement> {
     None
 }
 
+/// The position in `solid` of the first word `word` outside parentheses.
+fn first_outside_parentheses(tokens: &[sqlparser::tokenizer::TokenWithSpan], solid: &[usize], word: &str) -> Option<usize> {
+    let mut depth = 0i32;
+    solid.iter().position(|&i| {
+        match &tokens[i].token {
+            Token::LParen => depth += 1,
+            Token::RParen => depth -= 1,
+            t => return depth == 0 && is_word(t, word),
+        }
+        false
+    })
+}
+
 /// `EXPLAIN [ANALYZE] [(options)] INSERT … OVERRIDING {SYSTEM | USER} VALUE …`: the EXPLAIN
 /// parsed with the clause left out (which checks its syntax), and the INSERT inside it
 /// replaced by [`insert_overriding`]'s pragma. `None` when the explained statement is not such
@@ -160,13 +176,14 @@ fn insert_overriding(sql: &str) -> Option<Statement> {
 fn explain_insert_overriding(sql: &str) -> Option<Result<Statement>> {
     use sqlparser::tokenizer::Tokenizer;
     let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql).tokenize_with_location().ok()?;
-    // The INSERT: the first word `insert` outside parentheses (EXPLAIN's options are inside).
+    // The INSERT, or the WITH clause in front of it: the first word `with` or `insert` outside
+    // parentheses (EXPLAIN's options are inside).
     let mut depth = 0i32;
     let at = tokens.iter().find_map(|t| {
         match &t.token {
             Token::LParen => depth += 1,
             Token::RParen => depth -= 1,
-            w if depth == 0 && is_word(w, "insert") => return Some(t.span.start),
+            w if depth == 0 && (is_word(w, "insert") || is_word(w, "with")) => return Some(t.span.start),
             _ => {}
         }
         None
@@ -400,7 +417,19 @@ pub(crate) fn parse_plain(sql: &str) -> Result<Vec<Statement>> {
         .try_with_sql(sql)
         .and_then(|mut p| p.parse_statements())
         .map_err(|e| syntax_error(sql, e))?;
-    statements.into_iter().map(explain_options).collect()
+    statements.into_iter().map(normalized).collect()
+}
+
+/// A parsed statement in the form the planners take: a WITH in front of INSERT, UPDATE or
+/// DELETE handed down ([`super::dml_with`]), EXPLAIN's options read.
+fn normalized(statement: Statement) -> Result<Statement> {
+    let mut statement = explain_options(super::dml_with::distribute(statement)?)?;
+    if let Statement::Explain { statement: inner, .. } = &mut statement
+        && matches!(**inner, Statement::Query(_))
+    {
+        **inner = super::dml_with::distribute((**inner).clone())?;
+    }
+    Ok(statement)
 }
 
 /// `EXPLAIN (option [value], …)` as PostgreSQL 15 takes it: ANALYZE and VERBOSE set what the
@@ -722,6 +751,12 @@ mod tests {
         assert!(insert_overriding("INSERT INTO t VALUES (1) OVERRIDING SYSTEM VALUE").is_none());
         assert!(insert_overriding("INSERT INTO t SELECT 1 OVERRIDING USER VALUE").is_none());
         assert!(parse("INSERT INTO t VALUES (1) OVERRIDING SYSTEM VALUE").is_err());
+        // After a WITH clause, whose queries may hold the words.
+        assert_eq!(
+            text("WITH s AS (SELECT 1 AS overriding) INSERT INTO t (id) OVERRIDING SYSTEM VALUE SELECT overriding FROM s"),
+            "SYSTEM\0WITH s AS (SELECT 1 AS overriding) INSERT INTO t (id)  SELECT overriding FROM s"
+        );
+        assert!(insert_overriding("WITH s AS (SELECT 1) SELECT 'overriding system value'").is_none());
     }
 
     #[test]

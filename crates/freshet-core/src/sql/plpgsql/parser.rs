@@ -1297,8 +1297,19 @@ fn sql_statement(c: &mut Cursor) -> Result<SynStmt> {
     let begin = c.pos;
     let (_, end) = c.until(|t| t.is_op(";"));
     c.expect_op(";")?;
-    let first = &c.toks[begin];
-    let is_select = first.is_word("select") || first.is_word("with");
+    // A WITH clause's queries are in parentheses: the statement's verb is the first of these
+    // words outside them.
+    let mut depth = 0i32;
+    let verb = (begin..end).find(|&i| {
+        match &c.toks[i].tok {
+            Tok::Op(o) if o == "(" => depth += 1,
+            Tok::Op(o) if o == ")" => depth -= 1,
+            Tok::Word(w) => return depth == 0 && matches!(w.as_str(), "select" | "insert" | "update" | "delete" | "values" | "table"),
+            _ => {}
+        }
+        false
+    });
+    let is_select = verb.is_some_and(|i| c.toks[i].is_word("select"));
     // Where INTO may stand: in a SELECT, the first INTO at depth 0; otherwise after RETURNING.
     let mut depth = 0i32;
     let mut seen_returning = false;
