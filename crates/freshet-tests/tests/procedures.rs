@@ -511,6 +511,13 @@ fn procedures_are_classified_by_partition_key() {
     let crossing = "CREATE PROCEDURE restock(n INT) LANGUAGE plpgsql AS $$ BEGIN UPDATE stock SET qty = qty + n; END $$";
     let result = s.execute_blocking(crossing).unwrap().remove(0);
     assert!(result.notices[0].message.contains("partition-crossing"), "{:?}", result.notices);
+    // A statement with a WITH clause runs on the analytical side, whatever its CTEs are named.
+    let with_query = "CREATE PROCEDURE peek(w INT) LANGUAGE plpgsql AS $$ DECLARE q INT;
+        BEGIN WITH s AS (SELECT qty FROM stock WHERE w_id = w) SELECT max(qty) INTO q FROM s; END $$";
+    let result = s.execute_blocking(with_query).unwrap().remove(0);
+    assert!(result.notices[0].message.ends_with("has a WITH clause (the query runs on the analytical side)"), "{:?}", result.notices);
+    s.execute_blocking("CALL peek(1)").unwrap();
+    s.execute_blocking("DROP PROCEDURE peek").unwrap();
     let listed = s.execute_blocking("SELECT name, kind, arguments, partitioning FROM freshet_procedures ORDER BY name").unwrap().remove(0).rows();
     let text = |v: &Value| v.as_str().unwrap_or("NULL").to_string();
     assert_eq!(listed.len(), 2);

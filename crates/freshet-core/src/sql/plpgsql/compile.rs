@@ -1712,6 +1712,7 @@ fn unit_partitioning(unit: &SqlUnit, catalog: &Catalog, routine: &Routine) -> st
                 _ => return crossing("deletes from several tables"),
             }
         }
+        ast::Statement::Query(q) if q.with.is_some() => return crossing("has a WITH clause (the query runs on the analytical side)"),
         ast::Statement::Query(q) => match q.body.as_ref() {
             ast::SetExpr::Select(s) if s.from.is_empty() => return Ok(None),
             ast::SetExpr::Select(s) if s.from.len() == 1 && s.from[0].joins.is_empty() => match &s.from[0].relation {
