@@ -612,6 +612,56 @@ fn calls_run_as_one_job_on_the_partition_their_home_parameter_names() {
     assert_eq!(total(s.execute_blocking("SELECT sold FROM item WHERE i_id = 1").unwrap().remove(0).rows()), 2);
 }
 
+/// A native procedure registered with its partition argument (HyPer §4.3) runs as one job on
+/// the partition that argument names; one that reaches another partition's rows runs again
+/// the ordinary way, with the same effects. Without the argument, calls on a partitioned
+/// database run the ordinary way.
+#[test]
+fn native_calls_run_as_one_job_on_the_partition_their_home_argument_names() {
+    let db = Database::open(Config { olap_threads: 2, partitions: 2, ..Config::default() }).unwrap();
+    let mut s = db.session();
+    s.execute_blocking("CREATE TABLE stock (w_id INT NOT NULL, i_id INT NOT NULL, qty INT, PRIMARY KEY (w_id, i_id)) PARTITION BY HASH (w_id)").unwrap();
+    s.execute_blocking("CREATE TABLE log (w_id INT NOT NULL, i_id INT, supply INT) PARTITION BY HASH (w_id)").unwrap();
+    let part = |w: i32| db.engine().partition_of_value(&Value::Int32(w));
+    let here = 1;
+    let there = (2..100).find(|&w| part(w) != part(here)).unwrap();
+    s.execute_blocking(&format!("INSERT INTO stock VALUES ({here}, 1, 50), ({there}, 1, 50)")).unwrap();
+    // take(w, i, supply): one stock row of the supplying warehouse less, logged at w.
+    let body = |cx: &mut freshet::ProcedureContext<'_>, args: &[Value]| -> freshet::Result<Vec<Vec<Value>>> {
+        let (stock, log) = (cx.table("stock")?, cx.table("log")?);
+        let qty = stock.column("qty")?;
+        let read = stock.key(vec![args[2].clone(), args[1].clone()], vec![qty])?;
+        let changed = cx.modify_each(&stock, &read, &mut |r| Ok(vec![(qty, Value::Int32(r.int(0).unwrap_or(0) as i32 - 1))]))?;
+        if changed == 0 {
+            return Err(Error::new(SqlState::custom("P0002").unwrap(), "no stock"));
+        }
+        cx.insert(&log, vec![args[0].clone(), args[1].clone(), args[2].clone()])?;
+        Ok(vec![])
+    };
+    let params = vec![DataType::Int32, DataType::Int32, DataType::Int32];
+    db.register_partitioned_procedure("take", params.clone(), vec![], 0, body).unwrap();
+    db.register_typed_procedure("take_anywhere", params.clone(), vec![], body);
+    let err = db.register_partitioned_procedure("take_nowhere", params, vec![], 3, body).unwrap_err();
+    assert_eq!(err.state, SqlState::InvalidParameterValue);
+    for w in [here, there, here] {
+        s.execute_blocking(&format!("CALL take({w}, 1, {w})")).unwrap();
+    }
+    assert_eq!(native_counts(&db, "take"), (3, 3));
+    // Supplied by the other partition's warehouse: the job gives up, the call runs as SQL.
+    s.execute_blocking(&format!("CALL take({here}, 1, {there})")).unwrap();
+    assert_eq!(native_counts(&db, "take"), (4, 3));
+    s.execute_blocking(&format!("CALL take_anywhere({there}, 1, {there})")).unwrap();
+    assert_eq!(native_counts(&db, "take_anywhere"), (1, 0));
+    // An error in a one-job call rolls it back.
+    let err = s.execute_blocking(&format!("CALL take({here}, 2, {here})")).unwrap_err();
+    assert_eq!(err.message, "no stock");
+    let rows = s.execute_blocking("SELECT w_id, qty FROM stock ORDER BY w_id").unwrap().remove(0).rows();
+    assert_eq!(rows, vec![vec![Value::Int32(here), Value::Int32(48)], vec![Value::Int32(there), Value::Int32(47)]]);
+    let logged = s.execute_blocking(&format!("SELECT count(*) FROM log WHERE w_id = {here}")).unwrap().remove(0).rows();
+    assert_eq!(int(&logged), 3);
+    assert_eq!(int(&s.execute_blocking("SELECT count(*) FROM log").unwrap().remove(0).rows()), 5);
+}
+
 /// `CALL p($1, $2)` and `SELECT f($1)` prepared by a driver (extended protocol): parameter
 /// types come from the routine's parameters.
 #[test]

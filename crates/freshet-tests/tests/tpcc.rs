@@ -93,7 +93,7 @@ fn driver(db: &Database, drive: Drive) -> AnyDriver {
             AnyDriver::Calls(block(CallDriver::new(Embedded::new(db), ProcedureKind::PlPgSql)).unwrap())
         }
         Drive::Native => {
-            register_native(db);
+            register_native(db).unwrap();
             AnyDriver::Calls(block(CallDriver::new(Embedded::new(db), ProcedureKind::Native)).unwrap())
         }
     }
@@ -324,7 +324,7 @@ fn a_mixed_run_with_an_analytical_stream_stays_consistent() {
 #[test]
 fn a_run_of_native_procedures_stays_consistent() {
     let db = loaded(2);
-    register_native(&db);
+    register_native(&db).unwrap();
     let target = Target::embedded(db.clone());
     let stats = short_run(&target, 0, DriverKind::Calls(ProcedureKind::Native), 1);
     check_run(&stats);

@@ -283,7 +283,7 @@ impl Database {
     where
         F: Fn(&mut crate::ProcedureContext<'_>, &[freshet_core::types::Value]) -> Result<Vec<Vec<freshet_core::types::Value>>> + Send + Sync + 'static,
     {
-        self.add_native(name, None, columns, Arc::new(body));
+        self.add_native(name, None, columns, None, Arc::new(body));
     }
 
     /// [`register_procedure_returning`](Self::register_procedure_returning) for a procedure
@@ -296,12 +296,43 @@ impl Database {
     where
         F: Fn(&mut crate::ProcedureContext<'_>, &[freshet_core::types::Value]) -> Result<Vec<Vec<freshet_core::types::Value>>> + Send + Sync + 'static,
     {
-        self.add_native(name, Some(params), columns, Arc::new(body));
+        self.add_native(name, Some(params), columns, None, Arc::new(body));
     }
 
-    fn add_native(&self, name: &str, params: Option<Vec<freshet_core::types::DataType>>, columns: Vec<crate::ColumnInfo>, body: Arc<crate::procedure::NativeBody>) {
+    /// [`register_typed_procedure`](Self::register_typed_procedure) for a partition-constrained
+    /// procedure (HyPer §4.3): argument `home` (counted from 0) is the partition key value the
+    /// body works on — TPC-C's warehouse. On a database with several partitions
+    /// ([`Config::partitions`](crate::Config::partitions)) a call outside a transaction block
+    /// runs as one job on the partition that value names, as a PL/pgSQL routine's calls do on
+    /// their home parameter's; a body that reaches another partition's rows there (a remote
+    /// warehouse, a write of a replicated table) gives the job up and the call runs again the
+    /// ordinary way, its record accesses as SQL. Other procedures run the ordinary way on such
+    /// a database; with one partition `home` changes nothing. 22023 if there is no parameter
+    /// `home`.
+    pub fn register_partitioned_procedure<F>(&self, name: &str, params: Vec<freshet_core::types::DataType>, columns: Vec<crate::ColumnInfo>, home: usize, body: F) -> Result<()>
+    where
+        F: Fn(&mut crate::ProcedureContext<'_>, &[freshet_core::types::Value]) -> Result<Vec<Vec<freshet_core::types::Value>>> + Send + Sync + 'static,
+    {
+        if home >= params.len() {
+            return Err(crate::Error::new(
+                crate::SqlState::InvalidParameterValue,
+                format!("procedure \"{name}\" has {} parameters: no parameter {home} to name its partition", params.len()),
+            ));
+        }
+        self.add_native(name, Some(params), columns, Some(home), Arc::new(body));
+        Ok(())
+    }
+
+    fn add_native(
+        &self,
+        name: &str,
+        params: Option<Vec<freshet_core::types::DataType>>,
+        columns: Vec<crate::ColumnInfo>,
+        home: Option<usize>,
+        body: Arc<crate::procedure::NativeBody>,
+    ) {
         let name = name.to_lowercase();
-        let native = crate::procedure::NativeProcedure { name: name.clone(), params, columns, body };
+        let native = crate::procedure::NativeProcedure { name: name.clone(), params, columns, body, home };
         self.inner.natives.write().insert(name, Arc::new(native));
     }
 

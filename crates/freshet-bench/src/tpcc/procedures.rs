@@ -501,11 +501,17 @@ fn cents_value(cents: i64) -> freshet::Value {
     freshet::Value::Decimal(freshet::Decimal::new(cents as i128, 2))
 }
 
+/// The argument that is every transaction's warehouse.
+const WAREHOUSE: usize = 0;
+
 /// Registers the five transactions as native procedures `tpcc_native_new_order`, … with the
 /// PL/pgSQL functions' parameters, declared with their types (an array as its text form), so
 /// that the arguments reach the body converted. Each returns the fields of the PL/pgSQL
-/// function's text line as typed columns (a missing order id: NULL).
-pub fn register_native(db: &freshet::Database) {
+/// function's text line as typed columns (a missing order id: NULL). Each names its warehouse
+/// argument as its partition ([`freshet::Database::register_partitioned_procedure`]): with
+/// the tables partitioned by warehouse (`--partitions`), a call runs as one job on the
+/// warehouse's partition.
+pub fn register_native(db: &freshet::Database) -> freshet::Result<()> {
     use freshet::DataType as T;
     // An id, then an amount.
     let money = |i: usize| if i == 0 { T::Int64 } else { T::Decimal { precision: 12, scale: 2 } };
@@ -516,10 +522,11 @@ pub fn register_native(db: &freshet::Database) {
     let resolved = Arc::new(freshet::Resolved::new());
     let schema = move |cx: &mut freshet::ProcedureContext| resolved.get(cx, super::native::Schema::resolve);
     let tables = schema.clone();
-    db.register_typed_procedure(
+    db.register_partitioned_procedure(
         "tpcc_native_new_order",
         vec![T::Int64, T::Int64, T::Int64, T::Text, T::Text, T::Text, T::Timestamp],
         columns(&["o_id", "total"], money),
+        WAREHOUSE,
         move |cx, args| {
             let (items, supply, quantities) = (arg_ints(args, 3)?, arg_ints(args, 4)?, arg_ints(args, 5)?);
             let lines = items
@@ -539,12 +546,13 @@ pub fn register_native(db: &freshet::Database) {
                 )),
             }
         },
-    );
+    )?;
     let tables = schema.clone();
-    db.register_typed_procedure(
+    db.register_partitioned_procedure(
         "tpcc_native_payment",
         vec![T::Int64, T::Int64, T::Int64, T::Int64, T::Int64, T::Text, amount, T::Timestamp],
         columns(&["c_id", "c_balance"], money),
+        WAREHOUSE,
         move |cx, args| {
             let input = PaymentInput {
                 w_id: arg_int(args, 0)?,
@@ -559,39 +567,41 @@ pub fn register_native(db: &freshet::Database) {
             let out = super::native::payment(cx, &schema, &input)?;
             Ok(vec![vec![int_value(out.c_id), cents_value(out.balance)]])
         },
-    );
+    )?;
     let tables = schema.clone();
-    db.register_typed_procedure(
+    db.register_partitioned_procedure(
         "tpcc_native_order_status",
         vec![T::Int64, T::Int64, T::Int64, T::Text],
         columns(&["c_id", "o_id", "lines"], |_| T::Int64),
+        WAREHOUSE,
         move |cx, args| {
             let input = OrderStatusInput { w_id: arg_int(args, 0)?, d_id: arg_int(args, 1)?, customer: customer_arg(args, 2)? };
             let schema = tables(cx)?;
             let out = super::native::order_status(cx, &schema, &input)?;
             Ok(vec![vec![int_value(out.c_id), out.o_id.map_or(freshet::Value::Null, int_value), int_value(out.lines as i64)]])
         },
-    );
+    )?;
     let tables = schema.clone();
     let districts: Vec<String> = (1..=super::generate::DISTRICTS_PER_WAREHOUSE).map(|d| format!("o_id_{d}")).collect();
-    db.register_typed_procedure(
+    db.register_partitioned_procedure(
         "tpcc_native_delivery",
         vec![T::Int64, T::Int64, T::Timestamp],
         columns(&districts.iter().map(String::as_str).collect::<Vec<_>>(), |_| T::Int64),
+        WAREHOUSE,
         move |cx, args| {
             let input = DeliveryInput { w_id: arg_int(args, 0)?, carrier_id: arg_int(args, 1)?, date: arg_timestamp(args, 2)? };
             let schema = tables(cx)?;
             let out = super::native::delivery(cx, &schema, &input)?;
             Ok(vec![out.delivered.iter().map(|o| o.map_or(freshet::Value::Null, int_value)).collect()])
         },
-    );
+    )?;
     let tables = schema.clone();
-    db.register_typed_procedure("tpcc_native_stock_level", vec![T::Int64, T::Int64, T::Int64], columns(&["low_stock"], |_| T::Int64), move |cx, args| {
+    db.register_partitioned_procedure("tpcc_native_stock_level", vec![T::Int64, T::Int64, T::Int64], columns(&["low_stock"], |_| T::Int64), WAREHOUSE, move |cx, args| {
         let input = StockLevelInput { w_id: arg_int(args, 0)?, d_id: arg_int(args, 1)?, threshold: arg_int(args, 2)? };
         let schema = tables(cx)?;
         let count = super::native::stock_level(cx, &schema, &input)?;
         Ok(vec![vec![int_value(count)]])
-    });
+    })
 }
 
 /// Creates (or replaces) the PL/pgSQL functions, as a job on any connection.

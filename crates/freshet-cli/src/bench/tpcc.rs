@@ -308,7 +308,7 @@ fn measure(
     println!("  loaded {} rows in {:.1} s", report.rows, report.seconds);
     match (mode.driver(), &target.kind) {
         (DriverKind::Calls(ProcedureKind::PlPgSql), _) => target.run(InstallPlPgSql).map_err(db_err).context("creating the PL/pgSQL functions")?,
-        (DriverKind::Calls(ProcedureKind::Native), TargetKind::Embedded(db)) => register_native(db),
+        (DriverKind::Calls(ProcedureKind::Native), TargetKind::Embedded(db)) => register_native(db).context("registering the native procedures")?,
         (DriverKind::Calls(ProcedureKind::Native), TargetKind::Wire(_)) => bail!("native procedures run in-process only"),
         (DriverKind::Statements, _) => {}
     }

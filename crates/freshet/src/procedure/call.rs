@@ -866,14 +866,15 @@ impl Session {
         let sync = self.settings().synchronous_commit();
         let engine = self.database().inner.engine.clone();
         let now = now_micros();
+        // With several partitions, the one the home argument names; without a home (or with
+        // a NULL there) the job gives up at once and the call runs the ordinary way.
+        let partition = native.home.and_then(|h| args.get(h)).filter(|v| !v.is_null()).map(|v| engine.partition_of_value(v));
         for attempt in 1.. {
             let statements = self.procedures.native_statements.clone();
             let catalog = engine.catalog();
             let (native, args) = (native.clone(), args.to_vec());
             let outcome = engine
-                // A native body names no partition key: with several partitions it runs
-                // the ordinary way.
-                .run_as_one_job(sync, None, move |job| {
+                .run_as_one_job(sync, partition, move |job| {
                     let mut cx = ProcedureContext { inner: ContextInner::Job(JobContext { statements: &statements, job, now, catalog }) };
                     (native.body)(&mut cx, &args)
                 })

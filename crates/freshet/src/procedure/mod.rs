@@ -62,6 +62,10 @@ pub struct NativeProcedure {
     pub params: Option<Vec<freshet_core::types::DataType>>,
     pub columns: Vec<ColumnInfo>,
     pub body: Arc<NativeBody>,
+    /// The argument whose value names the partition a call runs on as one job, on a database
+    /// with several partitions ([`crate::Database::register_partitioned_procedure`]); `None`:
+    /// such calls run the ordinary way there.
+    pub home: Option<usize>,
 }
 
 impl NativeProcedure {
@@ -73,7 +77,7 @@ impl NativeProcedure {
 
 impl std::fmt::Debug for NativeProcedure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NativeProcedure").field("name", &self.name).field("params", &self.params).field("columns", &self.columns).finish()
+        f.debug_struct("NativeProcedure").field("name", &self.name).field("params", &self.params).field("columns", &self.columns).field("home", &self.home).finish()
     }
 }
 
