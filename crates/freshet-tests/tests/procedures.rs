@@ -652,6 +652,10 @@ fn native_calls_run_as_one_job_on_the_partition_their_home_argument_names() {
     assert_eq!(native_counts(&db, "take"), (4, 3));
     s.execute_blocking(&format!("CALL take_anywhere({there}, 1, {there})")).unwrap();
     assert_eq!(native_counts(&db, "take_anywhere"), (1, 0));
+    let listed = s.execute_blocking("SELECT name, arguments, partitioning FROM freshet_procedures ORDER BY name").unwrap().remove(0).rows();
+    let text = |v: &Value| v.as_str().unwrap_or("NULL").to_string();
+    let listed: Vec<Vec<String>> = listed.iter().map(|r| r.iter().map(text).collect()).collect();
+    assert_eq!(listed, vec![vec!["take", "integer, integer, integer", "on argument $1"], vec!["take_anywhere", "integer, integer, integer", "NULL"]]);
     // An error in a one-job call rolls it back.
     let err = s.execute_blocking(&format!("CALL take({here}, 2, {here})")).unwrap_err();
     assert_eq!(err.message, "no stock");

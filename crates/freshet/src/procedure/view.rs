@@ -59,10 +59,14 @@ impl SystemTable for ProceduresView {
             let returns = result_type(r);
             rows.push([Some(r.name.clone()), Some(r.kind().to_string()), Some(arguments), returns, Some(partitioning)]);
         }
-        let mut natives: Vec<String> = self.natives.read().keys().filter(|n| catalog.procedure(n).is_none()).cloned().collect();
-        natives.sort();
+        let mut natives: Vec<Arc<NativeProcedure>> = self.natives.read().values().filter(|n| catalog.procedure(&n.name).is_none()).cloned().collect();
+        natives.sort_by(|a, b| a.name.cmp(&b.name));
         for n in natives {
-            rows.push([Some(n), Some("native".into()), Some(String::new()), None, None]);
+            // Declared parameter types (none shown when undeclared) and the argument that
+            // names the partition, counted from 1 as `$n`.
+            let arguments = n.params.as_ref().map(|p| p.iter().map(|t| t.pg_name()).collect::<Vec<_>>().join(", ")).unwrap_or_default();
+            let partitioning = n.home.map(|h| format!("on argument ${}", h + 1));
+            rows.push([Some(n.name.clone()), Some("native".into()), Some(arguments), None, partitioning]);
         }
         let counts: Vec<(u64, u64)> = rows.iter().map(|r| counts_of(r[0].as_deref().unwrap_or_default())).collect();
         let mut columns: Vec<ArrayRef> = (0..5).map(|i| Arc::new(StringArray::from(rows.iter().map(|r| r[i].clone()).collect::<Vec<_>>())) as ArrayRef).collect();
