@@ -1,6 +1,6 @@
 //! `WITH … INSERT | UPDATE | DELETE …`: a WITH clause in front of a data-changing statement,
 //! its common table expressions read-only (PostgreSQL's `WITH … AS (DELETE … RETURNING …)`
-//! is refused, 0A000, where the plan meets it).
+//! is refused, 0A000, here as where a query's plan meets it).
 //!
 //! sqlparser parses such a statement as a query whose body is the statement. Nothing below
 //! the statement plans queries with outer CTEs in scope, so the WITH is handed down to where
@@ -43,6 +43,11 @@ pub fn distribute(statement: Statement) -> Result<Statement> {
     };
     if !locks.is_empty() || !pipe_operators.is_empty() {
         return Err(Error::syntax("FOR UPDATE does not follow INSERT, UPDATE or DELETE"));
+    }
+    // A data-changing CTE runs whether or not the statement reads it: refused here, since a
+    // statement that never reads it would otherwise drop it unseen.
+    if with.cte_tables.iter().any(|c| matches!(*c.query.body, SetExpr::Insert(_) | SetExpr::Update(_) | SetExpr::Delete(_) | SetExpr::Merge(_))) {
+        return Err(Error::unsupported("INSERT, UPDATE or DELETE inside WITH"));
     }
     let names: Vec<String> = with.cte_tables.iter().map(|c| normal(&c.alias.name)).collect();
     let mut attach = Attach { with: &with, names: &names, depth: 0, counted: Vec::new(), failure: None };
@@ -194,6 +199,12 @@ mod tests {
         );
         assert_eq!(one("WITH a AS (SELECT 1 AS x) SELECT x FROM a"), "WITH a AS (SELECT 1 AS x) SELECT x FROM a");
         assert!(one("EXPLAIN WITH a AS (SELECT 1 AS x) INSERT INTO t SELECT x FROM a").starts_with("EXPLAIN INSERT INTO t WITH a"));
+    }
+
+    #[test]
+    fn a_data_changing_cte_is_refused_even_unread() {
+        let e = parse("WITH d AS (DELETE FROM u RETURNING *) UPDATE t SET v = 1 WHERE id = 1").unwrap_err();
+        assert_eq!(e.state.code(), "0A000");
     }
 
     #[test]
