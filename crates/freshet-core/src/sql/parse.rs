@@ -120,7 +120,7 @@ fn insert_overriding(sql: &str) -> Option<Statement> {
     // The INSERT: the first word, or after a WITH clause (its queries are in parentheses).
     let insert = match solid.first() {
         Some(&i) if is_word(&tokens[i].token, "insert") => 0,
-        Some(&i) if is_word(&tokens[i].token, "with") => first_outside_parentheses(&tokens, &solid, "insert")?,
+        Some(&i) if is_word(&tokens[i].token, "with") => first_outside_parentheses(&tokens, &solid, &["insert"])?,
         _ => return None,
     };
     let offset = |at| byte_offset(sql, at);
@@ -156,14 +156,14 @@ fn insert_overriding(sql: &str) -> Option<Statement> {
     None
 }
 
-/// The position in `solid` of the first word `word` outside parentheses.
-fn first_outside_parentheses(tokens: &[sqlparser::tokenizer::TokenWithSpan], solid: &[usize], word: &str) -> Option<usize> {
+/// The position in `solid` of the first of `words` outside parentheses.
+fn first_outside_parentheses(tokens: &[sqlparser::tokenizer::TokenWithSpan], solid: &[usize], words: &[&str]) -> Option<usize> {
     let mut depth = 0i32;
     solid.iter().position(|&i| {
         match &tokens[i].token {
             Token::LParen => depth += 1,
             Token::RParen => depth -= 1,
-            t => return depth == 0 && is_word(t, word),
+            t => return depth == 0 && words.iter().any(|w| is_word(t, w)),
         }
         false
     })
@@ -178,16 +178,8 @@ fn explain_insert_overriding(sql: &str) -> Option<Result<Statement>> {
     let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql).tokenize_with_location().ok()?;
     // The INSERT, or the WITH clause in front of it: the first word `with` or `insert` outside
     // parentheses (EXPLAIN's options are inside).
-    let mut depth = 0i32;
-    let at = tokens.iter().find_map(|t| {
-        match &t.token {
-            Token::LParen => depth += 1,
-            Token::RParen => depth -= 1,
-            w if depth == 0 && (is_word(w, "insert") || is_word(w, "with")) => return Some(t.span.start),
-            _ => {}
-        }
-        None
-    })?;
+    let solid: Vec<usize> = (0..tokens.len()).filter(|&i| !matches!(tokens[i].token, Token::Whitespace(_))).collect();
+    let at = tokens[solid[first_outside_parentheses(&tokens, &solid, &["insert", "with"])?]].span.start;
     let from = byte_offset(sql, at)?;
     let Statement::Pragma { value: Some(value), .. } = insert_overriding(&sql[from..])? else { return None };
     let sqlparser::ast::Value::SingleQuotedString(text) = &value.value else { return None };
