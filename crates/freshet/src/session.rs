@@ -472,8 +472,8 @@ impl Session {
 
     /// Opens a transaction block with the session's defaults (BEGIN).
     pub(crate) fn begin_block(&mut self) {
-        let isolation = self.settings.get("default_transaction_isolation").and_then(|v| Isolation::parse(&v)).unwrap_or(Isolation::Serializable);
-        let read_only = self.settings.get("default_transaction_read_only").is_some_and(|v| v == "on");
+        let isolation = self.settings.default_isolation().unwrap_or(Isolation::Serializable);
+        let read_only = self.settings.default_read_only();
         self.txn = Some(SessionTxn::new(&self.db.inner.engine, isolation, read_only));
     }
 
@@ -2819,9 +2819,9 @@ impl Session {
                     return Ok(StatementResult::command("BEGIN").with_notices(["there is already a transaction in progress"]));
                 }
                 let isolation = isolation
-                    .or_else(|| self.settings.get("default_transaction_isolation").and_then(|v| Isolation::parse(&v)))
+                    .or_else(|| self.settings.default_isolation())
                     .unwrap_or(Isolation::Serializable);
-                let read_only = read_only.unwrap_or_else(|| self.settings.get("default_transaction_read_only").is_some_and(|v| v == "on"));
+                let read_only = read_only.unwrap_or_else(|| self.settings.default_read_only());
                 self.txn = Some(SessionTxn::new(&engine, isolation, read_only));
                 Ok(StatementResult::command("BEGIN"))
             }

@@ -841,7 +841,7 @@ impl Session {
     /// that uses the short path and does not default to read-only transactions.
     fn may_run_as_one_job(&self) -> bool {
         let settings = self.settings();
-        !self.in_block() && settings.short_path() && settings.get("default_transaction_read_only").is_none_or(|v| v != "on")
+        !self.in_block() && settings.short_path() && !settings.default_read_only()
     }
 
     /// Whether a call whose job met another transaction's change may wait for it and run as
