@@ -25,10 +25,11 @@
 //! are kept until the record is durable, whatever the readers: if the log fails, [`rewind`]
 //! undoes exactly the commits whose records did not become durable.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use hashbrown::{HashMap, HashSet};
 use parking_lot::Mutex;
 
 use crate::catalog::TableId;

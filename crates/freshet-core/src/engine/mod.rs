@@ -17,7 +17,6 @@ mod routing;
 mod statements;
 mod waits;
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -115,8 +114,10 @@ pub struct Engine {
     /// Multi-partition steps are queued on their executors under this lock, so that every
     /// executor sees them in the same order and their barriers cannot deadlock.
     quiesce_order: Mutex<()>,
-    /// The partitions each running transaction has touched (bit i: partition i).
-    touched: Mutex<HashMap<Ts, u64>>,
+    /// The partitions each running transaction has touched (bit i: partition i). Hashed with
+    /// hashbrown's default (foldhash) rather than SipHash: it is looked up by every statement
+    /// of a transaction block, and its keys are the engine's own timestamps.
+    touched: Mutex<hashbrown::HashMap<Ts, u64>>,
     /// Round robin over the replicas for reads of replicated tables outside a transaction.
     next_reader: AtomicUsize,
     /// The redo log, once recovery has attached it (none for an in-memory database).
@@ -151,7 +152,7 @@ impl Engine {
             registry: Arc::new(TxnRegistry::default()),
             waits: Arc::new(Waits::default()),
             quiesce_order: Mutex::new(()),
-            touched: Mutex::new(HashMap::new()),
+            touched: Mutex::new(hashbrown::HashMap::new()),
             next_reader: AtomicUsize::new(0),
             wal: OnceLock::new(),
             rewound: AtomicU64::new(0),

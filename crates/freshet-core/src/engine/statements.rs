@@ -50,21 +50,23 @@ impl Engine {
 
     /// The partitions a transaction touched, in order.
     fn touched(&self, id: Ts) -> Vec<usize> {
-        let mask = self.touched.lock().get(&id).copied().unwrap_or(0);
+        self.partitions_of(self.touched.lock().get(&id).copied().unwrap_or(0))
+    }
+
+    fn partitions_of(&self, mask: u64) -> Vec<usize> {
         (0..self.executors.len()).filter(|p| mask >> p & 1 == 1).collect()
     }
 
     fn forget(&self, id: Ts) -> Vec<usize> {
-        let parts = self.touched(id);
-        self.touched.lock().remove(&id);
-        parts
+        self.partitions_of(self.touched.lock().remove(&id).unwrap_or(0))
     }
 
     /// The partition that serves a read of a replicated table: one the transaction already
     /// uses, or the next in turn.
     fn reader(&self, txn: Option<&TxnCtx>) -> usize {
-        if let Some(first) = txn.and_then(|t| self.touched(t.id).first().copied()) {
-            return first;
+        let mask = txn.and_then(|t| self.touched.lock().get(&t.id).copied()).unwrap_or(0);
+        if mask != 0 {
+            return mask.trailing_zeros() as usize;
         }
         self.next_reader.fetch_add(1, Ordering::Relaxed) % self.executors.len()
     }

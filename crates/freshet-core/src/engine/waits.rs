@@ -1,6 +1,6 @@
 //! Waiting for transactions: who runs, who waits for whom, deadlock detection.
 
-use std::collections::{HashMap, HashSet};
+use hashbrown::{HashMap, HashSet};
 
 use parking_lot::Mutex;
 
