@@ -205,13 +205,17 @@ impl Executor {
         if self.owned.pending.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed).is_err() {
             return self.call(f);
         }
-        let (tx, rx) = reply_channel();
+        let mut result = None;
         {
             let mut partition = self.owned.partition.lock();
-            run_job(&mut partition, move |p: &mut Partition| tx.send(f(p)));
+            run_job(&mut partition, |p: &mut Partition| result = Some(f(p)));
         }
         self.owned.pending.fetch_sub(1, Ordering::Release);
-        rx
+        match result {
+            Some(r) => Reply::ready(r),
+            // The job panicked (`run_job` caught it): the caller sees the executor's error.
+            None => reply_channel().1,
+        }
     }
 
     /// Runs `f` on the executor and returns its result through a [`Reply`].

@@ -31,9 +31,23 @@ pub struct ReplySender<T> {
     shared: Option<Arc<Shared<T>>>,
 }
 
-/// The receiving half.
+/// The receiving half: a channel's, or a value already there (a job the caller ran itself,
+/// [`super::Executor::call_inline`], which needs no channel).
 pub struct Reply<T> {
-    shared: Arc<Shared<T>>,
+    inner: Inner<T>,
+}
+
+enum Inner<T> {
+    Channel(Arc<Shared<T>>),
+    /// Taken by the first poll or wait.
+    Ready(Option<T>),
+}
+
+impl<T> Reply<T> {
+    /// A reply whose value is known already.
+    pub fn ready(value: T) -> Reply<T> {
+        Reply { inner: Inner::Ready(Some(value)) }
+    }
 }
 
 pub fn reply_channel<T>() -> (ReplySender<T>, Reply<T>) {
@@ -41,7 +55,7 @@ pub fn reply_channel<T>() -> (ReplySender<T>, Reply<T>) {
         state: Mutex::new(State { value: None, waker: None, closed: false, counted: false }),
         ready: Condvar::new(),
     });
-    (ReplySender { shared: Some(shared.clone()) }, Reply { shared })
+    (ReplySender { shared: Some(shared.clone()) }, Reply { inner: Inner::Channel(shared) })
 }
 
 impl<T> ReplySender<T> {
@@ -240,19 +254,30 @@ impl<T> std::fmt::Debug for Reply<T> {
 impl<T> Reply<T> {
     /// Blocks the calling thread until the job has answered.
     pub fn wait(self) -> Result<T> {
-        let mut state = self.shared.state.lock();
+        let shared = match self.inner {
+            Inner::Channel(shared) => shared,
+            Inner::Ready(value) => return value.ok_or_else(lost),
+        };
+        let mut state = shared.state.lock();
         while !state.closed {
-            self.shared.ready.wait(&mut state);
+            shared.ready.wait(&mut state);
         }
         state.value.take().ok_or_else(lost)
     }
 }
 
+// A reply never pins its value: it only moves it out.
+impl<T> Unpin for Reply<T> {}
+
 impl<T> Future for Reply<T> {
     type Output = Result<T>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<T>> {
-        let mut state = self.shared.state.lock();
+        let shared = match &mut self.get_mut().inner {
+            Inner::Channel(shared) => shared,
+            Inner::Ready(value) => return Poll::Ready(value.take().ok_or_else(lost)),
+        };
+        let mut state = shared.state.lock();
         if state.closed {
             return Poll::Ready(state.value.take().ok_or_else(lost));
         }
