@@ -14,10 +14,10 @@
 //! - Notifications (LISTEN) are written only between transactions: before ReadyForQuery when
 //!   the session is idle, and while an idle session waits for the client, as they arrive.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use freshet::{Prepared, Session, StatementResult, Value};
+use hashbrown::HashMap;
 
 use crate::backend;
 use crate::cancel::{CancelSignal, Registration};
@@ -39,6 +39,9 @@ pub struct Connection<'a> {
     pub cancel: Arc<CancelSignal>,
     /// Keeps the connection reachable by CancelRequest while it lives.
     _registration: Registration,
+    /// Named statements and portals, hashed with foldhash (hashbrown's default) rather than
+    /// SipHash: every Bind looks up a statement and replaces a portal, and every Execute takes
+    /// its portal out and puts it back, five hashes of a short name per statement.
     pub statements: HashMap<String, Arc<PreparedStatement>>,
     pub portals: HashMap<String, Portal>,
     /// Discarding messages until Sync after an error.
