@@ -5,6 +5,7 @@
 //! if there is one, otherwise a transaction of the COPY's own that commits when the data ends.
 //! Nobody sees the rows before that commit, and a failed COPY leaves nothing behind.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use freshet_core::catalog::TableDef;
@@ -203,7 +204,8 @@ impl CopyIn {
             self.header_pending = false;
             return Ok(());
         }
-        let fields = if self.format.csv { split_csv(text, &self.format) } else { split_text(text, &self.format) }
+        let width = self.columns.len();
+        let fields = if self.format.csv { split_csv(text, &self.format, width) } else { split_text(text, &self.format, width) }
             .map_err(|e| self.context(e))?;
         if fields.len() != self.columns.len() {
             let message = if fields.len() < self.columns.len() {
@@ -307,11 +309,20 @@ impl Drop for CopyIn {
 }
 
 /// Splits a text-format line into fields, undoing backslash escapes; `\N` is NULL.
-fn split_text(line: &str, f: &CopyFormat) -> Result<Vec<Option<String>>> {
-    let mut out = Vec::new();
+/// A field without a backslash (most fields) is borrowed from the line rather than copied
+/// character by character. `width` is the number of fields expected.
+fn split_text<'a>(line: &'a str, f: &CopyFormat, width: usize) -> Result<Vec<Option<Cow<'a, str>>>> {
+    let mut out = Vec::with_capacity(width);
     for raw in line.split(f.delimiter) {
         if raw == f.null {
             out.push(None);
+            continue;
+        }
+        if !raw.contains('\\') {
+            if raw.contains('\0') {
+                return Err(nul_in_field());
+            }
+            out.push(Some(Cow::Borrowed(raw)));
             continue;
         }
         let mut s = String::with_capacity(raw.len());
@@ -359,23 +370,51 @@ fn split_text(line: &str, f: &CopyFormat) -> Result<Vec<Option<String>>> {
             }
         }
         if s.contains('\0') {
-            return Err(Error::new(SqlState::CharacterNotInRepertoire, "invalid byte sequence for encoding \"UTF8\": 0x00"));
+            return Err(nul_in_field());
         }
-        out.push(Some(s));
+        out.push(Some(Cow::Owned(s)));
     }
     Ok(out)
 }
 
-/// Splits a CSV record; an unquoted field equal to the NULL string is NULL.
-fn split_csv(line: &str, f: &CopyFormat) -> Result<Vec<Option<String>>> {
-    let mut out = Vec::new();
-    let mut chars = line.chars().peekable();
-    let mut s = String::new();
-    let mut quoted = false;
+fn nul_in_field() -> Error {
+    Error::new(SqlState::CharacterNotInRepertoire, "invalid byte sequence for encoding \"UTF8\": 0x00")
+}
+
+/// Splits a CSV record; an unquoted field equal to the NULL string is NULL. A field without a
+/// quote character is borrowed from the line; one with a quote is read character by character
+/// (quoted parts may hold delimiters, and a doubled quote or an escaped one stands for a
+/// quote). `width` is the number of fields expected.
+fn split_csv<'a>(line: &'a str, f: &CopyFormat, width: usize) -> Result<Vec<Option<Cow<'a, str>>>> {
+    let mut out = Vec::with_capacity(width);
+    let mut rest = line;
+    loop {
+        let stop = rest.find(|c| c == f.quote || c == f.delimiter);
+        let (field, next) = match stop {
+            Some(i) if rest[i..].starts_with(f.quote) => {
+                let (field, next) = quoted_csv_field(rest, f)?;
+                (csv_field(Cow::Owned(field), true, f), next)
+            }
+            Some(i) => (csv_field(Cow::Borrowed(&rest[..i]), false, f), Some(&rest[i + f.delimiter.len_utf8()..])),
+            None => (csv_field(Cow::Borrowed(rest), false, f), None),
+        };
+        out.push(field);
+        match next {
+            Some(n) => rest = n,
+            None => return Ok(out),
+        }
+    }
+}
+
+/// The CSV field at the start of `text`, which holds a quote character: its value, and the
+/// text after its delimiter (`None` at the end of the record).
+fn quoted_csv_field<'a>(text: &'a str, f: &CopyFormat) -> Result<(String, Option<&'a str>)> {
+    let mut s = String::with_capacity(text.len().min(64));
+    let mut chars = text.char_indices().peekable();
     let mut in_quotes = false;
-    while let Some(c) = chars.next() {
+    while let Some((i, c)) = chars.next() {
         if in_quotes {
-            if c == f.escape && chars.peek() == Some(&f.quote) && (f.escape != f.quote || c == f.quote) {
+            if c == f.escape && chars.peek().map(|&(_, n)| n) == Some(f.quote) && (f.escape != f.quote || c == f.quote) {
                 s.push(f.quote);
                 chars.next();
             } else if c == f.quote {
@@ -385,10 +424,8 @@ fn split_csv(line: &str, f: &CopyFormat) -> Result<Vec<Option<String>>> {
             }
         } else if c == f.quote {
             in_quotes = true;
-            quoted = true;
         } else if c == f.delimiter {
-            out.push(csv_field(std::mem::take(&mut s), quoted, f));
-            quoted = false;
+            return Ok((s, Some(&text[i + c.len_utf8()..])));
         } else {
             s.push(c);
         }
@@ -396,12 +433,11 @@ fn split_csv(line: &str, f: &CopyFormat) -> Result<Vec<Option<String>>> {
     if in_quotes {
         return Err(Error::new(SqlState::BadCopyFileFormat, "unterminated CSV quoted field"));
     }
-    out.push(csv_field(s, quoted, f));
-    Ok(out)
+    Ok((s, None))
 }
 
-fn csv_field(s: String, quoted: bool, f: &CopyFormat) -> Option<String> {
-    if !quoted && s == f.null { None } else { Some(s) }
+fn csv_field<'a>(s: Cow<'a, str>, quoted: bool, f: &CopyFormat) -> Option<Cow<'a, str>> {
+    if !quoted && s == f.null.as_str() { None } else { Some(s) }
 }
 
 /// COPY … TO STDOUT: rows to send, and how to format them.
@@ -513,7 +549,7 @@ mod tests {
     #[test]
     fn text_fields_unescape() {
         let f = CopyFormat::text();
-        let fields = split_text("1\ta\\tb\t\\N\tx\\\\y\t\\101", &f).unwrap();
+        let fields = split_text("1\ta\\tb\t\\N\tx\\\\y\t\\101", &f, 5).unwrap();
         assert_eq!(
             fields,
             vec![Some("1".into()), Some("a\tb".into()), None, Some("x\\y".into()), Some("A".into())]
@@ -523,12 +559,29 @@ mod tests {
     #[test]
     fn csv_fields_quote_and_null() {
         let f = CopyFormat::csv();
-        let fields = split_csv("1,\"a,b\",,\"\",\"say \"\"hi\"\"\"", &f).unwrap();
+        let fields = split_csv("1,\"a,b\",,\"\",\"say \"\"hi\"\"\"", &f, 5).unwrap();
         assert_eq!(
             fields,
             vec![Some("1".into()), Some("a,b".into()), None, Some("".into()), Some("say \"hi\"".into())]
         );
-        assert!(split_csv("\"open", &f).is_err());
+        assert!(split_csv("\"open", &f, 1).is_err());
+    }
+
+    #[test]
+    fn fields_without_quotes_or_escapes_are_borrowed_and_the_others_read_as_before() {
+        let csv = CopyFormat::csv();
+        let fields = split_csv("plain,a\"b,c\"d,,x,", &csv, 5).unwrap();
+        assert_eq!(fields, vec![Some("plain".into()), Some("ab,cd".into()), None, Some("x".into()), None]);
+        assert!(matches!(fields[0], Some(Cow::Borrowed(_))) && matches!(fields[1], Some(Cow::Owned(_))));
+        assert_eq!(split_csv("", &csv, 1).unwrap(), vec![None]);
+        assert_eq!(split_csv("\"\"", &csv, 1).unwrap(), vec![Some("".into())], "a quoted empty string is not NULL");
+        let semi = CopyFormat { delimiter: ';', quote: '\'', escape: '\\', ..CopyFormat::csv() };
+        assert_eq!(split_csv("'a;\\'b';c", &semi, 2).unwrap(), vec![Some("a;'b".into()), Some("c".into())]);
+        let text = CopyFormat::text();
+        let fields = split_text("é\tb\\tc\t", &text, 3).unwrap();
+        assert_eq!(fields, vec![Some("é".into()), Some("b\tc".into()), Some("".into())]);
+        assert!(matches!(fields[0], Some(Cow::Borrowed(_))));
+        assert_eq!(split_text("a\0b", &text, 1).unwrap_err().state, SqlState::CharacterNotInRepertoire);
     }
 
     #[test]
