@@ -389,7 +389,7 @@ fn split_csv<'a>(line: &'a str, f: &CopyFormat, width: usize) -> Result<Vec<Opti
     let mut out = Vec::with_capacity(width);
     let mut rest = line;
     loop {
-        let stop = rest.find(|c| c == f.quote || c == f.delimiter);
+        let stop = rest.find([f.quote, f.delimiter]);
         let (field, next) = match stop {
             Some(i) if rest[i..].starts_with(f.quote) => {
                 let (field, next) = quoted_csv_field(rest, f)?;
