@@ -79,7 +79,8 @@ fn single_char(t: Option<&&Token>, what: &str) -> Result<char> {
     let s = string(t)?;
     let mut chars = s.chars();
     match (chars.next(), chars.next()) {
-        (Some(c), None) => Ok(c),
+        // One byte, as PostgreSQL requires: the record splitter compares bytes with it.
+        (Some(c), None) if c.is_ascii() => Ok(c),
         _ => Err(Error::new(crate::error::SqlState::FeatureNotSupported, format!("COPY {what} must be a single one-byte character"))),
     }
 }
@@ -229,5 +230,15 @@ mod tests {
         );
         assert!(parse_copy("SELECT 1").is_none());
         assert!(parse_copy("copy t from stdin with (frobnicate)").unwrap().is_err());
+    }
+
+    #[test]
+    fn delimiter_quote_and_escape_are_one_byte() {
+        for sql in ["COPY t FROM STDIN WITH (DELIMITER 'é')", "COPY t FROM STDIN WITH (FORMAT csv, QUOTE '«')", "copy t from stdin csv escape 'ß'", "COPY t FROM STDIN WITH (DELIMITER ';;')"] {
+            let e = parse_copy(sql).unwrap().unwrap_err();
+            assert_eq!(e.state, crate::error::SqlState::FeatureNotSupported, "{sql}");
+            assert!(e.message.contains("single one-byte character"), "{sql}: {}", e.message);
+        }
+        assert_eq!(options("COPY t FROM STDIN WITH (DELIMITER '|')").0, vec![CopyOption::Delimiter('|')]);
     }
 }
