@@ -71,6 +71,15 @@ fn known(name: &str) -> Option<&'static Known> {
     KNOWN.iter().find(|k| k.name == name)
 }
 
+/// A setting's text: the session's value, else the server's default, else the built-in one.
+fn lookup(values: &BTreeMap<String, String>, server_defaults: &BTreeMap<String, String>, name: &str) -> Option<String> {
+    let name = name.to_lowercase();
+    if let Some(v) = values.get(&name).or_else(|| server_defaults.get(&name)) {
+        return Some(v.clone());
+    }
+    known(&name).map(|k| k.default.to_string())
+}
+
 /// The settings of one session.
 #[derive(Clone, Debug)]
 pub struct Settings {
@@ -86,7 +95,7 @@ pub struct Settings {
 /// setting changes rather than looked up by name on every statement (a lookup lowercases the
 /// name, searches two maps and the documented list and copies the text: about 580
 /// instructions, three or four times per statement). INVARIANT: `hot` is what
-/// [`Hot::parse`] makes of the current texts; every change of `values` or `server_defaults`
+/// [`Hot::parse`] makes of the current `values` and `server_defaults`; every change of them
 /// recomputes it.
 #[derive(Clone, Copy, Debug)]
 struct Hot {
@@ -102,19 +111,20 @@ struct Hot {
 }
 
 impl Hot {
-    fn parse(s: &Settings) -> Hot {
-        let on = |name: &str| s.get(name).is_none_or(|v| v != "off");
-        let duration = |name: &str| s.get(name).and_then(|v| crate::snapshots::parse_duration(&v));
+    fn parse(values: &BTreeMap<String, String>, server_defaults: &BTreeMap<String, String>) -> Hot {
+        let get = |name: &str| lookup(values, server_defaults, name);
+        let on = |name: &str| get(name).is_none_or(|v| v != "off");
+        let duration = |name: &str| get(name).and_then(|v| crate::snapshots::parse_duration(&v));
         Hot {
             short_path: on("freshet.short_path"),
             synchronous_commit: on("synchronous_commit"),
             lock_wait: on("freshet.lock_wait"),
             max_staleness: duration("freshet.max_staleness").unwrap_or_default(),
-            snapshot_mode: s.get("freshet.snapshot_mode").and_then(|v| crate::snapshots::SnapshotMode::parse(&v)).unwrap_or(crate::snapshots::SnapshotMode::Cow),
+            snapshot_mode: get("freshet.snapshot_mode").and_then(|v| crate::snapshots::SnapshotMode::parse(&v)).unwrap_or(crate::snapshots::SnapshotMode::Cow),
             statement_timeout: duration("statement_timeout").filter(|d| !d.is_zero()),
             lock_timeout: duration("lock_timeout").filter(|d| !d.is_zero()),
-            default_isolation: s.get("default_transaction_isolation").and_then(|v| freshet_core::txn::Isolation::parse(&v)),
-            default_read_only: s.get("default_transaction_read_only").is_some_and(|v| v == "on"),
+            default_isolation: get("default_transaction_isolation").and_then(|v| freshet_core::txn::Isolation::parse(&v)),
+            default_read_only: get("default_transaction_read_only").is_some_and(|v| v == "on"),
         }
     }
 }
@@ -128,28 +138,13 @@ impl Default for Settings {
 impl Settings {
     /// Settings whose defaults are the built-in ones, except those in `server_defaults`.
     pub fn with_defaults(server_defaults: impl IntoIterator<Item = (String, String)>) -> Self {
-        let built_in = Hot {
-            short_path: true,
-            synchronous_commit: true,
-            lock_wait: true,
-            max_staleness: std::time::Duration::ZERO,
-            snapshot_mode: crate::snapshots::SnapshotMode::Cow,
-            statement_timeout: None,
-            lock_timeout: None,
-            default_isolation: None,
-            default_read_only: false,
-        };
-        let mut s = Settings { values: BTreeMap::new(), server_defaults: server_defaults.into_iter().collect(), hot: built_in };
-        s.hot = Hot::parse(&s);
-        s
+        let (values, server_defaults) = (BTreeMap::new(), server_defaults.into_iter().collect());
+        let hot = Hot::parse(&values, &server_defaults);
+        Settings { values, server_defaults, hot }
     }
 
     pub fn get(&self, name: &str) -> Option<String> {
-        let name = name.to_lowercase();
-        if let Some(v) = self.values.get(&name).or_else(|| self.server_defaults.get(&name)) {
-            return Some(v.clone());
-        }
-        known(&name).map(|k| k.default.to_string())
+        lookup(&self.values, &self.server_defaults, name)
     }
 
     /// Sets a parameter; returns the ParameterStatus to report, if any.
@@ -167,20 +162,20 @@ impl Settings {
             }
         };
         self.values.insert(name, value);
-        self.hot = Hot::parse(self);
+        self.hot = Hot::parse(&self.values, &self.server_defaults);
         Ok(report)
     }
 
     pub fn reset(&mut self, name: &str) -> Option<(String, String)> {
         let name = name.to_lowercase();
         self.values.remove(&name);
-        self.hot = Hot::parse(self);
+        self.hot = Hot::parse(&self.values, &self.server_defaults);
         known(&name).filter(|k| k.reported).map(|k| (display_name(k.name), self.get(k.name).unwrap_or_default()))
     }
 
     pub fn reset_all(&mut self) {
         self.values.clear();
-        self.hot = Hot::parse(self);
+        self.hot = Hot::parse(&self.values, &self.server_defaults);
     }
 
     /// Every documented parameter with its current value and description (SHOW ALL).

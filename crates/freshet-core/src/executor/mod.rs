@@ -211,11 +211,8 @@ impl Executor {
             run_job(&mut partition, |p: &mut Partition| result = Some(f(p)));
         }
         self.owned.pending.fetch_sub(1, Ordering::Release);
-        match result {
-            Some(r) => Reply::ready(r),
-            // The job panicked (`run_job` caught it): the caller sees the executor's error.
-            None => reply_channel().1,
-        }
+        // No result: the job panicked (`run_job` caught it).
+        Reply::ready(result)
     }
 
     /// Runs `f` on the executor and returns its result through a [`Reply`].

@@ -44,9 +44,10 @@ enum Inner<T> {
 }
 
 impl<T> Reply<T> {
-    /// A reply whose value is known already.
-    pub fn ready(value: T) -> Reply<T> {
-        Reply { inner: Inner::Ready(Some(value)) }
+    /// A reply whose outcome is known already: the value, or `None` for a job that ended
+    /// without answering (it panicked), which the receiver sees as the executor's error.
+    pub fn ready(value: Option<T>) -> Reply<T> {
+        Reply { inner: Inner::Ready(value) }
     }
 }
 
