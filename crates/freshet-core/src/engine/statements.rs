@@ -251,8 +251,8 @@ impl Engine {
         Ok(results)
     }
 
-    /// A transaction-consistent snapshot of `tables`, taken between statements (with several
-    /// partitions, with all of them quiesced). With a view, the snapshot shows what that
+    /// A transaction-consistent snapshot of `tables`, taken between statements, ahead of the
+    /// queued ones (`Executor::call_soon`; with several partitions, with all of them quiesced). With a view, the snapshot shows what that
     /// transaction sees; without one, everything committed. Uncommitted changes of running
     /// transactions are reverted in the snapshot.
     ///
@@ -264,7 +264,7 @@ impl Engine {
         let defs: Vec<_> = tables.to_vec();
         let view = view.unwrap_or_else(TxnView::committed);
         let parts: Vec<Vec<Option<TableSnapshot>>> = if self.executors.len() == 1 {
-            vec![self.executors[0].call(move |p| snapshot_partition(p, &defs, &view, 0, &tests)).await??]
+            vec![self.executors[0].call_soon(move |p| snapshot_partition(p, &defs, &view, 0, &tests)).await??]
         } else {
             let reader = self.reader(None);
             let all: Vec<usize> = (0..self.executors.len()).collect();
