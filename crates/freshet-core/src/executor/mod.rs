@@ -49,7 +49,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 
 pub use reply::{await_reply_briefly, reply_channel, watch_replies, Reply, ReplySender};
 pub(crate) use reply::flush_wakes;
@@ -166,14 +166,17 @@ struct Owned {
 }
 
 impl Owned {
-    /// Runs a job on the partition it holds, and then the jobs to be run soon that were added
-    /// meanwhile, before it lets the partition go; then [`run_soon`](Self::run_soon).
+    /// Runs a job once the partition is free (see [`run_holding`](Self::run_holding)).
     fn run(&self, job: impl FnOnce(&mut Partition)) {
-        {
-            let mut partition = self.partition.lock();
-            run_job(&mut partition, job);
-            self.run_soon_holding(&mut partition);
-        }
+        self.run_holding(self.partition.lock(), job);
+    }
+
+    /// Runs a job on the partition `partition` holds, and then the jobs to be run soon that
+    /// were added meanwhile, before it lets the partition go; then [`run_soon`](Self::run_soon).
+    fn run_holding(&self, mut partition: MutexGuard<Partition>, job: impl FnOnce(&mut Partition)) {
+        run_job(&mut partition, job);
+        self.run_soon_holding(&mut partition);
+        drop(partition);
         self.run_soon();
     }
 
@@ -272,12 +275,9 @@ impl Executor {
         R: Send + 'static,
         F: FnOnce(&mut Partition) -> R + Send + 'static,
     {
-        if let Some(mut partition) = self.owned.partition.try_lock() {
+        if let Some(partition) = self.owned.partition.try_lock() {
             let mut result = None;
-            run_job(&mut partition, |p: &mut Partition| result = Some(f(p)));
-            self.owned.run_soon_holding(&mut partition);
-            drop(partition);
-            self.owned.run_soon();
+            self.owned.run_holding(partition, |p: &mut Partition| result = Some(f(p)));
             return Reply::ready(result);
         }
         let (tx, rx) = reply_channel();
