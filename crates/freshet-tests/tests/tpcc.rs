@@ -300,6 +300,12 @@ fn check_run(stats: &freshet_bench::tpcc::run::RunStats) {
     for kind in [TxnKind::NewOrder, TxnKind::Payment] {
         assert!(stats.get(kind).committed > 0, "no {} committed", kind.name());
     }
+    // Every terminal had its turns, also where terminals share a thread and in-process calls
+    // complete without waiting (before, the first terminal of a thread ran alone).
+    let per = &stats.terminal_committed;
+    assert_eq!(per.len(), 3, "{per:?}");
+    assert_eq!(per.iter().sum::<u64>(), stats.committed(), "{per:?}");
+    assert!(per.iter().all(|&n| n * 4 > stats.committed() / 3), "a terminal had few turns: {per:?}");
     // About one throughput sample a second of the three-second run, in time order, adding up
     // to roughly the transactions committed.
     let t = &stats.throughput;

@@ -98,6 +98,10 @@ pub struct RunStats {
     /// Throughput over time: (seconds since the start, committed transactions per second over
     /// the interval ending then), about one sample a second.
     pub throughput: Vec<(f64, f64)>,
+    /// Transactions each terminal committed, in terminal order (terminals that failed are
+    /// left out). Terminals sharing a thread take turns after every transaction, so in a run
+    /// of more than a moment none should be near zero.
+    pub terminal_committed: Vec<u64>,
 }
 
 impl RunStats {
@@ -250,6 +254,9 @@ impl TerminalJob<'_> {
                     self.live.new_orders.fetch_add(1, Ordering::Relaxed);
                 }
             }
+            // The other terminals of this thread take their turn (in-process a transaction
+            // may complete without ever waiting).
+            crate::target::yield_now().await;
         }
         Ok(stats)
     }
@@ -365,7 +372,14 @@ pub fn run(target: &Target, spec: &RunSpec) -> RunStats {
             }
             samples
         });
-        let t: Vec<DbResult<Vec<TxnStats>>> = terminals.into_iter().flat_map(|h| join_all(h, &live)).collect();
+        // Thread `t` ran terminals t, t + threads, …: put the results in terminal order.
+        let mut t: Vec<(usize, DbResult<Vec<TxnStats>>)> = terminals
+            .into_iter()
+            .enumerate()
+            .flat_map(|(first, h)| join_all(h, &live).into_iter().enumerate().map(move |(i, r)| (first + i * threads, r)))
+            .collect();
+        t.sort_by_key(|(n, _)| *n);
+        let t: Vec<DbResult<Vec<TxnStats>>> = t.into_iter().map(|(_, r)| r).collect();
         let s: Vec<DbResult<Vec<QueryStats>>> = streams.into_iter().map(|h| join(h, &live)).collect();
         live.stop.store(true, Ordering::Relaxed);
         (t, s, sampler.join().unwrap_or_default())
@@ -374,9 +388,13 @@ pub fn run(target: &Target, spec: &RunSpec) -> RunStats {
     let mut txns: Vec<TxnStats> = TxnKind::ALL.iter().map(|_| TxnStats::default()).collect();
     let mut queries: Vec<(String, QueryStats)> = spec.queries.iter().map(|(n, _)| (n.clone(), QueryStats::default())).collect();
     let mut fatal = Vec::new();
+    let mut terminal_committed = Vec::new();
     for r in terminal_results {
         match r {
-            Ok(stats) => txns.iter_mut().zip(&stats).for_each(|(a, b)| a.merge(b)),
+            Ok(stats) => {
+                txns.iter_mut().zip(&stats).for_each(|(a, b)| a.merge(b));
+                terminal_committed.push(stats.iter().map(|t| t.committed).sum());
+            }
             Err(e) => fatal.push(format!("terminal: {e}")),
         }
     }
@@ -395,5 +413,5 @@ pub fn run(target: &Target, spec: &RunSpec) -> RunStats {
         }
     }
     let error_samples = errors.into_inner().unwrap_or_else(|p| p.into_inner());
-    RunStats { txns, queries, seconds, fatal, error_samples, throughput }
+    RunStats { txns, queries, seconds, fatal, error_samples, throughput, terminal_committed }
 }

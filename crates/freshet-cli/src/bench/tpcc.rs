@@ -456,10 +456,23 @@ fn print_runs(runs: &[SystemRun], args: &TpccArgs) {
             retried.to_string(),
             errors.to_string(),
             format!("{holds}/{}", r.consistency.len()),
+            terminal_spread(&s.terminal_committed),
         ]);
     }
     print_table(
-        &["system", "mode", "load s", "tps", "NOPM", "committed", "rolled back (1%)", "retried 40001/40P01", "other errors", "consistency 1-4"],
+        &[
+            "system",
+            "mode",
+            "load s",
+            "tps",
+            "NOPM",
+            "committed",
+            "rolled back (1%)",
+            "retried 40001/40P01",
+            "other errors",
+            "consistency 1-4",
+            "per terminal min-max",
+        ],
         &rows,
     );
     println!();
@@ -492,6 +505,14 @@ fn print_runs(runs: &[SystemRun], args: &TpccArgs) {
     }
 }
 
+/// The fewest and most transactions a terminal committed, as `min-max`.
+fn terminal_spread(committed: &[u64]) -> String {
+    match (committed.iter().min(), committed.iter().max()) {
+        (Some(min), Some(max)) => format!("{min}-{max}"),
+        _ => "-".into(),
+    }
+}
+
 fn run_json(r: &SystemRun, args: &TpccArgs, streams: usize, correct: &dyn Fn(&str) -> Option<bool>) -> Value {
     let s = &r.stats;
     let mut txns = serde_json::Map::new();
@@ -519,7 +540,7 @@ fn run_json(r: &SystemRun, args: &TpccArgs, streams: usize, correct: &dyn Fn(&st
         "max_staleness": if r.system == "freshet" { args.max_staleness.as_deref().unwrap_or("0") } else { "0" },
         "scale": if args.tiny { "tiny" } else { "spec" }, "terminals": args.terminals, "streams": streams,
         "duration_s": s.seconds, "load_s": r.load.seconds, "loaded_rows": r.load.rows,
-        "tps": s.tps(), "new_order_per_min": s.new_orders_per_minute(),
+        "tps": s.tps(), "new_order_per_min": s.new_orders_per_minute(), "committed_per_terminal": s.terminal_committed,
         "throughput": s.throughput.iter().map(|(t, tps)| json!([t, tps])).collect::<Vec<_>>(),
         "transactions": txns, "consistency": consistency, "queries": queries, "machine": machine(),
     })
