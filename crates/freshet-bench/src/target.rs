@@ -28,9 +28,8 @@ pub struct Target {
 /// A task's await points are its only turns. In-process, a statement or call that finds its
 /// partition free runs at once on the caller's thread and its reply is ready when awaited, so
 /// a task whose every await completes at once would never give another task of its thread a
-/// turn: of [`Target::run_all`]'s terminals the first would run alone for the whole run (it
-/// did: in-process TPC-C runs of 8 terminals were one terminal on one warehouse). A loop that
-/// means to share its thread calls this once per round. It wakes its own task and is pending
+/// turn: of [`Target::run_all`]'s terminals the first would run alone for the whole run, on
+/// its one warehouse. A loop that means to share its thread calls this once per round. It wakes its own task and is pending
 /// once, so the executor polls the other ready tasks first (`FuturesUnordered` queues a woken
 /// task behind them); it costs one extra poll where the task runs alone.
 pub async fn yield_now() {
