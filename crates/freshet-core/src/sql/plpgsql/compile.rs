@@ -353,11 +353,12 @@ pub fn compile_with(source: &str, described: &Described) -> Result<Routine> {
         code: Vec::new(),
         sql: Vec::new(),
         loops: Vec::new(),
+        label: None,
         header: &header,
         constants: Vec::new(),
         cursors: 0,
         handlers: Vec::new(),
-        tries: 0,
+        open: Vec::new(),
         described,
         records: Vec::new(),
         pending: HashSet::new(),
@@ -459,12 +460,26 @@ fn duplicate_parameter(name: &str) -> Error {
     Error::new(SqlState::custom("42P13").unwrap_or(SqlState::InvalidTableDefinition), format!("parameter name \"{name}\" used more than once"))
 }
 
+/// A loop, or a labelled block, that EXIT (and for a loop CONTINUE) can leave: the jumps
+/// to patch at its end and at its next iteration.
 struct LoopPatches {
     breaks: Vec<usize>,
     continues: Vec<usize>,
-    /// Blocks with an EXCEPTION section open around the loop (EXIT/CONTINUE leave the ones
-    /// opened inside it).
-    tries: usize,
+    /// How many [`Open`] frames were open where it began: an EXIT or CONTINUE closes the ones
+    /// opened since, innermost first.
+    depth: usize,
+    label: Option<String>,
+    /// False for a labelled block, which EXIT with its label leaves and CONTINUE cannot name.
+    is_loop: bool,
+}
+
+/// What a jump out of a loop or block must close on its way, as falling off its end would:
+/// a block with an EXCEPTION section (its savepoint: `TryExit`) or the rows of a `FOR … IN
+/// query` loop (`QueryClose`, which also sets FOUND as the loop's end does).
+#[derive(Clone, Copy)]
+enum Open {
+    Try,
+    Cursor(usize),
 }
 
 struct Compiler<'a> {
@@ -473,13 +488,16 @@ struct Compiler<'a> {
     code: Vec<Instr>,
     sql: Vec<SqlUnit>,
     loops: Vec<LoopPatches>,
+    /// The label of the loop being compiled, from its `<<label>>` until its body begins.
+    label: Option<String>,
     header: &'a parser::Header,
     /// Slots declared CONSTANT.
     constants: Vec<usize>,
     cursors: usize,
     handlers: Vec<Vec<HandlerCode>>,
-    /// Blocks with an EXCEPTION section open at this point of the code.
-    tries: usize,
+    /// What is open at this point of the code, innermost last: blocks with an EXCEPTION
+    /// section and `FOR … IN query` loops.
+    open: Vec<Open>,
     described: &'a Described,
     records: Vec<RecordVar>,
     /// Slots of `%TYPE` variables whose type is not known yet.
@@ -613,14 +631,14 @@ impl Compiler<'_> {
             let table = self.handlers.len();
             self.handlers.push(Vec::new());
             self.code.push(Instr::TryEnter { table });
-            self.tries += 1;
+            self.open.push(Open::Try);
             table
         });
         for s in body {
             self.statement(s)?;
         }
         if let Some(table) = table {
-            self.tries -= 1;
+            self.open.pop();
             self.code.push(Instr::TryExit);
             let mut to_end = vec![self.here()];
             self.code.push(Instr::Jump(PATCH));
@@ -755,6 +773,25 @@ impl Compiler<'_> {
                 }
             }
             SynStmt::Block { decls, body, handlers } => self.block(decls, body, handlers)?,
+            SynStmt::Labeled { label, statement } => {
+                let inner = match statement.as_ref() {
+                    SynStmt::At { statement, .. } => statement.as_ref(),
+                    other => other,
+                };
+                if let SynStmt::Block { decls, body, handlers } = inner {
+                    // EXIT with the block's label jumps past the block's end (and its handlers).
+                    self.loops.push(LoopPatches { breaks: Vec::new(), continues: Vec::new(), depth: self.open.len(), label: Some(label.clone()), is_loop: false });
+                    self.block(decls, body, handlers)?;
+                    let patches = self.loops.pop().expect("pushed above");
+                    let end = self.here();
+                    self.close_loop(patches, end, end);
+                } else {
+                    // A loop (the parser allows nothing else): its body takes the label.
+                    self.label = Some(label.clone());
+                    self.statement(statement)?;
+                    self.label = None;
+                }
+            }
             SynStmt::Null => {}
             SynStmt::Assign { target, value } if target.contains('.') => {
                 // A record's field: its slot, once the record's fields are known.
@@ -915,15 +952,24 @@ impl Compiler<'_> {
                 let end = self.here();
                 self.close_loop(patches, start, end);
             }
-            SynStmt::Exit { cond } | SynStmt::Continue { cond } => {
+            SynStmt::Exit { label, cond } | SynStmt::Continue { label, cond } => {
                 let is_exit = matches!(s, SynStmt::Exit { .. });
-                if self.loops.is_empty() {
-                    return Err(Error::syntax(if is_exit { "EXIT cannot be used outside a loop" } else { "CONTINUE cannot be used outside a loop" }));
+                let target = match label {
+                    None => self.loops.iter().rposition(|l| l.is_loop).ok_or_else(|| {
+                        Error::syntax(if is_exit { "EXIT cannot be used outside a loop, unless it has a label" } else { "CONTINUE cannot be used outside a loop" })
+                    })?,
+                    Some(name) => self.loops.iter().rposition(|l| l.label.as_ref() == Some(name)).ok_or_else(|| {
+                        Error::syntax(format!("there is no label \"{name}\" attached to any block or loop enclosing this statement"))
+                    })?,
+                };
+                if !is_exit && !self.loops[target].is_loop {
+                    return Err(Error::syntax(format!("block label \"{}\" cannot be used in CONTINUE", label.as_deref().unwrap_or(""))));
                 }
-                // Leaving blocks with an EXCEPTION section opened inside the loop pops them.
-                let leave = self.tries - self.loops.last().map_or(0, |l| l.tries);
+                // Leaving blocks with an EXCEPTION section and query loops opened inside the
+                // target closes them, innermost first.
+                let close: Vec<Open> = self.open[self.loops[target].depth..].iter().rev().copied().collect();
                 let cond = cond.as_ref().map(|c| self.expr(c, Some(DataType::Bool))).transpose()?;
-                let at = if leave == 0 {
+                let at = if close.is_empty() {
                     let at = self.here();
                     self.code.push(match cond {
                         Some(cond) => Instr::JumpIf { cond, target: PATCH },
@@ -931,13 +977,16 @@ impl Compiler<'_> {
                     });
                     at
                 } else {
-                    // [JumpIfNot cond → past]; TryExit × leave; Jump target; past:
+                    // [JumpIfNot cond → past]; TryExit or QueryClose for each; Jump target; past:
                     let skip = cond.map(|cond| {
                         let at = self.here();
                         self.code.push(Instr::JumpIfNot { cond, target: PATCH });
                         at
                     });
-                    self.code.extend((0..leave).map(|_| Instr::TryExit));
+                    self.code.extend(close.iter().map(|open| match *open {
+                        Open::Try => Instr::TryExit,
+                        Open::Cursor(cursor) => Instr::QueryClose { cursor },
+                    }));
                     let at = self.here();
                     self.code.push(Instr::Jump(PATCH));
                     if let Some(skip) = skip {
@@ -946,7 +995,7 @@ impl Compiler<'_> {
                     }
                     at
                 };
-                let patches = self.loops.last_mut().expect("inside a loop");
+                let patches = &mut self.loops[target];
                 if is_exit { patches.breaks.push(at) } else { patches.continues.push(at) }
             }
             SynStmt::Return(Some(_)) if !self.header.outs.is_empty() => {
@@ -1128,7 +1177,12 @@ impl Compiler<'_> {
         self.code.push(open(cursor));
         let next = self.here();
         self.code.push(Instr::QueryNext { cursor, targets, exit: PATCH });
-        let patches = self.loop_body(body)?;
+        // An EXIT or CONTINUE of this loop keeps its rows (its end closes them); one of an
+        // outer loop closes them on its way.
+        self.open.push(Open::Cursor(cursor));
+        let patches = self.loop_body(body);
+        self.open.pop();
+        let patches = patches?;
         self.code.push(Instr::Jump(next));
         let end = self.here();
         self.code.push(Instr::QueryClose { cursor });
@@ -1138,7 +1192,8 @@ impl Compiler<'_> {
     }
 
     fn loop_body(&mut self, body: &[SynStmt]) -> Result<LoopPatches> {
-        self.loops.push(LoopPatches { breaks: Vec::new(), continues: Vec::new(), tries: self.tries });
+        let label = self.label.take();
+        self.loops.push(LoopPatches { breaks: Vec::new(), continues: Vec::new(), depth: self.open.len(), label, is_loop: true });
         for s in body {
             self.statement(s)?;
         }

@@ -143,8 +143,10 @@ pub enum SynStmt {
     ForQuery { targets: Vec<String>, statement: Box<ast::Statement>, text: String, body: Vec<SynStmt> },
     While { cond: ast::Expr, body: Vec<SynStmt> },
     Loop { body: Vec<SynStmt> },
-    Exit { cond: Option<ast::Expr> },
-    Continue { cond: Option<ast::Expr> },
+    /// `EXIT [label] [WHEN cond]`: leaves the innermost loop, or the loop or block labelled.
+    Exit { label: Option<String>, cond: Option<ast::Expr> },
+    /// `CONTINUE [label] [WHEN cond]`: the next iteration of the innermost or labelled loop.
+    Continue { label: Option<String>, cond: Option<ast::Expr> },
     Return(Option<ast::Expr>),
     /// `RETURN NEXT [expr]`: appends a row to a set-returning function's result.
     ReturnNext(Option<ast::Expr>),
@@ -171,6 +173,9 @@ pub enum SynStmt {
     At { line: u32, kind: &'static str, statement: Box<SynStmt> },
     /// `[DECLARE …] BEGIN … [EXCEPTION WHEN … THEN …] END`.
     Block { decls: Vec<Decl>, body: Vec<SynStmt>, handlers: Vec<Handler> },
+    /// `<<label>>` before a loop or a block (`statement` is one), which EXIT and CONTINUE
+    /// name.
+    Labeled { label: String, statement: Box<SynStmt> },
 }
 
 /// `WHEN condition [OR condition …] THEN statements` of a block's EXCEPTION section.
@@ -289,11 +294,14 @@ struct Cursor<'a> {
     src: &'a str,
     toks: Vec<Token>,
     pos: usize,
+    /// The label of the loop or block being parsed, from `<<label>>` to where the loop's
+    /// body or the block's DECLARE begins.
+    label: Option<String>,
 }
 
 impl<'a> Cursor<'a> {
     fn new(src: &'a str) -> Result<Self> {
-        Ok(Cursor { src, toks: tokenize(src)?, pos: 0 })
+        Ok(Cursor { src, toks: tokenize(src)?, pos: 0, label: None })
     }
 
     fn peek(&self) -> Option<&Token> {
@@ -827,8 +835,12 @@ pub fn parse_drop(sql: &str) -> Result<DropRoutines> {
 /// Parses a PL/pgSQL body: `[DECLARE …] BEGIN … END [;]`.
 pub fn parse_body(body: &str) -> Result<SynStmt> {
     let mut c = Cursor::new(body)?;
-    skip_label(&mut c);
-    let block = block(&mut c)?;
+    let label = label(&mut c)?;
+    if label.is_some() && !c.peek_word("declare") && !c.peek_word("begin") {
+        return Err(err(c.near()));
+    }
+    c.label = label.clone();
+    let block = labeled(label, block(&mut c)?);
     c.eat_op(";");
     if c.peek().is_some() {
         return Err(err(c.near()));
@@ -836,15 +848,41 @@ pub fn parse_body(body: &str) -> Result<SynStmt> {
     Ok(block)
 }
 
-fn skip_label(c: &mut Cursor) {
-    if c.peek_op("<<") {
-        c.pos += 1;
-        let _ = c.ident();
-        c.eat_op(">>");
+/// `<<label>>`, if one comes next.
+fn label(c: &mut Cursor) -> Result<Option<String>> {
+    if !c.eat_op("<<") {
+        return Ok(None);
+    }
+    let name = c.ident()?;
+    if !c.eat_op(">>") {
+        return Err(err(c.near()));
+    }
+    Ok(Some(name))
+}
+
+fn labeled(label: Option<String>, statement: SynStmt) -> SynStmt {
+    match label {
+        Some(label) => SynStmt::Labeled { label, statement: Box::new(statement) },
+        None => statement,
+    }
+}
+
+/// After END [LOOP]: the label that may follow it, which must be the loop's or block's own
+/// (`label`, taken from [`Cursor::label`] as it began).
+fn end_label(c: &mut Cursor, label: Option<&str>) -> Result<()> {
+    if c.peek_op(";") || c.peek().is_none() {
+        return Ok(());
+    }
+    let end = c.ident()?;
+    match label {
+        Some(l) if l == end => Ok(()),
+        Some(l) => Err(err(format!("end label \"{end}\" differs from block's label \"{l}\""))),
+        None => Err(err(format!("end label \"{end}\" specified for unlabeled block"))),
     }
 }
 
 fn block(c: &mut Cursor) -> Result<SynStmt> {
+    let label = c.label.take();
     let mut decls = Vec::new();
     if c.eat_word("declare") {
         while !c.peek_word("begin") {
@@ -871,6 +909,7 @@ fn block(c: &mut Cursor) -> Result<SynStmt> {
         }
     }
     c.expect_word("end")?;
+    end_label(c, label.as_deref())?;
     Ok(SynStmt::Block { decls, body, handlers })
 }
 
@@ -935,12 +974,21 @@ impl SynStmt {
             SynStmt::Null => "NULL",
             SynStmt::At { kind, .. } => kind,
             SynStmt::Block { .. } => "statement block",
+            SynStmt::Labeled { statement, .. } => statement.kind(),
         }
     }
 }
 
 fn statement(c: &mut Cursor) -> Result<SynStmt> {
-    skip_label(c);
+    if let Some(name) = label(c)? {
+        // A label names a loop or a block; the loop or block takes it from the cursor as it
+        // begins, to check the one after its END.
+        if !["loop", "while", "for", "foreach", "declare", "begin"].iter().any(|w| c.peek_word(w)) {
+            return Err(err(c.near()));
+        }
+        c.label = Some(name.clone());
+        return Ok(labeled(Some(name), statement(c)?));
+    }
     let Some(first) = c.peek().cloned() else { return Err(err(c.near())) };
     let word = match &first.tok {
         Tok::Word(w) => w.clone(),
@@ -991,12 +1039,10 @@ fn statement(c: &mut Cursor) -> Result<SynStmt> {
         "loop" => Ok(SynStmt::Loop { body: loop_body(c)? }),
         "exit" | "continue" => {
             c.pos += 1;
-            if !c.peek_word("when") && !c.peek_op(";") {
-                return Err(Error::unsupported("EXIT and CONTINUE with a label"));
-            }
+            let label = if c.peek_word("when") || c.peek_op(";") { None } else { Some(c.ident()?) };
             let cond = if c.eat_word("when") { Some(c.expr_until(|t| t.is_op(";"))?) } else { None };
             c.expect_op(";")?;
-            Ok(if word == "exit" { SynStmt::Exit { cond } } else { SynStmt::Continue { cond } })
+            Ok(if word == "exit" { SynStmt::Exit { label, cond } } else { SynStmt::Continue { label, cond } })
         }
         "return" => {
             c.pos += 1;
@@ -1067,22 +1113,14 @@ fn statement(c: &mut Cursor) -> Result<SynStmt> {
 }
 
 fn loop_body(c: &mut Cursor) -> Result<Vec<SynStmt>> {
+    let label = c.label.take();
     c.expect_word("loop")?;
     let body = statements(c)?;
     c.expect_word("end")?;
     c.expect_word("loop")?;
-    c.eat_word_label();
+    end_label(c, label.as_deref())?;
     c.expect_op(";")?;
     Ok(body)
-}
-
-impl Cursor<'_> {
-    /// `END LOOP label;`: the label is accepted and ignored.
-    fn eat_word_label(&mut self) {
-        if !self.peek_op(";") && matches!(self.peek().map(|t| &t.tok), Some(Tok::Word(_))) {
-            self.pos += 1;
-        }
-    }
 }
 
 fn if_statement(c: &mut Cursor) -> Result<SynStmt> {
