@@ -16,7 +16,7 @@ use freshet_core::sql::exec::RecordRead;
 use freshet_core::sql::expr::{EvalContext, Expr, NoRow};
 use freshet_core::sql::names::fold_ident;
 use freshet_core::sql::plpgsql::parser::RaiseLevel;
-use freshet_core::sql::plpgsql::compile::{LoopLookup, MAX_PREFETCHED_ITERATIONS};
+use freshet_core::sql::plpgsql::compile::{ArrayPart, ArrayValue, LoopLookup, MAX_PREFETCHED_ITERATIONS};
 use freshet_core::sql::plpgsql::{self, ExprUnit, Instr, ParamSource, PlType, PlValue};
 use freshet_core::types::{DataType, Value};
 use freshet_core::{Error, Result, SqlState};
@@ -599,7 +599,73 @@ fn source_value(p: &ParamSource, vars: &Vars, now: Clock) -> Result<Value> {
             Some(items) => Value::Int32(items.len() as i32),
             None => Value::Null,
         }),
+        ParamSource::ArrayIsNull { array, negated } => Ok(Value::Bool(vars.array(*array).is_none() != *negated)),
     }
+}
+
+/// PostgreSQL's limit on an array's elements (`MaxArraySize`).
+const MAX_ARRAY_ELEMENTS: usize = (1 << 27) - 1;
+
+/// The array `value` gives (`None`: NULL), its elements of type `elem`.
+fn array_value(value: &ArrayValue, elem: DataType, vars: &Vars, now: Clock) -> Result<Option<Vec<Value>>> {
+    let items = match value {
+        ArrayValue::Null => None,
+        ArrayValue::Elements(units) => Some(units.iter().map(|u| eval(u, vars, now)?.cast(elem)).collect::<Result<Vec<_>>>()?),
+        ArrayValue::Text(unit) => match eval(unit, vars, now)? {
+            Value::Null => None,
+            Value::Text(s) => Some(plpgsql::parse_array_text(&s, elem)?),
+            v => match v.cast(DataType::Text)? {
+                Value::Text(s) => Some(plpgsql::parse_array_text(&s, elem)?),
+                _ => None,
+            },
+        },
+        ArrayValue::Var(slot) => vars.array(*slot).map(|items| items.iter().map(|v| v.clone().cast(elem)).collect::<Result<Vec<_>>>()).transpose()?,
+        ArrayValue::Concat(parts) => {
+            let mut out: Option<Vec<Value>> = None;
+            for part in parts {
+                match part {
+                    ArrayPart::Element(u) => out.get_or_insert_with(Vec::new).push(eval(u, vars, now)?.cast(elem)?),
+                    ArrayPart::Array(a) => {
+                        if let Some(items) = array_value(a, elem, vars, now)? {
+                            out.get_or_insert_with(Vec::new).extend(items);
+                        }
+                    }
+                }
+            }
+            out
+        }
+    };
+    if items.as_ref().is_some_and(|i| i.len() > MAX_ARRAY_ELEMENTS) {
+        return Err(array_too_large());
+    }
+    Ok(items)
+}
+
+fn array_too_large() -> Error {
+    Error::new(SqlState::custom("54000").unwrap_or(SqlState::ProgramLimitExceeded), format!("array size exceeds the maximum allowed ({MAX_ARRAY_ELEMENTS})"))
+}
+
+/// `arr[index] := value`: a NULL array becomes one; past the end the array grows, with NULLs
+/// between. Arrays here start at subscript 1, so a subscript below 1, or above 1 for an array
+/// that has no elements yet (PostgreSQL would start the array there), is refused (0A000).
+fn assign_element(items: &mut Option<Vec<Value>>, index: Value, value: Value) -> Result<()> {
+    let i = match index {
+        Value::Null => return Err(Error::new(SqlState::custom("22004").unwrap_or(SqlState::InvalidParameterValue), "array subscript in assignment must not be null")),
+        v => v.as_i64().ok_or_else(|| Error::mismatch("array subscript must have type integer"))?,
+    };
+    let items = items.get_or_insert_with(Vec::new);
+    if i < 1 || (items.is_empty() && i > 1) {
+        return Err(Error::unsupported(format!("array subscript {i} (arrays in a routine start at subscript 1 and grow from their end)")));
+    }
+    let at = i as usize - 1;
+    if at >= MAX_ARRAY_ELEMENTS {
+        return Err(array_too_large());
+    }
+    if items.len() <= at {
+        items.resize(at + 1, Value::Null);
+    }
+    items[at] = value;
+    Ok(())
 }
 
 fn eval(unit: &ExprUnit, vars: &Vars, now: Clock) -> Result<Value> {
@@ -1448,6 +1514,14 @@ async fn run_instructions<S: RoutineStatements>(
             Instr::Assign { slot, value } => {
                 let v = eval(value, vars, now)?.cast(slot_type(r.slots[*slot].ty))?;
                 vars.set(*slot, v);
+            }
+            Instr::ArrayAssign { slot, value } => {
+                vars.arrays[*slot] = array_value(value, slot_type(r.slots[*slot].ty), vars, now)?;
+            }
+            Instr::ElementAssign { array, index, value } => {
+                let index = eval(index, vars, now)?;
+                let value = eval(value, vars, now)?.cast(slot_type(r.slots[*array].ty))?;
+                assign_element(&mut vars.arrays[*array], index, value)?;
             }
             Instr::Sql(i) => {
                 let unit = &r.sql[*i];

@@ -740,6 +740,12 @@ pub(crate) fn reads_only(def: &ProcedureDef, catalog: &Catalog, depth: usize) ->
         Instr::Execute(_) | Instr::ExecuteOpen { .. } => false,
         Instr::Init { value: Some(u), .. } | Instr::Assign { value: u, .. } | Instr::JumpIfNot { cond: u, .. } | Instr::JumpIf { cond: u, .. } => unit_exprs(u),
         Instr::Return(Some(u)) | Instr::ReturnNext(Some(u)) => unit_exprs(u),
+        Instr::ElementAssign { index, value, .. } => unit_exprs(index) && unit_exprs(value),
+        Instr::ArrayAssign { value, .. } => {
+            let mut reads = true;
+            value.for_each_unit(&mut |u| reads &= unit_exprs(u));
+            reads
+        }
         Instr::RangeInit { bounds, .. } => [Some(&bounds.lo), Some(&bounds.hi), bounds.step.as_ref()].into_iter().flatten().all(unit_exprs),
         Instr::Raise { args, options, .. } => args.iter().chain(options.iter().map(|(_, u)| u)).all(unit_exprs),
         _ => true,

@@ -32,6 +32,45 @@ pub enum ParamSource {
     Length { array: usize, cardinality: bool },
     /// A record as a whole: the text form of its fields' values (`(1,ann,100.00)`).
     Row(Vec<(usize, DataType)>),
+    /// `arr IS NULL` (`arr IS NOT NULL` when `negated`): whether the array variable is NULL
+    /// (an empty array is not).
+    ArrayIsNull { array: usize, negated: bool },
+}
+
+/// The value an array variable is assigned (`arr := …`, or its DECLARE default), compiled.
+#[derive(Clone, Debug)]
+pub enum ArrayValue {
+    Null,
+    /// `ARRAY[e, …]`: each element, of the element type.
+    Elements(Vec<ExprUnit>),
+    /// Text in an array's text form (`'{1,2}'`), parsed as the array's element type.
+    Text(ExprUnit),
+    /// Another array variable's value.
+    Var(usize),
+    /// `a || b …`, `array_cat`, `array_append`, `array_prepend`: the parts in order. A NULL
+    /// array adds nothing; a NULL element is an element.
+    Concat(Vec<ArrayPart>),
+}
+
+#[derive(Clone, Debug)]
+pub enum ArrayPart {
+    Array(ArrayValue),
+    Element(ExprUnit),
+}
+
+impl ArrayValue {
+    /// Calls `f` with each expression the value evaluates.
+    pub fn for_each_unit<'a>(&'a self, f: &mut dyn FnMut(&'a ExprUnit)) {
+        match self {
+            ArrayValue::Null | ArrayValue::Var(_) => {}
+            ArrayValue::Elements(units) => units.iter().for_each(f),
+            ArrayValue::Text(unit) => f(unit),
+            ArrayValue::Concat(parts) => parts.iter().for_each(|p| match p {
+                ArrayPart::Array(a) => a.for_each_unit(f),
+                ArrayPart::Element(unit) => f(unit),
+            }),
+        }
+    }
 }
 
 /// A bound expression and the sources of its parameters.
@@ -98,6 +137,11 @@ pub enum Instr {
     /// A declared variable at its block's start: its default, or NULL.
     Init { slot: usize, value: Option<ExprUnit> },
     Assign { slot: usize, value: ExprUnit },
+    /// `arr := …` (also an array's DECLARE default).
+    ArrayAssign { slot: usize, value: ArrayValue },
+    /// `arr[index] := value`: past the end the array grows, with NULLs between; a NULL array
+    /// becomes one.
+    ElementAssign { array: usize, index: ExprUnit, value: ExprUnit },
     Sql(usize),
     Jump(usize),
     JumpIfNot { cond: ExprUnit, target: usize },
@@ -225,7 +269,7 @@ fn loop_prefetch(body: &[Instr], sql: &[SqlUnit], var: usize) -> Vec<LoopLookup>
     for instr in body {
         match instr {
             Instr::TryEnter { .. } => return Vec::new(),
-            Instr::Init { slot, .. } | Instr::Assign { slot, .. } => assigned.push(*slot),
+            Instr::Init { slot, .. } | Instr::Assign { slot, .. } | Instr::ArrayAssign { slot, .. } | Instr::ElementAssign { array: slot, .. } => assigned.push(*slot),
             Instr::Sql(i) => assigned.extend(&sql[*i].into),
             Instr::RangeInit { var, hi, step, .. } => assigned.extend([*var, *hi, *step]),
             Instr::RangeNext { var, .. } => assigned.push(*var),
@@ -259,12 +303,34 @@ fn loop_prefetch(body: &[Instr], sql: &[SqlUnit], var: usize) -> Vec<LoopLookup>
         .collect()
 }
 
+/// A function call's arguments, when all are plain (unnamed) expressions.
+fn unnamed_args(f: &ast::Function) -> Option<Vec<&ast::Expr>> {
+    let ast::FunctionArguments::List(list) = &f.args else { return None };
+    list.args
+        .iter()
+        .map(|a| match a {
+            ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => Some(e),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Whether `e` builds an array with a query: `ARRAY(SELECT …)` or a scalar subquery (whose
+/// value, an `array_agg`, would be an array).
+fn array_subquery(e: &ast::Expr) -> bool {
+    match e {
+        ast::Expr::Subquery(_) => true,
+        ast::Expr::Function(f) => matches!(f.args, ast::FunctionArguments::Subquery(_)),
+        _ => false,
+    }
+}
+
 /// Calls `f` with every slot the parameter sources read (arrays and the slots of their index
 /// expressions).
 fn for_each_source_slot(sources: &[ParamSource], f: &mut dyn FnMut(usize)) {
     for source in sources {
         match source {
-            ParamSource::Var(slot) | ParamSource::Length { array: slot, .. } => f(*slot),
+            ParamSource::Var(slot) | ParamSource::Length { array: slot, .. } | ParamSource::ArrayIsNull { array: slot, .. } => f(*slot),
             ParamSource::Row(fields) => fields.iter().for_each(|(s, _)| f(*s)),
             ParamSource::Element { array, index } => {
                 f(*array);
@@ -570,6 +636,95 @@ impl Compiler<'_> {
         self.code.len()
     }
 
+    fn check_not_constant(&self, slot: usize, name: &str) -> Result<()> {
+        if self.constants.contains(&slot) {
+            return Err(Error::new(SqlState::custom("22005").unwrap_or(SqlState::SyntaxError), format!("variable \"{name}\" is declared CONSTANT")));
+        }
+        Ok(())
+    }
+
+    /// The value `e` gives an array variable of element type `elem`: NULL, `ARRAY[…]`, another
+    /// array variable, concatenations of arrays and elements (`||`, `array_cat`,
+    /// `array_append`, `array_prepend`), or any other expression as the array's text form.
+    fn array_value(&mut self, e: &ast::Expr, elem: DataType) -> Result<ArrayValue> {
+        match e {
+            ast::Expr::Nested(inner) => self.array_value(inner, elem),
+            ast::Expr::Cast { expr, data_type: ast::DataType::Array(_), .. } => self.array_value(expr, elem),
+            ast::Expr::Value(v) if matches!(v.value, ast::Value::Null) => Ok(ArrayValue::Null),
+            ast::Expr::Array(a) => Ok(ArrayValue::Elements(a.elem.iter().map(|x| self.expr(x, Some(elem))).collect::<Result<_>>()?)),
+            ast::Expr::Identifier(id) if self.array_slot(e).is_some() => {
+                let slot = self.array_slot(e).expect("checked");
+                match self.slots[slot].ty {
+                    PlType::Array(t) if t.family() == elem.family() => Ok(ArrayValue::Var(slot)),
+                    other => Err(Error::mismatch(format!("\"{}\" is {} where an array of {} is expected", id.value, other.name(), elem.pg_name()))),
+                }
+            }
+            ast::Expr::Subquery(_) | ast::Expr::Function(_) if array_subquery(e) => {
+                Err(Error::unsupported("an array built by a query (ARRAY(SELECT …), array_agg): assign its elements one by one"))
+            }
+            _ => match self.array_parts(e, elem)? {
+                Some(parts) => Ok(ArrayValue::Concat(parts)),
+                None => Ok(ArrayValue::Text(self.expr(e, Some(DataType::Text))?)),
+            },
+        }
+    }
+
+    /// The parts of a concatenation that makes an array, or `None` if `e` is none.
+    fn array_parts(&mut self, e: &ast::Expr, elem: DataType) -> Result<Option<Vec<ArrayPart>>> {
+        let operands: Vec<&ast::Expr> = match e {
+            ast::Expr::BinaryOp { left, op: ast::BinaryOperator::StringConcat, right } if self.is_array(left) || self.is_array(right) => vec![left, right],
+            ast::Expr::Function(f) => {
+                let name = f.name.to_string().to_lowercase();
+                if !["array_append", "array_prepend", "array_cat"].contains(&name.as_str()) {
+                    return Ok(None);
+                }
+                let args = unnamed_args(f).filter(|a| a.len() == 2).ok_or_else(|| Error::syntax(format!("{name} takes two arguments")))?;
+                // array_prepend(element, array); the others (array, array or element).
+                if name == "array_prepend" {
+                    return Ok(Some(vec![ArrayPart::Element(self.expr(args[0], Some(elem))?), ArrayPart::Array(self.array_value(args[1], elem)?)]));
+                }
+                let last = if name == "array_append" { ArrayPart::Element(self.expr(args[1], Some(elem))?) } else { ArrayPart::Array(self.array_value(args[1], elem)?) };
+                return Ok(Some(vec![ArrayPart::Array(self.array_value(args[0], elem)?), last]));
+            }
+            _ => return Ok(None),
+        };
+        let mut parts = Vec::new();
+        for operand in operands {
+            if !self.is_array(operand) {
+                parts.push(ArrayPart::Element(self.expr(operand, Some(elem))?));
+                continue;
+            }
+            // `a || b || c` parses as `(a || b) || c`: one flat list of parts.
+            match self.array_value(operand, elem)? {
+                ArrayValue::Concat(inner) => parts.extend(inner),
+                value => parts.push(ArrayPart::Array(value)),
+            }
+        }
+        Ok(Some(parts))
+    }
+
+    /// Whether `e`, an operand of `||`, is an array, as PostgreSQL resolves the operator: an
+    /// array variable, `ARRAY[…]`, a cast to an array type, an array function, or a NULL or
+    /// quoted literal (of unknown type, taken as the array's).
+    fn is_array(&self, e: &ast::Expr) -> bool {
+        match e {
+            ast::Expr::Nested(inner) => self.is_array(inner),
+            ast::Expr::Cast { data_type, .. } => matches!(data_type, ast::DataType::Array(_)),
+            ast::Expr::Array(_) => true,
+            ast::Expr::Value(v) => matches!(v.value, ast::Value::Null | ast::Value::SingleQuotedString(_)),
+            ast::Expr::Identifier(_) => self.array_slot(e).is_some(),
+            ast::Expr::BinaryOp { left, op: ast::BinaryOperator::StringConcat, right } => self.is_array(left) || self.is_array(right),
+            ast::Expr::Function(f) => ["array_append", "array_prepend", "array_cat"].contains(&f.name.to_string().to_lowercase().as_str()),
+            _ => false,
+        }
+    }
+
+    fn array_slot(&self, e: &ast::Expr) -> Option<usize> {
+        let ast::Expr::Identifier(id) = e else { return None };
+        let slot = self.lookup(&fold_ident(id))?;
+        matches!(self.slots[slot].ty, PlType::Array(_)).then_some(slot)
+    }
+
     fn patch(&mut self, at: usize, target: usize) {
         match &mut self.code[at] {
             Instr::Jump(t) | Instr::JumpIfNot { target: t, .. } | Instr::JumpIf { target: t, .. } => *t = target,
@@ -606,14 +761,14 @@ impl Compiler<'_> {
                     (self.slots[slot].ty, self.pending.contains(&slot))
                 }
             };
-            let value = match &d.default {
-                Some(e) if pending => Some(self.expr(e, None).unwrap_or_else(|_| unresolved_expr())),
-                Some(e) => Some(self.expr(e, hint(ty))?),
-                None => None,
+            // An array's default is assigned after the NULL its Init gives. Either is compiled
+            // before the variable is declared, so that it cannot read itself.
+            let (value, array_default) = match (ty, &d.default) {
+                (PlType::Array(elem), Some(e)) => (None, Some(self.array_value(e, elem)?)),
+                (_, Some(e)) if pending => (Some(self.expr(e, None).unwrap_or_else(|_| unresolved_expr())), None),
+                (_, Some(e)) => (Some(self.expr(e, hint(ty))?), None),
+                (_, None) => (None, None),
             };
-            if value.is_some() && matches!(ty, PlType::Array(_)) {
-                return Err(Error::unsupported("array variables with a default (arrays come from parameters)"));
-            }
             let slot = self.declare(&d.name, ty);
             if pending {
                 self.pending.insert(slot);
@@ -622,6 +777,9 @@ impl Compiler<'_> {
                 self.constants.push(slot);
             }
             self.code.push(Instr::Init { slot, value });
+            if let Some(value) = array_default {
+                self.code.push(Instr::ArrayAssign { slot, value });
+            }
         }
         // With an EXCEPTION section: TryEnter; body; TryExit; jump to the end; then each
         // handler, ending with a jump to the end. An error inside the body rolls back to the
@@ -812,11 +970,29 @@ impl Compiler<'_> {
                     }
                 }
             }
+            SynStmt::Assign { target, value } if self.lookup(target).is_some_and(|s| matches!(self.slots[s].ty, PlType::Array(_))) => {
+                let slot = self.lookup(target).expect("checked");
+                self.check_not_constant(slot, target)?;
+                let PlType::Array(elem) = self.slots[slot].ty else { unreachable!("checked") };
+                let value = self.array_value(value, elem)?;
+                self.code.push(Instr::ArrayAssign { slot, value });
+            }
+            SynStmt::AssignElement { target, index, value } => {
+                let slot = self.lookup(target).ok_or_else(|| Error::syntax(format!("\"{target}\" is not a known variable")))?;
+                let PlType::Array(elem) = self.slots[slot].ty else {
+                    return Err(Error::new(
+                        SqlState::custom("42804").unwrap_or(SqlState::DatatypeMismatch),
+                        format!("cannot subscript type {} because it does not support subscripting", self.slots[slot].ty.name()),
+                    ));
+                };
+                self.check_not_constant(slot, target)?;
+                let index = self.expr(index, Some(DataType::Int32))?;
+                let value = self.expr(value, Some(elem))?;
+                self.code.push(Instr::ElementAssign { array: slot, index, value });
+            }
             SynStmt::Assign { target, value } => {
                 let slot = self.scalar_slot(target)?;
-                if self.constants.contains(&slot) {
-                    return Err(Error::new(SqlState::custom("22005").unwrap_or(SqlState::SyntaxError), format!("variable \"{target}\" is declared CONSTANT")));
-                }
+                self.check_not_constant(slot, target)?;
                 let value = if self.pending.contains(&slot) {
                     self.unresolve(|| Error::internal(format!("the type of \"{target}\" is not known yet")));
                     self.expr(value, None).unwrap_or_else(|_| unresolved_expr())
@@ -1343,6 +1519,7 @@ impl Compiler<'_> {
             },
             ParamSource::Length { .. } => DataType::Int32,
             ParamSource::Row(_) => DataType::Text,
+            ParamSource::ArrayIsNull { .. } => DataType::Bool,
         }
     }
 }
@@ -1489,7 +1666,7 @@ impl<'a> Rewriter<'a, '_> {
         let key = match &source {
             ParamSource::Var(slot) => Some(SharedSource::Var(*slot)),
             ParamSource::Element { array, index } => bare_var(index).map(|i| SharedSource::Element(*array, i)),
-            ParamSource::Length { .. } | ParamSource::Row(_) => None,
+            ParamSource::Length { .. } | ParamSource::Row(_) | ParamSource::ArrayIsNull { .. } => None,
         };
         let n = match key.and_then(|k| self.shared.get(&k)) {
             Some(n) => *n,
@@ -1539,6 +1716,14 @@ impl<'a> Rewriter<'a, '_> {
                     .reduce(|a, b| ast::Expr::BinaryOp { left: Box::new(a), op: ast::BinaryOperator::And, right: Box::new(b) })
                     .unwrap_or(ast::Expr::Value(ast::Value::Boolean(true).with_empty_span()));
             }
+            // An array IS [NOT] NULL: whether the variable holds no array at all. (One
+            // placeholder in the node's place: the visit goes on into what replaced the node,
+            // where a `$n` would be read as the routine's n-th parameter.)
+            ast::Expr::IsNull(inner) | ast::Expr::IsNotNull(inner) if self.array_var(inner).is_some() => {
+                let array = self.array_var(inner).expect("checked");
+                let negated = matches!(expr, ast::Expr::IsNotNull(_));
+                *expr = self.placeholder(ParamSource::ArrayIsNull { array, negated });
+            }
             ast::Expr::CompoundFieldAccess { root, access_chain } if self.array_var(root).is_some() => {
                 let array = self.array_var(root).expect("checked");
                 let [ast::AccessExpr::Subscript(ast::Subscript::Index { index })] = access_chain.as_slice() else {
@@ -1552,15 +1737,7 @@ impl<'a> Rewriter<'a, '_> {
                 if name != "array_length" && name != "cardinality" {
                     return Ok(());
                 }
-                let ast::FunctionArguments::List(list) = &f.args else { return Ok(()) };
-                let args: Vec<&ast::Expr> = list
-                    .args
-                    .iter()
-                    .filter_map(|a| match a {
-                        ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => Some(e),
-                        _ => None,
-                    })
-                    .collect();
+                let Some(args) = unnamed_args(f) else { return Ok(()) };
                 let Some(array) = args.first().and_then(|a| self.array_var(a)) else { return Ok(()) };
                 let cardinality = name == "cardinality";
                 if !cardinality && (args.len() != 2 || args[1].to_string() != "1") {

@@ -132,6 +132,8 @@ pub enum RaiseLevel {
 #[derive(Clone, Debug)]
 pub enum SynStmt {
     Assign { target: String, value: ast::Expr },
+    /// `target[index] := value`: one element of an array variable.
+    AssignElement { target: String, index: ast::Expr, value: ast::Expr },
     /// An SQL statement; `into` are the targets of `SELECT … INTO` / `RETURNING … INTO`.
     Sql { statement: Box<ast::Statement>, text: String, into: Vec<String>, strict: bool },
     If { branches: Vec<(ast::Expr, Vec<SynStmt>)>, otherwise: Vec<SynStmt> },
@@ -950,7 +952,7 @@ impl SynStmt {
     /// What PostgreSQL's CONTEXT lines call a statement of this kind.
     fn kind(&self) -> &'static str {
         match self {
-            SynStmt::Assign { .. } => "assignment",
+            SynStmt::Assign { .. } | SynStmt::AssignElement { .. } => "assignment",
             SynStmt::Sql { .. } => "SQL statement",
             SynStmt::If { .. } => "IF",
             SynStmt::ForRange { .. } => "FOR with integer loop variable",
@@ -1007,6 +1009,22 @@ fn statement(c: &mut Cursor) -> Result<SynStmt> {
         let value = c.expr_until(|t| t.is_op(";"))?;
         c.expect_op(";")?;
         return Ok(SynStmt::Assign { target: format!("{word}.{field}"), value });
+    }
+    // `array[index] := value`.
+    if c.toks.get(c.pos + 1).is_some_and(|t| t.is_op("[")) {
+        let start = c.pos;
+        c.pos += 2;
+        let (index, _) = c.until(|t| t.is_op("]"));
+        if c.eat_op("]") && (c.eat_op(":=") || c.eat_op("=")) {
+            if index.trim().is_empty() {
+                return Err(err(c.near()));
+            }
+            let index = parse_expr(&index)?;
+            let value = c.expr_until(|t| t.is_op(";"))?;
+            c.expect_op(";")?;
+            return Ok(SynStmt::AssignElement { target: word, index, value });
+        }
+        c.pos = start;
     }
     let next_is_assign = c.toks.get(c.pos + 1).is_some_and(|t| t.is_op(":=") || t.is_op("="));
     if next_is_assign {
