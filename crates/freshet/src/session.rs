@@ -963,11 +963,17 @@ impl Session {
             }
             Statement::Insert(insert) => self.plan_insert_kind(insert, catalog, params, None).await?,
             Statement::Update(u) if crate::update_from::applies(u) => {
-                if u.returning.is_some() {
-                    return Err(Error::unsupported(if u.from.is_some() { "RETURNING in UPDATE … FROM" } else { "RETURNING in an UPDATE that calls sequence functions" }));
-                }
-                // Parameters are typed when it runs; they default to text.
-                (Kind::UpdateFrom, None)
+                // Planned as it will run, for its parameters' types (those its query and its
+                // one-row UPDATE give them) and its RETURNING columns.
+                let mut highest = params.len();
+                let _ = ast::visit_expressions(u, |e: &ast::Expr| {
+                    highest = highest.max(placeholder(e).map_or(0, |i| i + 1));
+                    std::ops::ControlFlow::<()>::Continue(())
+                });
+                params.resize(highest, None);
+                let rewritten = crate::update_from::rewrite(u, catalog, params.len())?;
+                let planned = self.plan_update_from(&rewritten, catalog, params).await?;
+                (Kind::UpdateFrom, planned.update.returning_columns().filter(|_| rewritten.returning).map(returning_columns))
             }
             Statement::Delete(d) if d.using.is_some() => {
                 // Checked now; rewritten again when it runs, against that catalog.
@@ -2496,6 +2502,39 @@ impl Session {
         self.atomically(move |s| Box::pin(async move { s.update_from_rows(rewritten, &catalog, &param_types, params, now).await })).await
     }
 
+    /// Plans the statements an UPDATE … FROM runs (`update_from::rewrite`): the query, the
+    /// sequence calls of its SET list, and the one-row UPDATE, whose parameters after the
+    /// statement's own are typed by the query's columns and the calls'.
+    /// The statement's own parameters (`params`) are typed where the two statements give them
+    /// a type, and the others left as they were.
+    async fn plan_update_from(&self, rewritten: &crate::update_from::Rewritten, catalog: &freshet_core::catalog::Catalog, params: &mut Vec<Option<DataType>>) -> Result<UpdateFromPlan> {
+        let mut select = rewritten.select.clone();
+        views::expand(&mut select, catalog)?;
+        let Statement::Query(query) = &select else { return Err(Error::internal("the rewritten UPDATE … FROM has no query")) };
+        let own = params.len();
+        let (query, columns) = self.plan_query(query, &select, catalog, params).await?;
+        params.truncate(own);
+        // The sequence calls, bound as a SELECT without FROM the session evaluates.
+        let (draws, drawn_columns) = if rewritten.draws.is_empty() {
+            (Vec::new(), Vec::new())
+        } else {
+            let q = freshet_core::sql::parse::parse(&format!("SELECT {}", rewritten.draws.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")))?;
+            let [Statement::Query(q)] = q.as_slice() else { return Err(Error::internal("the sequence calls are not a query")) };
+            let mut types = params.clone();
+            crate::sequences::session_select(q, &mut types)?.ok_or_else(|| Error::internal("the sequence calls do not bind"))?
+        };
+        let key_len = rewritten.key_len;
+        let mut types = params.clone();
+        types.extend(columns[..key_len].iter().map(|c| Some(c.ty)));
+        types.extend(drawn_columns.iter().map(|c| Some(c.ty)));
+        types.extend(columns[key_len..].iter().map(|c| Some(c.ty)));
+        let update = Arc::new(plan_dml(&rewritten.update, catalog, &mut types)?);
+        for (param, ty) in params.iter_mut().zip(types) {
+            *param = param.or(ty);
+        }
+        Ok(UpdateFromPlan { query, columns, draws, update })
+    }
+
     async fn update_from_rows(
         &mut self,
         rewritten: crate::update_from::Rewritten,
@@ -2504,31 +2543,15 @@ impl Session {
         params: Vec<Value>,
         now: i64,
     ) -> Result<StatementResult> {
-        let mut select = rewritten.select;
-        views::expand(&mut select, catalog)?;
-        let Statement::Query(query) = &select else { return Err(Error::internal("the rewritten UPDATE … FROM has no query")) };
         let mut types: Vec<Option<DataType>> = param_types.iter().copied().map(Some).collect();
-        let (plan, columns) = self.plan_query(query, &select, catalog, &mut types).await?;
+        let UpdateFromPlan { query, columns, draws, update } = self.plan_update_from(&rewritten, catalog, &mut types).await?;
         let txn = self.statement_txn();
-        let stream = self.run_query(&plan, &columns, param_types, params.clone(), now, txn).await?;
+        let stream = self.run_query(&query, &columns, param_types, params.clone(), now, txn).await?;
         let rows = stream.collect_values(&columns).await?;
-        // The sequence calls, bound as a SELECT without FROM the session evaluates.
-        let (draws, drawn_columns) = if rewritten.draws.is_empty() {
-            (Vec::new(), Vec::new())
-        } else {
-            let q = freshet_core::sql::parse::parse(&format!("SELECT {}", rewritten.draws.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")))?;
-            let [Statement::Query(q)] = q.as_slice() else { return Err(Error::internal("the sequence calls are not a query")) };
-            let mut types: Vec<Option<DataType>> = param_types.iter().copied().map(Some).collect();
-            crate::sequences::session_select(q, &mut types)?.ok_or_else(|| Error::internal("the sequence calls do not bind"))?
-        };
         let key_len = rewritten.key_len;
-        let mut types: Vec<Option<DataType>> = param_types.iter().copied().map(Some).collect();
-        types.extend(columns[..key_len].iter().map(|c| Some(c.ty)));
-        types.extend(drawn_columns.iter().map(|c| Some(c.ty)));
-        types.extend(columns[key_len..].iter().map(|c| Some(c.ty)));
-        let update = Arc::new(plan_dml(&rewritten.update, catalog, &mut types)?);
         let mut seen = std::collections::HashSet::new();
         let mut count = 0;
+        let mut returned = Vec::new();
         for row in rows {
             // A target row joined by several source rows is updated once, as in PostgreSQL.
             if !seen.insert(format!("{:?}", &row[..rewritten.key_len])) {
@@ -2544,10 +2567,17 @@ impl Session {
             let txn = self.statement_txn();
             match self.db.inner.engine.run(update.clone(), all, now, txn, self.settings.synchronous_commit()).await? {
                 OltpResult::Count(n) => count += n,
+                OltpResult::Rows(rows) if rewritten.returning => {
+                    count += rows.len() as u64;
+                    returned.extend(rows);
+                }
                 _ => return Err(Error::internal("an UPDATE returned rows")),
             }
         }
-        Ok(StatementResult::command(format!("UPDATE {count}")))
+        match update.returning_columns() {
+            Some(r) if rewritten.returning => Ok(StatementResult::returning("UPDATE", Arc::new(returning_columns(r)), RowStream::from_values(returned))),
+            _ => Ok(StatementResult::command(format!("UPDATE {count}"))),
+        }
     }
 
     /// A DML statement's subquery's value, and the notices of the stored functions it called.
@@ -3173,6 +3203,16 @@ fn plan_dml(statement: &Statement, catalog: &freshet_core::catalog::Catalog, par
         Statement::Delete(d) => Ok(OltpPlan::Delete(plan::plan_delete(catalog, d, params)?)),
         _ => Err(Error::internal("not an UPDATE or DELETE")),
     }
+}
+
+/// An UPDATE … FROM planned ([`Session::plan_update_from`]).
+struct UpdateFromPlan {
+    query: QueryPlan,
+    /// The query's columns: the target's key, then the source references.
+    columns: Vec<ColumnInfo>,
+    /// The SET list's sequence calls, evaluated by the session for each row.
+    draws: Vec<freshet_core::sql::expr::Expr>,
+    update: Arc<OltpPlan>,
 }
 
 fn returning_columns(r: &plan::Returning) -> Vec<ColumnInfo> {

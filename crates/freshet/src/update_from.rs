@@ -15,6 +15,11 @@
 //! session for each row in the order the query gives them (`draws`), as the session draws
 //! them for `INSERT … SELECT`.
 //!
+//! RETURNING goes to the one-row UPDATE, its source references made parameters as in SET
+//! (so `RETURNING t.id, s.name` gives, per row changed, its new id and the joined source
+//! row's name); `*` lists the target's columns and then each source table's, as in
+//! PostgreSQL.
+//!
 //! The target's own columns are read by the UPDATE, under the row's lock and in its newest
 //! version, and the WHERE clause is checked again there, as PostgreSQL re-checks a row that
 //! changed under a READ COMMITTED update; only the source values come from the query's
@@ -38,6 +43,8 @@ pub(crate) struct Rewritten {
     /// The sequence function calls of the SET list, in the order of their parameters (after
     /// the key's, before the source references').
     pub draws: Vec<ast::Expr>,
+    /// Whether the UPDATE has RETURNING (its rows are the statement's).
+    pub returning: bool,
 }
 
 /// Whether an UPDATE runs here: it has FROM, or its SET list calls sequence functions.
@@ -55,9 +62,6 @@ pub(crate) fn rewrite(u: &ast::Update, catalog: &Catalog, user_params: usize) ->
         Some(ast::UpdateTableFromKind::AfterSet(sources) | ast::UpdateTableFromKind::BeforeSet(sources)) => sources,
         None => &[],
     };
-    if u.returning.is_some() {
-        return Err(Error::unsupported(if sources.is_empty() { "RETURNING in an UPDATE that calls sequence functions" } else { "RETURNING in UPDATE … FROM" }));
-    }
     if !u.order_by.is_empty() || u.limit.is_some() {
         return Err(Error::unsupported("ORDER BY or LIMIT in UPDATE"));
     }
@@ -112,6 +116,26 @@ pub(crate) fn rewrite(u: &ast::Update, catalog: &Catalog, user_params: usize) ->
     if let Some(s) = &mut selection {
         let _ = ast::visit_expressions_mut(s, &mut replace);
     }
+    // RETURNING: wildcards listed column by column, then source references replaced as in
+    // SET; a column of a source keeps its name.
+    let mut returning = Vec::new();
+    for item in returning_items(u, def, &qualifier, sources, catalog)? {
+        let (mut e, alias) = match item {
+            ast::SelectItem::UnnamedExpr(e) => (e, None),
+            ast::SelectItem::ExprWithAlias { expr, alias } => (expr, Some(alias)),
+            other => return Err(Error::unsupported(format!("RETURNING {other} in UPDATE … FROM"))),
+        };
+        let name = match &e {
+            ast::Expr::Identifier(i) => Some(i.clone()),
+            ast::Expr::CompoundIdentifier(parts) => parts.last().cloned(),
+            _ => None,
+        };
+        let _ = ast::visit_expressions_mut(&mut e, &mut replace);
+        returning.push(match alias.or(name.filter(|_| matches!(e, ast::Expr::Value(_)))) {
+            Some(alias) => format!("{e} AS {}", ast::Ident::with_quote('"', fold_ident(&alias))),
+            None => e.to_string(),
+        });
+    }
     if subquery {
         return Err(Error::unsupported("subqueries in UPDATE … FROM"));
     }
@@ -129,8 +153,63 @@ pub(crate) fn rewrite(u: &ast::Update, catalog: &Catalog, user_params: usize) ->
     if let Some(s) = &selection {
         conditions.push(format!("({s})"));
     }
-    let update = format!("UPDATE {} SET {set} WHERE {}", u.table, conditions.join(" AND "));
-    Ok(Rewritten { select: one_statement(&select)?, update: one_statement(&update)?, key_len: key.len(), draws })
+    let returning_clause = if u.returning.is_some() { format!(" RETURNING {}", returning.join(", ")) } else { String::new() };
+    let update = format!("UPDATE {} SET {set} WHERE {}{returning_clause}", u.table, conditions.join(" AND "));
+    Ok(Rewritten { select: one_statement(&select)?, update: one_statement(&update)?, key_len: key.len(), draws, returning: u.returning.is_some() })
+}
+
+/// The RETURNING list of an UPDATE … FROM with its wildcards listed column by column, each
+/// qualified: `*` is the target's columns and then each source's, `t.*` one relation's. A
+/// source that is not a table (a subquery, a join) cannot be listed so (0A000).
+fn returning_items(u: &ast::Update, target: &TableDef, qualifier: &str, sources: &[ast::TableWithJoins], catalog: &Catalog) -> Result<Vec<ast::SelectItem>> {
+    let Some(items) = &u.returning else { return Ok(Vec::new()) };
+    // Each relation's qualifier and columns: the target's, then the sources'.
+    let columns_of = |def: &TableDef, qualifier: &str| -> Vec<ast::SelectItem> {
+        def.columns
+            .iter()
+            .map(|c| ast::SelectItem::UnnamedExpr(ast::Expr::CompoundIdentifier(vec![ast::Ident::with_quote('"', qualifier), ast::Ident::with_quote('"', &c.name)])))
+            .collect()
+    };
+    let source_tables = || -> Result<Vec<(&TableDef, String)>> {
+        let mut out = Vec::new();
+        for source in sources {
+            let ast::TableFactor::Table { name, alias, .. } = &source.relation else {
+                return Err(Error::unsupported("RETURNING * in UPDATE … FROM a source other than a table"));
+            };
+            if !source.joins.is_empty() {
+                return Err(Error::unsupported("RETURNING * in UPDATE … FROM a join"));
+            }
+            let table = freshet_core::sql::names::user_relation(name)?;
+            let def = catalog.require_table(&table)?;
+            out.push((def.as_ref(), alias.as_ref().map_or(table, |a| fold_ident(&a.name))));
+        }
+        Ok(out)
+    };
+    let mut out = Vec::new();
+    for item in items {
+        match item {
+            ast::SelectItem::Wildcard(_) => {
+                out.extend(columns_of(target, qualifier));
+                for (def, q) in source_tables()? {
+                    out.extend(columns_of(def, &q));
+                }
+            }
+            ast::SelectItem::QualifiedWildcard(ast::SelectItemQualifiedWildcardKind::ObjectName(name), _) => {
+                let q = name.0.last().and_then(|p| p.as_ident()).map(fold_ident).unwrap_or_default();
+                if q == qualifier {
+                    out.extend(columns_of(target, qualifier));
+                    continue;
+                }
+                let (def, q) = source_tables()?
+                    .into_iter()
+                    .find(|(_, sq)| *sq == q)
+                    .ok_or_else(|| Error::new(freshet_core::SqlState::UndefinedTable, format!("missing FROM-clause entry for table \"{q}\"")))?;
+                out.extend(columns_of(def, &q));
+            }
+            other => out.push(other.clone()),
+        }
+    }
+    Ok(out)
 }
 
 /// The target of an UPDATE or DELETE that is changed row by row by its primary key: its

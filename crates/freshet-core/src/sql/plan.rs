@@ -365,6 +365,15 @@ pub enum OltpPlan {
 }
 
 impl OltpPlan {
+    /// An UPDATE's or DELETE's RETURNING list, if it has one.
+    pub fn returning_columns(&self) -> Option<&Returning> {
+        match self {
+            OltpPlan::Update(p) => p.returning.as_ref(),
+            OltpPlan::Delete(p) => p.returning.as_ref(),
+            OltpPlan::Select(_) => None,
+        }
+    }
+
     pub fn table(&self) -> &Arc<TableDef> {
         match self {
             OltpPlan::Update(p) => &p.table,
