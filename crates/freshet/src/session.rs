@@ -474,6 +474,11 @@ impl Session {
     pub(crate) fn begin_block(&mut self) {
         let isolation = self.settings.default_isolation().unwrap_or(Isolation::Serializable);
         let read_only = self.settings.default_read_only();
+        self.begin_block_as(isolation, read_only);
+    }
+
+    /// Opens a transaction block of this isolation level and access mode.
+    pub(crate) fn begin_block_as(&mut self, isolation: Isolation, read_only: bool) {
         self.txn = Some(SessionTxn::new(&self.db.inner.engine, isolation, read_only));
     }
 

@@ -819,7 +819,11 @@ impl Session {
                         self.count_call(&r.name, !matches!(one_job, Ok(None)));
                         match one_job? {
                             Some(done) => done,
-                            None => self.in_call_transaction(|s| Box::pin(s.run_routine(def.clone(), args))).await?,
+                            None => {
+                                let controls = !r.function && !plan.select && !self.in_block();
+                                let def = def.clone();
+                                self.controlling_transactions(controls, move |s| Box::pin(s.in_call_transaction(move |s| Box::pin(s.run_routine(def, args))))).await?
+                            }
                         }
                     };
                     let returns_rows = plan.select || r.set.as_ref().is_some_and(|s| s.single);
@@ -1049,10 +1053,57 @@ impl Session {
             self.procedures.anonymous_blocks += 1;
             let def = Arc::new(ProcedureDef { id: u64::MAX - self.procedures.anonymous_blocks, routine });
             self.procedures.depth += 1;
-            let result = GrowStack(Box::pin(self.in_call_transaction(|s| Box::pin(s.run_routine(def, Vec::new()))))).await;
+            let controls = !self.in_block();
+            let result =
+                GrowStack(Box::pin(self.controlling_transactions(controls, move |s| Box::pin(s.in_call_transaction(move |s| Box::pin(s.run_routine(def, Vec::new()))))))).await;
             self.procedures.depth -= 1;
             Ok(result?.1)
         })
+    }
+
+    /// Runs `f` with [`SessionProcedures::transaction_control`] set to `controls` (put back
+    /// after): whether COMMIT and ROLLBACK in the call's body may end the transaction it runs in.
+    ///
+    /// [`SessionProcedures::transaction_control`]: super::SessionProcedures::transaction_control
+    async fn controlling_transactions<T, F>(&mut self, controls: bool, f: F) -> Result<T>
+    where
+        F: for<'s> FnOnce(&'s mut Session) -> Pin<Box<dyn Future<Output = Result<T>> + Send + 's>>,
+    {
+        let outer = std::mem::replace(&mut self.procedures.transaction_control, controls);
+        let result = f(self).await;
+        self.procedures.transaction_control = outer;
+        result
+    }
+
+    /// COMMIT or ROLLBACK in a procedure's body (run statement by statement): ends the
+    /// call's transaction and begins the next, with the session's defaults or, with `chain`,
+    /// the characteristics of the one ended. Only a CALL or DO block that began its
+    /// transaction may (2D000 otherwise, as in PostgreSQL; a call nested in another is not
+    /// supported, 0A000).
+    pub(crate) async fn end_call_transaction(&mut self, rollback: bool, chain: bool) -> Result<()> {
+        if !self.procedures.transaction_control {
+            return Err(Error::new(SqlState::custom("2D000").unwrap_or(SqlState::InvalidTransactionState), "invalid transaction termination"));
+        }
+        if self.procedures.depth > 1 {
+            return Err(Error::unsupported("COMMIT or ROLLBACK in a procedure called by another routine"));
+        }
+        let Some(txn) = self.take_block() else { return Ok(()) };
+        let (isolation, read_only) = (txn.isolation, txn.read_only);
+        let engine = self.database().inner.engine.clone();
+        let sequences = self.sequences.clone();
+        // A cursor a statement of the call declared closes with the transaction.
+        self.cursors.block_ended(false);
+        if rollback || txn.failed {
+            txn_block::rollback(&engine, txn, &sequences).await?;
+        } else {
+            txn_block::commit(&engine, txn, self.settings().synchronous_commit(), &sequences).await?;
+        }
+        if chain {
+            self.begin_block_as(isolation, read_only);
+        } else {
+            self.begin_block();
+        }
+        Ok(())
     }
 
     /// Runs a routine in this session, statement by statement.
@@ -1073,7 +1124,8 @@ impl Session {
     /// `freshet_core::engine::JobTxn`): `None` if it cannot (see
     /// [`Self::run_native_as_one_job`]; also a nested call gives the job up).
     async fn run_routine_as_one_job(&mut self, def: &Arc<ProcedureDef>, args: &[PlValue]) -> Result<Option<(Vec<Vec<Value>>, Vec<Notice>)>> {
-        if !self.may_run_as_one_job() {
+        // A transaction a body ends runs statement by statement.
+        if !self.may_run_as_one_job() || def.routine.ends_transactions() {
             return Ok(None);
         }
         let compiled = self.compiled_call(def).await?;
@@ -1180,6 +1232,9 @@ trait RoutineStatements {
     /// Undoes everything after `savepoint`: a handler caught an error.
     async fn rollback_to(&mut self, savepoint: &RoutineSavepoint) -> Result<()>;
 
+    /// COMMIT or ROLLBACK in the body: ends the call's transaction and begins the next.
+    async fn end_transaction(&mut self, rollback: bool, chain: bool) -> Result<()>;
+
     /// An error that ends the routine now, checked every 1,024 instructions.
     fn over_budget(&mut self) -> Option<Error> {
         None
@@ -1227,6 +1282,10 @@ impl RoutineStatements for InSession<'_> {
     async fn rollback_to(&mut self, savepoint: &RoutineSavepoint) -> Result<()> {
         self.0.routine_rollback_to(savepoint).await
     }
+
+    async fn end_transaction(&mut self, rollback: bool, chain: bool) -> Result<()> {
+        self.0.end_call_transaction(rollback, chain).await
+    }
 }
 
 /// A routine's statements inside a one-job transaction. A nested call of a routine this
@@ -1255,6 +1314,12 @@ impl RoutineStatements for InJob<'_> {
     }
 
     async fn rollback_to(&mut self, _savepoint: &RoutineSavepoint) -> Result<()> {
+        Err(self.job.give_up())
+    }
+
+    /// A job is one transaction: the call runs the ordinary way. (A routine that ends
+    /// transactions does not start as a job; one it calls may.)
+    async fn end_transaction(&mut self, _rollback: bool, _chain: bool) -> Result<()> {
         Err(self.job.give_up())
     }
 
@@ -1651,6 +1716,16 @@ async fn run_instructions<S: RoutineStatements>(
             }
             Instr::TryExit => {
                 tries.pop();
+            }
+            Instr::EndTransaction { rollback, chain } => {
+                let invalid = |m: &str| Error::new(SqlState::custom("2D000").unwrap_or(SqlState::InvalidTransactionState), m);
+                if r.function {
+                    return Err(invalid("invalid transaction termination"));
+                }
+                if !tries.is_empty() {
+                    return Err(invalid(if *rollback { "cannot roll back while a subtransaction is active" } else { "cannot commit while a subtransaction is active" }));
+                }
+                statements.end_transaction(*rollback, *chain).await?;
             }
             Instr::ReturnNext(value) => {
                 let columns = r.set_columns();

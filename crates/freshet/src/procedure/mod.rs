@@ -207,6 +207,10 @@ pub(crate) struct SessionProcedures {
     pub failed_notices: Vec<crate::result::Notice>,
     /// DO blocks this session ran (each one's routine gets an id of its own).
     pub anonymous_blocks: u64,
+    /// Whether the running call may end its transaction (COMMIT or ROLLBACK in its body): it
+    /// is a CALL of a procedure or a DO block that began the transaction it runs in, no block
+    /// being open, as PostgreSQL allows.
+    pub transaction_control: bool,
 }
 
 /// How deeply calls may nest. A nested call re-enters `Session::execute`, so each level adds

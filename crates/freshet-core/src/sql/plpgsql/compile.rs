@@ -174,6 +174,9 @@ pub enum Instr {
     ReturnNextRow(Vec<usize>),
     /// Dynamic SQL (`EXECUTE`).
     Execute(Box<ExecuteCode>),
+    /// COMMIT or ROLLBACK in a procedure: ends the call's transaction and starts the next
+    /// (with the same characteristics when `chain`).
+    EndTransaction { rollback: bool, chain: bool },
     Raise { level: RaiseLevel, format: Option<String>, args: Vec<ExprUnit>, options: Vec<(String, ExprUnit)> },
 }
 
@@ -389,6 +392,11 @@ pub struct Routine {
 impl Routine {
     pub fn kind(&self) -> &'static str {
         if self.function { "function" } else { "procedure" }
+    }
+
+    /// Whether its code has COMMIT or ROLLBACK.
+    pub fn ends_transactions(&self) -> bool {
+        self.code.iter().any(|i| matches!(i, Instr::EndTransaction { .. }))
     }
 
     /// A set-returning function's result columns (none for other routines).
@@ -951,6 +959,7 @@ impl Compiler<'_> {
                 }
             }
             SynStmt::Null => {}
+            SynStmt::EndTransaction { rollback, chain } => self.code.push(Instr::EndTransaction { rollback: *rollback, chain: *chain }),
             SynStmt::Assign { target, value } if target.contains('.') => {
                 // A record's field: its slot, once the record's fields are known.
                 let (name, field) = target.split_once('.').expect("checked");

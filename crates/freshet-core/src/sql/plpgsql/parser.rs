@@ -161,6 +161,9 @@ pub enum SynStmt {
     Execute(Box<Dynamic>),
     /// `FOR targets IN EXECUTE text [USING values] LOOP`.
     ForExecute { targets: Vec<String>, exec: Box<Dynamic>, body: Vec<SynStmt> },
+    /// `COMMIT` or `ROLLBACK` `[AND [NO] CHAIN]` in a procedure: ends the call's transaction
+    /// and starts the next.
+    EndTransaction { rollback: bool, chain: bool },
     /// `GET [CURRENT | STACKED] DIAGNOSTICS target = item [, …]`.
     GetDiagnostics { stacked: bool, items: Vec<(String, String)> },
     /// `ASSERT condition [, message]`.
@@ -974,6 +977,8 @@ impl SynStmt {
             SynStmt::Assert { .. } => "ASSERT",
             SynStmt::Case { .. } => "CASE",
             SynStmt::Null => "NULL",
+            SynStmt::EndTransaction { rollback: false, .. } => "COMMIT",
+            SynStmt::EndTransaction { rollback: true, .. } => "ROLLBACK",
             SynStmt::At { kind, .. } => kind,
             SynStmt::Block { .. } => "statement block",
             SynStmt::Labeled { statement, .. } => statement.kind(),
@@ -1109,7 +1114,19 @@ fn statement(c: &mut Cursor) -> Result<SynStmt> {
             Ok(SynStmt::Sql { statement: Box::new(one_statement(&text)?), text, into: vec![], strict: false })
         }
         "select" | "insert" | "update" | "delete" | "with" | "call" => sql_statement(c),
-        "commit" | "rollback" | "savepoint" => Err(Error::unsupported("transaction control inside a procedure")),
+        "commit" | "rollback" => {
+            c.pos += 1;
+            let chain = if c.eat_word("and") {
+                let no = c.eat_word("no");
+                c.expect_word("chain")?;
+                !no
+            } else {
+                false
+            };
+            c.expect_op(";")?;
+            Ok(SynStmt::EndTransaction { rollback: word == "rollback", chain })
+        }
+        "savepoint" | "release" => Err(Error::unsupported("SAVEPOINT and RELEASE in PL/pgSQL (a block with an EXCEPTION section sets one)")),
         "get" => get_diagnostics(c),
         "assert" => {
             c.pos += 1;
