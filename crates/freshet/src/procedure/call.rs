@@ -820,7 +820,8 @@ impl Session {
                         match one_job? {
                             Some(done) => done,
                             None => {
-                                let controls = !r.function && !plan.select && !self.in_block();
+                                // A call nested in a controlling one controls too.
+                                let controls = if self.in_block() { self.procedures.transaction_control } else { !r.function && !plan.select };
                                 let def = def.clone();
                                 self.controlling_transactions(controls, move |s| Box::pin(s.in_call_transaction(move |s| Box::pin(s.run_routine(def, args))))).await?
                             }
@@ -1053,7 +1054,7 @@ impl Session {
             self.procedures.anonymous_blocks += 1;
             let def = Arc::new(ProcedureDef { id: u64::MAX - self.procedures.anonymous_blocks, routine });
             self.procedures.depth += 1;
-            let controls = !self.in_block();
+            let controls = !self.in_block() || self.procedures.transaction_control;
             let result =
                 GrowStack(Box::pin(self.controlling_transactions(controls, move |s| Box::pin(s.in_call_transaction(move |s| Box::pin(s.run_routine(def, Vec::new()))))))).await;
             self.procedures.depth -= 1;
@@ -1078,14 +1079,13 @@ impl Session {
     /// COMMIT or ROLLBACK in a procedure's body (run statement by statement): ends the
     /// call's transaction and begins the next, with the session's defaults or, with `chain`,
     /// the characteristics of the one ended. Only a CALL or DO block that began its
-    /// transaction may (2D000 otherwise, as in PostgreSQL; a call nested in another is not
-    /// supported, 0A000).
+    /// transaction, or a CALL it made outside its blocks with an EXCEPTION section, may (2D000
+    /// otherwise, as in PostgreSQL).
     pub(crate) async fn end_call_transaction(&mut self, rollback: bool, chain: bool) -> Result<()> {
-        if !self.procedures.transaction_control {
-            return Err(Error::new(SqlState::custom("2D000").unwrap_or(SqlState::InvalidTransactionState), "invalid transaction termination"));
-        }
-        if self.procedures.depth > 1 {
-            return Err(Error::unsupported("COMMIT or ROLLBACK in a procedure called by another routine"));
+        // A CALL made inside a block with an EXCEPTION section runs atomically, as in
+        // PostgreSQL: the same error.
+        if !self.procedures.transaction_control || self.procedures.caller_in_subtransaction {
+            return Err(invalid_termination("invalid transaction termination"));
         }
         let Some(txn) = self.take_block() else { return Ok(()) };
         let (isolation, read_only) = (txn.isolation, txn.read_only);
@@ -1113,7 +1113,7 @@ impl Session {
         let now = self.statement_time();
         let sequences = self.sequences.clone();
         let mut failed = Vec::new();
-        let result = interpret(&compiled, args, deadline, now, sequences, &mut InSession(self), &mut failed).await;
+        let result = interpret(&compiled, args, deadline, now, sequences, &mut InSession { session: self, in_try: false }, &mut failed).await;
         if result.is_err() {
             self.procedures.failed_notices = failed;
         }
@@ -1235,6 +1235,10 @@ trait RoutineStatements {
     /// COMMIT or ROLLBACK in the body: ends the call's transaction and begins the next.
     async fn end_transaction(&mut self, rollback: bool, chain: bool) -> Result<()>;
 
+    /// Whether the routine is now inside a block with an EXCEPTION section (told after each
+    /// change).
+    fn in_subtransaction(&mut self, _open: bool) {}
+
     /// An error that ends the routine now, checked every 1,024 instructions.
     fn over_budget(&mut self) -> Option<Error> {
         None
@@ -1262,29 +1266,57 @@ const MAX_JOB_ATTEMPTS: u32 = 4;
 /// call runs statement by statement (where a long or endless loop holds only its session).
 const JOB_BUDGET: std::time::Duration = std::time::Duration::from_millis(50);
 
-struct InSession<'a>(&'a mut Session);
+struct InSession<'a> {
+    session: &'a mut Session,
+    /// Whether the routine is inside a block with an EXCEPTION section: a call it makes then
+    /// may not end the transaction ([`RoutineStatements::in_subtransaction`]).
+    in_try: bool,
+}
+
+impl InSession<'_> {
+    /// Runs a statement of the routine, telling a routine it calls whether this one (or one
+    /// that called it) is inside a block with an EXCEPTION section.
+    async fn nested<T>(&mut self, f: impl for<'s> FnOnce(&'s mut Session) -> Pin<Box<dyn Future<Output = Result<T>> + Send + 's>>) -> Result<T> {
+        let outer = self.session.procedures.caller_in_subtransaction;
+        self.session.procedures.caller_in_subtransaction = outer || self.in_try;
+        let result = f(self.session).await;
+        self.session.procedures.caller_in_subtransaction = outer;
+        result
+    }
+}
 
 impl RoutineStatements for InSession<'_> {
     async fn run(&mut self, prepared: &Arc<crate::session::Prepared>, params: &[Value]) -> Result<(Vec<Vec<Value>>, u64)> {
-        statement_rows(self.0, prepared, params.to_vec()).await
+        let (prepared, params) = (prepared.clone(), params.to_vec());
+        self.nested(move |s| Box::pin(async move { statement_rows(s, &prepared, params).await })).await
     }
 
     async fn run_text(&mut self, sql: &str, types: &[DataType], params: Vec<Value>) -> Result<(Vec<Vec<Value>>, u64)> {
         let declared: Vec<Option<DataType>> = types.iter().copied().map(Some).collect();
-        let prepared = Box::pin(self.0.prepare(sql, &declared)).await?;
-        Box::pin(statement_rows(self.0, &prepared, params)).await
+        let sql = sql.to_string();
+        self.nested(move |s| {
+            Box::pin(async move {
+                let prepared = Box::pin(s.prepare(&sql, &declared)).await?;
+                Box::pin(statement_rows(s, &prepared, params)).await
+            })
+        })
+        .await
+    }
+
+    fn in_subtransaction(&mut self, open: bool) {
+        self.in_try = open;
     }
 
     async fn savepoint(&mut self) -> Result<RoutineSavepoint> {
-        self.0.routine_savepoint().await
+        self.session.routine_savepoint().await
     }
 
     async fn rollback_to(&mut self, savepoint: &RoutineSavepoint) -> Result<()> {
-        self.0.routine_rollback_to(savepoint).await
+        self.session.routine_rollback_to(savepoint).await
     }
 
     async fn end_transaction(&mut self, rollback: bool, chain: bool) -> Result<()> {
-        self.0.end_call_transaction(rollback, chain).await
+        self.session.end_call_transaction(rollback, chain).await
     }
 }
 
@@ -1498,6 +1530,7 @@ async fn run_with_handlers<S: RoutineStatements>(
                 break;
             }
         }
+        statements.in_subtransaction(!st.tries.is_empty());
         let Some(h) = caught else { return Err(e) };
         let context = in_context(r, st.pc.saturating_sub(1), Error::new(e.state, "")).into_fields().context;
         let e = e.into_fields();
@@ -1512,6 +1545,11 @@ async fn run_with_handlers<S: RoutineStatements>(
         st.vars.set(h.hint, e.hint.map_or(Value::Null, Value::Text));
         st.pc = h.target;
     }
+}
+
+/// 2D000: COMMIT or ROLLBACK where the transaction may not end.
+fn invalid_termination(message: &str) -> Error {
+    Error::new(SqlState::custom("2D000").unwrap_or(SqlState::InvalidTransactionState), message)
 }
 
 /// A running routine's state, kept across an error that a handler catches.
@@ -1713,17 +1751,18 @@ async fn run_instructions<S: RoutineStatements>(
             Instr::TryEnter { table } => {
                 let savepoint = statements.savepoint().await?;
                 tries.push((savepoint, *table));
+                statements.in_subtransaction(true);
             }
             Instr::TryExit => {
                 tries.pop();
+                statements.in_subtransaction(!tries.is_empty());
             }
             Instr::EndTransaction { rollback, chain } => {
-                let invalid = |m: &str| Error::new(SqlState::custom("2D000").unwrap_or(SqlState::InvalidTransactionState), m);
                 if r.function {
-                    return Err(invalid("invalid transaction termination"));
+                    return Err(invalid_termination("invalid transaction termination"));
                 }
                 if !tries.is_empty() {
-                    return Err(invalid(if *rollback { "cannot roll back while a subtransaction is active" } else { "cannot commit while a subtransaction is active" }));
+                    return Err(invalid_termination(if *rollback { "cannot roll back while a subtransaction is active" } else { "cannot commit while a subtransaction is active" }));
                 }
                 statements.end_transaction(*rollback, *chain).await?;
             }

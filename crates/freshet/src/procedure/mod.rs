@@ -209,8 +209,11 @@ pub(crate) struct SessionProcedures {
     pub anonymous_blocks: u64,
     /// Whether the running call may end its transaction (COMMIT or ROLLBACK in its body): it
     /// is a CALL of a procedure or a DO block that began the transaction it runs in, no block
-    /// being open, as PostgreSQL allows.
+    /// being open, or a CALL such a procedure made, as PostgreSQL allows.
     pub transaction_control: bool,
+    /// Whether a routine that made the running call is inside a block with an EXCEPTION
+    /// section (a savepoint of the transaction), which no COMMIT or ROLLBACK may end.
+    pub caller_in_subtransaction: bool,
 }
 
 /// How deeply calls may nest. A nested call re-enters `Session::execute`, so each level adds
