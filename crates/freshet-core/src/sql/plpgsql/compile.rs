@@ -2131,6 +2131,13 @@ mod tests {
         assert!(insert.covers(0b0111) && insert.covers(0b0100), "a key of w, o and i");
         assert!(!insert.covers(0b1111), "a key with s is not known at the start");
         assert!(!insert.covers(0b0011), "a key of w and o is the same in every iteration");
+        // An element of an array the body assigns (one element, or the whole array) is not
+        // known at the start: its lookup is not prefetched.
+        for assign in ["xs[i] := i;", "xs := xs || i;"] {
+            let chosen = prefetched(&format!("FOR i IN 1..3 LOOP SELECT a INTO s FROM t WHERE k = xs[i]; {assign} END LOOP;"));
+            assert_eq!(chosen, vec![Vec::<String>::new()], "{assign}");
+        }
+        assert_eq!(prefetched("FOR i IN 1..3 LOOP SELECT a INTO s FROM t WHERE k = xs[i]; ys[i] := i; END LOOP;").concat().len(), 1);
         // A loop that assigns its variable, or has an EXCEPTION block, prefetches nothing; an
         // inner loop's statements count for the outer loop when its parameters allow.
         assert_eq!(prefetched("FOR i IN 1..3 LOOP SELECT a INTO s FROM t WHERE k = xs[i]; i := i + 1; END LOOP;"), vec![Vec::<String>::new()]);
