@@ -1459,6 +1459,7 @@ async fn interpret<S: RoutineStatements>(
         notices: Vec::new(),
         out: Vec::new(),
         cursors: (0..r.cursors).map(|_| (Vec::new().into_iter(), 0)).collect(),
+        opened: vec![CursorState::Never; r.cursors],
         pc: 0,
         steps: 0,
         now,
@@ -1485,7 +1486,7 @@ async fn interpret<S: RoutineStatements>(
 /// one, then the routine and the line, as PostgreSQL writes them.
 fn in_context(r: &plpgsql::Routine, pc: usize, e: Error) -> Error {
     let e = match r.code.get(pc) {
-        Some(Instr::Sql(i) | Instr::QueryOpen { sql: i, .. } | Instr::ReturnQuery(i)) if !r.sql[*i].expression => {
+        Some(Instr::Sql(i) | Instr::QueryOpen { sql: i, .. } | Instr::CursorOpen { sql: i, .. } | Instr::ReturnQuery(i)) if !r.sql[*i].expression => {
             e.within(format!("SQL statement \"{}\"", r.sql[*i].text.trim()))
         }
         _ => e,
@@ -1547,6 +1548,28 @@ async fn run_with_handlers<S: RoutineStatements>(
     }
 }
 
+/// Whether a cursor variable's cursor is open.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CursorState {
+    Never,
+    /// By OPEN: a COMMIT or ROLLBACK closes it.
+    Open,
+    /// By a cursor FOR loop, which holds it across a COMMIT.
+    InLoop,
+    Closed,
+}
+
+impl CursorState {
+    fn is_open(self) -> bool {
+        matches!(self, CursorState::Open | CursorState::InLoop)
+    }
+}
+
+/// 34000: FETCH, MOVE or CLOSE of a cursor that is not open.
+fn cursor_missing(name: &str) -> Error {
+    Error::new(SqlState::custom("34000").unwrap_or(SqlState::InvalidParameterValue), format!("cursor \"{name}\" does not exist"))
+}
+
 /// 2D000: COMMIT or ROLLBACK where the transaction may not end.
 fn invalid_termination(message: &str) -> Error {
     Error::new(SqlState::custom("2D000").unwrap_or(SqlState::InvalidTransactionState), message)
@@ -1558,8 +1581,11 @@ struct Interp {
     notices: Vec<Notice>,
     /// A set-returning function's rows so far.
     out: Vec<Vec<Value>>,
-    /// Per query loop: its rows and how many were assigned so far.
+    /// Per query loop and cursor variable: its rows and how many were assigned so far.
     cursors: Vec<(std::vec::IntoIter<Vec<Value>>, usize)>,
+    /// Per cursor: whether OPEN (or a cursor loop) opened it and it is open still
+    /// ([`CursorState`]).
+    opened: Vec<CursorState>,
     pc: usize,
     steps: u32,
     now: i64,
@@ -1593,7 +1619,7 @@ async fn run_instructions<S: RoutineStatements>(
     statements: &mut S,
     st: &mut Interp,
 ) -> Result<Vec<Vec<Value>>> {
-    let Interp { vars, notices, out, cursors, pc, steps, now, tries, sequences, params } = st;
+    let Interp { vars, notices, out, cursors, opened, pc, steps, now, tries, sequences, params } = st;
     let sequences = sequences.clone();
     let now = Clock { at: *now, sequences: Some(&*sequences) };
     while let Some(instr) = r.code.get(*pc) {
@@ -1740,6 +1766,48 @@ async fn run_instructions<S: RoutineStatements>(
             Instr::QueryClose { cursor } => {
                 let (_, seen) = std::mem::replace(&mut cursors[*cursor], (Vec::new().into_iter(), 0));
                 vars.set(r.found, Value::Bool(seen > 0));
+                if opened[*cursor].is_open() {
+                    opened[*cursor] = CursorState::Closed;
+                }
+            }
+            Instr::CursorOpen { sql, cursor, name, in_loop } => {
+                if opened[*cursor].is_open() {
+                    return Err(Error::new(SqlState::custom("42P03").unwrap_or(SqlState::DuplicateObject), format!("cursor \"{name}\" already in use")));
+                }
+                let unit = &r.sql[*sql];
+                fill_params(params, &unit.params, vars, now)?;
+                let (rows, _) = statements.run(&compiled.prepared[*sql], params).await?;
+                cursors[*cursor] = (rows.into_iter(), 0);
+                opened[*cursor] = if *in_loop { CursorState::InLoop } else { CursorState::Open };
+            }
+            Instr::CursorFetch { cursor, targets, assign, name, bound } => {
+                match opened[*cursor] {
+                    CursorState::Open | CursorState::InLoop => {}
+                    CursorState::Never if !bound => {
+                        return Err(Error::new(SqlState::custom("22004").unwrap_or(SqlState::InvalidParameterValue), format!("cursor variable \"{name}\" is null")));
+                    }
+                    _ => return Err(cursor_missing(name)),
+                }
+                let (rows, seen) = &mut cursors[*cursor];
+                let row = rows.next();
+                vars.set(r.found, Value::Bool(row.is_some()));
+                if row.is_some() {
+                    *seen += 1;
+                }
+                if *assign {
+                    let mut row = row.unwrap_or_default().into_iter();
+                    for slot in targets {
+                        let v = row.next().unwrap_or(Value::Null);
+                        vars.set(*slot, v.cast(slot_type(r.slots[*slot].ty))?);
+                    }
+                }
+            }
+            Instr::CursorClose { cursor, name } => {
+                if !opened[*cursor].is_open() {
+                    return Err(cursor_missing(name));
+                }
+                cursors[*cursor] = (Vec::new().into_iter(), 0);
+                opened[*cursor] = CursorState::Closed;
             }
             Instr::Return(value) => {
                 let v = match (value, r.returns) {
@@ -1765,6 +1833,14 @@ async fn run_instructions<S: RoutineStatements>(
                     return Err(invalid_termination(if *rollback { "cannot roll back while a subtransaction is active" } else { "cannot commit while a subtransaction is active" }));
                 }
                 statements.end_transaction(*rollback, *chain).await?;
+                // The cursors OPEN opened close with the transaction, as PostgreSQL's portals do
+                // (a cursor FOR loop's are held open).
+                for (state, rows) in opened.iter_mut().zip(cursors.iter_mut()) {
+                    if *state == CursorState::Open {
+                        *state = CursorState::Closed;
+                        *rows = (Vec::new().into_iter(), 0);
+                    }
+                }
             }
             Instr::ReturnNext(value) => {
                 let columns = r.set_columns();

@@ -159,6 +159,16 @@ pub enum Instr {
     QueryNext { cursor: usize, targets: Vec<usize>, exit: usize },
     /// After a query loop (also reached by EXIT): FOUND is whether it iterated at all.
     QueryClose { cursor: usize },
+    /// `OPEN`: runs statement `sql` and keeps its rows in cursor `cursor`, which must not be
+    /// open (42P03); `name` is the cursor variable's. A cursor FOR loop's (`in_loop`) stays
+    /// open across a COMMIT; an OPENed one closes.
+    CursorOpen { sql: usize, cursor: usize, name: String, in_loop: bool },
+    /// `FETCH … INTO targets` (`assign`) or `MOVE`: the cursor's next row, if any (FOUND
+    /// says); FETCH past the end sets the targets to NULL. The cursor must be open (34000;
+    /// 22004 for a `refcursor` never opened, when not `bound`).
+    CursorFetch { cursor: usize, targets: Vec<usize>, assign: bool, name: String, bound: bool },
+    /// `CLOSE`: the cursor must be open (34000).
+    CursorClose { cursor: usize, name: String },
     Return(Option<ExprUnit>),
     /// Enters a block with an EXCEPTION section: sets a savepoint and makes
     /// `Routine::handlers[table]` the innermost handlers.
@@ -278,7 +288,7 @@ fn loop_prefetch(body: &[Instr], sql: &[SqlUnit], var: usize) -> Vec<LoopLookup>
             Instr::RangeNext { var, .. } => assigned.push(*var),
             Instr::ForeachInit { idx } => assigned.push(*idx),
             Instr::ForeachNext { idx, var, .. } => assigned.extend([*idx, *var]),
-            Instr::QueryNext { targets, .. } => assigned.extend(targets),
+            Instr::QueryNext { targets, .. } | Instr::CursorFetch { targets, .. } => assigned.extend(targets),
             _ => {}
         }
     }
@@ -435,6 +445,7 @@ pub fn compile_with(source: &str, described: &Described) -> Result<Routine> {
         open: Vec::new(),
         described,
         records: Vec::new(),
+        cursor_vars: Vec::new(),
         pending: HashSet::new(),
         unresolved: RefCell::new(None),
         in_handlers: Vec::new(),
@@ -517,6 +528,19 @@ pub fn compile_with(source: &str, described: &Described) -> Result<Routine> {
 }
 
 /// A record variable while compiling.
+/// A cursor variable (`CURSOR FOR query` or `refcursor`).
+struct CursorVar {
+    /// The slot its name resolves to (never read).
+    slot: usize,
+    /// The interpreter's cursor that holds its rows.
+    cursor: usize,
+    /// A bound cursor's query (an index into `sql`) and its arguments' slots.
+    bound: Option<(usize, Vec<usize>)>,
+    /// An unbound one's query of the last `OPEN … FOR` compiled (whose columns a record
+    /// FETCH assigns).
+    opened: Option<usize>,
+}
+
 struct RecordVar {
     name: String,
     /// The slot its name resolves to (never read: only its fields hold values).
@@ -574,6 +598,7 @@ struct Compiler<'a> {
     open: Vec<Open>,
     described: &'a Described,
     records: Vec<RecordVar>,
+    cursor_vars: Vec<CursorVar>,
     /// Slots of `%TYPE` variables whose type is not known yet.
     pending: HashSet<usize>,
     /// The first thing found that the compile could not resolve ([`Routine::unresolved`]).
@@ -751,6 +776,14 @@ impl Compiler<'_> {
                     self.declare_record(d)?;
                     continue;
                 }
+                DeclType::Cursor(decl) => {
+                    self.declare_cursor(&d.name, Some(decl))?;
+                    continue;
+                }
+                DeclType::RefCursor => {
+                    self.declare_cursor(&d.name, None)?;
+                    continue;
+                }
                 DeclType::ColumnType { table, column } => {
                     let key = self.describe_only(&format!("SELECT {} FROM {}", quote_ident(column), quote_ident(table)))?;
                     match self.described.columns.get(&key).and_then(|c| c.first()) {
@@ -868,6 +901,54 @@ impl Compiler<'_> {
         Ok(())
     }
 
+    /// Declares a cursor variable: a bound one's query is compiled here, with its arguments as
+    /// variables of their own that OPEN assigns.
+    fn declare_cursor(&mut self, name: &str, decl: Option<&parser::CursorDecl>) -> Result<()> {
+        let bound = match decl {
+            Some(d) => {
+                self.scopes.push(Vec::new());
+                let args: Vec<usize> = d.args.iter().map(|(arg, ty)| self.declare(arg, *ty)).collect();
+                let unit = self.sql_unit(&d.statement, &d.text, Vec::new(), false);
+                self.scopes.pop();
+                self.sql.push(unit?);
+                Some((self.sql.len() - 1, args))
+            }
+            None => None,
+        };
+        let slot = self.declare(name, PlType::Scalar(DataType::Text));
+        self.code.push(Instr::Init { slot, value: None });
+        let cursor = self.cursors;
+        self.cursors += 1;
+        self.cursor_vars.push(CursorVar { slot, cursor, bound, opened: None });
+        Ok(())
+    }
+
+    /// The cursor variable `name` names (42804 for another variable).
+    fn cursor_var(&self, name: &str) -> Result<usize> {
+        let slot = self.lookup(name).ok_or_else(|| Error::syntax(format!("\"{name}\" is not a known variable")))?;
+        self.cursor_vars
+            .iter()
+            .position(|c| c.slot == slot)
+            .ok_or_else(|| Error::new(SqlState::DatatypeMismatch, format!("variable \"{name}\" must be of type cursor or refcursor")))
+    }
+
+    /// Assigns a bound cursor's arguments (its query and argument slots given), as OPEN and a
+    /// cursor FOR loop do.
+    fn cursor_args(&mut self, name: &str, slots: &[usize], args: &[ast::Expr]) -> Result<()> {
+        if slots.len() != args.len() {
+            return Err(Error::syntax(match (slots.is_empty(), args.is_empty()) {
+                (true, _) => format!("cursor \"{name}\" has no arguments"),
+                (_, true) => format!("cursor \"{name}\" has arguments"),
+                _ => format!("wrong number of arguments for cursor \"{name}\""),
+            }));
+        }
+        for (&slot, e) in slots.iter().zip(args) {
+            let value = self.expr(e, hint(self.slots[slot].ty))?;
+            self.code.push(Instr::Assign { slot, value });
+        }
+        Ok(())
+    }
+
     /// Adds a statement run only to learn its columns; its key.
     fn describe_only(&mut self, text: &str) -> Result<UnitKey> {
         let statement = crate::sql::parse::parse(text)?.pop().ok_or_else(|| Error::internal("an empty statement"))?;
@@ -960,6 +1041,54 @@ impl Compiler<'_> {
             }
             SynStmt::Null => {}
             SynStmt::EndTransaction { rollback, chain } => self.code.push(Instr::EndTransaction { rollback: *rollback, chain: *chain }),
+            SynStmt::Open { cursor, args, query } => {
+                let k = self.cursor_var(cursor)?;
+                let (sql, slots) = match (&self.cursor_vars[k].bound, query) {
+                    (Some(_), Some(_)) => return Err(Error::syntax(format!("OPEN … FOR of the bound cursor \"{cursor}\""))),
+                    (Some((sql, slots)), None) => (*sql, slots.clone()),
+                    (None, Some((statement, text))) => {
+                        let unit = self.sql_unit(statement, text, Vec::new(), false)?;
+                        self.sql.push(unit);
+                        self.cursor_vars[k].opened = Some(self.sql.len() - 1);
+                        (self.sql.len() - 1, Vec::new())
+                    }
+                    (None, None) => return Err(Error::syntax(format!("OPEN of the unbound cursor \"{cursor}\" needs FOR and a query"))),
+                };
+                self.cursor_args(cursor, &slots, args)?;
+                self.code.push(Instr::CursorOpen { sql, cursor: self.cursor_vars[k].cursor, name: cursor.clone(), in_loop: false });
+            }
+            SynStmt::Fetch { cursor, into } => {
+                let k = self.cursor_var(cursor)?;
+                let (bound, query) = (self.cursor_vars[k].bound.is_some(), self.cursor_vars[k].bound.as_ref().map(|(sql, _)| *sql).or(self.cursor_vars[k].opened));
+                let targets = match (into, query) {
+                    (Some(names), Some(sql)) => {
+                        let unit = self.sql[sql].clone();
+                        self.row_targets(names, &unit)?
+                    }
+                    (Some(names), None) => names.iter().map(|n| self.scalar_slot(n)).collect::<Result<Vec<_>>>()?,
+                    (None, _) => Vec::new(),
+                };
+                self.code.push(Instr::CursorFetch { cursor: self.cursor_vars[k].cursor, targets, assign: into.is_some(), name: cursor.clone(), bound });
+            }
+            SynStmt::Close { cursor } => {
+                let k = self.cursor_var(cursor)?;
+                self.code.push(Instr::CursorClose { cursor: self.cursor_vars[k].cursor, name: cursor.clone() });
+            }
+            SynStmt::ForCursor { target, cursor, args, body } => {
+                let k = self.cursor_var(cursor)?;
+                let Some((sql, slots)) = self.cursor_vars[k].bound.clone() else {
+                    return Err(Error::syntax("cursor FOR loop must use a bound cursor variable"));
+                };
+                self.cursor_args(cursor, &slots, args)?;
+                // The loop declares its record, in a scope of its own.
+                self.scopes.push(Vec::new());
+                self.declare_record(&Decl { name: target.clone(), ty: DeclType::Record, default: None, constant: false })?;
+                let unit = self.sql[sql].clone();
+                let targets = self.row_targets(std::slice::from_ref(target), &unit)?;
+                let at = self.cursor_vars[k].cursor;
+                self.loop_over(at, Instr::CursorOpen { sql, cursor: at, name: cursor.clone(), in_loop: true }, targets, body)?;
+                self.scopes.pop();
+            }
             SynStmt::Assign { target, value } if target.contains('.') => {
                 // A record's field: its slot, once the record's fields are known.
                 let (name, field) = target.split_once('.').expect("checked");
@@ -1359,7 +1488,12 @@ impl Compiler<'_> {
     fn cursor_loop(&mut self, open: impl FnOnce(usize) -> Instr, targets: Vec<usize>, body: &[SynStmt]) -> Result<()> {
         let cursor = self.cursors;
         self.cursors += 1;
-        self.code.push(open(cursor));
+        self.loop_over(cursor, open(cursor), targets, body)
+    }
+
+    /// A loop over the rows `open` puts in cursor `cursor`.
+    fn loop_over(&mut self, cursor: usize, open: Instr, targets: Vec<usize>, body: &[SynStmt]) -> Result<()> {
+        self.code.push(open);
         let next = self.here();
         self.code.push(Instr::QueryNext { cursor, targets, exit: PATCH });
         // An EXIT or CONTINUE of this loop keeps its rows (its end closes them); one of an

@@ -22,7 +22,12 @@
 //! runs the routine ([`compile::compile_with`]); a record is a set of hidden scalar slots, one
 //! per field.
 //!
-//! NOT IMPLEMENTED: cursors (OPEN/FETCH), VARIADIC parameters, whole-record
+//! Cursor variables (`CURSOR FOR query`, `refcursor`) keep their query's rows, read when OPEN
+//! (or a cursor FOR loop) runs it, as a `FOR … IN query` loop does; FETCH and MOVE take the
+//! next.
+//!
+//! NOT IMPLEMENTED: FETCH and MOVE in directions other than NEXT (SCROLL), OPEN … FOR
+//! EXECUTE, a refcursor handed to the caller as a portal, VARIADIC parameters, whole-record
 //! assignment (`r := …`), record parameters and results (but `RETURNS SETOF table`),
 //! `FOR r IN EXECUTE` over a plain `record`, overloading (a name identifies one routine), a set-returning function inside a larger
 //! query (it is called only as `SELECT * FROM f(…)` or `SELECT f(…)`).

@@ -89,6 +89,18 @@ pub enum DeclType {
     ColumnType { table: String, column: String },
     /// `variable%TYPE`: the type of a variable declared before.
     VariableType(String),
+    /// `[NO] [SCROLL] CURSOR [(arguments)] FOR query`: a bound cursor.
+    Cursor(Box<CursorDecl>),
+    /// `refcursor`: a cursor variable that `OPEN … FOR query` binds.
+    RefCursor,
+}
+
+/// A bound cursor's declaration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CursorDecl {
+    pub args: Vec<(String, PlType)>,
+    pub statement: ast::Statement,
+    pub text: String,
 }
 
 impl DeclType {
@@ -96,6 +108,9 @@ impl DeclType {
         let Some((name, attribute)) = text.rsplit_once('%') else {
             if text.trim().eq_ignore_ascii_case("record") {
                 return Ok(DeclType::Record);
+            }
+            if text.trim().eq_ignore_ascii_case("refcursor") {
+                return Ok(DeclType::RefCursor);
             }
             return Ok(DeclType::Plain(parse_type(text)?));
         };
@@ -161,6 +176,15 @@ pub enum SynStmt {
     Execute(Box<Dynamic>),
     /// `FOR targets IN EXECUTE text [USING values] LOOP`.
     ForExecute { targets: Vec<String>, exec: Box<Dynamic>, body: Vec<SynStmt> },
+    /// `OPEN cursor [(arguments)]`, or `OPEN refcursor FOR query`.
+    Open { cursor: String, args: Vec<ast::Expr>, query: Option<(Box<ast::Statement>, String)> },
+    /// `FETCH [NEXT] [FROM] cursor INTO targets`, or `MOVE [NEXT] [FROM] cursor` (`into`
+    /// `None`).
+    Fetch { cursor: String, into: Option<Vec<String>> },
+    /// `CLOSE cursor`.
+    Close { cursor: String },
+    /// `FOR record IN cursor [(arguments)] LOOP`: the record is declared by the loop.
+    ForCursor { target: String, cursor: String, args: Vec<ast::Expr>, body: Vec<SynStmt> },
     /// `COMMIT` or `ROLLBACK` `[AND [NO] CHAIN]` in a procedure: ends the call's transaction
     /// and starts the next.
     EndTransaction { rollback: bool, chain: bool },
@@ -920,6 +944,38 @@ fn block(c: &mut Cursor) -> Result<SynStmt> {
 
 fn decl(c: &mut Cursor) -> Result<Decl> {
     let name = c.ident()?;
+    // `name [NO] [SCROLL] CURSOR [(arguments)] FOR | IS query;`
+    let at = c.pos;
+    if c.eat_word("no") && !c.peek_word("scroll") {
+        c.pos = at;
+    }
+    c.eat_word("scroll");
+    if c.eat_word("cursor") {
+        let mut args = Vec::new();
+        if c.eat_op("(") {
+            loop {
+                let arg = c.ident()?;
+                let (ty, _) = c.until(|t| t.is_op(",") || t.is_op(")"));
+                args.push((arg, parse_type(&ty)?));
+                if !c.eat_op(",") {
+                    break;
+                }
+            }
+            c.expect_op(")")?;
+        }
+        if !c.eat_word("for") && !c.eat_word("is") {
+            return Err(err(c.near()));
+        }
+        let begin = c.pos;
+        let (text, _) = c.until(|t| t.is_op(";"));
+        if begin == c.pos {
+            return Err(err(c.near()));
+        }
+        c.expect_op(";")?;
+        let statement = one_statement(&text)?;
+        return Ok(Decl { name, ty: DeclType::Cursor(Box::new(CursorDecl { args, statement, text })), default: None, constant: false });
+    }
+    c.pos = at;
     let constant = c.eat_word("constant");
     let (ty, _) = c.until(|t| t.is_op(":=") || t.is_op("=") || t.is_word("default") || t.is_op(";") || t.is_word("not"));
     let ty = DeclType::parse(&ty)?;
@@ -977,6 +1033,11 @@ impl SynStmt {
             SynStmt::Assert { .. } => "ASSERT",
             SynStmt::Case { .. } => "CASE",
             SynStmt::Null => "NULL",
+            SynStmt::Open { .. } => "OPEN",
+            SynStmt::Fetch { into: Some(_), .. } => "FETCH",
+            SynStmt::Fetch { into: None, .. } => "MOVE",
+            SynStmt::Close { .. } => "CLOSE",
+            SynStmt::ForCursor { .. } => "FOR over cursor",
             SynStmt::EndTransaction { rollback: false, .. } => "COMMIT",
             SynStmt::EndTransaction { rollback: true, .. } => "ROLLBACK",
             SynStmt::At { kind, .. } => kind,
@@ -1114,6 +1175,56 @@ fn statement(c: &mut Cursor) -> Result<SynStmt> {
             Ok(SynStmt::Sql { statement: Box::new(one_statement(&text)?), text, into: vec![], strict: false })
         }
         "select" | "insert" | "update" | "delete" | "with" | "call" => sql_statement(c),
+        "open" => {
+            c.pos += 1;
+            let cursor = c.ident()?;
+            let args = cursor_args(c)?;
+            let query = if c.eat_word("for") {
+                if c.peek_word("execute") {
+                    return Err(Error::unsupported("OPEN … FOR EXECUTE"));
+                }
+                let begin = c.pos;
+                let (text, _) = c.until(|t| t.is_op(";"));
+                if begin == c.pos {
+                    return Err(err(c.near()));
+                }
+                Some((Box::new(one_statement(&text)?), text))
+            } else {
+                None
+            };
+            c.expect_op(";")?;
+            Ok(SynStmt::Open { cursor, args, query })
+        }
+        "fetch" | "move" => {
+            c.pos += 1;
+            if c.peek_word("next") || c.peek_word("forward") {
+                c.pos += 1;
+            } else if ["prior", "first", "last", "absolute", "relative", "backward", "all"].iter().any(|w| c.peek_word(w))
+                || matches!(c.peek().map(|t| &t.tok), Some(Tok::Number))
+            {
+                return Err(Error::unsupported(format!("{} in a direction other than NEXT", word.to_uppercase())));
+            }
+            let _ = c.eat_word("from") || c.eat_word("in");
+            let cursor = c.ident()?;
+            let into = if word == "fetch" {
+                c.expect_word("into")?;
+                let mut targets = vec![c.ident()?];
+                while c.eat_op(",") {
+                    targets.push(c.ident()?);
+                }
+                Some(targets)
+            } else {
+                None
+            };
+            c.expect_op(";")?;
+            Ok(SynStmt::Fetch { cursor, into })
+        }
+        "close" => {
+            c.pos += 1;
+            let cursor = c.ident()?;
+            c.expect_op(";")?;
+            Ok(SynStmt::Close { cursor })
+        }
         "commit" | "rollback" => {
             c.pos += 1;
             let chain = if c.eat_word("and") {
@@ -1187,6 +1298,18 @@ fn for_statement(c: &mut Cursor) -> Result<SynStmt> {
         targets.push(c.ident()?);
     }
     c.expect_word("in")?;
+    // `FOR r IN cursor [(arguments)] LOOP` (a range's bound may also start with a name: it
+    // has `..` before LOOP).
+    if let ([target], Some(Tok::Word(_))) = (targets.as_slice(), c.peek().map(|t| &t.tok)) {
+        let at = c.pos;
+        let cursor = c.ident()?;
+        let args = cursor_args(c);
+        if args.is_ok() && c.peek_word("loop") {
+            let body = loop_body(c)?;
+            return Ok(SynStmt::ForCursor { target: target.clone(), cursor, args: args?, body });
+        }
+        c.pos = at;
+    }
     if ["select", "with", "insert", "update", "delete"].iter().any(|w| c.peek_word(w)) {
         let begin = c.pos;
         let (text, _) = c.until(|t| t.is_word("loop"));
@@ -1355,6 +1478,21 @@ fn raise(c: &mut Cursor) -> Result<SynStmt> {
         return Err(err(if placeholders > args.len() { "too few parameters specified for RAISE" } else { "too many parameters specified for RAISE" }));
     }
     Ok(SynStmt::Raise { level, format, args, options })
+}
+
+/// A cursor's arguments, `(a, b)`, if they come next.
+fn cursor_args(c: &mut Cursor) -> Result<Vec<ast::Expr>> {
+    let mut args = Vec::new();
+    if c.eat_op("(") {
+        loop {
+            args.push(c.expr_until(|t| t.is_op(",") || t.is_op(")"))?);
+            if !c.eat_op(",") {
+                break;
+            }
+        }
+        c.expect_op(")")?;
+    }
+    Ok(args)
 }
 
 fn one_statement(text: &str) -> Result<ast::Statement> {
