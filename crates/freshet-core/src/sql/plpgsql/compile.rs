@@ -780,6 +780,9 @@ impl Compiler<'_> {
                     self.declare_cursor(&d.name, Some(decl))?;
                     continue;
                 }
+                DeclType::RefCursor if d.default.is_some() => {
+                    return Err(Error::unsupported(format!("a portal name for the refcursor \"{}\" (its default)", d.name)));
+                }
                 DeclType::RefCursor => {
                     self.declare_cursor(&d.name, None)?;
                     continue;
