@@ -968,8 +968,9 @@ impl Session {
             }
             Statement::Insert(insert) => self.plan_insert_kind(insert, catalog, params, None).await?,
             Statement::Update(u) if crate::update_from::applies(u) => {
-                // Planned as it will run, for its parameters' types (those its query and its
-                // one-row UPDATE give them) and its RETURNING columns.
+                // With parameters or RETURNING, planned as it will run, for its parameters'
+                // types (those its query and its one-row UPDATE give them) and its RETURNING
+                // columns; otherwise there is nothing to learn before it runs (and plans).
                 let mut highest = params.len();
                 let _ = ast::visit_expressions(u, |e: &ast::Expr| {
                     highest = highest.max(placeholder(e).map_or(0, |i| i + 1));
@@ -977,8 +978,13 @@ impl Session {
                 });
                 params.resize(highest, None);
                 let rewritten = crate::update_from::rewrite(u, catalog, params.len())?;
-                let planned = self.plan_update_from(&rewritten, catalog, params).await?;
-                (Kind::UpdateFrom, planned.update.returning_columns().filter(|_| rewritten.returning).map(returning_columns))
+                let columns = if params.is_empty() && !rewritten.returning {
+                    None
+                } else {
+                    let planned = self.plan_update_from(&rewritten, catalog, params).await?;
+                    planned.update.returning_columns().filter(|_| rewritten.returning).map(returning_columns)
+                };
+                (Kind::UpdateFrom, columns)
             }
             Statement::Delete(d) if d.using.is_some() => {
                 // Checked now; rewritten again when it runs, against that catalog.

@@ -1287,6 +1287,10 @@ impl InSession<'_> {
 
 impl RoutineStatements for InSession<'_> {
     async fn run(&mut self, prepared: &Arc<crate::session::Prepared>, params: &[Value]) -> Result<(Vec<Vec<Value>>, u64)> {
+        if !self.in_try {
+            // Nothing to tell a routine this statement may call.
+            return statement_rows(self.session, prepared, params.to_vec()).await;
+        }
         let (prepared, params) = (prepared.clone(), params.to_vec());
         self.nested(move |s| Box::pin(async move { statement_rows(s, &prepared, params).await })).await
     }

@@ -1828,9 +1828,7 @@ impl<'a> Rewriter<'a, '_> {
     }
 
     fn array_var(&self, e: &ast::Expr) -> Option<usize> {
-        let ast::Expr::Identifier(id) = e else { return None };
-        let slot = self.c.lookup(&fold_ident(id))?;
-        matches!(self.c.slots[slot].ty, PlType::Array(_)).then_some(slot)
+        self.c.array_slot(e)
     }
 
     /// The record an expression names, if it names one.
