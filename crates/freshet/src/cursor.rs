@@ -148,8 +148,52 @@ fn no_cursor(name: &str) -> Error {
     Error::new(SqlState::InvalidCursorName, format!("cursor \"{name}\" does not exist"))
 }
 
-fn only_forward() -> Error {
+pub(crate) fn only_forward() -> Error {
     Error::new(SqlState::ObjectNotInPrerequisiteState, "cursor can only scan forward").with_hint("Declare it with SCROLL option to enable backward scan.")
+}
+
+/// Whether going `direction` from position `pos` (on a row or not) goes back, which a NO
+/// SCROLL cursor cannot.
+pub(crate) fn goes_back(pos: u64, on_row: bool, direction: FetchDirection) -> bool {
+    match direction {
+        FetchDirection::Forward(_) => false,
+        FetchDirection::Backward(_) => true,
+        FetchDirection::Absolute(k) => k < 0 || (k == 0 && pos > 0) || (k > 0 && k as u64 <= pos),
+        FetchDirection::Relative(k) => k < 0 || (k == 0 && on_row),
+    }
+}
+
+/// Where FETCH or MOVE `direction` takes a cursor at `pos` over `len` rows held in memory
+/// (positions as in [`Cursor`]), and how many rows it passes over; a FETCH of one row
+/// returns the row at the new position if it passed one. The same moves as
+/// [`Cursor::fetch`]'s (PL/pgSQL's cursor variables move this way).
+pub(crate) fn step(pos: u64, len: u64, direction: FetchDirection) -> (u64, u64) {
+    match direction {
+        FetchDirection::Forward(n) => {
+            let left = len.saturating_sub(pos);
+            if n <= left { (pos + n, n) } else { (len + 1, left) }
+        }
+        FetchDirection::Backward(n) => {
+            let left = pos.saturating_sub(1).min(len);
+            if n <= left { (pos.min(len + 1) - n, n) } else { (0, left) }
+        }
+        FetchDirection::Absolute(0) => (0, 0),
+        FetchDirection::Relative(0) => (pos, u64::from(pos >= 1 && pos <= len)),
+        FetchDirection::Absolute(k) | FetchDirection::Relative(k) => {
+            let target = match direction {
+                FetchDirection::Absolute(k) if k < 0 => len as i64 + 1 + k,
+                FetchDirection::Relative(_) => pos as i64 + k,
+                _ => k,
+            };
+            if target < 1 {
+                (0, 0)
+            } else if target as u64 > len {
+                (len + 1, 0)
+            } else {
+                (target as u64, 1)
+            }
+        }
+    }
 }
 
 impl Cursor {
@@ -212,14 +256,8 @@ impl Cursor {
         self.pos >= 1 && self.pos <= self.taken
     }
 
-    /// Whether going `direction` from here goes back, which a NO SCROLL cursor cannot.
     fn goes_back(&self, direction: FetchDirection) -> bool {
-        match direction {
-            FetchDirection::Forward(_) => false,
-            FetchDirection::Backward(_) => true,
-            FetchDirection::Absolute(k) => k < 0 || (k == 0 && self.pos > 0) || (k > 0 && k as u64 <= self.pos),
-            FetchDirection::Relative(k) => k < 0 || (k == 0 && self.on_row()),
-        }
+        goes_back(self.pos, self.on_row(), direction)
     }
 
     /// Moves forward over up to `count` rows: the rows passed over as slices of the pieces.

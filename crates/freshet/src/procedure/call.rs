@@ -17,7 +17,8 @@ use freshet_core::sql::expr::{EvalContext, Expr, NoRow};
 use freshet_core::sql::names::fold_ident;
 use freshet_core::sql::plpgsql::parser::RaiseLevel;
 use freshet_core::sql::plpgsql::compile::{ArrayPart, ArrayValue, LoopLookup, MAX_PREFETCHED_ITERATIONS};
-use freshet_core::sql::plpgsql::{self, ExprUnit, Instr, ParamSource, PlType, PlValue};
+use freshet_core::sql::parse::{FetchDirection, FETCH_ALL};
+use freshet_core::sql::plpgsql::{self, ExprUnit, FetchStep, Instr, ParamSource, PlType, PlValue};
 use freshet_core::types::{DataType, Value};
 use freshet_core::{Error, Result, SqlState};
 use sqlparser::ast;
@@ -1462,7 +1463,7 @@ async fn interpret<S: RoutineStatements>(
         vars,
         notices: Vec::new(),
         out: Vec::new(),
-        cursors: (0..r.cursors).map(|_| (Vec::new().into_iter(), 0)).collect(),
+        cursors: (0..r.cursors).map(|_| Rows::default()).collect(),
         opened: vec![CursorState::Never; r.cursors],
         pc: 0,
         steps: 0,
@@ -1569,6 +1570,63 @@ impl CursorState {
     }
 }
 
+/// A query loop's or cursor variable's rows (all of them, read when it opened) and its
+/// position: 0 before the first row, k on row k, `rows.len() + 1` after the last; a query
+/// loop's stays on its last row at the end, so that it is the number of rows it assigned.
+#[derive(Default)]
+struct Rows {
+    rows: Vec<Vec<Value>>,
+    pos: usize,
+    /// A cursor variable's: FETCH may read a row again, so the loop over it copies each
+    /// row; a query loop's takes them.
+    keep: bool,
+    /// A cursor variable may move back.
+    scroll: bool,
+}
+
+impl Rows {
+    fn new(rows: Vec<Vec<Value>>) -> Rows {
+        Rows { rows, ..Rows::default() }
+    }
+
+    /// The next row, for a loop.
+    fn next(&mut self) -> Option<Vec<Value>> {
+        let row = self.rows.get_mut(self.pos)?;
+        self.pos += 1;
+        Some(if self.keep { row.clone() } else { std::mem::take(row) })
+    }
+}
+
+/// The cursor move a FETCH or MOVE's direction means, its count evaluated: a count that is
+/// NULL is 22004; a negative one turns the direction around, and 0 stays on the row (as
+/// PostgreSQL's portals take them).
+fn fetch_direction(step: &FetchStep, vars: &Vars, now: Clock<'_>) -> Result<FetchDirection> {
+    use FetchDirection::{Absolute, Backward, Forward, Relative};
+    let count = |e: &ExprUnit| -> Result<i64> {
+        match eval(e, vars, now)? {
+            Value::Null => Err(Error::new(SqlState::custom("22004").unwrap_or(SqlState::InvalidParameterValue), "relative or absolute cursor position is null")),
+            v => v.as_i64().ok_or_else(|| Error::mismatch(format!("a cursor position must be an integer, not {v:?}"))),
+        }
+    };
+    let ahead = |n: i64| match n {
+        0 => Relative(0),
+        n if n < 0 => Backward(n.unsigned_abs()),
+        n => Forward(n as u64),
+    };
+    Ok(match step {
+        FetchStep::Next => Forward(1),
+        FetchStep::Prior => Backward(1),
+        FetchStep::First => Absolute(1),
+        FetchStep::Last => Absolute(-1),
+        FetchStep::Absolute(e) => Absolute(count(e)?),
+        FetchStep::Relative(e) => Relative(count(e)?),
+        FetchStep::Forward(e) => ahead(count(e)?),
+        FetchStep::Backward(e) => ahead(count(e)?.checked_neg().unwrap_or(i64::MAX)),
+        FetchStep::ForwardAll => Forward(FETCH_ALL),
+        FetchStep::BackwardAll => Backward(FETCH_ALL),
+    })
+}
+
 /// 34000: FETCH, MOVE or CLOSE of a cursor that is not open.
 fn cursor_missing(name: &str) -> Error {
     Error::new(SqlState::custom("34000").unwrap_or(SqlState::InvalidParameterValue), format!("cursor \"{name}\" does not exist"))
@@ -1585,8 +1643,8 @@ struct Interp {
     notices: Vec<Notice>,
     /// A set-returning function's rows so far.
     out: Vec<Vec<Value>>,
-    /// Per query loop and cursor variable: its rows and how many were assigned so far.
-    cursors: Vec<(std::vec::IntoIter<Vec<Value>>, usize)>,
+    /// Per query loop and cursor variable: its rows and where it is among them.
+    cursors: Vec<Rows>,
     /// Per cursor: whether OPEN (or a cursor loop) opened it and it is open still
     /// ([`CursorState`]).
     opened: Vec<CursorState>,
@@ -1745,20 +1803,18 @@ async fn run_instructions<S: RoutineStatements>(
             }
             Instr::ExecuteOpen { exec, cursor } => {
                 let (rows, _) = run_dynamic(exec, vars, now, statements).await?;
-                cursors[*cursor] = (rows.into_iter(), 0);
+                cursors[*cursor] = Rows::new(rows);
             }
             Instr::QueryOpen { sql, cursor } => {
                 let unit = &r.sql[*sql];
                 fill_params(params, &unit.params, vars, now)?;
                 let (rows, _) = statements.run(&compiled.prepared[*sql], params).await?;
-                cursors[*cursor] = (rows.into_iter(), 0);
+                cursors[*cursor] = Rows::new(rows);
             }
             Instr::QueryNext { cursor, targets, exit } => {
-                let (rows, seen) = &mut cursors[*cursor];
-                match rows.next() {
+                match cursors[*cursor].next() {
                     None => *pc = *exit,
                     Some(row) => {
-                        *seen += 1;
                         let mut row = row.into_iter();
                         for slot in targets {
                             let v = row.next().unwrap_or(Value::Null);
@@ -1768,23 +1824,26 @@ async fn run_instructions<S: RoutineStatements>(
                 }
             }
             Instr::QueryClose { cursor } => {
-                let (_, seen) = std::mem::replace(&mut cursors[*cursor], (Vec::new().into_iter(), 0));
+                let seen = std::mem::take(&mut cursors[*cursor]).pos;
                 vars.set(r.found, Value::Bool(seen > 0));
                 if opened[*cursor].is_open() {
                     opened[*cursor] = CursorState::Closed;
                 }
             }
-            Instr::CursorOpen { sql, cursor, name, in_loop } => {
+            Instr::CursorOpen { sql, cursor, name, in_loop, scroll } => {
                 if opened[*cursor].is_open() {
                     return Err(Error::new(SqlState::custom("42P03").unwrap_or(SqlState::DuplicateObject), format!("cursor \"{name}\" already in use")));
                 }
+                let Some(scroll) = *scroll else {
+                    return Err(Error::new(SqlState::FeatureNotSupported, "DECLARE SCROLL CURSOR ... FOR UPDATE/SHARE is not supported").with_detail("Scrollable cursors must be READ ONLY."));
+                };
                 let unit = &r.sql[*sql];
                 fill_params(params, &unit.params, vars, now)?;
                 let (rows, _) = statements.run(&compiled.prepared[*sql], params).await?;
-                cursors[*cursor] = (rows.into_iter(), 0);
+                cursors[*cursor] = Rows { rows, pos: 0, keep: true, scroll };
                 opened[*cursor] = if *in_loop { CursorState::InLoop } else { CursorState::Open };
             }
-            Instr::CursorFetch { cursor, targets, assign, name, bound } => {
+            Instr::CursorFetch { cursor, targets, assign, name, bound, direction } => {
                 match opened[*cursor] {
                     CursorState::Open | CursorState::InLoop => {}
                     CursorState::Never if !bound => {
@@ -1792,13 +1851,17 @@ async fn run_instructions<S: RoutineStatements>(
                     }
                     _ => return Err(cursor_missing(name)),
                 }
-                let (rows, seen) = &mut cursors[*cursor];
-                let row = rows.next();
-                vars.set(r.found, Value::Bool(row.is_some()));
-                if row.is_some() {
-                    *seen += 1;
+                let direction = fetch_direction(direction, vars, now)?;
+                let rows = &mut cursors[*cursor];
+                let (pos, len) = (rows.pos as u64, rows.rows.len() as u64);
+                if !rows.scroll && crate::cursor::goes_back(pos, pos >= 1 && pos <= len, direction) {
+                    return Err(crate::cursor::only_forward());
                 }
+                let (pos, passed) = crate::cursor::step(pos, len, direction);
+                rows.pos = pos as usize;
+                vars.set_status(r, passed);
                 if *assign {
+                    let row = if passed > 0 { rows.rows.get(rows.pos.wrapping_sub(1)).cloned() } else { None };
                     let mut row = row.unwrap_or_default().into_iter();
                     for slot in targets {
                         let v = row.next().unwrap_or(Value::Null);
@@ -1810,7 +1873,7 @@ async fn run_instructions<S: RoutineStatements>(
                 if !opened[*cursor].is_open() {
                     return Err(cursor_missing(name));
                 }
-                cursors[*cursor] = (Vec::new().into_iter(), 0);
+                cursors[*cursor] = Rows::default();
                 opened[*cursor] = CursorState::Closed;
             }
             Instr::Return(value) => {
@@ -1842,7 +1905,7 @@ async fn run_instructions<S: RoutineStatements>(
                 for (state, rows) in opened.iter_mut().zip(cursors.iter_mut()) {
                     if *state == CursorState::Open {
                         *state = CursorState::Closed;
-                        *rows = (Vec::new().into_iter(), 0);
+                        *rows = Rows::default();
                     }
                 }
             }

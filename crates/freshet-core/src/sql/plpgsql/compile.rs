@@ -13,7 +13,7 @@ use std::ops::ControlFlow;
 
 use sqlparser::ast::{self, VisitMut, VisitorMut};
 
-use super::parser::{self, Decl, DeclType, RaiseLevel, SynStmt};
+use super::parser::{self, Decl, DeclType, FetchDir, RaiseLevel, SynStmt};
 use super::PlType;
 use crate::catalog::Catalog;
 use crate::error::{Error, Result, SqlState};
@@ -126,6 +126,21 @@ pub struct Described {
     pub assigners: Vec<Vec<UnitKey>>,
 }
 
+/// A FETCH's or MOVE's direction ([`parser::FetchDir`]) with its counts compiled.
+#[derive(Clone, Debug)]
+pub enum FetchStep {
+    Next,
+    Prior,
+    First,
+    Last,
+    Absolute(ExprUnit),
+    Relative(ExprUnit),
+    Forward(ExprUnit),
+    Backward(ExprUnit),
+    ForwardAll,
+    BackwardAll,
+}
+
 #[derive(Clone, Debug)]
 pub struct Slot {
     pub name: String,
@@ -161,12 +176,15 @@ pub enum Instr {
     QueryClose { cursor: usize },
     /// `OPEN`: runs statement `sql` and keeps its rows in cursor `cursor`, which must not be
     /// open (42P03); `name` is the cursor variable's. A cursor FOR loop's (`in_loop`) stays
-    /// open across a COMMIT; an OPENed one closes.
-    CursorOpen { sql: usize, cursor: usize, name: String, in_loop: bool },
-    /// `FETCH … INTO targets` (`assign`) or `MOVE`: the cursor's next row, if any (FOUND
-    /// says); FETCH past the end sets the targets to NULL. The cursor must be open (34000;
-    /// 22004 for a `refcursor` never opened, when not `bound`).
-    CursorFetch { cursor: usize, targets: Vec<usize>, assign: bool, name: String, bound: bool },
+    /// open across a COMMIT; an OPENed one closes. A cursor that is not `scroll` refuses to
+    /// move back (55000); `None`: declared SCROLL over a query that locks rows, which OPEN
+    /// refuses (0A000), as PostgreSQL does when it opens one.
+    CursorOpen { sql: usize, cursor: usize, name: String, in_loop: bool, scroll: Option<bool> },
+    /// `FETCH [direction] … INTO targets` (`assign`) or `MOVE [direction]`: the row it moves
+    /// to, if any (FOUND and ROW_COUNT say how many rows it passed); FETCH off the rows sets
+    /// the targets to NULL. The cursor must be open (34000; 22004 for a `refcursor` never
+    /// opened, when not `bound`).
+    CursorFetch { cursor: usize, targets: Vec<usize>, assign: bool, name: String, bound: bool, direction: Box<FetchStep> },
     /// `CLOSE`: the cursor must be open (34000).
     CursorClose { cursor: usize, name: String },
     Return(Option<ExprUnit>),
@@ -536,6 +554,8 @@ struct CursorVar {
     cursor: usize,
     /// A bound cursor's query (an index into `sql`) and its arguments' slots.
     bound: Option<(usize, Vec<usize>)>,
+    /// Its declaration's `SCROLL` or `NO SCROLL`.
+    scroll: Option<bool>,
     /// An unbound one's query of the last `OPEN … FOR` compiled (whose columns a record
     /// FETCH assigns).
     opened: Option<usize>,
@@ -922,8 +942,20 @@ impl Compiler<'_> {
         self.code.push(Instr::Init { slot, value: None });
         let cursor = self.cursors;
         self.cursors += 1;
-        self.cursor_vars.push(CursorVar { slot, cursor, bound, opened: None });
+        self.cursor_vars.push(CursorVar { slot, cursor, bound, scroll: decl.and_then(|d| d.scroll), opened: None });
         Ok(())
+    }
+
+    /// Whether a cursor over statement `sql` may move back: as declared, and otherwise unless
+    /// its query locks rows (PostgreSQL's plans for SELECT … FOR UPDATE scan forward only);
+    /// `None` for SCROLL with FOR UPDATE ([`Instr::CursorOpen`]).
+    fn cursor_scroll(&self, sql: usize, declared: Option<bool>) -> Option<bool> {
+        let locks = matches!(&self.sql[sql].statement, ast::Statement::Query(q) if !q.locks.is_empty());
+        match declared {
+            Some(true) if locks => None,
+            Some(scroll) => Some(scroll),
+            None => Some(!locks),
+        }
     }
 
     /// The cursor variable `name` names (42804 for another variable).
@@ -1044,8 +1076,9 @@ impl Compiler<'_> {
             }
             SynStmt::Null => {}
             SynStmt::EndTransaction { rollback, chain } => self.code.push(Instr::EndTransaction { rollback: *rollback, chain: *chain }),
-            SynStmt::Open { cursor, args, query } => {
+            SynStmt::Open { cursor, args, query, scroll } => {
                 let k = self.cursor_var(cursor)?;
+                let scroll = scroll.or(self.cursor_vars[k].scroll);
                 let (sql, slots) = match (&self.cursor_vars[k].bound, query) {
                     (Some(_), Some(_)) => return Err(Error::syntax(format!("OPEN … FOR of the bound cursor \"{cursor}\""))),
                     (Some((sql, slots)), None) => (*sql, slots.clone()),
@@ -1058,9 +1091,10 @@ impl Compiler<'_> {
                     (None, None) => return Err(Error::syntax(format!("OPEN of the unbound cursor \"{cursor}\" needs FOR and a query"))),
                 };
                 self.cursor_args(cursor, &slots, args)?;
-                self.code.push(Instr::CursorOpen { sql, cursor: self.cursor_vars[k].cursor, name: cursor.clone(), in_loop: false });
+                let scroll = self.cursor_scroll(sql, scroll);
+                self.code.push(Instr::CursorOpen { sql, cursor: self.cursor_vars[k].cursor, name: cursor.clone(), in_loop: false, scroll });
             }
-            SynStmt::Fetch { cursor, into } => {
+            SynStmt::Fetch { cursor, into, direction } => {
                 let k = self.cursor_var(cursor)?;
                 let (bound, query) = (self.cursor_vars[k].bound.is_some(), self.cursor_vars[k].bound.as_ref().map(|(sql, _)| *sql).or(self.cursor_vars[k].opened));
                 let targets = match (into, query) {
@@ -1071,7 +1105,20 @@ impl Compiler<'_> {
                     (Some(names), None) => names.iter().map(|n| self.scalar_slot(n)).collect::<Result<Vec<_>>>()?,
                     (None, _) => Vec::new(),
                 };
-                self.code.push(Instr::CursorFetch { cursor: self.cursor_vars[k].cursor, targets, assign: into.is_some(), name: cursor.clone(), bound });
+                let count = |c: &mut Self, e: &ast::Expr| c.expr(e, Some(DataType::Int64));
+                let direction = Box::new(match direction {
+                    FetchDir::Next => FetchStep::Next,
+                    FetchDir::Prior => FetchStep::Prior,
+                    FetchDir::First => FetchStep::First,
+                    FetchDir::Last => FetchStep::Last,
+                    FetchDir::Absolute(e) => FetchStep::Absolute(count(self, e)?),
+                    FetchDir::Relative(e) => FetchStep::Relative(count(self, e)?),
+                    FetchDir::Forward(e) => FetchStep::Forward(count(self, e)?),
+                    FetchDir::Backward(e) => FetchStep::Backward(count(self, e)?),
+                    FetchDir::ForwardAll => FetchStep::ForwardAll,
+                    FetchDir::BackwardAll => FetchStep::BackwardAll,
+                });
+                self.code.push(Instr::CursorFetch { cursor: self.cursor_vars[k].cursor, targets, assign: into.is_some(), name: cursor.clone(), bound, direction });
             }
             SynStmt::Close { cursor } => {
                 let k = self.cursor_var(cursor)?;
@@ -1089,7 +1136,8 @@ impl Compiler<'_> {
                 let unit = self.sql[sql].clone();
                 let targets = self.row_targets(std::slice::from_ref(target), &unit)?;
                 let at = self.cursor_vars[k].cursor;
-                self.loop_over(at, Instr::CursorOpen { sql, cursor: at, name: cursor.clone(), in_loop: true }, targets, body)?;
+                let scroll = self.cursor_scroll(sql, self.cursor_vars[k].scroll);
+                self.loop_over(at, Instr::CursorOpen { sql, cursor: at, name: cursor.clone(), in_loop: true, scroll }, targets, body)?;
                 self.scopes.pop();
             }
             SynStmt::Assign { target, value } if target.contains('.') => {

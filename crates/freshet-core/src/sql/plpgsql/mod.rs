@@ -23,10 +23,10 @@
 //! per field.
 //!
 //! Cursor variables (`CURSOR FOR query`, `refcursor`) keep their query's rows, read when OPEN
-//! (or a cursor FOR loop) runs it, as a `FOR … IN query` loop does; FETCH and MOVE take the
-//! next.
+//! (or a cursor FOR loop) runs it, as a `FOR … IN query` loop does; FETCH and MOVE move
+//! along them in any direction.
 //!
-//! NOT IMPLEMENTED: FETCH and MOVE in directions other than NEXT (SCROLL), OPEN … FOR
+//! NOT IMPLEMENTED: OPEN … FOR
 //! EXECUTE, a refcursor handed to the caller as a portal, VARIADIC parameters, whole-record
 //! assignment (`r := …`), record parameters and results (but `RETURNS SETOF table`),
 //! `FOR r IN EXECUTE` over a plain `record`, overloading (a name identifies one routine), a set-returning function inside a larger
@@ -36,7 +36,7 @@ pub mod compile;
 pub mod lexer;
 pub mod parser;
 
-pub use compile::{classify, compile, home_parameter, compile_with, Classification, Described, ExecuteCode, ExprUnit, HandlerCode, Instr, ParamSource, Routine, SqlUnit, UnitKey};
+pub use compile::{classify, compile, home_parameter, compile_with, Classification, Described, ExecuteCode, ExprUnit, FetchStep, HandlerCode, Instr, ParamSource, Routine, SqlUnit, UnitKey};
 
 use crate::error::{Error, Result, SqlState};
 use crate::types::{DataType, Value};

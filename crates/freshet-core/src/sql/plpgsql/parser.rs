@@ -98,9 +98,39 @@ pub enum DeclType {
 /// A bound cursor's declaration.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CursorDecl {
+    /// `SCROLL` (true), `NO SCROLL` (false), or neither.
+    pub scroll: Option<bool>,
     pub args: Vec<(String, PlType)>,
     pub statement: ast::Statement,
     pub text: String,
+}
+
+/// The direction of a FETCH or MOVE; counts are expressions, evaluated when it runs.
+#[derive(Clone, Debug, PartialEq)]
+pub enum FetchDir {
+    /// `NEXT`, `FORWARD`, or none.
+    Next,
+    /// `PRIOR`, `BACKWARD`.
+    Prior,
+    First,
+    Last,
+    Absolute(ast::Expr),
+    Relative(ast::Expr),
+    /// `FORWARD count`, or a count alone (MOVE only: it may pass several rows).
+    Forward(ast::Expr),
+    /// `BACKWARD count` (MOVE only).
+    Backward(ast::Expr),
+    /// `ALL`, `FORWARD ALL` (MOVE only).
+    ForwardAll,
+    /// `BACKWARD ALL` (MOVE only).
+    BackwardAll,
+}
+
+impl FetchDir {
+    /// Whether it may pass more than one row, which FETCH … INTO cannot.
+    fn many(&self) -> bool {
+        matches!(self, FetchDir::Forward(_) | FetchDir::Backward(_) | FetchDir::ForwardAll | FetchDir::BackwardAll)
+    }
 }
 
 impl DeclType {
@@ -176,11 +206,11 @@ pub enum SynStmt {
     Execute(Box<Dynamic>),
     /// `FOR targets IN EXECUTE text [USING values] LOOP`.
     ForExecute { targets: Vec<String>, exec: Box<Dynamic>, body: Vec<SynStmt> },
-    /// `OPEN cursor [(arguments)]`, or `OPEN refcursor FOR query`.
-    Open { cursor: String, args: Vec<ast::Expr>, query: Option<(Box<ast::Statement>, String)> },
-    /// `FETCH [NEXT] [FROM] cursor INTO targets`, or `MOVE [NEXT] [FROM] cursor` (`into`
-    /// `None`).
-    Fetch { cursor: String, into: Option<Vec<String>> },
+    /// `OPEN cursor [(arguments)]`, or `OPEN refcursor [[NO] SCROLL] FOR query`.
+    Open { cursor: String, args: Vec<ast::Expr>, query: Option<(Box<ast::Statement>, String)>, scroll: Option<bool> },
+    /// `FETCH [direction] [FROM | IN] cursor INTO targets`, or `MOVE [direction] [FROM | IN]
+    /// cursor` (`into` `None`).
+    Fetch { cursor: String, into: Option<Vec<String>>, direction: FetchDir },
     /// `CLOSE cursor`.
     Close { cursor: String },
     /// `FOR record IN cursor [(arguments)] LOOP`: the record is declared by the loop.
@@ -946,10 +976,7 @@ fn decl(c: &mut Cursor) -> Result<Decl> {
     let name = c.ident()?;
     // `name [NO] [SCROLL] CURSOR [(arguments)] FOR | IS query;`
     let at = c.pos;
-    if c.eat_word("no") && !c.peek_word("scroll") {
-        c.pos = at;
-    }
-    c.eat_word("scroll");
+    let scroll = scroll_option(c);
     if c.eat_word("cursor") {
         let mut args = Vec::new();
         if c.eat_op("(") {
@@ -973,7 +1000,7 @@ fn decl(c: &mut Cursor) -> Result<Decl> {
         }
         c.expect_op(";")?;
         let statement = one_statement(&text)?;
-        return Ok(Decl { name, ty: DeclType::Cursor(Box::new(CursorDecl { args, statement, text })), default: None, constant: false });
+        return Ok(Decl { name, ty: DeclType::Cursor(Box::new(CursorDecl { scroll, args, statement, text })), default: None, constant: false });
     }
     c.pos = at;
     let constant = c.eat_word("constant");
@@ -1179,6 +1206,10 @@ fn statement(c: &mut Cursor) -> Result<SynStmt> {
             c.pos += 1;
             let cursor = c.ident()?;
             let args = cursor_args(c)?;
+            let scroll = scroll_option(c);
+            if scroll.is_some() && !c.peek_word("for") {
+                return Err(err(c.near()));
+            }
             let query = if c.eat_word("for") {
                 if c.peek_word("execute") {
                     return Err(Error::unsupported("OPEN … FOR EXECUTE"));
@@ -1193,18 +1224,14 @@ fn statement(c: &mut Cursor) -> Result<SynStmt> {
                 None
             };
             c.expect_op(";")?;
-            Ok(SynStmt::Open { cursor, args, query })
+            Ok(SynStmt::Open { cursor, args, query, scroll })
         }
         "fetch" | "move" => {
             c.pos += 1;
-            if c.peek_word("next") || c.peek_word("forward") {
-                c.pos += 1;
-            } else if ["prior", "first", "last", "absolute", "relative", "backward", "all"].iter().any(|w| c.peek_word(w))
-                || matches!(c.peek().map(|t| &t.tok), Some(Tok::Number))
-            {
-                return Err(Error::unsupported(format!("{} in a direction other than NEXT", word.to_uppercase())));
+            let direction = fetch_direction(c)?;
+            if word == "fetch" && direction.many() {
+                return Err(err("FETCH statement cannot return multiple rows"));
             }
-            let _ = c.eat_word("from") || c.eat_word("in");
             let cursor = c.ident()?;
             let into = if word == "fetch" {
                 c.expect_word("into")?;
@@ -1217,7 +1244,7 @@ fn statement(c: &mut Cursor) -> Result<SynStmt> {
                 None
             };
             c.expect_op(";")?;
-            Ok(SynStmt::Fetch { cursor, into })
+            Ok(SynStmt::Fetch { cursor, into, direction })
         }
         "close" => {
             c.pos += 1;
@@ -1478,6 +1505,79 @@ fn raise(c: &mut Cursor) -> Result<SynStmt> {
         return Err(err(if placeholders > args.len() { "too few parameters specified for RAISE" } else { "too many parameters specified for RAISE" }));
     }
     Ok(SynStmt::Raise { level, format, args, options })
+}
+
+/// `SCROLL` (true) or `NO SCROLL` (false), if one comes next.
+fn scroll_option(c: &mut Cursor) -> Option<bool> {
+    if c.peek_word("no") && c.toks.get(c.pos + 1).is_some_and(|t| t.is_word("scroll")) {
+        c.pos += 2;
+        Some(false)
+    } else if c.eat_word("scroll") {
+        Some(true)
+    } else {
+        None
+    }
+}
+
+/// The direction of a FETCH or MOVE, and the FROM or IN after it: up to the cursor's name.
+/// A count is an expression (PostgreSQL's PL/pgSQL takes any integer expression there), and
+/// FROM or IN must follow it. As in PostgreSQL, a name that is not a direction's keyword is
+/// the cursor's, so a count alone must not begin with one (`MOVE -n FROM c`, `MOVE 2 FROM c`).
+fn fetch_direction(c: &mut Cursor) -> Result<FetchDir> {
+    const KEYWORDS: [&str; 9] = ["next", "prior", "first", "last", "absolute", "relative", "all", "forward", "backward"];
+    // The cursor's name is next if the statement ends after it or INTO follows it.
+    let names_cursor = c.toks.get(c.pos + 1).is_none_or(|t| t.is_op(";") || t.is_word("into"));
+    let word = matches!(c.peek().map(|t| &t.tok), Some(Tok::Word(_) | Tok::Quoted(_)));
+    if names_cursor || (word && !KEYWORDS.iter().any(|k| c.peek_word(k)) && !c.peek_word("from") && !c.peek_word("in")) {
+        return Ok(FetchDir::Next);
+    }
+    if c.eat_word("from") || c.eat_word("in") {
+        return Ok(FetchDir::Next);
+    }
+    let count = |c: &mut Cursor| -> Result<ast::Expr> {
+        let (text, _) = c.until(|t| t.is_word("from") || t.is_word("in") || t.is_op(";"));
+        if !(c.eat_word("from") || c.eat_word("in")) {
+            return Err(err("missing \"FROM or IN\" at end of SQL expression"));
+        }
+        if text.trim().is_empty() {
+            return Err(err(format!("{} (expected an expression)", c.near())));
+        }
+        parse_expr(&text)
+    };
+    let word = |c: &Cursor, w: &str| c.peek_word(w);
+    let direction = if c.eat_word("next") {
+        FetchDir::Next
+    } else if c.eat_word("prior") {
+        FetchDir::Prior
+    } else if c.eat_word("first") {
+        FetchDir::First
+    } else if c.eat_word("last") {
+        FetchDir::Last
+    } else if c.eat_word("absolute") {
+        return Ok(FetchDir::Absolute(count(c)?));
+    } else if c.eat_word("relative") {
+        return Ok(FetchDir::Relative(count(c)?));
+    } else if c.eat_word("all") {
+        FetchDir::ForwardAll
+    } else if word(c, "forward") || word(c, "backward") {
+        let forward = c.eat_word("forward");
+        if !forward {
+            c.pos += 1;
+        }
+        if word(c, "from") || word(c, "in") {
+            if forward { FetchDir::Next } else { FetchDir::Prior }
+        } else if c.eat_word("all") {
+            if forward { FetchDir::ForwardAll } else { FetchDir::BackwardAll }
+        } else if forward {
+            return Ok(FetchDir::Forward(count(c)?));
+        } else {
+            return Ok(FetchDir::Backward(count(c)?));
+        }
+    } else {
+        return Ok(FetchDir::Forward(count(c)?));
+    };
+    let _ = c.eat_word("from") || c.eat_word("in");
+    Ok(direction)
 }
 
 /// A cursor's arguments, `(a, b)`, if they come next.
