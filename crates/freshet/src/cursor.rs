@@ -144,6 +144,20 @@ impl Cursors {
     }
 }
 
+/// A PL/pgSQL cursor variable's cursor still open when its routine returned: it stays open as
+/// the SQL cursor of that name (the variable's value, which the routine may return) until the
+/// transaction block ends, as PostgreSQL's portals do, and the client FETCHes on from where
+/// the routine left it.
+pub(crate) struct Portal {
+    pub name: String,
+    pub columns: Arc<Vec<ColumnInfo>>,
+    /// All the query's rows, read when the routine opened it.
+    pub rows: Vec<Vec<Value>>,
+    /// Its position, as a [`Cursor`]'s.
+    pub pos: u64,
+    pub scroll: bool,
+}
+
 fn no_cursor(name: &str) -> Error {
     Error::new(SqlState::InvalidCursorName, format!("cursor \"{name}\" does not exist"))
 }
@@ -374,6 +388,36 @@ impl Session {
         }
         self.cursors.open.insert(declare.name.clone(), cursor);
         Ok(StatementResult::command("DECLARE CURSOR").with_notices(result.notices))
+    }
+
+    /// Keeps the cursors a routine left open ([`Portal`]): inside a transaction block they
+    /// become the block's (42P03 if a cursor of the same name is open); outside one the
+    /// routine's statement has ended its transaction, and they close with it.
+    pub(crate) fn keep_portals(&mut self, portals: Vec<Portal>) -> Result<()> {
+        if !self.in_block() {
+            return Ok(());
+        }
+        for portal in portals {
+            if self.cursors.open.contains_key(&portal.name) {
+                return Err(Error::new(SqlState::DuplicateCursor, format!("cursor \"{}\" already in use", portal.name)));
+            }
+            let taken = portal.rows.len() as u64;
+            let pieces = if taken == 0 { VecDeque::new() } else { VecDeque::from([(1, RowBatch::Values(portal.rows))]) };
+            let cursor = Cursor {
+                columns: portal.columns,
+                scroll: portal.scroll,
+                hold: false,
+                uncommitted: true,
+                number: self.cursors.declared,
+                rows: None,
+                pieces,
+                taken,
+                pos: portal.pos.min(taken + 1),
+            };
+            self.cursors.declared += 1;
+            self.cursors.open.insert(portal.name, cursor);
+        }
+        Ok(())
     }
 
     /// FETCH (rows of `columns`, the cursor's when the statement was planned) or MOVE.

@@ -1240,6 +1240,12 @@ trait RoutineStatements {
     /// change).
     fn in_subtransaction(&mut self, _open: bool) {}
 
+    /// The cursors the routine left open when it returned ([`Session::keep_portals`]). A job
+    /// runs outside a transaction block, whose end closes them.
+    fn keep_portals(&mut self, _portals: Vec<crate::cursor::Portal>) -> Result<()> {
+        Ok(())
+    }
+
     /// An error that ends the routine now, checked every 1,024 instructions.
     fn over_budget(&mut self) -> Option<Error> {
         None
@@ -1310,6 +1316,10 @@ impl RoutineStatements for InSession<'_> {
 
     fn in_subtransaction(&mut self, open: bool) {
         self.in_try = open;
+    }
+
+    fn keep_portals(&mut self, portals: Vec<crate::cursor::Portal>) -> Result<()> {
+        self.session.keep_portals(portals)
     }
 
     async fn savepoint(&mut self) -> Result<RoutineSavepoint> {
@@ -1472,7 +1482,12 @@ async fn interpret<S: RoutineStatements>(
         sequences,
         params: Vec::new(),
     };
-    match run_with_handlers(compiled, deadline, statements, &mut st).await {
+    let ran = match run_with_handlers(compiled, deadline, statements, &mut st).await {
+        // The cursors OPEN left open stay open for the caller.
+        Ok(rows) => statements.keep_portals(open_portals(compiled, &mut st)).map(|()| rows),
+        Err(e) => Err(e),
+    };
+    match ran {
         Ok(rows) => Ok((rows, st.notices)),
         Err(e) => {
             // What was raised before the error still reaches the client, before it.
@@ -1582,6 +1597,10 @@ struct Rows {
     keep: bool,
     /// A cursor variable may move back.
     scroll: bool,
+    /// A cursor variable's portal name (the variable's value when it opened) and its
+    /// statement: what it stays open as when the routine returns.
+    portal: String,
+    query: usize,
 }
 
 impl Rows {
@@ -1625,6 +1644,23 @@ fn fetch_direction(step: &FetchStep, vars: &Vars, now: Clock<'_>) -> Result<Fetc
         FetchStep::ForwardAll => Forward(FETCH_ALL),
         FetchStep::BackwardAll => Backward(FETCH_ALL),
     })
+}
+
+/// The numbers of the portal names OPEN makes up for a `refcursor` that is NULL.
+static UNNAMED_PORTALS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The cursors OPEN opened that are open still, as portals ([`crate::cursor::Portal`]).
+fn open_portals(compiled: &CompiledCall, st: &mut Interp) -> Vec<crate::cursor::Portal> {
+    let mut portals = Vec::new();
+    for (state, rows) in st.opened.iter().zip(st.cursors.iter_mut()) {
+        if *state != CursorState::Open {
+            continue;
+        }
+        let rows = std::mem::take(rows);
+        let Some(columns) = compiled.prepared.get(rows.query).and_then(|p| p.columns.clone()) else { continue };
+        portals.push(crate::cursor::Portal { name: rows.portal, columns, rows: rows.rows, pos: rows.pos as u64, scroll: rows.scroll });
+    }
+    portals
 }
 
 /// 34000: FETCH, MOVE or CLOSE of a cursor that is not open.
@@ -1830,17 +1866,29 @@ async fn run_instructions<S: RoutineStatements>(
                     opened[*cursor] = CursorState::Closed;
                 }
             }
-            Instr::CursorOpen { sql, cursor, name, in_loop, scroll } => {
+            Instr::CursorOpen { sql, cursor, var, name, in_loop, scroll } => {
                 if opened[*cursor].is_open() {
                     return Err(Error::new(SqlState::custom("42P03").unwrap_or(SqlState::DuplicateObject), format!("cursor \"{name}\" already in use")));
                 }
                 let Some(scroll) = *scroll else {
                     return Err(Error::new(SqlState::FeatureNotSupported, "DECLARE SCROLL CURSOR ... FOR UPDATE/SHARE is not supported").with_detail("Scrollable cursors must be READ ONLY."));
                 };
+                // The portal's name: the variable's value, or one made up and assigned to it.
+                let portal = match vars.scalar(*var)? {
+                    Value::Null => {
+                        let made = format!("<unnamed portal {}>", UNNAMED_PORTALS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1);
+                        vars.set(*var, Value::Text(made.clone()));
+                        made
+                    }
+                    v => v.as_str().map(str::to_string).ok_or_else(|| Error::internal("a cursor variable holds no text"))?,
+                };
+                if opened.iter().zip(cursors.iter()).any(|(state, rows)| state.is_open() && rows.portal == portal) {
+                    return Err(Error::new(SqlState::DuplicateCursor, format!("cursor \"{portal}\" already in use")));
+                }
                 let unit = &r.sql[*sql];
                 fill_params(params, &unit.params, vars, now)?;
                 let (rows, _) = statements.run(&compiled.prepared[*sql], params).await?;
-                cursors[*cursor] = Rows { rows, pos: 0, keep: true, scroll };
+                cursors[*cursor] = Rows { rows, pos: 0, keep: true, scroll, portal, query: *sql };
                 opened[*cursor] = if *in_loop { CursorState::InLoop } else { CursorState::Open };
             }
             Instr::CursorFetch { cursor, targets, assign, name, bound, direction } => {

@@ -179,7 +179,9 @@ pub enum Instr {
     /// open across a COMMIT; an OPENed one closes. A cursor that is not `scroll` refuses to
     /// move back (55000); `None`: declared SCROLL over a query that locks rows, which OPEN
     /// refuses (0A000), as PostgreSQL does when it opens one.
-    CursorOpen { sql: usize, cursor: usize, name: String, in_loop: bool, scroll: Option<bool> },
+    /// `var`: the cursor variable, whose value names the portal (made up when NULL, and
+    /// assigned to it) that stays open when the routine returns.
+    CursorOpen { sql: usize, cursor: usize, var: usize, name: String, in_loop: bool, scroll: Option<bool> },
     /// `FETCH [direction] … INTO targets` (`assign`) or `MOVE [direction]`: the row it moves
     /// to, if any (FOUND and ROW_COUNT say how many rows it passed); FETCH off the rows sets
     /// the targets to NULL. The cursor must be open (34000; 22004 for a `refcursor` never
@@ -307,6 +309,7 @@ fn loop_prefetch(body: &[Instr], sql: &[SqlUnit], var: usize) -> Vec<LoopLookup>
             Instr::ForeachInit { idx } => assigned.push(*idx),
             Instr::ForeachNext { idx, var, .. } => assigned.extend([*idx, *var]),
             Instr::QueryNext { targets, .. } | Instr::CursorFetch { targets, .. } => assigned.extend(targets),
+            Instr::CursorOpen { var, .. } => assigned.push(*var),
             _ => {}
         }
     }
@@ -475,7 +478,10 @@ pub fn compile_with(source: &str, described: &Described) -> Result<Routine> {
         if header.params.iter().filter(|(n, _)| n == name).count() > 1 {
             return Err(duplicate_parameter(name));
         }
-        c.declare(name, *ty);
+        let slot = c.declare(name, *ty);
+        if header.refcursors.contains(name) {
+            c.cursor_slot(slot, None, None);
+        }
     }
     let mut table_slots = Vec::new();
     if let Some(set) = header.set.as_ref().filter(|s| s.table) {
@@ -548,7 +554,7 @@ pub fn compile_with(source: &str, described: &Described) -> Result<Routine> {
 /// A record variable while compiling.
 /// A cursor variable (`CURSOR FOR query` or `refcursor`).
 struct CursorVar {
-    /// The slot its name resolves to (never read).
+    /// The slot its name resolves to: the name of the portal OPEN opens.
     slot: usize,
     /// The interpreter's cursor that holds its rows.
     cursor: usize,
@@ -797,14 +803,11 @@ impl Compiler<'_> {
                     continue;
                 }
                 DeclType::Cursor(decl) => {
-                    self.declare_cursor(&d.name, Some(decl))?;
+                    self.declare_cursor(&d.name, Some(decl), None)?;
                     continue;
                 }
-                DeclType::RefCursor if d.default.is_some() => {
-                    return Err(Error::unsupported(format!("a portal name for the refcursor \"{}\" (its default)", d.name)));
-                }
                 DeclType::RefCursor => {
-                    self.declare_cursor(&d.name, None)?;
+                    self.declare_cursor(&d.name, None, d.default.as_ref())?;
                     continue;
                 }
                 DeclType::ColumnType { table, column } => {
@@ -925,8 +928,10 @@ impl Compiler<'_> {
     }
 
     /// Declares a cursor variable: a bound one's query is compiled here, with its arguments as
-    /// variables of their own that OPEN assigns.
-    fn declare_cursor(&mut self, name: &str, decl: Option<&parser::CursorDecl>) -> Result<()> {
+    /// variables of their own that OPEN assigns. Its value is the name of the portal OPEN
+    /// opens: a bound cursor's own name, as in PostgreSQL, a `refcursor`'s default or NULL
+    /// (OPEN makes up a name then).
+    fn declare_cursor(&mut self, name: &str, decl: Option<&parser::CursorDecl>, default: Option<&ast::Expr>) -> Result<()> {
         let bound = match decl {
             Some(d) => {
                 self.scopes.push(Vec::new());
@@ -938,12 +943,22 @@ impl Compiler<'_> {
             }
             None => None,
         };
+        let value = match (decl, default) {
+            (Some(_), _) => Some(self.expr(&ast::Expr::value(ast::Value::SingleQuotedString(name.to_string())), Some(DataType::Text))?),
+            (None, Some(e)) => Some(self.expr(e, Some(DataType::Text))?),
+            (None, None) => None,
+        };
         let slot = self.declare(name, PlType::Scalar(DataType::Text));
-        self.code.push(Instr::Init { slot, value: None });
+        self.code.push(Instr::Init { slot, value });
+        self.cursor_slot(slot, bound, decl.and_then(|d| d.scroll));
+        Ok(())
+    }
+
+    /// Makes variable `slot` a cursor variable (a declared one, or a `refcursor` parameter).
+    fn cursor_slot(&mut self, slot: usize, bound: Option<(usize, Vec<usize>)>, scroll: Option<bool>) {
         let cursor = self.cursors;
         self.cursors += 1;
-        self.cursor_vars.push(CursorVar { slot, cursor, bound, scroll: decl.and_then(|d| d.scroll), opened: None });
-        Ok(())
+        self.cursor_vars.push(CursorVar { slot, cursor, bound, scroll, opened: None });
     }
 
     /// Whether a cursor over statement `sql` may move back: as declared, and otherwise unless
@@ -1092,7 +1107,7 @@ impl Compiler<'_> {
                 };
                 self.cursor_args(cursor, &slots, args)?;
                 let scroll = self.cursor_scroll(sql, scroll);
-                self.code.push(Instr::CursorOpen { sql, cursor: self.cursor_vars[k].cursor, name: cursor.clone(), in_loop: false, scroll });
+                self.code.push(Instr::CursorOpen { sql, cursor: self.cursor_vars[k].cursor, var: self.cursor_vars[k].slot, name: cursor.clone(), in_loop: false, scroll });
             }
             SynStmt::Fetch { cursor, into, direction } => {
                 let k = self.cursor_var(cursor)?;
@@ -1137,7 +1152,8 @@ impl Compiler<'_> {
                 let targets = self.row_targets(std::slice::from_ref(target), &unit)?;
                 let at = self.cursor_vars[k].cursor;
                 let scroll = self.cursor_scroll(sql, self.cursor_vars[k].scroll);
-                self.loop_over(at, Instr::CursorOpen { sql, cursor: at, name: cursor.clone(), in_loop: true, scroll }, targets, body)?;
+                let var = self.cursor_vars[k].slot;
+                self.loop_over(at, Instr::CursorOpen { sql, cursor: at, var, name: cursor.clone(), in_loop: true, scroll }, targets, body)?;
                 self.scopes.pop();
             }
             SynStmt::Assign { target, value } if target.contains('.') => {

@@ -24,10 +24,12 @@
 //!
 //! Cursor variables (`CURSOR FOR query`, `refcursor`) keep their query's rows, read when OPEN
 //! (or a cursor FOR loop) runs it, as a `FOR … IN query` loop does; FETCH and MOVE move
-//! along them in any direction.
+//! along them in any direction. A cursor variable's value is its portal's name: one still
+//! open when the routine returns stays open for the caller under that name (in the session,
+//! `freshet::cursor::Portal`).
 //!
 //! NOT IMPLEMENTED: OPEN … FOR
-//! EXECUTE, a refcursor handed to the caller as a portal, VARIADIC parameters, whole-record
+//! EXECUTE, FETCH from a cursor the routine did not open, VARIADIC parameters, whole-record
 //! assignment (`r := …`), record parameters and results (but `RETURNS SETOF table`),
 //! `FOR r IN EXECUTE` over a plain `record`, overloading (a name identifies one routine), a set-returning function inside a larger
 //! query (it is called only as `SELECT * FROM f(…)` or `SELECT f(…)`).

@@ -42,6 +42,9 @@ pub struct Header {
     pub sql: Option<String>,
     /// STRICT or RETURNS NULL ON NULL INPUT.
     pub strict: bool,
+    /// The input parameters declared `refcursor` (of type text, as a refcursor's value is its
+    /// portal's name): the body may OPEN them, as cursor variables.
+    pub refcursors: Vec<String>,
 }
 
 /// The rows a set-returning function produces.
@@ -334,8 +337,12 @@ fn scalar_type(text: &str) -> Result<DataType> {
     }
 }
 
-/// Parses a type name: a SQL type, or an array of one (`INT[]`).
+/// Parses a type name: a SQL type, or an array of one (`INT[]`). `refcursor` is text: a
+/// cursor's value is its portal's name.
 pub fn parse_type(text: &str) -> Result<PlType> {
+    if text.trim().eq_ignore_ascii_case("refcursor") {
+        return Ok(PlType::Scalar(DataType::Text));
+    }
     let mut p = SqlParser::new(&PostgreSqlDialect {}).try_with_sql(text).map_err(|e| crate::sql::parse::syntax_error(text, e))?;
     let t = p.parse_data_type().map_err(|e| crate::sql::parse::syntax_error(text, e))?;
     if p.peek_token().token != sqlparser::tokenizer::Token::EOF {
@@ -486,6 +493,7 @@ pub fn parse_header(sql: &str) -> Result<Header> {
     let mut params = Vec::new();
     let mut defaults = Vec::new();
     let mut outs = Vec::new();
+    let mut refcursors = Vec::new();
     if !c.eat_op(")") {
         loop {
             if c.eat_word("variadic") {
@@ -519,6 +527,9 @@ pub fn parse_header(sql: &str) -> Result<Header> {
                     crate::error::SqlState::custom("42P13").unwrap_or(crate::error::SqlState::InvalidTableDefinition),
                     "input parameters after one with a default value must also have defaults",
                 ));
+            }
+            if input && ty.trim().eq_ignore_ascii_case("refcursor") {
+                refcursors.push(pname.clone());
             }
             let ty = parse_type(&ty)?;
             if output {
@@ -752,7 +763,7 @@ pub fn parse_header(sql: &str) -> Result<Header> {
         }
         None => (body.ok_or_else(|| err("no function body specified"))?, None),
     };
-    Ok(Header { name, function, or_replace, params, defaults, outs, returns, set, body, sql, strict })
+    Ok(Header { name, function, or_replace, params, defaults, outs, returns, set, body, sql, strict, refcursors })
 }
 
 /// The body of a LANGUAGE sql routine.
