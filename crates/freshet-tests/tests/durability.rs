@@ -215,6 +215,20 @@ fn time_dependent_defaults_and_precisions_come_back_from_the_log_and_a_checkpoin
     check(&db, 3);
 }
 
+/// `pg_stat_bgwriter` counts the checkpoints CHECKPOINT requests.
+#[test]
+fn checkpoints_are_counted_in_pg_stat_bgwriter() {
+    let dir = TempDir::new("bgwriter");
+    let db = open(&dir.0, 1);
+    let mut s = db.session();
+    let requested = |s: &mut Session| run(s, "SELECT checkpoints_req FROM pg_stat_bgwriter")[0][0].clone();
+    assert_eq!(requested(&mut s), Value::Int64(0));
+    run(&mut s, "CREATE TABLE c (id INT PRIMARY KEY)");
+    run(&mut s, "CHECKPOINT");
+    run(&mut s, "CHECKPOINT");
+    assert_eq!(requested(&mut s), Value::Int64(2));
+}
+
 #[test]
 fn a_second_database_on_the_same_directory_is_refused() {
     let dir = TempDir::new("lock");

@@ -182,6 +182,37 @@ fn statistics_count_rows_scans_sessions_and_transactions() {
     assert_eq!(table, vec![2, 1, 4, 1, 1, 2]);
 }
 
+/// `pg_stat_user_indexes` counts the scans through each index (kept across CREATE INDEX of
+/// another); the relations of what an in-memory database does not do (block I/O, archiving,
+/// standbys) list their rows with nothing done, and `pg_stat_bgwriter` no checkpoints.
+#[test]
+fn statistics_count_index_scans_and_report_nothing_for_what_is_not_done() {
+    let db = db();
+    let mut s = db.session();
+    let rows = |s: &mut freshet::Session, sql: &str| s.execute_blocking(sql).unwrap()[0].rows();
+    s.execute_blocking("CREATE TABLE si (id INT PRIMARY KEY, k INT, v INT)").unwrap();
+    s.execute_blocking("CREATE INDEX si_k ON si (k)").unwrap();
+    s.execute_blocking("INSERT INTO si VALUES (1, 10, 0), (2, 20, 0), (3, 30, 0)").unwrap();
+    for id in 1..=3 {
+        s.execute_blocking(&format!("SELECT v FROM si WHERE id = {id}")).unwrap();
+    }
+    s.execute_blocking("UPDATE si SET v = 1 WHERE k = 20").unwrap();
+    s.execute_blocking("CREATE INDEX si_v ON si (v)").unwrap();
+    s.execute_blocking("SELECT id FROM si WHERE k = 30").unwrap();
+    let scans = "SELECT indexrelname, idx_scan FROM pg_stat_user_indexes WHERE relname = 'si' ORDER BY indexrelname";
+    let text = |v: &str| Value::Text(v.into());
+    assert_eq!(
+        rows(&mut s, scans),
+        vec![vec![text("si_k"), Value::Int64(2)], vec![text("si_pkey"), Value::Int64(3)], vec![text("si_v"), Value::Int64(0)]]
+    );
+    let io = rows(&mut s, "SELECT heap_blks_read, heap_blks_hit, idx_blks_read, toast_blks_read FROM pg_statio_user_tables WHERE relname = 'si'");
+    assert_eq!(io, vec![vec![Value::Int64(0), Value::Int64(0), Value::Int64(0), Value::Null]]);
+    assert_eq!(rows(&mut s, "SELECT count(*) FROM pg_statio_user_indexes WHERE relname = 'si' AND idx_blks_read = 0")[0][0], Value::Int64(3));
+    assert_eq!(rows(&mut s, "SELECT archived_count, failed_count FROM pg_stat_archiver"), vec![vec![Value::Int64(0), Value::Int64(0)]]);
+    assert_eq!(rows(&mut s, "SELECT confl_lock + confl_snapshot FROM pg_stat_database_conflicts WHERE datname = 'freshet'"), vec![vec![Value::Int64(0)]]);
+    assert_eq!(rows(&mut s, "SELECT checkpoints_timed + checkpoints_req, stats_reset FROM pg_stat_bgwriter"), vec![vec![Value::Int64(0), Value::Null]]);
+}
+
 /// `now()` in an analytical query is the time of the statement, as on the short path, even
 /// when the statement's plan is reused.
 #[test]

@@ -232,7 +232,7 @@ impl Database {
         let mut olap = OlapEngine::new(engine.clone(), config.resolved_olap_threads(), config.olap_nice.clamp(0, 19), memory)?;
         let activity = Arc::new(crate::pg_catalog::Activity::default());
         let advisory = Arc::new(crate::advisory::AdvisoryLocks::default());
-        crate::pg_catalog::register(&mut olap, &engine, &activity, &advisory);
+        crate::pg_catalog::register(&mut olap, &engine, &activity, &advisory, data.as_ref());
         let snapshots = Arc::new(Snapshots::default());
         olap.register_system_table("freshet_snapshots", Arc::new(SnapshotsView(snapshots.clone())));
         let natives = crate::procedure::Natives::default();

@@ -20,8 +20,14 @@
 //! A primary key of one column is a hash index (`pg_am` 'hash'); every other index, and a
 //! primary key of several columns (which also keeps its entries in key order), is 'btree'.
 //!
-//! `pg_stat_user_tables` and `pg_stat_database` are computed when scanned from the tables'
-//! counters on their partitions and the sessions' [`Activity`], never cached.
+//! `pg_stat_user_tables`, `pg_stat_user_indexes` and `pg_stat_database` are computed when
+//! scanned from the tables' counters on their partitions and the sessions' [`Activity`], never
+//! cached; `pg_stat_bgwriter` counts the checkpoints of the data directory. The relations of
+//! what Freshet does not have report nothing done: `pg_statio_user_tables` and
+//! `pg_statio_user_indexes` no blocks read or found in a buffer cache (the tables are in
+//! memory, there is no block I/O), `pg_stat_archiver` no log archived, and
+//! `pg_stat_database_conflicts` no recovery conflicts (there are no standbys). Monitoring tools
+//! read them all.
 //!
 //! Views are `pg_class` rows with `relkind` 'v' (OIDs from the table id space), their columns
 //! are in `pg_attribute`, their queries in `pg_views` and `pg_get_viewdef`. A transaction
@@ -128,13 +134,20 @@ fn index_of(catalog: &Catalog, oid: i64) -> Option<(&Arc<TableDef>, usize)> {
 }
 
 /// Registers the catalog relations and functions with the analytical engine.
-pub(crate) fn register(olap: &mut OlapEngine, engine: &Arc<Engine>, activity: &Arc<Activity>, advisory: &Arc<crate::advisory::AdvisoryLocks>) {
+pub(crate) fn register(
+    olap: &mut OlapEngine,
+    engine: &Arc<Engine>,
+    activity: &Arc<Activity>,
+    advisory: &Arc<crate::advisory::AdvisoryLocks>,
+    data: Option<&Arc<crate::durability::DataDir>>,
+) {
     olap.register_catalog_table("pg_locks", Arc::new(LocksRelation(advisory.clone())));
     for &(name, _) in RELATIONS {
         olap.register_catalog_table(name, Arc::new(CatalogRelation { name, engine: engine.clone(), last: Default::default() }));
     }
     for &(name, _) in STATISTICS {
-        olap.register_catalog_table(name, Arc::new(StatisticsRelation { name, engine: engine.clone(), activity: activity.clone() }));
+        let relation = StatisticsRelation { name, engine: engine.clone(), activity: activity.clone(), data: data.cloned() };
+        olap.register_catalog_table(name, Arc::new(relation));
     }
     for f in functions(engine) {
         olap.register_function(f);
@@ -145,12 +158,17 @@ use ArrowType::{Boolean as B, Float32 as F4, Int16 as I2, Int32 as I4, Int64 as 
 /// Stand-ins in [`RELATIONS`] for array columns (a `const` cannot hold a list type): `text[]`
 /// and `oid[]`. [`column_type`] turns them into lists.
 use ArrowType::{LargeUtf8 as TA, UInt16 as I2A, UInt64 as OA};
+/// Stand-in for `timestamptz` columns (always NULL here), which [`column_type`] turns into
+/// the type the analytical side gives timestamptz.
+use ArrowType::UInt32 as TSZ;
+use ArrowType::Float64 as F8;
 
 fn column_type(t: &ArrowType) -> ArrowType {
     match t {
         TA => ArrowType::new_list(T, true),
         OA => ArrowType::new_list(I8, true),
         I2A => ArrowType::new_list(I2, true),
+        TSZ => ArrowType::Timestamp(datafusion::arrow::datatypes::TimeUnit::Microsecond, Some(freshet_olap::types::UTC.into())),
         other => other.clone(),
     }
 }
@@ -163,6 +181,8 @@ fn catalog_column_type(t: &ArrowType) -> AttType {
         I2 => (21, 2),
         B => (16, 1),
         F4 => (700, 4),
+        F8 => (701, 8),
+        TSZ => (1184, 8),
         TA => (1009, -1),
         OA => (1016, -1),
         I2A => (1005, -1),
@@ -454,6 +474,46 @@ const STATISTICS: &[(&str, &[(&str, ArrowType)])] = &[
             ("tup_updated", I8), ("tup_deleted", I8), ("conflicts", I8), ("deadlocks", I8),
         ],
     ),
+    (
+        "pg_stat_user_indexes",
+        &[
+            ("relid", I8), ("indexrelid", I8), ("schemaname", T), ("relname", T), ("indexrelname", T), ("idx_scan", I8), ("idx_tup_read", I8),
+            ("idx_tup_fetch", I8),
+        ],
+    ),
+    (
+        "pg_statio_user_tables",
+        &[
+            ("relid", I8), ("schemaname", T), ("relname", T), ("heap_blks_read", I8), ("heap_blks_hit", I8), ("idx_blks_read", I8),
+            ("idx_blks_hit", I8), ("toast_blks_read", I8), ("toast_blks_hit", I8), ("tidx_blks_read", I8), ("tidx_blks_hit", I8),
+        ],
+    ),
+    (
+        "pg_statio_user_indexes",
+        &[("relid", I8), ("indexrelid", I8), ("schemaname", T), ("relname", T), ("indexrelname", T), ("idx_blks_read", I8), ("idx_blks_hit", I8)],
+    ),
+    (
+        "pg_stat_bgwriter",
+        &[
+            ("checkpoints_timed", I8), ("checkpoints_req", I8), ("checkpoint_write_time", F8), ("checkpoint_sync_time", F8),
+            ("buffers_checkpoint", I8), ("buffers_clean", I8), ("maxwritten_clean", I8), ("buffers_backend", I8), ("buffers_backend_fsync", I8),
+            ("buffers_alloc", I8), ("stats_reset", TSZ),
+        ],
+    ),
+    (
+        "pg_stat_archiver",
+        &[
+            ("archived_count", I8), ("last_archived_wal", T), ("last_archived_time", TSZ), ("failed_count", I8), ("last_failed_wal", T),
+            ("last_failed_time", TSZ), ("stats_reset", TSZ),
+        ],
+    ),
+    (
+        "pg_stat_database_conflicts",
+        &[
+            ("datid", I8), ("datname", T), ("confl_tablespace", I8), ("confl_lock", I8), ("confl_snapshot", I8), ("confl_bufferpin", I8),
+            ("confl_deadlock", I8),
+        ],
+    ),
 ];
 
 #[derive(Debug)]
@@ -461,6 +521,8 @@ struct StatisticsRelation {
     name: &'static str,
     engine: Arc<Engine>,
     activity: Arc<Activity>,
+    /// The data directory, whose checkpoints `pg_stat_bgwriter` counts (none in memory).
+    data: Option<Arc<crate::durability::DataDir>>,
 }
 
 impl SystemTable for StatisticsRelation {
@@ -477,6 +539,28 @@ impl SystemTable for StatisticsRelation {
         let catalog = self.engine.catalog();
         let count = |n: u64| i(n as i64);
         let analytical = self.activity.analytical_scans.lock().clone();
+        let indexes = |with_scans: bool| -> DfResult<Vec<Vec<V>>> {
+            let scans = if with_scans {
+                futures::executor::block_on(self.engine.all_index_scans()).map_err(|e| DataFusionError::External(Box::new(e)))?
+            } else {
+                Default::default()
+            };
+            let mut rows = Vec::new();
+            for table in catalog.tables() {
+                for (position, index) in table.indexes.iter().enumerate() {
+                    let mut row = vec![i(table_oid(table)), i(index_oid(table, position)), t("public"), t(table.name.clone()), t(index.name.clone())];
+                    if with_scans {
+                        // Index entries read and rows fetched are not counted.
+                        let n = scans.get(&table.id).and_then(|s| s.get(position)).copied().unwrap_or(0);
+                        row.extend([count(n), V::Null, V::Null]);
+                    } else {
+                        row.extend([i(0), i(0)]);
+                    }
+                    rows.push(row);
+                }
+            }
+            Ok(rows)
+        };
         let rows: Vec<Vec<V>> = match self.name {
             "pg_stat_user_tables" => catalog
                 .tables()
@@ -489,6 +573,24 @@ impl SystemTable for StatisticsRelation {
                     ]
                 })
                 .collect(),
+            "pg_stat_user_indexes" => indexes(true)?,
+            "pg_statio_user_indexes" => indexes(false)?,
+            "pg_statio_user_tables" => catalog
+                .tables()
+                .map(|table| {
+                    let idx = if table.indexes.is_empty() { V::Null } else { i(0) };
+                    vec![i(table_oid(table)), t("public"), t(table.name.clone()), i(0), i(0), idx.clone(), idx, V::Null, V::Null, V::Null, V::Null]
+                })
+                .collect(),
+            "pg_stat_bgwriter" => {
+                let c = self.data.as_ref().map(|d| &d.checkpoints);
+                let get = |f: fn(&crate::durability::CheckpointCounts) -> &std::sync::atomic::AtomicU64| count(c.map_or(0, |c| f(c).load(Relaxed)));
+                vec![vec![
+                    get(|c| &c.timed), get(|c| &c.requested), get(|c| &c.write_ms), i(0), i(0), i(0), i(0), i(0), i(0), i(0), V::Null,
+                ]]
+            }
+            "pg_stat_archiver" => vec![vec![i(0), V::Null, V::Null, i(0), V::Null, V::Null, V::Null]],
+            "pg_stat_database_conflicts" => vec![vec![i(DATABASE_OID), t(DATABASE), i(0), i(0), i(0), i(0), i(0)]],
             _ => {
                 let total = stats.values().fold(freshet_core::storage::TableStats::default(), |a, s| a + *s);
                 let a = &self.activity;
@@ -523,7 +625,7 @@ fn column_array<'a>(cells: impl Iterator<Item = &'a V>, ty: &ArrowType) -> DfRes
         matches!(
             (v, ty),
             (V::Null, _)
-                | (V::Int(_), ArrowType::Int16 | ArrowType::Int32 | ArrowType::Int64 | ArrowType::Float32)
+                | (V::Int(_), ArrowType::Int16 | ArrowType::Int32 | ArrowType::Int64 | ArrowType::Float32 | ArrowType::Float64)
                 | (V::Bool(_), ArrowType::Boolean)
                 | (V::Text(_), ArrowType::Utf8)
                 | (V::Ints(_), ArrowType::List(_))
@@ -537,6 +639,7 @@ fn column_array<'a>(cells: impl Iterator<Item = &'a V>, ty: &ArrowType) -> DfRes
         ArrowType::Int32 => Arc::new(a::Int32Array::from_iter(cells.iter().map(|v| int(v).map(|i| i as i32)))),
         ArrowType::Int64 => Arc::new(a::Int64Array::from_iter(cells.iter().map(|v| int(v)))),
         ArrowType::Float32 => Arc::new(a::Float32Array::from_iter(cells.iter().map(|v| int(v).map(|i| i as f32)))),
+        ArrowType::Float64 => Arc::new(a::Float64Array::from_iter(cells.iter().map(|v| int(v).map(|i| i as f64)))),
         ArrowType::Boolean => Arc::new(a::BooleanArray::from_iter(cells.iter().map(|v| if let V::Bool(b) = v { Some(*b) } else { None }))),
         ArrowType::Utf8 => Arc::new(a::StringArray::from_iter(cells.iter().map(|v| if let V::Text(s) = v { Some(s.as_str()) } else { None }))),
         ArrowType::List(field) if field.data_type() == &I2 => {

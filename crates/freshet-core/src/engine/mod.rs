@@ -309,6 +309,23 @@ impl Engine {
         Ok(out)
     }
 
+    /// Scans through each index of each table since the database opened, by index position,
+    /// summed over partitions (and over a replicated table's copies, as its other scans are).
+    pub async fn all_index_scans(&self) -> Result<std::collections::HashMap<TableId, Vec<u64>>> {
+        let per = self.on_all(|p| p.tables().map(|t| (t.def().id, t.index_scan_counts())).collect::<Vec<_>>()).await?;
+        let mut out: std::collections::HashMap<TableId, Vec<u64>> = std::collections::HashMap::new();
+        for (id, counts) in per.into_iter().flatten() {
+            let total = out.entry(id).or_default();
+            if total.len() < counts.len() {
+                total.resize(counts.len(), 0);
+            }
+            for (t, c) in total.iter_mut().zip(counts) {
+                *t += c;
+            }
+        }
+        Ok(out)
+    }
+
     pub async fn execute_ddl(&self, plan: DdlPlan) -> Result<DdlOutcome> {
         let _guard = self.catalog.ddl_lock.lock().await;
         let catalog = self.catalog.current();

@@ -228,7 +228,7 @@ fn for_each_candidate(
 ) -> Result<()> {
     match access {
         Access::Scan => {
-            table.count_scan(false);
+            table.count_scan(None);
             let f = &mut |row, version: StoredRow| f(row, version, residual.whole);
             visit_rows(table, columns, view, f, &mut |visit, _| table.for_each_slot(&mut |row| visit(row, None)))
         }
@@ -270,8 +270,8 @@ fn for_each_in_index(
     view: &TxnView,
     f: &mut dyn FnMut(RowId, StoredRow) -> Result<bool>,
 ) -> Result<()> {
-    table.count_scan(true);
     let position = keys.index;
+    table.count_scan(Some(position));
     let def = &table.def().indexes[position];
     let Some(prefix) = encoded_key(table.def(), def, keys.eq) else { return Ok(()) };
     let store = table.index_store(position);

@@ -165,6 +165,9 @@ pub struct TableStore {
     /// and through an index.
     seq_scans: std::cell::Cell<u64>,
     index_scans: std::cell::Cell<u64>,
+    /// Scans through each index, by position (beside `indexes`, the counts moving with their
+    /// indexes when the definition changes).
+    scans_by_index: Vec<std::cell::Cell<u64>>,
     /// The newest version of each row that has versions.
     pub(crate) heads: HashMap<RowId, u32>,
     /// Index entries a detached update moved (see `TxnView::detached`), by its version:
@@ -178,6 +181,7 @@ impl TableStore {
     pub fn new(def: Arc<TableDef>) -> Self {
         let types = def.types();
         let indexes = def.indexes.iter().map(new_index).collect();
+        let def_indexes = def.indexes.len();
         TableStore {
             rounds: def.rounds(),
             def,
@@ -188,6 +192,7 @@ impl TableStore {
             stats: TableStats::default(),
             seq_scans: std::cell::Cell::new(0),
             index_scans: std::cell::Cell::new(0),
+            scans_by_index: (0..def_indexes).map(|_| std::cell::Cell::new(0)).collect(),
             heads: HashMap::new(),
             moved_keys: HashMap::new(),
             versions: Vec::new(),
@@ -203,10 +208,18 @@ impl TableStore {
         TableStats { seq_scans: self.seq_scans.get(), index_scans: self.index_scans.get(), versions: self.version_count() as u64, ..self.stats }
     }
 
-    /// Counts a statement's scan of this table: whole, or through an index.
-    pub fn count_scan(&self, indexed: bool) {
-        let counter = if indexed { &self.index_scans } else { &self.seq_scans };
+    /// Counts a statement's scan of this table: whole (`None`), or through index `index`.
+    pub fn count_scan(&self, index: Option<usize>) {
+        let counter = if index.is_some() { &self.index_scans } else { &self.seq_scans };
         counter.set(counter.get() + 1);
+        if let Some(c) = index.and_then(|i| self.scans_by_index.get(i)) {
+            c.set(c.get() + 1);
+        }
+    }
+
+    /// Scans through each index since the database opened, by position.
+    pub fn index_scan_counts(&self) -> Vec<u64> {
+        self.scans_by_index.iter().map(std::cell::Cell::get).collect()
     }
 
     pub fn live_rows(&self) -> u64 {
@@ -745,15 +758,23 @@ impl TableStore {
     pub fn set_def(&mut self, def: Arc<TableDef>) -> Result<()> {
         debug_assert_eq!(def.columns.len(), self.def.columns.len());
         let mut indexes = Vec::with_capacity(def.indexes.len());
+        let mut scans = Vec::with_capacity(def.indexes.len());
         let mut old: Vec<Option<IndexStore>> = std::mem::take(&mut self.indexes).into_iter().map(Some).collect();
         for index in &def.indexes {
             let existing = self.def.indexes.iter().position(|i| i == index);
-            match existing.and_then(|p| old[p].take()) {
-                Some(store) => indexes.push(store),
-                None => indexes.push(self.build_index(index, true)?),
+            match existing.and_then(|p| old[p].take().map(|store| (p, store))) {
+                Some((p, store)) => {
+                    indexes.push(store);
+                    scans.push(std::cell::Cell::new(self.scans_by_index.get(p).map_or(0, std::cell::Cell::get)));
+                }
+                None => {
+                    indexes.push(self.build_index(index, true)?);
+                    scans.push(std::cell::Cell::new(0));
+                }
             }
         }
         self.indexes = indexes;
+        self.scans_by_index = scans;
         self.def = def;
         self.rounds = self.def.rounds();
         Ok(())
@@ -845,6 +866,7 @@ impl TableStore {
             self.fill_dead_nulls(c);
         }
         self.indexes = def.indexes.iter().map(new_index).collect();
+        self.scans_by_index = def.indexes.iter().map(|_| std::cell::Cell::new(0)).collect();
         self.def = def;
         self.rounds = self.def.rounds();
     }
@@ -897,23 +919,38 @@ impl TableStore {
         }
         self.types.remove(c);
         let shift = |p: usize| if p > c { p - 1 } else { p };
-        let mut old: Vec<Option<(IndexDef, IndexStore)>> =
-            self.def.indexes.iter().cloned().zip(std::mem::take(&mut self.indexes)).map(Some).collect();
+        let mut old: Vec<Option<(IndexDef, IndexStore, u64)>> = self
+            .def
+            .indexes
+            .iter()
+            .cloned()
+            .zip(std::mem::take(&mut self.indexes))
+            .enumerate()
+            .map(|(p, (d, store))| Some((d, store, self.scans_by_index.get(p).map_or(0, std::cell::Cell::get))))
+            .collect();
         let mut indexes = Vec::with_capacity(def.indexes.len());
+        let mut scans = Vec::with_capacity(def.indexes.len());
         for index in &def.indexes {
             let found = old.iter_mut().find(|o| {
-                o.as_ref().is_some_and(|(d, _)| {
+                o.as_ref().is_some_and(|(d, _, _)| {
                     d.name == index.name && !d.columns.contains(&c) && d.columns.iter().map(|&p| shift(p)).eq(index.columns.iter().copied())
                 })
             });
             match found.and_then(Option::take) {
-                Some((_, store)) => indexes.push(store),
+                Some((_, store, n)) => {
+                    indexes.push(store);
+                    scans.push(std::cell::Cell::new(n));
+                }
                 // Not reached (`def` keeps exactly the indexes without the column); built
                 // from the rows if it were.
-                None => indexes.push(self.build_index(index, false).unwrap_or_else(|_| new_index(index))),
+                None => {
+                    indexes.push(self.build_index(index, false).unwrap_or_else(|_| new_index(index)));
+                    scans.push(std::cell::Cell::new(0));
+                }
             }
         }
         self.indexes = indexes;
+        self.scans_by_index = scans;
         for version in self.versions.iter_mut().flatten() {
             if let super::mvcc::Change::Updated { before } = &mut version.change {
                 before.retain(|(col, _)| *col != c);

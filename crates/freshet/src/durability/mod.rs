@@ -29,7 +29,7 @@ pub mod checkpoint;
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -89,8 +89,19 @@ pub struct DataDir {
     wal: Arc<Wal>,
     _lock: File,
     checkpoint_lock: Mutex<()>,
+    /// Checkpoints written since the database opened (`pg_stat_bgwriter`).
+    pub(crate) checkpoints: CheckpointCounts,
     stop: Arc<AtomicBool>,
     background: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+/// Checkpoints begun since the database opened: by the background checkpointer (the log grew
+/// or the interval passed) and requested (CHECKPOINT), and the time spent writing them.
+#[derive(Debug, Default)]
+pub(crate) struct CheckpointCounts {
+    pub timed: AtomicU64,
+    pub requested: AtomicU64,
+    pub write_ms: AtomicU64,
 }
 
 impl std::fmt::Debug for DataDir {
@@ -170,6 +181,7 @@ impl DataDir {
             wal,
             _lock: lock,
             checkpoint_lock: Mutex::new(()),
+            checkpoints: CheckpointCounts::default(),
             stop: Arc::new(AtomicBool::new(false)),
             background: Mutex::new(None),
         });
@@ -183,6 +195,11 @@ impl DataDir {
 
     /// Writes a checkpoint now (the CHECKPOINT statement).
     pub fn checkpoint(&self) -> Result<checkpoint::CheckpointInfo> {
+        self.checkpoints.requested.fetch_add(1, Ordering::Relaxed);
+        self.write_checkpoint()
+    }
+
+    fn write_checkpoint(&self) -> Result<checkpoint::CheckpointInfo> {
         let _one = self.checkpoint_lock.lock();
         let started = Instant::now();
         let mut image = futures::executor::block_on(self.engine.checkpoint_image())?;
@@ -208,6 +225,7 @@ impl DataDir {
             seconds = started.elapsed().as_secs_f64(),
             "checkpoint written"
         );
+        self.checkpoints.write_ms.fetch_add(started.elapsed().as_millis() as u64, Ordering::Relaxed);
         Ok(info)
     }
 
@@ -224,7 +242,8 @@ impl DataDir {
                 let grown = data.wal.bytes_since_checkpoint();
                 let due = grown >= data.config.checkpoint_bytes || (grown > 0 && last.elapsed() >= data.config.checkpoint_interval);
                 if due && !data.wal.is_failed() {
-                    if let Err(e) = data.checkpoint() {
+                    data.checkpoints.timed.fetch_add(1, Ordering::Relaxed);
+                    if let Err(e) = data.write_checkpoint() {
                         tracing::error!("background checkpoint failed: {e}");
                     }
                     last = Instant::now();
