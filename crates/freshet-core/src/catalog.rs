@@ -373,7 +373,9 @@ pub struct ViewDef {
 pub struct Catalog {
     pub version: u64,
     tables: BTreeMap<String, Arc<TableDef>>,
-    procedures: BTreeMap<String, Arc<ProcedureDef>>,
+    /// By name, the routines of that name (several, of different input parameter types:
+    /// overloading).
+    procedures: BTreeMap<String, Vec<Arc<ProcedureDef>>>,
     views: BTreeMap<String, Arc<ViewDef>>,
     /// Sequences of their own (CREATE SEQUENCE); a table's are in its definition.
     sequences: BTreeMap<String, Arc<SequenceDef>>,
@@ -405,12 +407,23 @@ impl Catalog {
         self.tables.values().find_map(|t| t.index_position(name).map(|i| (t, i)))
     }
 
-    pub fn procedure(&self, name: &str) -> Option<&Arc<ProcedureDef>> {
-        self.procedures.get(name)
+    /// The routines called `name` (none, one, or several of different parameter types).
+    pub fn routines(&self, name: &str) -> &[Arc<ProcedureDef>] {
+        self.procedures.get(name).map_or(&[], Vec::as_slice)
+    }
+
+    /// Whether a stored procedure or function is called `name`.
+    pub fn has_routine(&self, name: &str) -> bool {
+        self.procedures.contains_key(name)
+    }
+
+    /// The routine called `name` whose input parameters have these types.
+    pub fn routine(&self, name: &str, signature: &[crate::sql::plpgsql::PlType]) -> Option<&Arc<ProcedureDef>> {
+        self.routines(name).iter().find(|d| d.routine.has_signature(signature))
     }
 
     pub fn procedures(&self) -> impl Iterator<Item = &Arc<ProcedureDef>> {
-        self.procedures.values()
+        self.procedures.values().flatten()
     }
 
     /// Whether `name` is taken by a table, an index, a view or a sequence (they share one
@@ -638,19 +651,30 @@ impl CatalogStore {
         let mut cur = self.current.write();
         let mut next = (**cur).clone();
         next.version += 1;
-        let def = ProcedureDef { id: next.version, routine };
-        next.procedures.insert(def.routine.name.clone(), Arc::new(def));
+        let def = Arc::new(ProcedureDef { id: next.version, routine });
+        let same = next.procedures.entry(def.routine.name.clone()).or_default();
+        match same.iter_mut().find(|d| d.routine.has_signature(&def.routine.signature)) {
+            Some(old) => *old = def,
+            None => same.push(def),
+        }
         *cur = Arc::new(next);
     }
 
-    /// Publishes a catalog without procedure `name`; whether it was there.
-    pub fn remove_procedure(&self, name: &str) -> bool {
+    /// Publishes a catalog without the routine `name` of input parameter types `signature`
+    /// (`None`: every routine of the name); whether there was one.
+    pub fn remove_procedure(&self, name: &str, signature: Option<&[crate::sql::plpgsql::PlType]>) -> bool {
         let mut cur = self.current.write();
-        if !cur.procedures.contains_key(name) {
+        let doomed = |d: &Arc<ProcedureDef>| signature.is_none_or(|s| d.routine.has_signature(s));
+        if !cur.routines(name).iter().any(doomed) {
             return false;
         }
         let mut next = (**cur).clone();
-        next.procedures.remove(name);
+        if let Some(same) = next.procedures.get_mut(name) {
+            same.retain(|d| !doomed(d));
+            if same.is_empty() {
+                next.procedures.remove(name);
+            }
+        }
         next.version += 1;
         *cur = Arc::new(next);
         true

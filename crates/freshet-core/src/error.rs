@@ -70,6 +70,10 @@ pub enum SqlState {
     RaiseException,
     /// 42723: a procedure or function of that name exists already.
     DuplicateFunction,
+    /// 42725: a call or DROP that several routines of one name could mean.
+    AmbiguousFunction,
+    /// 42P13: a routine's definition that cannot be (e.g. a changed return type).
+    InvalidFunctionDefinition,
     /// 2200H: nextval past the end of a sequence without CYCLE.
     SequenceGeneratorLimitExceeded,
     /// 55000: e.g. currval before nextval in the session.
@@ -145,6 +149,8 @@ impl SqlState {
             AdminShutdown => "57P01",
             RaiseException => "P0001",
             DuplicateFunction => "42723",
+            AmbiguousFunction => "42725",
+            InvalidFunctionDefinition => "42P13",
             SequenceGeneratorLimitExceeded => "2200H",
             ObjectNotInPrerequisiteState => "55000",
             GeneratedAlways => "428C9",
@@ -215,6 +221,8 @@ impl SqlState {
             "57P01" => AdminShutdown,
             "P0001" => RaiseException,
             "42723" => DuplicateFunction,
+            "42725" => AmbiguousFunction,
+            "42P13" => InvalidFunctionDefinition,
             "2200H" => SequenceGeneratorLimitExceeded,
             "55000" => ObjectNotInPrerequisiteState,
             "428C9" => GeneratedAlways,

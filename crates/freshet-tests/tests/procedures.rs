@@ -141,6 +141,12 @@ fn native_procedure_returns_rows_to_call() {
     assert_eq!(s.call_blocking("twice", vec![Value::Int32(21)]).unwrap(), vec![vec![Value::Int32(42)]]);
     let kinds = s.execute_blocking("SELECT name, kind FROM freshet_procedures ORDER BY name").unwrap().remove(0).rows();
     assert_eq!(kinds, vec![vec![Value::Text("rich".into()), Value::Text("native".into())], vec![Value::Text("twice".into()), Value::Text("function".into())]]);
+    // From Rust, among routines of one name: chosen by the values' types.
+    s.execute_blocking("CREATE FUNCTION twice(t TEXT) RETURNS TEXT LANGUAGE plpgsql AS $$ BEGIN RETURN t || t; END $$").unwrap();
+    assert_eq!(s.call_blocking("twice", vec![Value::Text("ab".into())]).unwrap(), vec![vec![Value::Text("abab".into())]]);
+    assert_eq!(s.call_blocking("twice", vec![Value::Int32(4)]).unwrap(), vec![vec![Value::Int32(8)]]);
+    let err = s.call_blocking("twice", vec![Value::Bool(true)]).unwrap_err();
+    assert_eq!(err.state, SqlState::UndefinedFunction, "{err}");
     let err = s.call_blocking("nothing_here", vec![]).unwrap_err();
     assert_eq!(err.state, SqlState::UndefinedFunction);
 }
@@ -720,6 +726,34 @@ fn call_with_parameters_over_the_wire() {
         assert_eq!(renamed.columns().iter().map(|c| c.name()).collect::<Vec<_>>(), ["a", "b"]);
         let composite = client.query("SELECT richer_than(50)", &[]).await.unwrap();
         assert_eq!(composite.iter().map(|r| r.get::<_, String>(0)).collect::<Vec<_>>(), ["(1,200)"]);
+
+        // Overloads, prepared: a `$n` of a declared type chooses by it; one of no declared
+        // type is unknown (the text one, as in PostgreSQL) and is typed by the routine chosen.
+        client
+            .batch_execute(
+                "CREATE FUNCTION which(a INT) RETURNS TEXT LANGUAGE plpgsql AS $$ BEGIN RETURN 'integer'; END $$; \
+                 CREATE FUNCTION which(a TEXT) RETURNS TEXT LANGUAGE plpgsql AS $$ BEGIN RETURN 'text'; END $$; \
+                 CREATE FUNCTION which(a NUMERIC) RETURNS TEXT LANGUAGE plpgsql AS $$ BEGIN RETURN 'numeric'; END $$",
+            )
+            .await
+            .unwrap();
+        use tokio_postgres::types::Type;
+        let cases: [(Type, &(dyn tokio_postgres::types::ToSql + Sync), &str); 3] = [(Type::INT4, &1i32, "integer"), (Type::INT8, &1i64, "numeric"), (Type::TEXT, &"x", "text")];
+        for (ty, value, expected) in cases {
+            let stmt = client.prepare_typed("SELECT which($1)", std::slice::from_ref(&ty)).await.unwrap();
+            assert_eq!(client.query_one(&stmt, &[value]).await.unwrap().get::<_, String>(0), expected, "{ty}");
+        }
+        let untyped = client.prepare("SELECT which($1)").await.unwrap();
+        assert_eq!(untyped.params(), &[Type::TEXT]);
+        let err = client.prepare_typed("SELECT which($1)", &[Type::INT2]).await.unwrap_err();
+        assert_eq!(err.code().unwrap().code(), "42725", "{err}");
+        // A prepared call keeps meaning its routine when another of the name is created.
+        let by_int = client.prepare_typed("SELECT which($1)", &[Type::INT4]).await.unwrap();
+        client.batch_execute("CREATE FUNCTION which(a BIGINT) RETURNS TEXT LANGUAGE plpgsql AS $$ BEGIN RETURN 'bigint'; END $$").await.unwrap();
+        assert_eq!(client.query_one(&by_int, &[&3i32]).await.unwrap().get::<_, String>(0), "integer");
+        client.batch_execute("DROP FUNCTION which(integer)").await.unwrap();
+        let err = client.query_one(&by_int, &[&3i32]).await.unwrap_err();
+        assert_eq!(err.code().unwrap().code(), "42883", "{err}");
     });
 }
 

@@ -1099,13 +1099,23 @@ fn regproc(catalog: &Catalog, name: &str) -> DfResult<i64> {
     if let Ok(oid) = name.trim().parse::<i64>() {
         return Ok(oid);
     }
-    let without_arguments = name.split_once('(').map_or(name, |(n, _)| n).trim();
-    match catalog.procedure(&object_name(without_arguments)) {
+    let error = |state, message: String| Err(DataFusionError::External(Box::new(freshet_core::Error::new(state, message))));
+    // The name, and the argument types if written (`regprocedure`), as DROP FUNCTION reads them.
+    let (routine, signature) = match freshet_core::sql::plpgsql::parser::parse_drop(&format!("DROP FUNCTION {name}")) {
+        Ok(d) if d.names.len() == 1 => d.names.into_iter().next().unwrap_or_default(),
+        _ => (object_name(name.split_once('(').map_or(name, |(n, _)| n).trim()), None),
+    };
+    let found = match &signature {
+        Some(types) => catalog.routine(&routine, types),
+        None => match catalog.routines(&routine) {
+            [one] => Some(one),
+            [] => None,
+            _ => return error(freshet_core::SqlState::AmbiguousFunction, format!("more than one function named \"{routine}\"")),
+        },
+    };
+    match found {
         Some(def) => Ok(procedure_oid(def.id)),
-        None => {
-            let missing = freshet_core::Error::new(freshet_core::SqlState::UndefinedFunction, format!("function \"{name}\" does not exist"));
-            Err(DataFusionError::External(Box::new(missing)))
-        }
+        None => error(freshet_core::SqlState::UndefinedFunction, format!("function \"{name}\" does not exist")),
     }
 }
 

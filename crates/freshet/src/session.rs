@@ -493,12 +493,13 @@ impl Session {
     /// columns, as `SELECT * FROM f(…)` returns them).
     pub async fn call(&mut self, name: &str, args: Vec<Value>) -> Result<Vec<Vec<Value>>> {
         let catalog = self.db.inner.engine.catalog();
-        let select = catalog.procedure(name).is_some_and(|p| p.routine.function);
         let placeholders: Vec<ast::Expr> =
             (1..=args.len()).map(|i| ast::Expr::Value(ast::Value::Placeholder(format!("${i}")).with_empty_span())).collect();
         let mut types: Vec<Option<DataType>> = args.iter().map(Value::data_type).collect();
         let names = vec![None; placeholders.len()];
-        let call = crate::procedure::FunctionCall { name: name.to_string(), args: placeholders, names, from: true, column_names: Vec::new() };
+        let arg_types: Vec<_> = types.iter().map(|t| t.map(freshet_core::sql::plpgsql::PlType::Scalar)).collect();
+        let select = crate::procedure::resolve_routine(&catalog, name, "routine", &arg_types, &names)?.is_some_and(|p| p.routine.function);
+        let call = crate::procedure::FunctionCall { name: name.to_string(), args: placeholders, names, from: true, alias: None, column_names: Vec::new() };
         let (plan, columns) = crate::procedure::plan_call(&self.db, &catalog, call, select, &mut types)?;
         let param_types: Vec<DataType> = types.iter().map(|t| t.unwrap_or(DataType::Text)).collect();
         let columns = Some(Arc::new(columns.unwrap_or_else(|| vec![ColumnInfo { name: name.to_string(), ty: DataType::Text }])));
@@ -617,12 +618,12 @@ impl Session {
             let (call, value) = match &site.relation {
                 Some(columns) => {
                     let placeholders = (1..=site.names.len()).map(|n| ast::Expr::Value(ast::Value::Placeholder(format!("${n}")).with_empty_span())).collect();
-                    let call = crate::procedure::FunctionCall { name: site.name.clone(), args: placeholders, names: site.names.clone(), from: true, column_names: Vec::new() };
-                    let (call, _) = crate::procedure::plan_call(&self.db, catalog, call, true, &mut Vec::new())?;
+                    let call = crate::procedure::FunctionCall { name: site.name.clone(), args: placeholders, names: site.names.clone(), from: true, alias: None, column_names: Vec::new() };
+                    let (call, _) = crate::procedure::plan_call(&self.db, catalog, call, true, &mut site.argument_types(&argument_columns))?;
                     (call, columns.iter().map(|(name, ty)| ColumnInfo { name: name.clone(), ty: *ty }).collect())
                 }
                 None => {
-                    let (call, value) = crate::procedure::plan_value_call(&self.db, catalog, &site.name, &site.names)?;
+                    let (call, value) = crate::procedure::plan_value_call(&self.db, catalog, &site.name, &site.names, site.argument_types(&argument_columns))?;
                     (call, vec![value])
                 }
             };
@@ -857,7 +858,7 @@ impl Session {
             Statement::Call(f) => {
                 let name = f.name.0.last().and_then(|p| p.as_ident()).map(fold_ident).ok_or_else(|| Error::syntax("CALL needs a procedure name"))?;
                 let (args, names) = crate::procedure::call_arguments(&f.args).ok_or_else(|| Error::unsupported("this form of argument in CALL"))?;
-                let call = crate::procedure::FunctionCall { name, args, names, from: false, column_names: Vec::new() };
+                let call = crate::procedure::FunctionCall { name, args, names, from: false, alias: None, column_names: Vec::new() };
                 let (call, columns) = crate::procedure::plan_call(&self.db, catalog, call, false, params)?;
                 (Kind::Call(call), columns)
             }
@@ -2375,8 +2376,9 @@ impl Session {
         let mut calls = Vec::with_capacity(split.sites.len());
         let mut offset = 0;
         for site in &split.sites {
-            let (call, value) = crate::procedure::plan_value_call(&self.db, catalog, &site.name, &site.names)?;
-            let argument_types = lock.as_ref().map(|(_, c)| c[offset..offset + site.arity].iter().map(|c| c.ty).collect()).unwrap_or_default();
+            let argument_types: Vec<DataType> = lock.as_ref().map(|(_, c)| c[offset..offset + site.arity].iter().map(|c| c.ty).collect()).unwrap_or_default();
+            let known = if argument_types.is_empty() { vec![None; site.arity] } else { argument_types.iter().zip(&site.untyped).map(|(t, u)| (!u).then_some(*t)).collect() };
+            let (call, value) = crate::procedure::plan_value_call(&self.db, catalog, &site.name, &site.names, known)?;
             offset += site.arity;
             calls.push((call, Arc::new(vec![value]), argument_types));
         }

@@ -33,6 +33,7 @@ use crate::error::{Error, Result, SqlState};
 use crate::executor::cpus::CpuPlan;
 use crate::executor::{self, Executor, Partition};
 use crate::sql::ddl::{check_includes_partition_key, resolve_columns, DdlPlan};
+use crate::sql::plpgsql::PlType;
 use crate::storage::{TableStats, Ts, TxnView};
 use crate::txn::{Isolation, TxnRegistry};
 use crate::types::Value;
@@ -537,15 +538,20 @@ impl Engine {
     /// published. The notice says how the routine is classified (HyPer §4.3).
     async fn create_procedure(&self, catalog: &Catalog, routine: Arc<crate::sql::plpgsql::Routine>) -> Result<DdlOutcome> {
         let tag = if routine.function { "CREATE FUNCTION" } else { "CREATE PROCEDURE" };
-        if let Some(old) = catalog.procedure(&routine.name) {
+        if let Some(old) = catalog.routine(&routine.name, &routine.signature) {
             if !routine.or_replace {
-                return Err(Error::new(
-                    SqlState::DuplicateFunction,
-                    format!("{} \"{}\" already exists with same argument types", routine.kind(), routine.name),
-                ));
+                // PostgreSQL says "function" for procedures too.
+                return Err(Error::new(SqlState::DuplicateFunction, format!("function \"{}\" already exists with same argument types", routine.name)));
             }
-            if old.routine.function != routine.function {
-                return Err(Error::new(SqlState::WrongObjectType, format!("cannot change routine kind of \"{}\"", routine.name)));
+            let old = &old.routine;
+            if old.function != routine.function {
+                return Err(Error::new(SqlState::WrongObjectType, "cannot change routine kind")
+                    .with_detail(format!("\"{}\" is a {}.", routine.name, old.kind())));
+            }
+            let result = |r: &crate::sql::plpgsql::Routine| (r.returns.map(|t| t.name()), r.set.as_ref().map(|s| (s.table, s.single, s.relation.clone(), s.columns.iter().map(|c| c.1.pg_name()).collect::<Vec<_>>())));
+            if routine.function && result(old) != result(&routine) {
+                return Err(Error::new(SqlState::InvalidFunctionDefinition, "cannot change return type of existing function")
+                    .with_hint(format!("Use DROP FUNCTION {} first.", old.identity())));
             }
         }
         let notice = crate::sql::plpgsql::classify(&routine, catalog).describe(&routine);
@@ -554,23 +560,44 @@ impl Engine {
         Ok(DdlOutcome { tag, notices: vec![notice] })
     }
 
-    async fn drop_procedures(&self, catalog: &Catalog, function: bool, names: Vec<String>, if_exists: bool) -> Result<DdlOutcome> {
+    /// DROP PROCEDURE|FUNCTION: each routine named by its name alone (which must then name
+    /// one routine) or with its input parameters' types; the messages are PostgreSQL's.
+    async fn drop_procedures(&self, catalog: &Catalog, function: bool, names: Vec<(String, Option<Vec<PlType>>)>, if_exists: bool) -> Result<DdlOutcome> {
         let kind = if function { "function" } else { "procedure" };
         let mut notices = Vec::new();
         let mut doomed = Vec::new();
-        for n in names {
-            match catalog.procedure(&n) {
-                Some(p) if p.routine.function != function => {
-                    return Err(Error::new(SqlState::WrongObjectType, format!("{n}() is not a {kind}")));
+        for (n, types) in names {
+            // By name alone, only routines of the statement's kind are looked at.
+            let all: Vec<&Arc<crate::catalog::ProcedureDef>> = catalog.routines(&n).iter().filter(|p| p.routine.function == function).collect();
+            let found = match &types {
+                Some(types) => catalog.routine(&n, types),
+                None if all.len() > 1 => {
+                    return Err(Error::new(SqlState::AmbiguousFunction, format!("{kind} name \"{n}\" is not unique"))
+                        .with_hint(format!("Specify the argument list to select the {kind} unambiguously.")));
                 }
-                Some(_) => doomed.push(n),
-                None if if_exists => notices.push(format!("{kind} {n}() does not exist, skipping")),
-                None => return Err(Error::new(SqlState::UndefinedFunction, format!("{kind} {n}() does not exist"))),
+                None => all.first().copied(),
+            };
+            match found {
+                Some(p) if p.routine.function != function => {
+                    return Err(Error::new(SqlState::WrongObjectType, format!("{} is not a {kind}", p.routine.identity())));
+                }
+                Some(p) => doomed.push(p.clone()),
+                None => {
+                    let shown = crate::sql::plpgsql::signature_text(&n, types.iter().flatten().map(PlType::name));
+                    if if_exists {
+                        notices.push(format!("{kind} {shown} does not exist, skipping"));
+                    } else if types.is_none() {
+                        return Err(Error::new(SqlState::UndefinedFunction, format!("could not find a {kind} named \"{n}\"")));
+                    } else {
+                        return Err(Error::new(SqlState::UndefinedFunction, format!("{kind} {shown} does not exist")));
+                    }
+                }
             }
         }
-        for n in doomed {
-            self.ddl_step(Some(RedoRecord::DropProcedure(n.clone())), |_| Ok(())).await?;
-            self.catalog.remove_procedure(&n);
+        for p in doomed {
+            let r = &p.routine;
+            self.ddl_step(Some(RedoRecord::DropProcedure(crate::sql::plpgsql::drop_key(&r.name, &r.signature))), |_| Ok(())).await?;
+            self.catalog.remove_procedure(&r.name, Some(&r.signature));
         }
         Ok(DdlOutcome { tag: if function { "DROP FUNCTION" } else { "DROP PROCEDURE" }, notices })
     }

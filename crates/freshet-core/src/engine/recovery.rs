@@ -92,8 +92,11 @@ impl Engine {
         Ok(())
     }
 
-    pub fn restore_drop_procedure(&self, name: &str) {
-        self.catalog.remove_procedure(name);
+    /// Recovery: drops the routine a `DropProcedure` record names ([`crate::sql::plpgsql::drop_key`]).
+    pub fn restore_drop_procedure(&self, key: &str) -> Result<()> {
+        let (name, signature) = crate::sql::plpgsql::parse_drop_key(key)?;
+        self.catalog.remove_procedure(&name, signature.as_deref());
+        Ok(())
     }
 
     /// Recovery: publishes a logged view.

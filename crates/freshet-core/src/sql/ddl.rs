@@ -34,7 +34,7 @@ pub enum DdlPlan {
     Truncate { tables: Vec<String>, restart_identity: bool },
     /// CREATE [OR REPLACE] PROCEDURE|FUNCTION, compiled (`plpgsql::compile`).
     CreateProcedure { routine: std::sync::Arc<super::plpgsql::Routine> },
-    DropProcedures { function: bool, names: Vec<String>, if_exists: bool },
+    DropProcedures { function: bool, names: Vec<(String, Option<Vec<crate::sql::plpgsql::PlType>>)>, if_exists: bool },
     /// CREATE [OR REPLACE] VIEW, its query already checked and its columns typed by the
     /// planner (the id is given when it runs).
     CreateView { def: crate::catalog::ViewDef, or_replace: bool },

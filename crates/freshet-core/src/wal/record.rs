@@ -51,6 +51,9 @@ pub enum RedoRecord {
     /// A stored procedure or function was created or replaced: its CREATE statement's text
     /// (recovery compiles it again).
     PutProcedure(String),
+    /// A routine was dropped: its name and input parameter types
+    /// ([`crate::sql::plpgsql::drop_key`]); a log written before routines could share a name
+    /// holds only the name.
     DropProcedure(String),
     /// A view was created or replaced.
     PutView(ViewDef),

@@ -460,10 +460,7 @@ impl<'a> Replay<'a> {
                 futures::executor::block_on(self.engine.restore_truncate(ids))
             }
             RedoRecord::PutProcedure(source) => self.engine.restore_put_procedure(&source),
-            RedoRecord::DropProcedure(name) => {
-                self.engine.restore_drop_procedure(&name);
-                Ok(())
-            }
+            RedoRecord::DropProcedure(key) => self.engine.restore_drop_procedure(&key),
             RedoRecord::PutView(view) => {
                 self.engine.restore_put_view(view);
                 Ok(())

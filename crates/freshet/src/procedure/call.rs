@@ -18,6 +18,7 @@ use freshet_core::sql::names::fold_ident;
 use freshet_core::sql::plpgsql::parser::RaiseLevel;
 use freshet_core::sql::plpgsql::compile::{ArrayPart, ArrayValue, LoopLookup, MAX_PREFETCHED_ITERATIONS};
 use freshet_core::sql::parse::{FetchDirection, FETCH_ALL};
+use freshet_core::sql::plpgsql::overload::{ArgType, Resolution};
 use freshet_core::sql::plpgsql::{self, ExprUnit, FetchStep, Instr, ParamSource, PlType, PlValue};
 use freshet_core::types::{DataType, Value};
 use freshet_core::{Error, Result, SqlState};
@@ -34,6 +35,9 @@ use crate::transaction as txn_block;
 #[derive(Clone, Debug)]
 pub(crate) struct CallPlan {
     pub name: String,
+    /// The input parameter types of the routine the call means, among those of its name
+    /// (`None`: a native procedure).
+    pub signature: Option<Vec<PlType>>,
     pub args: Vec<ast::Expr>,
     /// `SELECT f(…)` or `SELECT * FROM f(…)`: the function's result is the statement's.
     pub select: bool,
@@ -45,6 +49,12 @@ pub(crate) struct CallPlan {
 }
 
 impl CallPlan {
+    /// The stored routine the call means, as the catalog has it now (`None` for a native
+    /// procedure's call, or if the routine was dropped).
+    pub fn routine<'c>(&self, catalog: &'c Catalog) -> Option<&'c Arc<ProcedureDef>> {
+        catalog.routine(&self.name, self.signature.as_deref()?)
+    }
+
     /// A function's result rows as this form of call returns them.
     fn shape_rows(&self, r: &plpgsql::Routine, rows: Vec<Vec<Value>>) -> Vec<Vec<Value>> {
         match &r.set {
@@ -88,9 +98,91 @@ fn undefined(kind: &str, name: &str, args: usize) -> Error {
         .with_hint(format!("No {kind} matches the given name and argument count."))
 }
 
-/// Plans `CALL name(args)`, `SELECT name(args)` or `SELECT * FROM name(args)`: checks the
-/// routine exists with that many arguments and types `$n` arguments by the parameters they are
-/// passed to.
+/// The type of a call's argument as PostgreSQL's rules for choosing among routines of one name
+/// see it: `None` (unknown) for a string literal, NULL, or a `$n` of no declared type.
+fn argument_type(e: &ast::Expr, params: &[Option<DataType>]) -> ArgType {
+    match e {
+        _ if untyped(e) => None,
+        ast::Expr::Value(v) => match &v.value {
+            ast::Value::Placeholder(p) => {
+                let n = p.trim_start_matches('$').parse::<usize>().ok()?;
+                params.get(n.checked_sub(1)?).copied().flatten().map(PlType::Scalar)
+            }
+            _ => bound_type(e, params),
+        },
+        ast::Expr::Nested(inner) => argument_type(inner, params),
+        // `ARRAY[…]`: an array of its first typed element's type (text if none is typed).
+        ast::Expr::Array(a) => {
+            let elem = a.elem.iter().find_map(|x| argument_type(x, params)).map_or(DataType::Text, |t| match t {
+                PlType::Scalar(t) | PlType::Array(t) => t,
+            });
+            Some(PlType::Array(elem))
+        }
+        ast::Expr::Cast { data_type, .. } => plpgsql::parser::parse_type(&data_type.to_string()).ok(),
+        _ => bound_type(e, params),
+    }
+}
+
+/// Whether a call's argument is of unknown type however it is evaluated: a string literal or
+/// NULL. A query that computes it gives it the type text, but a call chooses among routines
+/// of one name as if it had none (`k('2024-01-01')` means `k(timestamptz)` over `k(date)`).
+pub(crate) fn untyped(e: &ast::Expr) -> bool {
+    match e {
+        ast::Expr::Nested(inner) => untyped(inner),
+        ast::Expr::Value(v) => matches!(
+            v.value,
+            ast::Value::Null | ast::Value::SingleQuotedString(_) | ast::Value::EscapedStringLiteral(_) | ast::Value::DollarQuotedString(_) | ast::Value::NationalStringLiteral(_)
+        ),
+        _ => false,
+    }
+}
+
+/// The types of a call's arguments that a query computed (`columns`), with those written
+/// [`untyped`] as unknown.
+pub(crate) fn computed_types<'e>(args: impl Iterator<Item = &'e ast::Expr>, columns: &[ColumnInfo]) -> Vec<Option<DataType>> {
+    args.zip(columns).map(|(a, c)| (!untyped(a)).then_some(c.ty)).collect()
+}
+
+/// [`argument_type`] of each argument.
+pub(crate) fn argument_types(args: &[ast::Expr], params: &[Option<DataType>]) -> Vec<ArgType> {
+    args.iter().map(|a| argument_type(a, params)).collect()
+}
+
+fn bound_type(e: &ast::Expr, params: &[Option<DataType>]) -> ArgType {
+    let mut types = params.to_vec();
+    Binder::new(None, &mut types).bind_expr(e, None).ok().map(|x| PlType::Scalar(x.ty()))
+}
+
+/// `f(integer, unknown)`, or with named arguments `f(a => integer)`: a call as PostgreSQL's
+/// messages name it.
+fn call_signature(name: &str, args: &[ArgType], names: &[Option<String>]) -> String {
+    let shown = args.iter().zip(names.iter().chain(std::iter::repeat(&None))).map(|(a, n)| {
+        let ty = a.as_ref().map_or_else(|| "unknown".to_string(), PlType::name);
+        n.as_ref().map_or_else(|| ty.clone(), |n| format!("{n} => {ty}"))
+    });
+    plpgsql::signature_text(name, shown)
+}
+
+/// The routine of this name that a call with arguments of `args` types (named as `names`
+/// says) means, among the routines of the name (overloading: `plpgsql::overload`); `None` if
+/// none has the name; 42883 if none takes these arguments, 42725 if several could.
+pub(crate) fn resolve_routine<'c>(catalog: &'c Catalog, name: &str, kind: &str, args: &[ArgType], names: &[Option<String>]) -> Result<Option<&'c Arc<ProcedureDef>>> {
+    let all = catalog.routines(name);
+    if all.is_empty() {
+        return Ok(None);
+    }
+    match plpgsql::overload::resolve(all, args, names) {
+        Resolution::Found(i) => Ok(Some(&all[i])),
+        Resolution::NotFound => Err(Error::new(SqlState::UndefinedFunction, format!("{kind} {} does not exist", call_signature(name, args, names)))
+            .with_hint(format!("No {kind} matches the given name and argument types. You might need to add explicit type casts."))),
+        Resolution::Ambiguous => Err(Error::new(SqlState::AmbiguousFunction, format!("{kind} {} is not unique", call_signature(name, args, names)))
+            .with_hint(format!("Could not choose a best candidate {kind}. You might need to add explicit type casts."))),
+    }
+}
+
+/// Plans `CALL name(args)`, `SELECT name(args)` or `SELECT * FROM name(args)`: chooses the
+/// routine among those of its name by the arguments' types, checks it takes them, and types
+/// `$n` arguments by the parameters they are passed to.
 pub(crate) fn plan_call(
     db: &Database,
     catalog: &Catalog,
@@ -98,26 +190,35 @@ pub(crate) fn plan_call(
     select: bool,
     params: &mut Vec<Option<DataType>>,
 ) -> Result<(CallPlan, Option<Vec<ColumnInfo>>)> {
-    let FunctionCall { name, mut args, names, from, column_names } = call;
+    let FunctionCall { name, mut args, names, from, alias, column_names } = call;
     let kind = if select { "function" } else { "procedure" };
+    let arg_types = argument_types(&args, params);
     // `RETURNS SETOF table`: the table's columns now.
     let mut table_columns = Vec::new();
-    let (types, columns): (Vec<DataType>, Option<Vec<ColumnInfo>>) = if let Some(def) = catalog.procedure(&name) {
+    let mut signature = None;
+    let (types, columns): (Vec<DataType>, Option<Vec<ColumnInfo>>) = if let Some(def) = resolve_routine(catalog, &name, kind, &arg_types, &names)? {
         if let Some(table) = def.routine.set.as_ref().and_then(|s| s.relation.as_ref()) {
             let def = catalog.table(table).ok_or_else(|| Error::undefined_table(table))?;
             table_columns = def.columns.iter().map(|c| ColumnInfo { name: c.name.clone(), ty: c.ty }).collect();
         }
         let r = &def.routine;
         if r.function != select {
-            let (hint, what) = if select { ("To call a procedure, use CALL.", "procedure") } else { ("To call a function, use SELECT.", "function") };
-            return Err(Error::new(SqlState::WrongObjectType, format!("{name}() is a {what}")).with_hint(hint));
+            let shown = call_signature(&name, &arg_types, &names);
+            let (message, hint) = if select { (format!("{shown} is a procedure"), "To call a procedure, use CALL.") } else { (format!("{shown} is not a procedure"), "To call a function, use SELECT.") };
+            return Err(Error::new(SqlState::WrongObjectType, message).with_hint(hint));
         }
+        signature = Some(r.signature.clone());
         args = complete_arguments(r, kind, args, &names)?;
         let types = r.params.iter().map(|(_, t)| if let PlType::Scalar(t) = t { *t } else { DataType::Text }).collect();
         let columns = if !select {
             // A procedure's OUT parameters: CALL returns their values as a row.
             r.set.as_ref().filter(|s| s.single).map(|set| set.columns.iter().map(|(n, ty)| ColumnInfo { name: n.clone(), ty: *ty }).collect())
         } else {
+            let returns_table = r.set.as_ref().is_some_and(|set| set.table);
+            let column_names = match alias {
+                Some(alias) if column_names.is_empty() && !returns_table => vec![alias],
+                _ => column_names,
+            };
             let mut columns = match (&r.set, from) {
                 (Some(set), true) if set.relation.is_some() => table_columns.clone(),
                 (Some(set), true) => set.columns.iter().map(|(n, ty)| ColumnInfo { name: n.clone(), ty: *ty }).collect(),
@@ -150,7 +251,8 @@ pub(crate) fn plan_call(
         let columns = (!native.columns.is_empty()).then(|| native.columns.clone());
         (native.params.clone().unwrap_or_default(), columns)
     } else {
-        return Err(undefined(kind, &name, args.len()));
+        return Err(Error::new(SqlState::UndefinedFunction, format!("{kind} {} does not exist", call_signature(&name, &arg_types, &names)))
+            .with_hint(format!("No {kind} matches the given name and argument types. You might need to add explicit type casts.")));
     };
     for (i, a) in args.iter().enumerate() {
         if let ast::Expr::Value(v) = a
@@ -167,7 +269,7 @@ pub(crate) fn plan_call(
         }
     }
     let row_types = table_columns.iter().map(|c| c.ty).collect();
-    Ok((CallPlan { name, args, select, from, row_types }, columns))
+    Ok((CallPlan { name, signature, args, select, from, row_types }, columns))
 }
 
 /// The arguments of a call in parameter order: those given by position, then by name
@@ -232,8 +334,10 @@ pub(crate) struct FunctionCall {
     pub names: Vec<Option<String>>,
     /// `SELECT * FROM f(…)` rather than `SELECT f(…)` or `CALL p(…)`.
     pub from: bool,
-    /// Column aliases (`FROM f(…) AS t(a, b)`; for a function of one result column, `AS t`
-    /// names it too, as in PostgreSQL).
+    /// `FROM f(…) AS t`: for a function of one result column (not `RETURNS TABLE`), the alias
+    /// names that column too, as in PostgreSQL.
+    pub alias: Option<String>,
+    /// Column aliases (`FROM f(…) AS t(a, b)`).
     pub column_names: Vec<String>,
 }
 
@@ -257,14 +361,11 @@ pub(crate) fn select_function_call(q: &ast::Query, catalog: &Catalog) -> Option<
         _ => return None,
     };
     let fname = fold_ident(name.0.last()?.as_ident()?);
-    let def = catalog.procedure(&fname).filter(|_| name.0.len() == 1)?;
-    let returns_table = def.routine.set.as_ref().is_some_and(|set| set.table);
-    let column_names = match alias {
-        Some(a) if !a.columns.is_empty() => a.columns.iter().map(|c| fold_ident(&c.name)).collect(),
-        Some(a) if !returns_table => vec![fold_ident(&a.name)],
-        _ => Vec::new(),
-    };
-    Some(FunctionCall { name: fname, args, names, from, column_names })
+    if name.0.len() != 1 || !catalog.has_routine(&fname) {
+        return None;
+    }
+    let column_names = alias.map(|a| a.columns.iter().map(|c| fold_ident(&c.name)).collect()).unwrap_or_default();
+    Some(FunctionCall { name: fname, args, names, from, alias: alias.map(|a| fold_ident(&a.name)), column_names })
 }
 
 /// A SELECT whose select list calls stored functions as whole items (`SELECT id, f(id) AS
@@ -282,8 +383,9 @@ pub(crate) struct PerRowCalls {
 pub(crate) enum ItemShape {
     /// An item of the query: one column, or (a wildcard) as many as it expands to.
     Columns { wildcard: bool },
-    /// A call: the function, the output column's name, how many arguments.
-    Call { name: String, output: String, args: usize },
+    /// A call: the function, the output column's name, how many arguments, and which of them
+    /// are [`untyped`].
+    Call { name: String, output: String, args: usize, untyped: Vec<bool> },
 }
 
 /// One output column of a [`PerRowCalls`] statement, planned.
@@ -306,7 +408,9 @@ pub(crate) fn per_row_calls(q: &ast::Query, catalog: &Catalog) -> Option<PerRowC
         let ast::Expr::Function(f) = e else { return None };
         let [part] = f.name.0.as_slice() else { return None };
         let name = fold_ident(part.as_ident()?);
-        catalog.procedure(&name)?;
+        if !catalog.has_routine(&name) {
+            return None;
+        }
         if let ast::FunctionArguments::List(list) = &f.args
             && (list.duplicate_treatment.is_some() || !list.clauses.is_empty())
         {
@@ -327,7 +431,7 @@ pub(crate) fn per_row_calls(q: &ast::Query, catalog: &Catalog) -> Option<PerRowC
         };
         match call {
             Some((name, output, args)) => {
-                items.push(ItemShape::Call { name, output, args: args.len() });
+                items.push(ItemShape::Call { name, output, args: args.len(), untyped: args.iter().map(untyped).collect() });
                 // Named apart from every other column (`SELECT *, f(id)` repeats `id`).
                 for expr in args {
                     let alias = ast::Ident::with_quote('"', format!("freshet argument {}", appended.len() + 1));
@@ -420,8 +524,9 @@ pub(crate) fn per_row_layout(db: &Database, catalog: &Catalog, split: &PerRowCal
                 }
                 next += if *wildcard { wildcard_width } else { 1 };
             }
-            ItemShape::Call { name, output, args } => {
-                let (plan, mut column) = plan_value_call(db, catalog, name, &vec![None; *args])?;
+            ItemShape::Call { name, output, args, untyped } => {
+                let types: Vec<Option<DataType>> = columns[next_arg..next_arg + args].iter().zip(untyped).map(|(c, u)| (!u).then_some(c.ty)).collect();
+                let (plan, mut column) = plan_value_call(db, catalog, name, &vec![None; *args], types)?;
                 column.name = output.clone();
                 out.push(RowItem::Call { plan, args: (next_arg..next_arg + args).collect(), column: Arc::new(vec![column.clone()]) });
                 out_columns.push(column);
@@ -433,13 +538,14 @@ pub(crate) fn per_row_layout(db: &Database, catalog: &Catalog, split: &PerRowCal
 }
 
 /// Plans a call of the function `name` whose one value a query uses, with `$1`, `$2`, … as
-/// its arguments (named as `names` says): the plan, and the value's column (named after the
-/// function). A set-returning function is refused.
-pub(crate) fn plan_value_call(db: &Database, catalog: &Catalog, name: &str, names: &[Option<String>]) -> Result<(CallPlan, ColumnInfo)> {
+/// its arguments (named as `names` says, of the types of the query's columns that give them):
+/// the plan, and the value's column (named after the function). A set-returning function is
+/// refused.
+pub(crate) fn plan_value_call(db: &Database, catalog: &Catalog, name: &str, names: &[Option<String>], mut types: Vec<Option<DataType>>) -> Result<(CallPlan, ColumnInfo)> {
     let placeholders = (1..=names.len()).map(|n| ast::Expr::Value(ast::Value::Placeholder(format!("${n}")).with_empty_span())).collect();
-    let call = FunctionCall { name: name.to_string(), args: placeholders, names: names.to_vec(), from: false, column_names: Vec::new() };
-    let (plan, planned) = plan_call(db, catalog, call, true, &mut Vec::new())?;
-    if catalog.procedure(name).is_some_and(|d| d.routine.set.is_some()) {
+    let call = FunctionCall { name: name.to_string(), args: placeholders, names: names.to_vec(), from: false, alias: None, column_names: Vec::new() };
+    let (plan, planned) = plan_call(db, catalog, call, true, &mut types)?;
+    if plan.routine(catalog).is_some_and(|d| d.routine.set.is_some()) {
         return Err(Error::unsupported(format!("set-returning function {name}() inside a larger query"))
             .with_hint(format!("Call it on its own, as SELECT * FROM {name}(…).")));
     }
@@ -458,7 +564,7 @@ pub(crate) fn stored_function_in_query(q: &ast::Query, catalog: &Catalog) -> Opt
             if let ast::TableFactor::Table { name, args: Some(_), .. } = factor
                 && let [part] = name.0.as_slice()
                 && let Some(name) = part.as_ident().map(fold_ident)
-                && self.0.procedure(&name).is_some()
+                && self.0.has_routine(&name)
             {
                 return ControlFlow::Break(name);
             }
@@ -470,7 +576,7 @@ pub(crate) fn stored_function_in_query(q: &ast::Query, catalog: &Catalog) -> Opt
             if let ast::Expr::Function(f) = e
                 && let [part] = f.name.0.as_slice()
                 && let Some(name) = part.as_ident().map(fold_ident)
-                && self.0.procedure(&name).is_some()
+                && self.0.has_routine(&name)
             {
                 return ControlFlow::Break(name);
             }
@@ -797,13 +903,20 @@ impl Session {
     ) -> Result<StatementResult> {
         {
             let now = self.statement_time();
-            let target = match self.database().inner.engine.catalog().procedure(&plan.name) {
-                Some(def) => Target::Routine(def.clone()),
-                None => match self.database().native_procedure(&plan.name) {
+            let catalog = self.database().inner.engine.catalog();
+            let target = match (plan.routine(&catalog), &plan.signature) {
+                (Some(def), _) => Target::Routine(def.clone()),
+                (None, None) => match self.database().native_procedure(&plan.name) {
                     Some(n) => Target::Native(n),
                     None => return Err(undefined("procedure", &plan.name, plan.args.len())),
                 },
+                // Dropped since the call was planned.
+                (None, Some(signature)) => {
+                    let kind = if plan.select { "function" } else { "procedure" };
+                    return Err(Error::new(SqlState::UndefinedFunction, format!("{kind} {} does not exist", plpgsql::signature_text(&plan.name, signature.iter().map(PlType::name)))));
+                }
             };
+            drop(catalog);
             let (rows, notices) = match target {
                 Target::Routine(def) => {
                     let r = &def.routine;
@@ -984,8 +1097,7 @@ impl Session {
     async fn compiled_call(&mut self, def: &ProcedureDef) -> Result<Arc<CompiledCall>> {
         let catalog = self.database().inner.engine.catalog();
         let version = catalog.version;
-        if let Some(c) = self.procedures.routines.get(&def.routine.name)
-            && c.id == def.id
+        if let Some(c) = self.procedures.routines.get(&def.id)
             && c.catalog_version == version
         {
             return Ok(c.clone());
@@ -1027,8 +1139,11 @@ impl Session {
         )?;
         let home = plpgsql::home_parameter(&routine, &catalog);
         let anywhere = plpgsql::classify(&routine, &catalog) == plpgsql::Classification::Constrained { parameter: None };
-        let compiled = Arc::new(CompiledCall { id: def.id, catalog_version: version, routine, prepared, home, anywhere });
-        Arc::make_mut(&mut self.procedures.routines).insert(def.routine.name.clone(), compiled.clone());
+        let compiled = Arc::new(CompiledCall { catalog_version: version, routine, prepared, home, anywhere });
+        let routines = Arc::make_mut(&mut self.procedures.routines);
+        // What was prepared for an older catalog is prepared again when next called.
+        routines.retain(|_, c| c.catalog_version == version);
+        routines.insert(def.id, compiled.clone());
         Ok(compiled)
     }
 
@@ -1343,7 +1458,7 @@ struct InJob<'a> {
     started: std::time::Instant,
     now: i64,
     catalog: Arc<Catalog>,
-    routines: Arc<HashMap<String, Arc<CompiledCall>>>,
+    routines: Arc<HashMap<u64, Arc<CompiledCall>>>,
     deadline: Option<std::time::Instant>,
     /// Calls running, nested (the outermost is 1).
     depth: u32,
@@ -1425,8 +1540,8 @@ impl RoutineStatements for InJob<'_> {
         let Some(plan) = crate::session::call_plan(prepared) else {
             return crate::session::run_in_job(prepared, params, self.now, self.catalog.version, self.job);
         };
-        let def = self.catalog.procedure(&plan.name).cloned();
-        let compiled = def.as_ref().and_then(|d| self.routines.get(&d.routine.name).filter(|c| c.id == d.id && c.catalog_version == self.catalog.version).cloned());
+        let def = plan.routine(&self.catalog).cloned();
+        let compiled = def.as_ref().and_then(|d| self.routines.get(&d.id).filter(|c| c.catalog_version == self.catalog.version).cloned());
         let (Some(def), Some(compiled)) = (def, compiled) else { return Err(self.job.give_up()) };
         if self.depth >= super::MAX_CALL_DEPTH || def.routine.params.len() != plan.args.len() {
             // The ordinary path reports it.

@@ -9,7 +9,7 @@
 //!   subqueries. In a VALUES row every call is such a call, and each is evaluated once per
 //!   occurrence, in order, as PostgreSQL evaluates them, so it may change data. In UPDATE and
 //!   DELETE, where PostgreSQL calls a function once per row, only functions that change
-//!   nothing (`in_query::reads_only`) are evaluated once.
+//!   nothing (`in_query::routines_read_only`) are evaluated once.
 //! - **Per row** ([`CallsInDml`]), for the other calls of an UPDATE or DELETE: a query finds
 //!   the target rows' primary keys (`SELECT <key> FROM target WHERE <the WHERE as written>`,
 //!   whose calls are worked out as in any query: `in_query`); then for each row, the values
@@ -34,7 +34,7 @@ use freshet_core::{Error, Result};
 use sqlparser::ast::{self, Statement};
 
 use super::call::call_arguments;
-use super::in_query::{and_all, calls_stored, conjuncts, outside_subqueries_mut, reads_only, stored_call, Order};
+use super::in_query::{and_all, calls_stored, conjuncts, outside_subqueries_mut, routines_read_only, stored_call, Order};
 
 /// What a data-changing statement that calls stored functions becomes.
 pub(crate) enum DmlCalls {
@@ -75,6 +75,8 @@ pub(crate) struct DmlSite {
     pub name: String,
     pub names: Vec<Option<String>>,
     pub arity: usize,
+    /// Per argument, whether it is a string literal or NULL (of unknown type to the call).
+    pub untyped: Vec<bool>,
     /// It changes nothing: called once per distinct argument list.
     pub reads_only: bool,
 }
@@ -160,7 +162,7 @@ pub(crate) fn dml_calls(statement: &Statement, catalog: &Catalog, params: usize)
     refuse_in_returning(returning, catalog)?;
     let mut wrapped = statement.clone();
     let any = |_: &str| true;
-    let unchanging = |name: &str| catalog.procedure(name).is_some_and(|d| reads_only(d, catalog, 0));
+    let unchanging = |name: &str| routines_read_only(catalog, name, 0);
     let mut own: Vec<&mut ast::Expr> = Vec::new();
     let eligible: &dyn Fn(&str) -> bool = match &mut wrapped {
         Statement::Insert(i) => {
@@ -329,8 +331,8 @@ fn per_row_update(u: &ast::Update, catalog: &Catalog, params: usize) -> Result<C
             let k = match sites.iter().zip(&arguments).position(|(s, a)| s.name == name && s.names == names && *a == args) {
                 Some(k) => k,
                 None => {
-                    let unchanging = catalog.procedure(&name).is_some_and(|d| reads_only(d, catalog, 0));
-                    sites.push(DmlSite { name, names, arity: args.len(), reads_only: unchanging });
+                    let unchanging = routines_read_only(catalog, &name, 0);
+                    sites.push(DmlSite { name, names, arity: args.len(), untyped: args.iter().map(super::call::untyped).collect(), reads_only: unchanging });
                     arguments.push(args);
                     sites.len() - 1
                 }

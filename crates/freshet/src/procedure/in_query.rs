@@ -76,6 +76,20 @@ pub(crate) struct CallSite {
     pub relation: Option<Vec<(String, freshet_core::types::DataType)>>,
 }
 
+impl CallSite {
+    /// The types of the arguments, as the argument query's `columns` give them (those written
+    /// as a string literal or NULL unknown, as the call sees them).
+    pub fn argument_types(&self, columns: &[crate::result::ColumnInfo]) -> Vec<Option<freshet_core::types::DataType>> {
+        match self.arguments.body.as_ref() {
+            ast::SetExpr::Select(s) => {
+                let args = s.projection.iter().filter_map(|item| if let ast::SelectItem::ExprWithAlias { expr, .. } = item { Some(expr) } else { None });
+                super::call::computed_types(args, columns)
+            }
+            _ => columns.iter().map(|c| Some(c.ty)).collect(),
+        }
+    }
+}
+
 /// The relation of site `k`'s values and its columns: the arguments, then the value.
 fn relation(k: usize) -> String {
     format!("freshet call {}", k + 1)
@@ -102,7 +116,7 @@ pub(super) fn stored_call<'a>(e: &'a ast::Expr, catalog: &Catalog) -> Option<(St
     let ast::Expr::Function(f) = e else { return None };
     let [part] = f.name.0.as_slice() else { return None };
     let name = fold_ident(part.as_ident()?);
-    catalog.procedure(&name).map(|_| (name, f))
+    catalog.has_routine(&name).then_some((name, f))
 }
 
 /// The site a relation of the rewritten query belongs to, by its name.
@@ -193,8 +207,7 @@ impl Sites<'_> {
             return Err(Error::unsupported(format!("an aggregate or window function in the arguments of the stored function {name}()"))
                 .with_hint(format!("Aggregate in a subquery first: SELECT {name}(total) FROM (SELECT sum(…) AS total …) s.")));
         }
-        let def = self.catalog.procedure(&name).ok_or_else(|| Error::internal("a stored function disappeared"))?;
-        if !reads_only(def, self.catalog, 0) {
+        if !routines_read_only(self.catalog, &name, 0) {
             return Err(Error::unsupported(format!("function {name}(), which may change data, inside a larger query")).with_hint(format!(
                 "A function that writes runs once per row only as a whole item of a select list (SELECT a, {name}(a) FROM t), or on its own (SELECT {name}(…))."
             )));
@@ -322,14 +335,14 @@ impl Rewriter<'_> {
             ast::TableFactor::Table { name, args: Some(args), alias, with_ordinality, .. }
                 if let [part] = name.0.as_slice()
                     && let Some(fname) = part.as_ident().map(fold_ident)
-                    && self.catalog.procedure(&fname).is_some() =>
+                    && self.catalog.has_routine(&fname) =>
             {
                 if *with_ordinality {
                     return Err(Error::unsupported(format!("WITH ORDINALITY on the stored function {fname}()")));
                 }
                 let (call_args, names) = super::call::argument_list(&args.args)
                     .ok_or_else(|| Error::unsupported(format!("this form of argument to the stored function {fname}()")))?;
-                let columns = relation_columns(self.catalog, &fname, alias.as_ref())?;
+                let columns = relation_columns(self.catalog, &fname, &call_args, &names, alias.as_ref())?;
                 let k = self.sites.len();
                 let mut s = empty_select();
                 s.projection = call_args.iter().enumerate().map(|(i, a)| ast::SelectItem::ExprWithAlias { expr: a.clone(), alias: quoted(argument_column(k, i)) }).collect();
@@ -578,12 +591,14 @@ fn null() -> ast::Expr {
 
 /// The columns of the rows the stored function `name` gives in FROM, renamed by the alias's
 /// column list (its first columns; for a function of one value, the alias names it).
-fn relation_columns(catalog: &Catalog, name: &str, alias: Option<&ast::TableAlias>) -> Result<Vec<(String, freshet_core::types::DataType)>> {
+fn relation_columns(catalog: &Catalog, name: &str, args: &[ast::Expr], names: &[Option<String>], alias: Option<&ast::TableAlias>) -> Result<Vec<(String, freshet_core::types::DataType)>> {
     use freshet_core::sql::plpgsql::PlType;
-    let def = catalog.procedure(name).ok_or_else(|| Error::internal("a stored function disappeared"))?;
+    // The arguments may not name columns (no LATERAL): typed as written.
+    let types = super::call::argument_types(args, &[]);
+    let def = super::call::resolve_routine(catalog, name, "function", &types, names)?.ok_or_else(|| Error::internal("a stored function disappeared"))?;
     let r = &def.routine;
     if !r.function {
-        return Err(Error::new(freshet_core::SqlState::WrongObjectType, format!("{name}() is a procedure")).with_hint("To call a procedure, use CALL."));
+        return Err(Error::new(freshet_core::SqlState::WrongObjectType, format!("{} is a procedure", r.identity())).with_hint("To call a procedure, use CALL."));
     }
     let mut columns: Vec<(String, freshet_core::types::DataType)> = match &r.set {
         Some(set) if let Some(table) = &set.relation => {
@@ -722,6 +737,13 @@ pub(super) fn empty_select() -> ast::Select {
     }
 }
 
+/// Whether every routine called `name` changes nothing ([`reads_only`]): a call's arguments
+/// are not typed yet where this is asked, so any of them might be the one called.
+pub(crate) fn routines_read_only(catalog: &Catalog, name: &str, depth: usize) -> bool {
+    let all = catalog.routines(name);
+    !all.is_empty() && all.iter().all(|d| reads_only(d, catalog, depth))
+}
+
 /// Whether calling `def` changes nothing: its statements are queries without data-changing
 /// WITH parts or sequence functions, it runs no dynamic SQL, its expressions call no session
 /// functions (sequences, advisory locks, pg_sleep, pg_notify), and the stored functions its
@@ -759,7 +781,7 @@ pub(crate) fn reads_only(def: &ProcedureDef, catalog: &Catalog, depth: usize) ->
                 let mut calls_writer = false;
                 let _ = ast::visit_expressions(q.as_ref(), |e| {
                     if let Some((name, _)) = stored_call(e, catalog) {
-                        calls_writer |= catalog.procedure(&name).is_none_or(|d| !reads_only(d, catalog, depth + 1));
+                        calls_writer |= !routines_read_only(catalog, &name, depth + 1);
                     }
                     ControlFlow::<()>::Continue(())
                 });

@@ -37,7 +37,7 @@ mod view;
 
 pub(crate) use in_dml::{dml_calls, returning_calls, CallsInDml, DmlCalls};
 pub(crate) use in_query::{calls_in_query, calls_stored_functions, values as values_relation, CallsInQuery};
-pub(crate) use call::{call_arguments, per_row_calls, per_row_layout, plan_call, plan_value_call, select_function_call, stored_function_in_query, CallPlan, FunctionCall, RowItem};
+pub(crate) use call::{call_arguments, per_row_calls, per_row_layout, plan_call, plan_value_call, resolve_routine, select_function_call, stored_function_in_query, CallPlan, FunctionCall, RowItem};
 pub use records::{Resolved, TableRef};
 pub(crate) use view::{argument_list, body, definition, in_sql, result_type, CallCounts, Natives, ProceduresView};
 
@@ -177,8 +177,8 @@ pub(crate) async fn output_rows(output: Output) -> Result<(Vec<Vec<Value>>, u64)
 
 /// A PL/pgSQL routine's statements, prepared for one session.
 pub(crate) struct CompiledCall {
-    /// The `ProcedureDef::id` they were prepared for.
-    pub id: u64,
+    /// The catalog version they were prepared for (`SessionProcedures::routines` keeps them
+    /// by the routine's id).
     pub catalog_version: u64,
     /// The routine as it runs: the catalog's, or one compiled again knowing the types of
     /// its record and `%TYPE` variables.
@@ -196,8 +196,9 @@ pub(crate) struct CompiledCall {
 /// Per-session state of procedures: prepared routines and native statements.
 #[derive(Default)]
 pub(crate) struct SessionProcedures {
-    /// Shared with a call running as one job (its nested calls find their statements here).
-    pub routines: Arc<HashMap<String, Arc<CompiledCall>>>,
+    /// By the routine's catalog id (`ProcedureDef::id`). Shared with a call running as one job
+    /// (its nested calls find their statements here).
+    pub routines: Arc<HashMap<u64, Arc<CompiledCall>>>,
     /// Shared with a call running as one job, which reads them on the executor thread.
     pub native_statements: Arc<HashMap<String, Arc<Prepared>>>,
     /// Calls running in this session, nested (a routine that calls a routine).

@@ -59,7 +59,7 @@ impl SystemTable for ProceduresView {
             let returns = result_type(r);
             rows.push([Some(r.name.clone()), Some(r.kind().to_string()), Some(arguments), returns, Some(partitioning)]);
         }
-        let mut natives: Vec<Arc<NativeProcedure>> = self.natives.read().values().filter(|n| catalog.procedure(&n.name).is_none()).cloned().collect();
+        let mut natives: Vec<Arc<NativeProcedure>> = self.natives.read().values().filter(|n| !catalog.has_routine(&n.name)).cloned().collect();
         natives.sort_by(|a, b| a.name.cmp(&b.name));
         for n in natives {
             // Declared parameter types (none shown when undeclared) and the argument that

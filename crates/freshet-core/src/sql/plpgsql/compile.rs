@@ -381,6 +381,9 @@ pub struct Routine {
     pub function: bool,
     /// The parameters are slots `0..params.len()`.
     pub params: Vec<(String, PlType)>,
+    /// The input parameters' types, which with the name identify the routine
+    /// ([`parser::Header::signature`]).
+    pub signature: Vec<PlType>,
     /// Per parameter, its default, if it has one (see [`parser::Header::defaults`]).
     pub defaults: Vec<Option<ast::Expr>>,
     /// The OUT and INOUT parameters ([`parser::Header::outs`]).
@@ -423,6 +426,16 @@ pub struct Routine {
 impl Routine {
     pub fn kind(&self) -> &'static str {
         if self.function { "function" } else { "procedure" }
+    }
+
+    /// Its name and input parameters' types as PostgreSQL shows them: `f(integer, text)`.
+    pub fn identity(&self) -> String {
+        super::signature_text(&self.name, self.signature.iter().map(|t| t.name()))
+    }
+
+    /// Whether its input parameters have these types (type modifiers aside).
+    pub fn has_signature(&self, types: &[PlType]) -> bool {
+        super::same_types(&self.signature, types)
     }
 
     /// Whether its code has COMMIT or ROLLBACK.
@@ -530,6 +543,7 @@ pub fn compile_with(source: &str, described: &Described) -> Result<Routine> {
         name: header.name.clone(),
         function: header.function,
         params: header.params.clone(),
+        signature: header.signature.clone(),
         defaults: header.defaults.clone(),
         outs: header.outs.clone(),
         returns: header.returns,
@@ -581,7 +595,7 @@ struct RecordVar {
 
 /// 42P13 (invalid_function_definition), as PostgreSQL reports it.
 fn duplicate_parameter(name: &str) -> Error {
-    Error::new(SqlState::custom("42P13").unwrap_or(SqlState::InvalidTableDefinition), format!("parameter name \"{name}\" used more than once"))
+    Error::new(SqlState::InvalidFunctionDefinition, format!("parameter name \"{name}\" used more than once"))
 }
 
 /// A loop, or a labelled block, that EXIT (and for a loop CONTINUE) can leave: the jumps

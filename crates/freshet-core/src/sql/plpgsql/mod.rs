@@ -36,6 +36,7 @@
 
 pub mod compile;
 pub mod lexer;
+pub mod overload;
 pub mod parser;
 
 pub use compile::{classify, compile, home_parameter, compile_with, Classification, Described, ExecuteCode, ExprUnit, FetchStep, HandlerCode, Instr, ParamSource, Routine, SqlUnit, UnitKey};
@@ -52,12 +53,47 @@ pub enum PlType {
 }
 
 impl PlType {
+    /// Whether `other` is the same type, type modifiers aside.
+    pub fn same_type(&self, other: &PlType) -> bool {
+        match (self, other) {
+            (PlType::Scalar(a), PlType::Scalar(b)) | (PlType::Array(a), PlType::Array(b)) => std::mem::discriminant(a) == std::mem::discriminant(b),
+            _ => false,
+        }
+    }
+
     pub fn name(&self) -> String {
         match self {
             PlType::Scalar(t) => t.pg_name().to_string(),
             PlType::Array(t) => format!("{}[]", t.pg_name()),
         }
     }
+}
+
+/// Whether two lists of parameter types are the same, type modifiers aside (`numeric(10,2)`
+/// and `numeric`, `varchar(5)` and `varchar` are one type, as in PostgreSQL).
+pub fn same_types(a: &[PlType], b: &[PlType]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.same_type(y))
+}
+
+/// `name(type, type)`, as PostgreSQL names a routine with its argument types in messages.
+pub fn signature_text(name: &str, types: impl Iterator<Item = String>) -> String {
+    format!("{name}({})", types.collect::<Vec<_>>().join(", "))
+}
+
+/// How the log names a dropped routine: its name, then each input parameter's type, each
+/// after a NUL (which no identifier holds), so `f()` is `"f\0"`.
+pub fn drop_key(name: &str, signature: &[PlType]) -> String {
+    let mut key = format!("{name}\0");
+    key.push_str(&signature.iter().map(PlType::name).collect::<Vec<_>>().join("\0"));
+    key
+}
+
+/// The routine a [`drop_key`] names; a key of a name alone (an older log's) names every
+/// routine of that name.
+pub fn parse_drop_key(key: &str) -> Result<(String, Option<Vec<PlType>>)> {
+    let Some((name, types)) = key.split_once('\0') else { return Ok((key.to_string(), None)) };
+    let types = if types.is_empty() { Vec::new() } else { types.split('\0').map(parser::parse_type).collect::<Result<_>>()? };
+    Ok((name.to_string(), Some(types)))
 }
 
 /// A variable's value in a running routine.

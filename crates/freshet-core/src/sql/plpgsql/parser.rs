@@ -23,6 +23,10 @@ pub struct Header {
     pub function: bool,
     pub or_replace: bool,
     pub params: Vec<(String, PlType)>,
+    /// The types of the input parameters (IN and INOUT; not a procedure's OUT ones, which are
+    /// in `params`): with the name, what identifies the routine, as in PostgreSQL, so several
+    /// routines may share a name (overloading).
+    pub signature: Vec<PlType>,
     /// Per parameter, its default (`DEFAULT expr` or `= expr`): a call may leave out the
     /// parameters from the first one with a default on.
     pub defaults: Vec<Option<ast::Expr>>,
@@ -69,7 +73,9 @@ pub struct SetResult {
 pub struct DropRoutines {
     pub function: bool,
     pub if_exists: bool,
-    pub names: Vec<String>,
+    /// Each routine named: its name and, if an argument list was written, the types of its
+    /// input parameters (OUT ones left out).
+    pub names: Vec<(String, Option<Vec<PlType>>)>,
 }
 
 #[derive(Clone, Debug)]
@@ -492,6 +498,7 @@ pub fn parse_header(sql: &str) -> Result<Header> {
     c.expect_op("(")?;
     let mut params = Vec::new();
     let mut defaults = Vec::new();
+    let mut signature = Vec::new();
     let mut outs = Vec::new();
     let mut refcursors = Vec::new();
     if !c.eat_op(")") {
@@ -499,6 +506,7 @@ pub fn parse_header(sql: &str) -> Result<Header> {
             if c.eat_word("variadic") {
                 return Err(Error::unsupported("VARIADIC parameters"));
             }
+            let out_only = c.peek_word("out");
             let (input, output) = if c.eat_word("out") {
                 (!function, true)
             } else if c.eat_word("inout") {
@@ -524,7 +532,7 @@ pub fn parse_header(sql: &str) -> Result<Header> {
             let default = if c.eat_word("default") || c.eat_op("=") { Some(c.expr_until(|t| t.is_op(",") || t.is_op(")"))?) } else { None };
             if default.is_none() && defaults.iter().any(Option::is_some) {
                 return Err(Error::new(
-                    crate::error::SqlState::custom("42P13").unwrap_or(crate::error::SqlState::InvalidTableDefinition),
+                    crate::error::SqlState::InvalidFunctionDefinition,
                     "input parameters after one with a default value must also have defaults",
                 ));
             }
@@ -535,6 +543,9 @@ pub fn parse_header(sql: &str) -> Result<Header> {
             if output {
                 let PlType::Scalar(t) = ty else { return Err(Error::unsupported("array OUT parameters")) };
                 outs.push((pname.clone(), t));
+            }
+            if input && !out_only {
+                signature.push(ty);
             }
             if input {
                 params.push((pname, ty));
@@ -745,7 +756,7 @@ pub fn parse_header(sql: &str) -> Result<Header> {
     }
     if function && returns.is_none() && set.is_none() && !sql.to_lowercase().contains("returns") {
         return Err(Error::new(
-            crate::error::SqlState::custom("42P13").unwrap_or(crate::error::SqlState::InvalidTableDefinition),
+            crate::error::SqlState::InvalidFunctionDefinition,
             "function result type must be specified",
         ));
     }
@@ -763,7 +774,7 @@ pub fn parse_header(sql: &str) -> Result<Header> {
         }
         None => (body.ok_or_else(|| err("no function body specified"))?, None),
     };
-    Ok(Header { name, function, or_replace, params, defaults, outs, returns, set, body, sql, strict, refcursors })
+    Ok(Header { name, function, or_replace, params, signature, defaults, outs, returns, set, body, sql, strict, refcursors })
 }
 
 /// The body of a LANGUAGE sql routine.
@@ -827,7 +838,7 @@ fn sql_as_plpgsql(body: SqlBody, function: bool, returns: Option<&PlType>, set: 
     let mismatch = || {
         let declared = returns.map_or_else(|| "record".to_string(), |t| t.name());
         Error::new(
-            crate::error::SqlState::custom("42P13").unwrap_or(crate::error::SqlState::InvalidTableDefinition),
+            crate::error::SqlState::InvalidFunctionDefinition,
             format!("return type mismatch in function declared to return {declared}"),
         )
         .with_detail("Function's final statement must be SELECT or INSERT/UPDATE/DELETE RETURNING.")
@@ -868,8 +879,8 @@ fn sql_as_plpgsql(body: SqlBody, function: bool, returns: Option<&PlType>, set: 
     Ok(format!("{declare}BEGIN\n{code}END"))
 }
 
-/// Parses `DROP PROCEDURE|FUNCTION [IF EXISTS] name [(argtypes)] [, …] [CASCADE | RESTRICT]`.
-/// Argument types are accepted and not checked: a name identifies one routine.
+/// Parses `DROP PROCEDURE|FUNCTION [IF EXISTS] name [([mode] [argname] argtype, …)] [, …]
+/// [CASCADE | RESTRICT]`.
 pub fn parse_drop(sql: &str) -> Result<DropRoutines> {
     let mut c = Cursor::new(sql)?;
     c.expect_word("drop")?;
@@ -885,11 +896,27 @@ pub fn parse_drop(sql: &str) -> Result<DropRoutines> {
     }
     let mut names = Vec::new();
     loop {
-        names.push(c.routine_name()?);
+        let name = c.routine_name()?;
+        let mut types = None;
         if c.eat_op("(") {
-            c.until(|t| t.is_op(")"));
-            c.expect_op(")")?;
+            let mut list = Vec::new();
+            while !c.eat_op(")") {
+                let output = c.eat_word("out");
+                let _ = output || c.eat_word("inout") || c.eat_word("in") || c.eat_word("variadic");
+                let (text, _) = c.until(|t| t.is_op(",") || t.is_op(")"));
+                // `[name] type`: the whole is a type, or what follows its first word is.
+                let ty = parse_type(&text).or_else(|e| text.trim().split_once(char::is_whitespace).map_or(Err(e), |(_, rest)| parse_type(rest)))?;
+                if !output {
+                    list.push(ty);
+                }
+                if !c.eat_op(",") {
+                    c.expect_op(")")?;
+                    break;
+                }
+            }
+            types = Some(list);
         }
+        names.push((name, types));
         if !c.eat_op(",") {
             break;
         }
