@@ -551,7 +551,7 @@ impl Engine {
             let result = |r: &crate::sql::plpgsql::Routine| (r.returns.map(|t| t.name()), r.set.as_ref().map(|s| (s.table, s.single, s.relation.clone(), s.columns.iter().map(|c| c.1.pg_name()).collect::<Vec<_>>())));
             if routine.function && result(old) != result(&routine) {
                 return Err(Error::new(SqlState::InvalidFunctionDefinition, "cannot change return type of existing function")
-                    .with_hint(format!("Use DROP FUNCTION {} first.", old.identity())));
+                    .with_hint(format!("Use DROP FUNCTION {} first.", old.identity)));
             }
         }
         let notice = crate::sql::plpgsql::classify(&routine, catalog).describe(&routine);
@@ -579,7 +579,7 @@ impl Engine {
             };
             match found {
                 Some(p) if p.routine.function != function => {
-                    return Err(Error::new(SqlState::WrongObjectType, format!("{} is not a {kind}", p.routine.identity())));
+                    return Err(Error::new(SqlState::WrongObjectType, format!("{} is not a {kind}", p.routine.identity)));
                 }
                 Some(p) => doomed.push(p.clone()),
                 None => {

@@ -926,11 +926,11 @@ impl Session {
                     let args = routine_args(&def, &plan.args, param_types, &params, now)?;
                     let (rows, notices) = if computes_only(&def, &self.database().inner.engine.catalog()) {
                         // Nothing to run on a partition and nothing to undo: interpreted here.
-                        self.count_call(&r.name, false);
+                        self.count_call(&r.identity, false);
                         self.run_routine(def.clone(), args).await?
                     } else {
                         let one_job = self.run_routine_as_one_job(&def, &args).await;
-                        self.count_call(&r.name, !matches!(one_job, Ok(None)));
+                        self.count_call(&r.identity, !matches!(one_job, Ok(None)));
                         match one_job? {
                             Some(done) => done,
                             None => {
@@ -1016,7 +1016,7 @@ impl Session {
     fn count_call(&self, name: &str, one_job: bool) {
         if self.procedures.depth == 1 {
             let mut counts = self.database().inner.call_counts.lock();
-            let c = counts.entry(name.to_string()).or_default();
+            let c = counts.entry_ref(name).or_default();
             c.0 += 1;
             c.1 += one_job as u64;
         }

@@ -598,7 +598,7 @@ fn relation_columns(catalog: &Catalog, name: &str, args: &[ast::Expr], names: &[
     let def = super::call::resolve_routine(catalog, name, "function", &types, names)?.ok_or_else(|| Error::internal("a stored function disappeared"))?;
     let r = &def.routine;
     if !r.function {
-        return Err(Error::new(freshet_core::SqlState::WrongObjectType, format!("{} is a procedure", r.identity())).with_hint("To call a procedure, use CALL."));
+        return Err(Error::new(freshet_core::SqlState::WrongObjectType, format!("{} is a procedure", r.identity)).with_hint("To call a procedure, use CALL."));
     }
     let mut columns: Vec<(String, freshet_core::types::DataType)> = match &r.set {
         Some(set) if let Some(table) = &set.relation => {

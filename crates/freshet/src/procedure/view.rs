@@ -21,7 +21,7 @@ pub(crate) type Natives = Arc<RwLock<HashMap<String, Arc<NativeProcedure>>>>;
 
 /// Per procedure name (stored or native): outermost calls since the database opened, and how
 /// many of them ran as one executor job (those that failed there included).
-pub(crate) type CallCounts = Arc<parking_lot::Mutex<HashMap<String, (u64, u64)>>>;
+pub(crate) type CallCounts = Arc<parking_lot::Mutex<hashbrown::HashMap<String, (u64, u64)>>>;
 
 #[derive(Debug)]
 pub(crate) struct ProceduresView {
@@ -46,6 +46,9 @@ impl SystemTable for ProceduresView {
     fn batch(&self) -> datafusion::error::Result<RecordBatch> {
         let catalog = self.engine.catalog();
         let mut rows: Vec<[Option<String>; 5]> = Vec::new();
+        // What each row's calls are counted by: a routine's name and input types, a native
+        // procedure's name.
+        let mut keys: Vec<String> = Vec::new();
         let call_counts = self.call_counts.lock().clone();
         let counts_of = |name: &str| call_counts.get(name).copied().unwrap_or((0, 0));
         for def in catalog.procedures() {
@@ -58,6 +61,7 @@ impl SystemTable for ProceduresView {
             };
             let returns = result_type(r);
             rows.push([Some(r.name.clone()), Some(r.kind().to_string()), Some(arguments), returns, Some(partitioning)]);
+            keys.push(r.identity.clone());
         }
         let mut natives: Vec<Arc<NativeProcedure>> = self.natives.read().values().filter(|n| !catalog.has_routine(&n.name)).cloned().collect();
         natives.sort_by(|a, b| a.name.cmp(&b.name));
@@ -67,8 +71,9 @@ impl SystemTable for ProceduresView {
             let arguments = n.params.as_ref().map(|p| p.iter().map(|t| t.pg_name()).collect::<Vec<_>>().join(", ")).unwrap_or_default();
             let partitioning = n.home.map(|h| format!("on argument ${}", h + 1));
             rows.push([Some(n.name.clone()), Some("native".into()), Some(arguments), None, partitioning]);
+            keys.push(n.name.clone());
         }
-        let counts: Vec<(u64, u64)> = rows.iter().map(|r| counts_of(r[0].as_deref().unwrap_or_default())).collect();
+        let counts: Vec<(u64, u64)> = keys.iter().map(|k| counts_of(k)).collect();
         let mut columns: Vec<ArrayRef> = (0..5).map(|i| Arc::new(StringArray::from(rows.iter().map(|r| r[i].clone()).collect::<Vec<_>>())) as ArrayRef).collect();
         columns.push(Arc::new(Int64Array::from_iter_values(counts.iter().map(|c| c.0 as i64))));
         columns.push(Arc::new(Int64Array::from_iter_values(counts.iter().map(|c| c.1 as i64))));

@@ -384,6 +384,8 @@ pub struct Routine {
     /// The input parameters' types, which with the name identify the routine
     /// ([`parser::Header::signature`]).
     pub signature: Vec<PlType>,
+    /// Its name and input parameters' types as PostgreSQL shows them: `f(integer, text)`.
+    pub identity: String,
     /// Per parameter, its default, if it has one (see [`parser::Header::defaults`]).
     pub defaults: Vec<Option<ast::Expr>>,
     /// The OUT and INOUT parameters ([`parser::Header::outs`]).
@@ -426,11 +428,6 @@ pub struct Routine {
 impl Routine {
     pub fn kind(&self) -> &'static str {
         if self.function { "function" } else { "procedure" }
-    }
-
-    /// Its name and input parameters' types as PostgreSQL shows them: `f(integer, text)`.
-    pub fn identity(&self) -> String {
-        super::signature_text(&self.name, self.signature.iter().map(|t| t.name()))
     }
 
     /// Whether its input parameters have these types (type modifiers aside).
@@ -544,6 +541,7 @@ pub fn compile_with(source: &str, described: &Described) -> Result<Routine> {
         function: header.function,
         params: header.params.clone(),
         signature: header.signature.clone(),
+        identity: super::signature_text(&header.name, header.signature.iter().map(PlType::name)),
         defaults: header.defaults.clone(),
         outs: header.outs.clone(),
         returns: header.returns,
