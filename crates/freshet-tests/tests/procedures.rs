@@ -527,9 +527,9 @@ fn procedures_are_classified_by_partition_key() {
     let listed = s.execute_blocking("SELECT name, kind, arguments, partitioning FROM freshet_procedures ORDER BY name").unwrap().remove(0).rows();
     let text = |v: &Value| v.as_str().unwrap_or("NULL").to_string();
     assert_eq!(listed.len(), 2);
-    assert_eq!(listed[0][0..3].iter().map(text).collect::<Vec<_>>(), vec!["restock", "procedure", "n integer"]);
+    assert_eq!(listed[0][0..3].iter().map(text).collect::<Vec<_>>(), vec!["restock", "procedure", "IN n integer"]);
     assert!(text(&listed[0][3]).starts_with("crossing: "), "{listed:?}");
-    assert_eq!(listed[1].iter().map(text).collect::<Vec<_>>(), vec!["take", "procedure", "w integer, items integer[]", "constrained on w"]);
+    assert_eq!(listed[1].iter().map(text).collect::<Vec<_>>(), vec!["take", "procedure", "IN w integer, IN items integer[]", "constrained on w"]);
     s.execute_blocking("CALL take(1, ARRAY[1, 2])").unwrap();
     s.execute_blocking("CALL restock(10)").unwrap();
     let rows = s.execute_blocking("SELECT w_id, i_id, qty FROM stock ORDER BY w_id, i_id").unwrap().remove(0).rows();

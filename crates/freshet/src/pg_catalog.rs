@@ -1288,7 +1288,7 @@ fn functions(engine: &Arc<Engine>) -> Vec<ScalarUDF> {
         constant("pg_get_triggerdef", &[1, 2], ScalarValue::Utf8(None)),
         describe("pg_get_function_result", &[1], |c, oid, _| procedure_of(c, oid).and_then(|p| crate::procedure::result_type(&p.routine))),
         describe("pg_get_function_arguments", &[1], |c, oid, _| procedure_of(c, oid).map(|p| crate::procedure::argument_list(&p.routine))),
-        describe("pg_get_function_identity_arguments", &[1], |c, oid, _| procedure_of(c, oid).map(|p| crate::procedure::argument_list(&p.routine))),
+        describe("pg_get_function_identity_arguments", &[1], |c, oid, _| procedure_of(c, oid).map(|p| crate::procedure::identity_arguments(&p.routine))),
         describe("pg_get_functiondef", &[1], |c, oid, _| procedure_of(c, oid).map(|p| crate::procedure::definition(&p.routine))),
         // No routine has an SQL-standard body (`BEGIN ATOMIC`): prosrc holds every body.
         function("pg_get_function_sqlbody", &[1], T, |_| text_of(None)),

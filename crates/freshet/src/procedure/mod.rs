@@ -39,7 +39,7 @@ pub(crate) use in_dml::{dml_calls, returning_calls, CallsInDml, DmlCalls};
 pub(crate) use in_query::{calls_in_query, calls_stored_functions, values as values_relation, CallsInQuery};
 pub(crate) use call::{call_arguments, per_row_calls, per_row_layout, plan_call, plan_value_call, resolve_routine, select_function_call, stored_function_in_query, CallPlan, FunctionCall, RowItem};
 pub use records::{Resolved, TableRef};
-pub(crate) use view::{argument_list, body, definition, in_sql, result_type, CallCounts, Natives, ProceduresView};
+pub(crate) use view::{argument_list, body, definition, identity_arguments, in_sql, result_type, CallCounts, Natives, ProceduresView};
 
 use hashbrown::HashMap;
 use std::sync::Arc;

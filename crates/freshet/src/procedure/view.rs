@@ -83,12 +83,28 @@ impl SystemTable for ProceduresView {
 
 /// A routine's parameters as PostgreSQL lists them: `a integer, b bigint[] DEFAULT NULL`.
 pub(crate) fn argument_list(r: &plpgsql::Routine) -> String {
+    arguments(r, true)
+}
+
+/// [`argument_list`] without defaults, as `pg_get_function_identity_arguments` shows them.
+pub(crate) fn identity_arguments(r: &plpgsql::Routine) -> String {
+    arguments(r, false)
+}
+
+fn arguments(r: &plpgsql::Routine, defaults: bool) -> String {
     let out = |n: &String| r.outs.iter().any(|(o, _)| o == n);
-    let inputs = r.params.iter().zip(&r.defaults).map(|((n, t), default)| {
-        let mode = if !out(n) { "" } else if r.function { "INOUT " } else { "OUT " };
+    let inputs = r.params.iter().zip(&r.defaults).zip(&r.out_only).map(|(((n, t), default), out_only)| {
+        // A procedure's input parameters are marked IN, as PostgreSQL marks them (its DROP
+        // PROCEDURE syntax would otherwise be ambiguous).
+        let mode = match (out(n), *out_only) {
+            (false, _) if r.function => "",
+            (false, _) => "IN ",
+            (true, true) => "OUT ",
+            (true, false) => "INOUT ",
+        };
         // A parameter without a name is `$n` to the body and shows as its type alone.
         let named = if n.starts_with('$') { String::new() } else { format!("{n} ") };
-        match default {
+        match default.as_ref().filter(|_| defaults) {
             Some(d) => format!("{mode}{named}{} DEFAULT {d}", t.name()),
             None => format!("{mode}{named}{}", t.name()),
         }

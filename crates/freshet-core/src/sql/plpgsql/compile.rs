@@ -386,6 +386,8 @@ pub struct Routine {
     pub signature: Vec<PlType>,
     /// Its name and input parameters' types as PostgreSQL shows them: `f(integer, text)`.
     pub identity: String,
+    /// Per parameter, whether it is a procedure's OUT parameter ([`parser::Header::out_only`]).
+    pub out_only: Vec<bool>,
     /// Per parameter, its default, if it has one (see [`parser::Header::defaults`]).
     pub defaults: Vec<Option<ast::Expr>>,
     /// The OUT and INOUT parameters ([`parser::Header::outs`]).
@@ -542,6 +544,7 @@ pub fn compile_with(source: &str, described: &Described) -> Result<Routine> {
         params: header.params.clone(),
         signature: header.signature.clone(),
         identity: super::signature_text(&header.name, header.signature.iter().map(PlType::name)),
+        out_only: header.out_only.clone(),
         defaults: header.defaults.clone(),
         outs: header.outs.clone(),
         returns: header.returns,

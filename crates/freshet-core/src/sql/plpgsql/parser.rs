@@ -27,6 +27,8 @@ pub struct Header {
     /// in `params`): with the name, what identifies the routine, as in PostgreSQL, so several
     /// routines may share a name (overloading).
     pub signature: Vec<PlType>,
+    /// Per parameter, whether it is a procedure's OUT parameter (not an input).
+    pub out_only: Vec<bool>,
     /// Per parameter, its default (`DEFAULT expr` or `= expr`): a call may leave out the
     /// parameters from the first one with a default on.
     pub defaults: Vec<Option<ast::Expr>>,
@@ -499,6 +501,7 @@ pub fn parse_header(sql: &str) -> Result<Header> {
     let mut params = Vec::new();
     let mut defaults = Vec::new();
     let mut signature = Vec::new();
+    let mut out_only = Vec::new();
     let mut outs = Vec::new();
     let mut refcursors = Vec::new();
     if !c.eat_op(")") {
@@ -506,7 +509,7 @@ pub fn parse_header(sql: &str) -> Result<Header> {
             if c.eat_word("variadic") {
                 return Err(Error::unsupported("VARIADIC parameters"));
             }
-            let out_only = c.peek_word("out");
+            let out_only_param = c.peek_word("out");
             let (input, output) = if c.eat_word("out") {
                 (!function, true)
             } else if c.eat_word("inout") {
@@ -544,10 +547,11 @@ pub fn parse_header(sql: &str) -> Result<Header> {
                 let PlType::Scalar(t) = ty else { return Err(Error::unsupported("array OUT parameters")) };
                 outs.push((pname.clone(), t));
             }
-            if input && !out_only {
+            if input && !out_only_param {
                 signature.push(ty);
             }
             if input {
+                out_only.push(out_only_param);
                 params.push((pname, ty));
                 defaults.push(default);
             } else if default.is_some() {
@@ -774,7 +778,7 @@ pub fn parse_header(sql: &str) -> Result<Header> {
         }
         None => (body.ok_or_else(|| err("no function body specified"))?, None),
     };
-    Ok(Header { name, function, or_replace, params, signature, defaults, outs, returns, set, body, sql, strict, refcursors })
+    Ok(Header { name, function, or_replace, params, signature, out_only, defaults, outs, returns, set, body, sql, strict, refcursors })
 }
 
 /// The body of a LANGUAGE sql routine.
