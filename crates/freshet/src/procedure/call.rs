@@ -163,6 +163,12 @@ fn call_signature(name: &str, args: &[ArgType], names: &[Option<String>]) -> Str
     plpgsql::signature_text(name, shown)
 }
 
+/// 42883 for a call that no routine (or native procedure) takes, naming its arguments' types.
+fn no_such(kind: &str, name: &str, args: &[ArgType], names: &[Option<String>]) -> Error {
+    Error::new(SqlState::UndefinedFunction, format!("{kind} {} does not exist", call_signature(name, args, names)))
+        .with_hint(format!("No {kind} matches the given name and argument types. You might need to add explicit type casts."))
+}
+
 /// The routine of this name that a call with arguments of `args` types (named as `names`
 /// says) means, among the routines of the name (overloading: `plpgsql::overload`); `None` if
 /// none has the name; 42883 if none takes these arguments, 42725 if several could.
@@ -173,8 +179,7 @@ pub(crate) fn resolve_routine<'c>(catalog: &'c Catalog, name: &str, kind: &str, 
     }
     match plpgsql::overload::resolve(all, args, names) {
         Resolution::Found(i) => Ok(Some(&all[i])),
-        Resolution::NotFound => Err(Error::new(SqlState::UndefinedFunction, format!("{kind} {} does not exist", call_signature(name, args, names)))
-            .with_hint(format!("No {kind} matches the given name and argument types. You might need to add explicit type casts."))),
+        Resolution::NotFound => Err(no_such(kind, name, args, names)),
         Resolution::Ambiguous => Err(Error::new(SqlState::AmbiguousFunction, format!("{kind} {} is not unique", call_signature(name, args, names)))
             .with_hint(format!("Could not choose a best candidate {kind}. You might need to add explicit type casts."))),
     }
@@ -246,13 +251,12 @@ pub(crate) fn plan_call(
         (types, columns)
     } else if let (false, Some(native), true) = (select, db.native_procedure(&name), names.iter().all(Option::is_none)) {
         if !native.takes(args.len()) {
-            return Err(undefined(kind, &name, args.len()));
+            return Err(no_such(kind, &name, &arg_types, &names));
         }
         let columns = (!native.columns.is_empty()).then(|| native.columns.clone());
         (native.params.clone().unwrap_or_default(), columns)
     } else {
-        return Err(Error::new(SqlState::UndefinedFunction, format!("{kind} {} does not exist", call_signature(&name, &arg_types, &names)))
-            .with_hint(format!("No {kind} matches the given name and argument types. You might need to add explicit type casts.")));
+        return Err(no_such(kind, &name, &arg_types, &names));
     };
     for (i, a) in args.iter().enumerate() {
         if let ast::Expr::Value(v) = a
@@ -1339,8 +1343,9 @@ impl<F: Future> Future for GrowStack<F> {
 trait RoutineStatements {
     async fn run(&mut self, prepared: &Arc<crate::session::Prepared>, params: &[Value]) -> Result<(Vec<Vec<Value>>, u64)>;
 
-    /// Parses, plans and runs SQL text with `$n` parameters of these types (EXECUTE).
-    async fn run_text(&mut self, sql: &str, types: &[DataType], params: Vec<Value>) -> Result<(Vec<Vec<Value>>, u64)>;
+    /// Parses, plans and runs SQL text with `$n` parameters of these types (EXECUTE): its rows,
+    /// row count and result columns.
+    async fn run_text(&mut self, sql: &str, types: &[DataType], params: Vec<Value>) -> Result<TextResult>;
 
     /// A savepoint for a block with an EXCEPTION section.
     async fn savepoint(&mut self) -> Result<RoutineSavepoint>;
@@ -1417,13 +1422,14 @@ impl RoutineStatements for InSession<'_> {
         self.nested(move |s| Box::pin(async move { statement_rows(s, &prepared, params).await })).await
     }
 
-    async fn run_text(&mut self, sql: &str, types: &[DataType], params: Vec<Value>) -> Result<(Vec<Vec<Value>>, u64)> {
+    async fn run_text(&mut self, sql: &str, types: &[DataType], params: Vec<Value>) -> Result<TextResult> {
         let declared: Vec<Option<DataType>> = types.iter().copied().map(Some).collect();
         let sql = sql.to_string();
         self.nested(move |s| {
             Box::pin(async move {
                 let prepared = Box::pin(s.prepare(&sql, &declared)).await?;
-                Box::pin(statement_rows(s, &prepared, params)).await
+                let (rows, count) = Box::pin(statement_rows(s, &prepared, params)).await?;
+                Ok((rows, count, prepared.columns.clone()))
             })
         })
         .await
@@ -1486,7 +1492,7 @@ impl RoutineStatements for InJob<'_> {
     }
 
     /// Dynamic SQL is parsed and planned by the session: the call runs the ordinary way.
-    async fn run_text(&mut self, _sql: &str, _types: &[DataType], _params: Vec<Value>) -> Result<(Vec<Vec<Value>>, u64)> {
+    async fn run_text(&mut self, _sql: &str, _types: &[DataType], _params: Vec<Value>) -> Result<TextResult> {
         Err(self.job.give_up())
     }
 
@@ -1599,7 +1605,7 @@ async fn interpret<S: RoutineStatements>(
     };
     let ran = match run_with_handlers(compiled, deadline, statements, &mut st).await {
         // The cursors OPEN left open stay open for the caller.
-        Ok(rows) => statements.keep_portals(open_portals(compiled, &mut st)).map(|()| rows),
+        Ok(rows) => statements.keep_portals(open_portals(&mut st)).map(|()| rows),
         Err(e) => Err(e),
     };
     match ran {
@@ -1713,10 +1719,13 @@ struct Rows {
     /// A cursor variable may move back.
     scroll: bool,
     /// A cursor variable's portal name (the variable's value when it opened) and its
-    /// statement: what it stays open as when the routine returns.
+    /// statement's columns: what it stays open as when the routine returns.
     portal: String,
-    query: usize,
+    columns: Option<Arc<Vec<ColumnInfo>>>,
 }
+
+/// Dynamic SQL's rows, row count and result columns.
+type TextResult = (Vec<Vec<Value>>, u64, Option<Arc<Vec<ColumnInfo>>>);
 
 impl Rows {
     fn new(rows: Vec<Vec<Value>>) -> Rows {
@@ -1765,17 +1774,35 @@ fn fetch_direction(step: &FetchStep, vars: &Vars, now: Clock<'_>) -> Result<Fetc
 static UNNAMED_PORTALS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// The cursors OPEN opened that are open still, as portals ([`crate::cursor::Portal`]).
-fn open_portals(compiled: &CompiledCall, st: &mut Interp) -> Vec<crate::cursor::Portal> {
+fn open_portals(st: &mut Interp) -> Vec<crate::cursor::Portal> {
     let mut portals = Vec::new();
     for (state, rows) in st.opened.iter().zip(st.cursors.iter_mut()) {
         if *state != CursorState::Open {
             continue;
         }
         let rows = std::mem::take(rows);
-        let Some(columns) = compiled.prepared.get(rows.query).and_then(|p| p.columns.clone()) else { continue };
+        let Some(columns) = rows.columns else { continue };
         portals.push(crate::cursor::Portal { name: rows.portal, columns, rows: rows.rows, pos: rows.pos as u64, scroll: rows.scroll });
     }
     portals
+}
+
+/// The portal an OPEN of cursor variable `var` (the interpreter's cursor `cursor`) opens: the
+/// variable's value, or a name made up and assigned to it; 42P03 naming it if the variable's
+/// cursor is open, or another open one has the name.
+fn portal_name(opened: &[CursorState], cursors: &[Rows], cursor: usize, var: usize, vars: &mut Vars) -> Result<String> {
+    let portal = match vars.scalar(var)? {
+        Value::Null => {
+            let made = format!("<unnamed portal {}>", UNNAMED_PORTALS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1);
+            vars.set(var, Value::Text(made.clone()));
+            made
+        }
+        v => v.as_str().map(str::to_string).ok_or_else(|| Error::internal("a cursor variable holds no text"))?,
+    };
+    if opened[cursor].is_open() || opened.iter().zip(cursors).any(|(state, rows)| state.is_open() && rows.portal == portal) {
+        return Err(Error::new(SqlState::DuplicateCursor, format!("cursor \"{portal}\" already in use")));
+    }
+    Ok(portal)
 }
 
 /// 34000: FETCH, MOVE or CLOSE of a cursor that is not open.
@@ -1878,7 +1905,7 @@ async fn run_instructions<S: RoutineStatements>(
                 }
             }
             Instr::Execute(x) => {
-                let (rows, count) = run_dynamic(x, vars, now, statements).await?;
+                let (rows, count, _) = run_dynamic(x, vars, now, statements).await?;
                 // EXECUTE changes ROW_COUNT, not FOUND (as in PostgreSQL).
                 vars.set(r.row_count, Value::Int64(count as i64));
                 if x.query {
@@ -1953,7 +1980,7 @@ async fn run_instructions<S: RoutineStatements>(
                 }
             }
             Instr::ExecuteOpen { exec, cursor } => {
-                let (rows, _) = run_dynamic(exec, vars, now, statements).await?;
+                let (rows, _, _) = run_dynamic(exec, vars, now, statements).await?;
                 cursors[*cursor] = Rows::new(rows);
             }
             Instr::QueryOpen { sql, cursor } => {
@@ -1981,30 +2008,22 @@ async fn run_instructions<S: RoutineStatements>(
                     opened[*cursor] = CursorState::Closed;
                 }
             }
-            Instr::CursorOpen { sql, cursor, var, name, in_loop, scroll } => {
-                if opened[*cursor].is_open() {
-                    return Err(Error::new(SqlState::custom("42P03").unwrap_or(SqlState::DuplicateObject), format!("cursor \"{name}\" already in use")));
-                }
+            Instr::CursorOpen { sql, cursor, var, in_loop, scroll } => {
                 let Some(scroll) = *scroll else {
                     return Err(Error::new(SqlState::FeatureNotSupported, "DECLARE SCROLL CURSOR ... FOR UPDATE/SHARE is not supported").with_detail("Scrollable cursors must be READ ONLY."));
                 };
-                // The portal's name: the variable's value, or one made up and assigned to it.
-                let portal = match vars.scalar(*var)? {
-                    Value::Null => {
-                        let made = format!("<unnamed portal {}>", UNNAMED_PORTALS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1);
-                        vars.set(*var, Value::Text(made.clone()));
-                        made
-                    }
-                    v => v.as_str().map(str::to_string).ok_or_else(|| Error::internal("a cursor variable holds no text"))?,
-                };
-                if opened.iter().zip(cursors.iter()).any(|(state, rows)| state.is_open() && rows.portal == portal) {
-                    return Err(Error::new(SqlState::DuplicateCursor, format!("cursor \"{portal}\" already in use")));
-                }
+                let portal = portal_name(opened, cursors, *cursor, *var, vars)?;
                 let unit = &r.sql[*sql];
                 fill_params(params, &unit.params, vars, now)?;
                 let (rows, _) = statements.run(&compiled.prepared[*sql], params).await?;
-                cursors[*cursor] = Rows { rows, pos: 0, keep: true, scroll, portal, query: *sql };
+                cursors[*cursor] = Rows { rows, pos: 0, keep: true, scroll, portal, columns: compiled.prepared[*sql].columns.clone() };
                 opened[*cursor] = if *in_loop { CursorState::InLoop } else { CursorState::Open };
+            }
+            Instr::CursorOpenExecute { exec, cursor, var, scroll } => {
+                let portal = portal_name(opened, cursors, *cursor, *var, vars)?;
+                let (rows, _, columns) = run_dynamic(exec, vars, now, statements).await?;
+                cursors[*cursor] = Rows { rows, pos: 0, keep: true, scroll: *scroll, portal, columns };
+                opened[*cursor] = CursorState::Open;
             }
             Instr::CursorFetch { cursor, targets, assign, name, bound, direction } => {
                 match opened[*cursor] {
@@ -2147,7 +2166,7 @@ async fn run_instructions<S: RoutineStatements>(
 }
 
 /// Runs dynamic SQL: its text and USING values evaluated now.
-async fn run_dynamic<S: RoutineStatements>(x: &plpgsql::ExecuteCode, vars: &Vars, now: Clock<'_>, statements: &mut S) -> Result<(Vec<Vec<Value>>, u64)> {
+async fn run_dynamic<S: RoutineStatements>(x: &plpgsql::ExecuteCode, vars: &Vars, now: Clock<'_>, statements: &mut S) -> Result<TextResult> {
     let text = match eval(&x.text, vars, now)? {
         Value::Null => return Err(Error::new(SqlState::custom("22004").unwrap_or(SqlState::InvalidParameterValue), "query string argument of EXECUTE is null")),
         v => v.to_text(DataType::Text).unwrap_or_default(),

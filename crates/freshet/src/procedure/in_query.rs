@@ -759,7 +759,7 @@ pub(crate) fn reads_only(def: &ProcedureDef, catalog: &Catalog, depth: usize) ->
         !session
     };
     let code_reads = r.code.iter().all(|i| match i {
-        Instr::Execute(_) | Instr::ExecuteOpen { .. } => false,
+        i if i.is_dynamic() => false,
         Instr::Init { value: Some(u), .. } | Instr::Assign { value: u, .. } | Instr::JumpIfNot { cond: u, .. } | Instr::JumpIf { cond: u, .. } => unit_exprs(u),
         Instr::Return(Some(u)) | Instr::ReturnNext(Some(u)) => unit_exprs(u),
         Instr::ElementAssign { index, value, .. } => unit_exprs(index) && unit_exprs(value),

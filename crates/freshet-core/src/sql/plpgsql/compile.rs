@@ -181,7 +181,10 @@ pub enum Instr {
     /// refuses (0A000), as PostgreSQL does when it opens one.
     /// `var`: the cursor variable, whose value names the portal (made up when NULL, and
     /// assigned to it) that stays open when the routine returns.
-    CursorOpen { sql: usize, cursor: usize, var: usize, name: String, in_loop: bool, scroll: Option<bool> },
+    CursorOpen { sql: usize, cursor: usize, var: usize, in_loop: bool, scroll: Option<bool> },
+    /// `OPEN r [[NO] SCROLL] FOR EXECUTE text [USING …]`: as [`Instr::CursorOpen`], its rows
+    /// those of the statement the text holds when it runs (SCROLL unless NO SCROLL is given).
+    CursorOpenExecute { exec: Box<ExecuteCode>, cursor: usize, var: usize, scroll: bool },
     /// `FETCH [direction] … INTO targets` (`assign`) or `MOVE [direction]`: the row it moves
     /// to, if any (FOUND and ROW_COUNT say how many rows it passed); FETCH off the rows sets
     /// the targets to NULL. The cursor must be open (34000; 22004 for a `refcursor` never
@@ -208,6 +211,14 @@ pub enum Instr {
     /// (with the same characteristics when `chain`).
     EndTransaction { rollback: bool, chain: bool },
     Raise { level: RaiseLevel, format: Option<String>, args: Vec<ExprUnit>, options: Vec<(String, ExprUnit)> },
+}
+
+impl Instr {
+    /// Whether it runs SQL text made when it runs (EXECUTE, FOR … IN EXECUTE, OPEN … FOR
+    /// EXECUTE), which may do anything.
+    pub fn is_dynamic(&self) -> bool {
+        matches!(self, Instr::Execute(_) | Instr::ExecuteOpen { .. } | Instr::CursorOpenExecute { .. })
+    }
 }
 
 /// `EXECUTE text [INTO …] [USING …]`, compiled: the text is parsed and planned each time it
@@ -309,7 +320,7 @@ fn loop_prefetch(body: &[Instr], sql: &[SqlUnit], var: usize) -> Vec<LoopLookup>
             Instr::ForeachInit { idx } => assigned.push(*idx),
             Instr::ForeachNext { idx, var, .. } => assigned.extend([*idx, *var]),
             Instr::QueryNext { targets, .. } | Instr::CursorFetch { targets, .. } => assigned.extend(targets),
-            Instr::CursorOpen { var, .. } => assigned.push(*var),
+            Instr::CursorOpen { var, .. } | Instr::CursorOpenExecute { var, .. } => assigned.push(*var),
             _ => {}
         }
     }
@@ -1106,7 +1117,23 @@ impl Compiler<'_> {
             }
             SynStmt::Null => {}
             SynStmt::EndTransaction { rollback, chain } => self.code.push(Instr::EndTransaction { rollback: *rollback, chain: *chain }),
-            SynStmt::Open { cursor, args, query, scroll } => {
+            SynStmt::Open { cursor, args, query: None, execute: Some(exec), scroll } => {
+                let k = self.cursor_var(cursor)?;
+                if self.cursor_vars[k].bound.is_some() {
+                    return Err(Error::syntax(format!("OPEN … FOR EXECUTE of the bound cursor \"{cursor}\"")));
+                }
+                if !args.is_empty() {
+                    return Err(Error::syntax(format!("arguments for the unbound cursor \"{cursor}\"")));
+                }
+                let text = self.expr(&exec.text, Some(DataType::Text))?;
+                let using = exec.using.iter().map(|e| self.expr(e, None)).collect::<Result<Vec<_>>>()?;
+                let exec = Box::new(ExecuteCode { text, using, into: Vec::new(), strict: false, query: true });
+                // Its columns are known only when it runs: FETCH assigns them by position.
+                self.cursor_vars[k].opened = None;
+                let scroll = scroll.or(self.cursor_vars[k].scroll).unwrap_or(true);
+                self.code.push(Instr::CursorOpenExecute { exec, cursor: self.cursor_vars[k].cursor, var: self.cursor_vars[k].slot, scroll });
+            }
+            SynStmt::Open { cursor, args, query, scroll, .. } => {
                 let k = self.cursor_var(cursor)?;
                 let scroll = scroll.or(self.cursor_vars[k].scroll);
                 let (sql, slots) = match (&self.cursor_vars[k].bound, query) {
@@ -1122,7 +1149,7 @@ impl Compiler<'_> {
                 };
                 self.cursor_args(cursor, &slots, args)?;
                 let scroll = self.cursor_scroll(sql, scroll);
-                self.code.push(Instr::CursorOpen { sql, cursor: self.cursor_vars[k].cursor, var: self.cursor_vars[k].slot, name: cursor.clone(), in_loop: false, scroll });
+                self.code.push(Instr::CursorOpen { sql, cursor: self.cursor_vars[k].cursor, var: self.cursor_vars[k].slot, in_loop: false, scroll });
             }
             SynStmt::Fetch { cursor, into, direction } => {
                 let k = self.cursor_var(cursor)?;
@@ -1168,7 +1195,7 @@ impl Compiler<'_> {
                 let at = self.cursor_vars[k].cursor;
                 let scroll = self.cursor_scroll(sql, self.cursor_vars[k].scroll);
                 let var = self.cursor_vars[k].slot;
-                self.loop_over(at, Instr::CursorOpen { sql, cursor: at, var, name: cursor.clone(), in_loop: true, scroll }, targets, body)?;
+                self.loop_over(at, Instr::CursorOpen { sql, cursor: at, var, in_loop: true, scroll }, targets, body)?;
                 self.scopes.pop();
             }
             SynStmt::Assign { target, value } if target.contains('.') => {
@@ -2080,7 +2107,7 @@ impl Classification {
 
 /// Classifies `routine` against the tables of `catalog`.
 pub fn classify(routine: &Routine, catalog: &Catalog) -> Classification {
-    if routine.code.iter().any(|i| matches!(i, Instr::Execute(_) | Instr::ExecuteOpen { .. })) {
+    if routine.code.iter().any(Instr::is_dynamic) {
         return Classification::Crossing { reason: "it runs dynamic SQL (EXECUTE)".to_string() };
     }
     let mut key: Option<usize> = None;

@@ -218,7 +218,9 @@ pub enum SynStmt {
     /// `FOR targets IN EXECUTE text [USING values] LOOP`.
     ForExecute { targets: Vec<String>, exec: Box<Dynamic>, body: Vec<SynStmt> },
     /// `OPEN cursor [(arguments)]`, or `OPEN refcursor [[NO] SCROLL] FOR query`.
-    Open { cursor: String, args: Vec<ast::Expr>, query: Option<(Box<ast::Statement>, String)>, scroll: Option<bool> },
+    /// `OPEN c [(args)]`, `OPEN r [[NO] SCROLL] FOR query` or `OPEN r [[NO] SCROLL] FOR EXECUTE
+    /// text [USING …]` (`execute`).
+    Open { cursor: String, args: Vec<ast::Expr>, query: Option<(Box<ast::Statement>, String)>, execute: Option<Box<Dynamic>>, scroll: Option<bool> },
     /// `FETCH [direction] [FROM | IN] cursor INTO targets`, or `MOVE [direction] [FROM | IN]
     /// cursor` (`into` `None`).
     Fetch { cursor: String, into: Option<Vec<String>>, direction: FetchDir },
@@ -1252,21 +1254,25 @@ fn statement(c: &mut Cursor) -> Result<SynStmt> {
             if scroll.is_some() && !c.peek_word("for") {
                 return Err(err(c.near()));
             }
-            let query = if c.eat_word("for") {
-                if c.peek_word("execute") {
-                    return Err(Error::unsupported("OPEN … FOR EXECUTE"));
+            let (mut query, mut execute) = (None, None);
+            if c.eat_word("for") {
+                if c.eat_word("execute") {
+                    let exec = dynamic(c, ";")?;
+                    if !exec.into.is_empty() {
+                        return Err(err("INTO"));
+                    }
+                    execute = Some(Box::new(exec));
+                } else {
+                    let begin = c.pos;
+                    let (text, _) = c.until(|t| t.is_op(";"));
+                    if begin == c.pos {
+                        return Err(err(c.near()));
+                    }
+                    query = Some((Box::new(one_statement(&text)?), text));
                 }
-                let begin = c.pos;
-                let (text, _) = c.until(|t| t.is_op(";"));
-                if begin == c.pos {
-                    return Err(err(c.near()));
-                }
-                Some((Box::new(one_statement(&text)?), text))
-            } else {
-                None
-            };
+            }
             c.expect_op(";")?;
-            Ok(SynStmt::Open { cursor, args, query, scroll })
+            Ok(SynStmt::Open { cursor, args, query, execute, scroll })
         }
         "fetch" | "move" => {
             c.pos += 1;
