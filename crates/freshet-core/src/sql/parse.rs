@@ -482,6 +482,23 @@ pub enum FetchDirection {
     Relative(i64),
 }
 
+impl FetchDirection {
+    /// `FORWARD n`: back if `n` is negative, the current row if 0 (as PostgreSQL's portals
+    /// take a count).
+    pub fn ahead(n: i64) -> FetchDirection {
+        match n {
+            0 => FetchDirection::Relative(0),
+            n if n < 0 => FetchDirection::Backward(n.unsigned_abs()),
+            n => FetchDirection::Forward(n as u64),
+        }
+    }
+
+    /// `BACKWARD n`.
+    pub fn back(n: i64) -> FetchDirection {
+        FetchDirection::ahead(n.checked_neg().unwrap_or(i64::MAX))
+    }
+}
+
 /// The count of `FETCH ALL`.
 pub const FETCH_ALL: u64 = u64::MAX;
 
@@ -505,8 +522,6 @@ pub fn fetch_statement(sql: &str) -> Result<FetchStatement> {
         Some(Token::Word(w)) if w.quote_style.is_none() => w.value.to_ascii_lowercase(),
         _ => String::new(),
     };
-    // A count: forward, or backward if negative.
-    let ahead = |n: i64| if n < 0 { Backward(n.unsigned_abs()) } else { Forward(n as u64) };
     // `FETCH name` alone: the name may be one of the directions' words.
     let direction = if tokens.len() == 2 {
         Forward(1)
@@ -527,15 +542,11 @@ pub fn fetch_statement(sql: &str) -> Result<FetchStatement> {
                 at += 1;
                 if first == "backward" { Backward(FETCH_ALL) } else { Forward(FETCH_ALL) }
             }
-            "forward" => ahead(signed_count(&tokens, &mut at)?.unwrap_or(1)),
-            "backward" => ahead(-signed_count(&tokens, &mut at)?.unwrap_or(1)),
-            "" | "from" | "in" => signed_count(&tokens, &mut at)?.map_or(Forward(1), ahead),
+            "forward" => FetchDirection::ahead(signed_count(&tokens, &mut at)?.unwrap_or(1)),
+            "backward" => FetchDirection::back(signed_count(&tokens, &mut at)?.unwrap_or(1)),
+            "" | "from" | "in" => signed_count(&tokens, &mut at)?.map_or(Forward(1), FetchDirection::ahead),
             _ => return Err(near(tokens.get(at - 1))),
         }
-    };
-    let direction = match direction {
-        Forward(0) | Backward(0) => Relative(0),
-        d => d,
     };
     if tokens.get(at).is_some_and(|t| is_word(t, "from") || is_word(t, "in")) {
         at += 1;

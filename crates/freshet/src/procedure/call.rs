@@ -1751,11 +1751,6 @@ fn fetch_direction(step: &FetchStep, vars: &Vars, now: Clock<'_>) -> Result<Fetc
             v => v.as_i64().ok_or_else(|| Error::mismatch(format!("a cursor position must be an integer, not {v:?}"))),
         }
     };
-    let ahead = |n: i64| match n {
-        0 => Relative(0),
-        n if n < 0 => Backward(n.unsigned_abs()),
-        n => Forward(n as u64),
-    };
     Ok(match step {
         FetchStep::Next => Forward(1),
         FetchStep::Prior => Backward(1),
@@ -1763,8 +1758,8 @@ fn fetch_direction(step: &FetchStep, vars: &Vars, now: Clock<'_>) -> Result<Fetc
         FetchStep::Last => Absolute(-1),
         FetchStep::Absolute(e) => Absolute(count(e)?),
         FetchStep::Relative(e) => Relative(count(e)?),
-        FetchStep::Forward(e) => ahead(count(e)?),
-        FetchStep::Backward(e) => ahead(count(e)?.checked_neg().unwrap_or(i64::MAX)),
+        FetchStep::Forward(e) => FetchDirection::ahead(count(e)?),
+        FetchStep::Backward(e) => FetchDirection::back(count(e)?),
         FetchStep::ForwardAll => Forward(FETCH_ALL),
         FetchStep::BackwardAll => Backward(FETCH_ALL),
     })
