@@ -498,7 +498,7 @@ impl Session {
         let mut types: Vec<Option<DataType>> = args.iter().map(Value::data_type).collect();
         let names = vec![None; placeholders.len()];
         let arg_types: Vec<_> = types.iter().map(|t| t.map(freshet_core::sql::plpgsql::PlType::Scalar)).collect();
-        let select = crate::procedure::resolve_routine(&catalog, name, "routine", &arg_types, &names)?.is_some_and(|p| p.routine.function);
+        let select = crate::procedure::resolve_routine(&catalog, name, "routine", &arg_types, &names)?.is_some_and(|(p, _)| p.routine.function);
         let call = crate::procedure::FunctionCall { name: name.to_string(), args: placeholders, names, from: true, alias: None, column_names: Vec::new() };
         let (plan, columns) = crate::procedure::plan_call(&self.db, &catalog, call, select, &mut types)?;
         let param_types: Vec<DataType> = types.iter().map(|t| t.unwrap_or(DataType::Text)).collect();

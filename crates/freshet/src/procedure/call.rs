@@ -170,15 +170,16 @@ fn no_such(kind: &str, name: &str, args: &[ArgType], names: &[Option<String>]) -
 }
 
 /// The routine of this name that a call with arguments of `args` types (named as `names`
-/// says) means, among the routines of the name (overloading: `plpgsql::overload`); `None` if
-/// none has the name; 42883 if none takes these arguments, 42725 if several could.
-pub(crate) fn resolve_routine<'c>(catalog: &'c Catalog, name: &str, kind: &str, args: &[ArgType], names: &[Option<String>]) -> Result<Option<&'c Arc<ProcedureDef>>> {
+/// says) means, among the routines of the name (overloading: `plpgsql::overload`), and whether
+/// the trailing arguments are its VARIADIC parameter's elements; `None` if none has the name;
+/// 42883 if none takes these arguments, 42725 if several could.
+pub(crate) fn resolve_routine<'c>(catalog: &'c Catalog, name: &str, kind: &str, args: &[ArgType], names: &[Option<String>]) -> Result<Option<(&'c Arc<ProcedureDef>, bool)>> {
     let all = catalog.routines(name);
     if all.is_empty() {
         return Ok(None);
     }
     match plpgsql::overload::resolve(all, args, names) {
-        Resolution::Found(i) => Ok(Some(&all[i])),
+        Resolution::Found { index, expanded } => Ok(Some((&all[index], expanded))),
         Resolution::NotFound => Err(no_such(kind, name, args, names)),
         Resolution::Ambiguous => Err(Error::new(SqlState::AmbiguousFunction, format!("{kind} {} is not unique", call_signature(name, args, names)))
             .with_hint(format!("Could not choose a best candidate {kind}. You might need to add explicit type casts."))),
@@ -201,7 +202,7 @@ pub(crate) fn plan_call(
     // `RETURNS SETOF table`: the table's columns now.
     let mut table_columns = Vec::new();
     let mut signature = None;
-    let (types, columns): (Vec<DataType>, Option<Vec<ColumnInfo>>) = if let Some(def) = resolve_routine(catalog, &name, kind, &arg_types, &names)? {
+    let (types, columns): (Vec<DataType>, Option<Vec<ColumnInfo>>) = if let Some((def, expanded)) = resolve_routine(catalog, &name, kind, &arg_types, &names)? {
         if let Some(table) = def.routine.set.as_ref().and_then(|s| s.relation.as_ref()) {
             let def = catalog.table(table).ok_or_else(|| Error::undefined_table(table))?;
             table_columns = def.columns.iter().map(|c| ColumnInfo { name: c.name.clone(), ty: c.ty }).collect();
@@ -213,6 +214,17 @@ pub(crate) fn plan_call(
             return Err(Error::new(SqlState::WrongObjectType, message).with_hint(hint));
         }
         signature = Some(r.signature.clone());
+        if expanded {
+            // The trailing arguments are the VARIADIC array's elements: a `$n` among them
+            // takes the element type, and they become one ARRAY[…] argument.
+            let fixed = r.params.len() - 1;
+            if let PlType::Array(elem) = r.params[fixed].1 {
+                type_placeholders(&args[fixed..], &vec![elem; args.len() - fixed], params);
+            }
+            let elem = args.split_off(fixed);
+            args.push(ast::Expr::Array(ast::Array { elem, named: true }));
+        }
+        let names = if expanded { vec![None; args.len()] } else { names };
         args = complete_arguments(r, kind, args, &names)?;
         let types = r.params.iter().map(|(_, t)| if let PlType::Scalar(t) = t { *t } else { DataType::Text }).collect();
         let columns = if !select {
@@ -258,7 +270,15 @@ pub(crate) fn plan_call(
     } else {
         return Err(no_such(kind, &name, &arg_types, &names));
     };
-    for (i, a) in args.iter().enumerate() {
+    type_placeholders(&args, &types, params);
+    let row_types = table_columns.iter().map(|c| c.ty).collect();
+    Ok((CallPlan { name, signature, args, select, from, row_types }, columns))
+}
+
+/// Gives each argument that is a `$n` of no type yet the type its parameter has (`types`, in
+/// argument order).
+fn type_placeholders(args: &[ast::Expr], types: &[DataType], params: &mut Vec<Option<DataType>>) {
+    for (a, ty) in args.iter().zip(types) {
         if let ast::Expr::Value(v) = a
             && let ast::Value::Placeholder(p) = &v.value
             && let Ok(n) = p.trim_start_matches('$').parse::<usize>()
@@ -268,12 +288,10 @@ pub(crate) fn plan_call(
                 params.resize(n, None);
             }
             if params[n - 1].is_none() {
-                params[n - 1] = types.get(i).copied();
+                params[n - 1] = Some(*ty);
             }
         }
     }
-    let row_types = table_columns.iter().map(|c| c.ty).collect();
-    Ok((CallPlan { name, signature, args, select, from, row_types }, columns))
 }
 
 /// The arguments of a call in parameter order: those given by position, then by name

@@ -595,7 +595,7 @@ fn relation_columns(catalog: &Catalog, name: &str, args: &[ast::Expr], names: &[
     use freshet_core::sql::plpgsql::PlType;
     // The arguments may not name columns (no LATERAL): typed as written.
     let types = super::call::argument_types(args, &[]);
-    let def = super::call::resolve_routine(catalog, name, "function", &types, names)?.ok_or_else(|| Error::internal("a stored function disappeared"))?;
+    let (def, _) = super::call::resolve_routine(catalog, name, "function", &types, names)?.ok_or_else(|| Error::internal("a stored function disappeared"))?;
     let r = &def.routine;
     if !r.function {
         return Err(Error::new(freshet_core::SqlState::WrongObjectType, format!("{} is a procedure", r.identity)).with_hint("To call a procedure, use CALL."));

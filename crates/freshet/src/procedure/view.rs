@@ -93,10 +93,12 @@ pub(crate) fn identity_arguments(r: &plpgsql::Routine) -> String {
 
 fn arguments(r: &plpgsql::Routine, defaults: bool) -> String {
     let out = |n: &String| r.outs.iter().any(|(o, _)| o == n);
-    let inputs = r.params.iter().zip(&r.defaults).zip(&r.out_only).map(|(((n, t), default), out_only)| {
+    let last = r.params.len().wrapping_sub(1);
+    let inputs = r.params.iter().zip(&r.defaults).zip(&r.out_only).enumerate().map(|(i, (((n, t), default), out_only))| {
         // A procedure's input parameters are marked IN, as PostgreSQL marks them (its DROP
         // PROCEDURE syntax would otherwise be ambiguous).
         let mode = match (out(n), *out_only) {
+            _ if r.variadic && i == last => "VARIADIC ",
             (false, _) if r.function => "",
             (false, _) => "IN ",
             (true, true) => "OUT ",

@@ -399,6 +399,8 @@ pub struct Routine {
     pub identity: String,
     /// Per parameter, whether it is a procedure's OUT parameter ([`parser::Header::out_only`]).
     pub out_only: Vec<bool>,
+    /// The last parameter is VARIADIC ([`parser::Header::variadic`]).
+    pub variadic: bool,
     /// Per parameter, its default, if it has one (see [`parser::Header::defaults`]).
     pub defaults: Vec<Option<ast::Expr>>,
     /// The OUT and INOUT parameters ([`parser::Header::outs`]).
@@ -556,6 +558,7 @@ pub fn compile_with(source: &str, described: &Described) -> Result<Routine> {
         signature: header.signature.clone(),
         identity: super::signature_text(&header.name, header.signature.iter().map(PlType::name)),
         out_only: header.out_only.clone(),
+        variadic: header.variadic,
         defaults: header.defaults.clone(),
         outs: header.outs.clone(),
         returns: header.returns,

@@ -31,20 +31,28 @@ pub type ArgType = Option<PlType>;
 /// The outcome of [`resolve`].
 #[derive(Debug, PartialEq)]
 pub enum Resolution {
-    /// The index of the routine the call means.
-    Found(usize),
+    /// The index of the routine the call means, and whether its VARIADIC parameter takes the
+    /// trailing arguments as its elements (`expanded`) rather than one array.
+    Found { index: usize, expanded: bool },
     NotFound,
     Ambiguous,
 }
 
-/// A routine's parameters as a candidate sees them: name, type and whether it has a default.
+/// A routine's parameters as a candidate sees them: name, type and whether it has a default;
+/// and whether the last is VARIADIC.
 pub trait Candidate {
     fn parameters(&self) -> Vec<(&str, PlType, bool)>;
+    fn variadic(&self) -> bool {
+        false
+    }
 }
 
 impl Candidate for super::Routine {
     fn parameters(&self) -> Vec<(&str, PlType, bool)> {
         self.params.iter().zip(&self.defaults).map(|((n, t), d)| (n.as_str(), *t, d.is_some())).collect()
+    }
+    fn variadic(&self) -> bool {
+        self.variadic
     }
 }
 
@@ -52,12 +60,34 @@ impl Candidate for crate::catalog::ProcedureDef {
     fn parameters(&self) -> Vec<(&str, PlType, bool)> {
         self.routine.parameters()
     }
+    fn variadic(&self) -> bool {
+        self.routine.variadic
+    }
 }
 
 impl<T: Candidate> Candidate for std::sync::Arc<T> {
     fn parameters(&self) -> Vec<(&str, PlType, bool)> {
         (**self).parameters()
     }
+    fn variadic(&self) -> bool {
+        (**self).variadic()
+    }
+}
+
+/// One way a candidate takes the call's arguments: the routine, the parameter type each
+/// argument goes to, and whether the VARIADIC parameter is expanded.
+struct Form {
+    index: usize,
+    types: Vec<PlType>,
+    expanded: bool,
+}
+
+/// The types a VARIADIC routine's parameters give `n` positional arguments when the trailing
+/// ones are the variadic array's elements (at least one), if it takes that many.
+fn expand(params: &[(&str, PlType, bool)], n: usize) -> Option<Vec<PlType>> {
+    let (last, fixed) = params.split_last()?;
+    let PlType::Array(elem) = last.1 else { return None };
+    (n > fixed.len()).then(|| fixed.iter().map(|p| p.1).chain(std::iter::repeat_n(PlType::Scalar(elem), n - fixed.len())).collect())
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -135,36 +165,53 @@ fn fit(params: &[(&str, PlType, bool)], names: &[Option<String>]) -> Option<Vec<
 /// The routine among `candidates` (all of one name) that a call with arguments of `args`
 /// types (named as `names` says; `None` for a positional one) means.
 pub fn resolve<C: Candidate>(candidates: &[C], args: &[ArgType], names: &[Option<String>]) -> Resolution {
-    let fitting: Vec<(usize, Vec<PlType>)> = candidates.iter().enumerate().filter_map(|(i, c)| fit(&c.parameters(), names).map(|t| (i, t))).collect();
+    let mut fitting: Vec<Form> = Vec::new();
+    for (index, c) in candidates.iter().enumerate() {
+        let params = c.parameters();
+        if let Some(types) = fit(&params, names) {
+            fitting.push(Form { index, types, expanded: false });
+        }
+        // A VARIADIC parameter's elements given one by one (positional arguments only).
+        if c.variadic()
+            && names.iter().all(Option::is_none)
+            && let Some(types) = expand(&params, names.len())
+        {
+            fitting.push(Form { index, types, expanded: true });
+        }
+    }
+    // An expanded form that another routine takes as it is loses to it, as in PostgreSQL.
+    let plain: Vec<Vec<PlType>> = fitting.iter().filter(|f| !f.expanded).map(|f| f.types.clone()).collect();
+    fitting.retain(|f| !f.expanded || !plain.iter().any(|t| super::same_types(t, &f.types)));
+    let found = |f: &Form| Resolution::Found { index: f.index, expanded: f.expanded };
     let converts = |types: &[PlType], args: &[ArgType]| args.iter().zip(types).all(|(a, p)| a.as_ref().is_none_or(|a| implicit(a, p)));
-    let mut left: Vec<&(usize, Vec<PlType>)> = fitting.iter().filter(|(_, types)| converts(types, args)).collect();
+    let mut left: Vec<&Form> = fitting.iter().filter(|f| converts(&f.types, args)).collect();
     match (left.len(), fitting.len()) {
-        (1, _) => return Resolution::Found(left[0].0),
-        (0, 1) => return Resolution::Found(fitting[0].0),
+        (1, _) => return found(left[0]),
+        (0, 1) => return found(&fitting[0]),
         (0, _) => return Resolution::NotFound,
         _ => {}
     }
     // Keeps the candidates with the most arguments for which `scores` holds.
-    let keep_most = |left: &mut Vec<&(usize, Vec<PlType>)>, scores: &dyn Fn(&ArgType, &PlType) -> bool| {
+    let keep_most = |left: &mut Vec<&Form>, scores: &dyn Fn(&ArgType, &PlType) -> bool| {
         let score = |types: &[PlType]| args.iter().zip(types).filter(|(a, p)| scores(a, p)).count();
-        let best = left.iter().map(|(_, t)| score(t)).max().unwrap_or(0);
-        left.retain(|(_, t)| score(t) == best);
+        let best = left.iter().map(|f| score(&f.types)).max().unwrap_or(0);
+        left.retain(|f| score(&f.types) == best);
     };
     keep_most(&mut left, &|a, p| a.as_ref().is_some_and(|a| a.same_type(p)));
     if left.len() == 1 {
-        return Resolution::Found(left[0].0);
+        return found(left[0]);
     }
     keep_most(&mut left, &|a, p| a.as_ref().is_some_and(|a| a.same_type(p) || preferred(p)));
     if left.len() == 1 {
-        return Resolution::Found(left[0].0);
+        return found(left[0]);
     }
     // Unknown arguments: the category their parameters have.
     let mut slots = Vec::new();
     for (i, _) in args.iter().enumerate().filter(|(_, a)| a.is_none()) {
         let mut slot: Option<(Category, bool)> = None;
         let mut conflict = false;
-        for (_, types) in &left {
-            let (cat, pref) = (category(&types[i]), preferred(&types[i]));
+        for f in &left {
+            let (cat, pref) = (category(&f.types[i]), preferred(&f.types[i]));
             match slot {
                 None => slot = Some((cat, pref)),
                 Some((c, p)) if c == cat => slot = Some((c, p || pref)),
@@ -181,9 +228,9 @@ pub fn resolve<C: Candidate>(candidates: &[C], args: &[ArgType], names: &[Option
         }
     }
     if !slots.is_empty() {
-        left.retain(|(_, types)| slots.iter().all(|&(i, c, p)| category(&types[i]) == c && (!p || preferred(&types[i]))));
+        left.retain(|f| slots.iter().all(|&(i, c, p)| category(&f.types[i]) == c && (!p || preferred(&f.types[i]))));
         if left.len() == 1 {
-            return Resolution::Found(left[0].0);
+            return found(left[0]);
         }
     }
     // All typed arguments of one type: the unknown ones taken to be of it too.
@@ -192,9 +239,9 @@ pub fn resolve<C: Candidate>(candidates: &[C], args: &[ArgType], names: &[Option
         && known.all(|t| t.same_type(first))
     {
         let assumed: Vec<ArgType> = args.iter().map(|_| Some(*first)).collect();
-        let fits: Vec<_> = left.iter().filter(|(_, types)| converts(types, &assumed)).collect();
+        let fits: Vec<_> = left.iter().filter(|f| converts(&f.types, &assumed)).collect();
         if let [only] = fits.as_slice() {
-            return Resolution::Found(only.0);
+            return found(only);
         }
     }
     Resolution::Ambiguous
@@ -205,19 +252,26 @@ mod tests {
     use super::*;
     use DataType::*;
 
-    struct C(Vec<(&'static str, PlType, bool)>);
+    struct C(Vec<(&'static str, PlType, bool)>, bool);
     impl Candidate for C {
         fn parameters(&self) -> Vec<(&str, PlType, bool)> {
             self.0.clone()
         }
+        fn variadic(&self) -> bool {
+            self.1
+        }
     }
 
     fn c(types: &[DataType]) -> C {
-        C(types.iter().map(|t| ("", PlType::Scalar(*t), false)).collect())
+        C(types.iter().map(|t| ("", PlType::Scalar(*t), false)).collect(), false)
     }
 
     fn args(types: &[Option<DataType>]) -> Vec<ArgType> {
         types.iter().map(|t| t.map(PlType::Scalar)).collect()
+    }
+
+    fn found(index: usize) -> Resolution {
+        Resolution::Found { index, expanded: false }
     }
 
     fn pick(cands: &[C], a: &[Option<DataType>]) -> Resolution {
@@ -228,13 +282,13 @@ mod tests {
     #[test]
     fn picks_as_postgresql_does() {
         let f = [c(&[Int32]), c(&[Text]), c(&[crate::types::DEFAULT_NUMERIC]), c(&[Int32, Int32])];
-        assert_eq!(pick(&f, &[Some(Int32)]), Resolution::Found(0));
-        assert_eq!(pick(&f, &[None]), Resolution::Found(1), "an unknown literal prefers the string category");
-        assert_eq!(pick(&f, &[Some(crate::types::DEFAULT_NUMERIC)]), Resolution::Found(2));
-        assert_eq!(pick(&f, &[Some(Int32), None]), Resolution::Found(3));
+        assert_eq!(pick(&f, &[Some(Int32)]), found(0));
+        assert_eq!(pick(&f, &[None]), found(1), "an unknown literal prefers the string category");
+        assert_eq!(pick(&f, &[Some(crate::types::DEFAULT_NUMERIC)]), found(2));
+        assert_eq!(pick(&f, &[Some(Int32), None]), found(3));
         assert_eq!(pick(&f, &[Some(Bool)]), Resolution::NotFound);
         // int8 converts to numeric only; int2 to int4 and numeric, and int4 has more in common.
-        assert_eq!(pick(&f, &[Some(Int64)]), Resolution::Found(2));
+        assert_eq!(pick(&f, &[Some(Int64)]), found(2));
         assert_eq!(pick(&f, &[Some(Int16)]), Resolution::Ambiguous);
         assert_eq!(pick(&f, &[Some(Float64)]), Resolution::NotFound);
         let m = [c(&[Int32]), c(&[Int64])];
@@ -242,30 +296,48 @@ mod tests {
         assert_eq!(pick(&m, &[Some(Int16)]), Resolution::Ambiguous);
         let n = [c(&[Int32, Int64]), c(&[Int64, Int32])];
         assert_eq!(pick(&n, &[Some(Int32), Some(Int32)]), Resolution::Ambiguous);
-        assert_eq!(pick(&n, &[Some(Int32), None]), Resolution::Found(0));
+        assert_eq!(pick(&n, &[Some(Int32), None]), found(0));
         let k = [c(&[Date]), c(&[TimestampTz])];
-        assert_eq!(pick(&k, &[None]), Resolution::Found(1), "the preferred type of the category");
-        assert_eq!(pick(&k, &[Some(Timestamp)]), Resolution::Found(1));
+        assert_eq!(pick(&k, &[None]), found(1), "the preferred type of the category");
+        assert_eq!(pick(&k, &[Some(Timestamp)]), found(1));
         let g = [c(&[Varchar(None)]), c(&[Text])];
-        assert_eq!(pick(&g, &[None]), Resolution::Found(1));
-        assert_eq!(pick(&g, &[Some(Varchar(Some(3)))]), Resolution::Found(0));
-        assert_eq!(pick(&g, &[Some(Char(3))]), Resolution::Found(1));
+        assert_eq!(pick(&g, &[None]), found(1));
+        assert_eq!(pick(&g, &[Some(Varchar(Some(3)))]), found(0));
+        assert_eq!(pick(&g, &[Some(Char(3))]), found(1));
     }
 
     #[test]
     fn defaults_and_names() {
-        let h = [C(vec![("a", PlType::Scalar(Int32), false), ("b", PlType::Scalar(Text), true)]), c(&[Int32])];
+        let h = [C(vec![("a", PlType::Scalar(Int32), false), ("b", PlType::Scalar(Text), true)], false), c(&[Int32])];
         assert_eq!(pick(&h, &[Some(Int32)]), Resolution::Ambiguous, "two routines take one integer");
-        assert_eq!(pick(&h, &[Some(Int32), None]), Resolution::Found(0));
+        assert_eq!(pick(&h, &[Some(Int32), None]), found(0));
         let named = resolve(&h, &args(&[None, Some(Int32)]), &[Some("b".into()), Some("a".into())]);
-        assert_eq!(named, Resolution::Found(0));
+        assert_eq!(named, found(0));
         assert_eq!(resolve(&h, &args(&[Some(Int32)]), &[Some("z".into())]), Resolution::NotFound);
     }
 
     #[test]
     fn one_routine_that_takes_the_arguments_is_the_one_meant() {
         let f = [c(&[Int32]), c(&[Int32, Int32])];
-        assert_eq!(pick(&f, &[Some(crate::types::DEFAULT_NUMERIC)]), Resolution::Found(0));
+        assert_eq!(pick(&f, &[Some(crate::types::DEFAULT_NUMERIC)]), found(0));
         assert_eq!(pick(&f, &[Some(Int32), Some(Int32), Some(Int32)]), Resolution::NotFound);
+    }
+
+    #[test]
+    fn variadic_elements_or_the_array() {
+        let v = |fixed: &[DataType], elem: DataType| C(fixed.iter().map(|t| ("", PlType::Scalar(*t), false)).chain([("rest", PlType::Array(elem), false)]).collect(), true);
+        let expanded = |index| Resolution::Found { index, expanded: true };
+        let f = [v(&[Text], Int32)];
+        assert_eq!(pick(&f, &[None, Some(Int32), Some(Int32), Some(Int32)]), expanded(0));
+        assert_eq!(pick(&f, &[None, Some(Int32)]), expanded(0));
+        assert_eq!(pick(&f, &[None]), Resolution::NotFound, "at least one element");
+        assert_eq!(resolve(&f, &[None, Some(PlType::Array(Int32))], &[None, None]), found(0), "the array itself");
+        // A routine that takes the arguments as they are wins over an expanded VARIADIC one.
+        let g = [v(&[], Int32), c(&[Int32])];
+        assert_eq!(pick(&g, &[Some(Int32)]), found(1));
+        assert_eq!(pick(&g, &[Some(Int32), Some(Int32)]), expanded(0));
+        // An unknown literal: the element (string category) rather than the array.
+        let t = [v(&[], Text)];
+        assert_eq!(pick(&t, &[None]), expanded(0));
     }
 }

@@ -29,6 +29,9 @@ pub struct Header {
     pub signature: Vec<PlType>,
     /// Per parameter, whether it is a procedure's OUT parameter (not an input).
     pub out_only: Vec<bool>,
+    /// The last parameter is `VARIADIC name type[]`: a call may give its elements as
+    /// arguments of their own (`f(1, 2, 3)`), which become the array.
+    pub variadic: bool,
     /// Per parameter, its default (`DEFAULT expr` or `= expr`): a call may leave out the
     /// parameters from the first one with a default on.
     pub defaults: Vec<Option<ast::Expr>>,
@@ -506,11 +509,10 @@ pub fn parse_header(sql: &str) -> Result<Header> {
     let mut out_only = Vec::new();
     let mut outs = Vec::new();
     let mut refcursors = Vec::new();
+    let mut variadic = false;
     if !c.eat_op(")") {
         loop {
-            if c.eat_word("variadic") {
-                return Err(Error::unsupported("VARIADIC parameters"));
-            }
+            let this_variadic = c.eat_word("variadic");
             let out_only_param = c.peek_word("out");
             let (input, output) = if c.eat_word("out") {
                 (!function, true)
@@ -520,6 +522,14 @@ pub fn parse_header(sql: &str) -> Result<Header> {
                 c.eat_word("in");
                 (true, false)
             };
+            if variadic && !out_only_param {
+                return Err(Error::new(crate::error::SqlState::InvalidFunctionDefinition, "VARIADIC parameter must be the last input parameter"));
+            }
+            if variadic && input {
+                // A procedure's OUT parameter is passed in CALL: the elements would end before it.
+                return Err(Error::unsupported("a procedure's OUT parameter after its VARIADIC one"));
+            }
+            variadic |= this_variadic;
             let first = c.pos;
             let mut pname = c.ident()?;
             let (mut ty, _) = c.until(|t| t.is_op(",") || t.is_op(")") || t.is_word("default") || t.is_op("="));
@@ -545,6 +555,9 @@ pub fn parse_header(sql: &str) -> Result<Header> {
                 refcursors.push(pname.clone());
             }
             let ty = parse_type(&ty)?;
+            if this_variadic && !matches!(ty, PlType::Array(_)) {
+                return Err(Error::new(crate::error::SqlState::InvalidFunctionDefinition, "VARIADIC parameter must be an array"));
+            }
             if output {
                 let PlType::Scalar(t) = ty else { return Err(Error::unsupported("array OUT parameters")) };
                 outs.push((pname.clone(), t));
@@ -780,7 +793,7 @@ pub fn parse_header(sql: &str) -> Result<Header> {
         }
         None => (body.ok_or_else(|| err("no function body specified"))?, None),
     };
-    Ok(Header { name, function, or_replace, params, signature, out_only, defaults, outs, returns, set, body, sql, strict, refcursors })
+    Ok(Header { name, function, or_replace, params, signature, out_only, variadic, defaults, outs, returns, set, body, sql, strict, refcursors })
 }
 
 /// The body of a LANGUAGE sql routine.
