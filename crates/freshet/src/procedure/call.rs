@@ -1365,6 +1365,13 @@ trait RoutineStatements {
     /// row count and result columns.
     async fn run_text(&mut self, sql: &str, types: &[DataType], params: Vec<Value>) -> Result<TextResult>;
 
+    /// FETCH (`fetch`) or MOVE on the session's cursor `name`, a `refcursor` the routine did
+    /// not open: the row a FETCH returns, and how many rows it passed.
+    async fn fetch_portal(&mut self, name: &str, direction: FetchDirection, fetch: bool) -> Result<(Option<Vec<Value>>, u64)>;
+
+    /// CLOSE of the session's cursor `name`.
+    async fn close_portal(&mut self, name: &str) -> Result<()>;
+
     /// A savepoint for a block with an EXCEPTION section.
     async fn savepoint(&mut self) -> Result<RoutineSavepoint>;
 
@@ -1457,6 +1464,17 @@ impl RoutineStatements for InSession<'_> {
         self.in_try = open;
     }
 
+    async fn fetch_portal(&mut self, name: &str, direction: FetchDirection, fetch: bool) -> Result<(Option<Vec<Value>>, u64)> {
+        let statement = freshet_core::sql::parse::FetchStatement { move_only: !fetch, direction, cursor: name.to_string() };
+        let result = self.session.fetch_cursor(&statement, None).await?;
+        let (rows, passed) = super::output_rows(result.output).await?;
+        Ok((rows.into_iter().next(), passed))
+    }
+
+    async fn close_portal(&mut self, name: &str) -> Result<()> {
+        self.session.close_cursor(Some(name)).map(|_| ())
+    }
+
     fn keep_portals(&mut self, portals: Vec<crate::cursor::Portal>) -> Result<()> {
         self.session.keep_portals(portals)
     }
@@ -1511,6 +1529,15 @@ impl RoutineStatements for InJob<'_> {
 
     /// Dynamic SQL is parsed and planned by the session: the call runs the ordinary way.
     async fn run_text(&mut self, _sql: &str, _types: &[DataType], _params: Vec<Value>) -> Result<TextResult> {
+        Err(self.job.give_up())
+    }
+
+    /// The session's cursors are the session's: the call runs the ordinary way.
+    async fn fetch_portal(&mut self, _name: &str, _direction: FetchDirection, _fetch: bool) -> Result<(Option<Vec<Value>>, u64)> {
+        Err(self.job.give_up())
+    }
+
+    async fn close_portal(&mut self, _name: &str) -> Result<()> {
         Err(self.job.give_up())
     }
 
@@ -1818,6 +1845,15 @@ fn portal_name(opened: &[CursorState], cursors: &[Rows], cursor: usize, var: usi
     Ok(portal)
 }
 
+/// The name of the session's cursor that a `refcursor` the routine did not open names (22004
+/// if it is NULL).
+fn session_portal(vars: &Vars, var: usize, name: &str) -> Result<String> {
+    match vars.scalar(var)? {
+        Value::Null => Err(Error::new(SqlState::custom("22004").unwrap_or(SqlState::InvalidParameterValue), format!("cursor variable \"{name}\" is null"))),
+        v => v.as_str().map(str::to_string).ok_or_else(|| Error::internal("a cursor variable holds no text")),
+    }
+}
+
 /// 34000: FETCH, MOVE or CLOSE of a cursor that is not open.
 fn cursor_missing(name: &str) -> Error {
     Error::new(SqlState::custom("34000").unwrap_or(SqlState::InvalidParameterValue), format!("cursor \"{name}\" does not exist"))
@@ -2038,11 +2074,21 @@ async fn run_instructions<S: RoutineStatements>(
                 cursors[*cursor] = Rows { rows, pos: 0, keep: true, scroll: *scroll, portal, columns };
                 opened[*cursor] = CursorState::Open;
             }
-            Instr::CursorFetch { cursor, targets, assign, name, bound, direction } => {
+            Instr::CursorFetch { cursor, var, targets, assign, name, bound, direction } => {
                 match opened[*cursor] {
                     CursorState::Open | CursorState::InLoop => {}
                     CursorState::Never if !bound => {
-                        return Err(Error::new(SqlState::custom("22004").unwrap_or(SqlState::InvalidParameterValue), format!("cursor variable \"{name}\" is null")));
+                        // The session's cursor the refcursor's value names (the caller's).
+                        let portal = session_portal(vars, *var, name)?;
+                        let direction = fetch_direction(direction, vars, now)?;
+                        let (row, passed) = statements.fetch_portal(&portal, direction, *assign).await?;
+                        vars.set_status(r, passed);
+                        let mut row = row.unwrap_or_default().into_iter();
+                        for slot in targets {
+                            let v = row.next().unwrap_or(Value::Null);
+                            vars.set(*slot, v.cast(slot_type(r.slots[*slot].ty))?);
+                        }
+                        continue;
                     }
                     _ => return Err(cursor_missing(name)),
                 }
@@ -2064,7 +2110,12 @@ async fn run_instructions<S: RoutineStatements>(
                     }
                 }
             }
-            Instr::CursorClose { cursor, name } => {
+            Instr::CursorClose { cursor, var, bound, name } => {
+                if opened[*cursor] == CursorState::Never && !bound {
+                    let portal = session_portal(vars, *var, name)?;
+                    statements.close_portal(&portal).await?;
+                    continue;
+                }
                 if !opened[*cursor].is_open() {
                     return Err(cursor_missing(name));
                 }

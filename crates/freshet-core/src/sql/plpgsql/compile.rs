@@ -187,11 +187,13 @@ pub enum Instr {
     CursorOpenExecute { exec: Box<ExecuteCode>, cursor: usize, var: usize, scroll: bool },
     /// `FETCH [direction] … INTO targets` (`assign`) or `MOVE [direction]`: the row it moves
     /// to, if any (FOUND and ROW_COUNT say how many rows it passed); FETCH off the rows sets
-    /// the targets to NULL. The cursor must be open (34000; 22004 for a `refcursor` never
-    /// opened, when not `bound`).
-    CursorFetch { cursor: usize, targets: Vec<usize>, assign: bool, name: String, bound: bool, direction: Box<FetchStep> },
-    /// `CLOSE`: the cursor must be open (34000).
-    CursorClose { cursor: usize, name: String },
+    /// the targets to NULL. The cursor must be open (34000). A `refcursor` (not `bound`) that
+    /// the routine did not open names a cursor of the session by its value (`var`): the
+    /// caller's, which it moves (22004 if NULL).
+    CursorFetch { cursor: usize, var: usize, targets: Vec<usize>, assign: bool, name: String, bound: bool, direction: Box<FetchStep> },
+    /// `CLOSE`: the cursor must be open (34000); a `refcursor` the routine did not open closes
+    /// the session's cursor its value names.
+    CursorClose { cursor: usize, var: usize, bound: bool, name: String },
     Return(Option<ExprUnit>),
     /// Enters a block with an EXCEPTION section: sets a savepoint and makes
     /// `Routine::handlers[table]` the innermost handlers.
@@ -1178,11 +1180,12 @@ impl Compiler<'_> {
                     FetchDir::ForwardAll => FetchStep::ForwardAll,
                     FetchDir::BackwardAll => FetchStep::BackwardAll,
                 });
-                self.code.push(Instr::CursorFetch { cursor: self.cursor_vars[k].cursor, targets, assign: into.is_some(), name: cursor.clone(), bound, direction });
+                self.code.push(Instr::CursorFetch { cursor: self.cursor_vars[k].cursor, var: self.cursor_vars[k].slot, targets, assign: into.is_some(), name: cursor.clone(), bound, direction });
             }
             SynStmt::Close { cursor } => {
                 let k = self.cursor_var(cursor)?;
-                self.code.push(Instr::CursorClose { cursor: self.cursor_vars[k].cursor, name: cursor.clone() });
+                let bound = self.cursor_vars[k].bound.is_some();
+                self.code.push(Instr::CursorClose { cursor: self.cursor_vars[k].cursor, var: self.cursor_vars[k].slot, bound, name: cursor.clone() });
             }
             SynStmt::ForCursor { target, cursor, args, body } => {
                 let k = self.cursor_var(cursor)?;
