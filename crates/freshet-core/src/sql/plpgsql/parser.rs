@@ -220,7 +220,6 @@ pub enum SynStmt {
     Execute(Box<Dynamic>),
     /// `FOR targets IN EXECUTE text [USING values] LOOP`.
     ForExecute { targets: Vec<String>, exec: Box<Dynamic>, body: Vec<SynStmt> },
-    /// `OPEN cursor [(arguments)]`, or `OPEN refcursor [[NO] SCROLL] FOR query`.
     /// `OPEN c [(args)]`, `OPEN r [[NO] SCROLL] FOR query` or `OPEN r [[NO] SCROLL] FOR EXECUTE
     /// text [USING …]` (`execute`).
     Open { cursor: String, args: Vec<ast::Expr>, query: Option<(Box<ast::Statement>, String)>, execute: Option<Box<Dynamic>>, scroll: Option<bool> },
