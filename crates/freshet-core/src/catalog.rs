@@ -426,6 +426,38 @@ impl Catalog {
         self.procedures.values().flatten()
     }
 
+    /// The routine a DROP or ALTER FUNCTION (`function`) or PROCEDURE names: by name and input
+    /// types, or by name alone among the routines of its kind (42725 if several have it);
+    /// 42809 if the one named is of the other kind. `None` if there is none.
+    pub fn named_routine(&self, function: bool, name: &str, types: Option<&[crate::sql::plpgsql::PlType]>) -> Result<Option<&Arc<ProcedureDef>>> {
+        let kind = if function { "function" } else { "procedure" };
+        let found = match types {
+            Some(types) => self.routine(name, types),
+            None => {
+                let mut of_kind = self.routines(name).iter().filter(|p| p.routine.function == function);
+                let first = of_kind.next();
+                if of_kind.next().is_some() {
+                    return Err(Error::new(SqlState::AmbiguousFunction, format!("{kind} name \"{name}\" is not unique"))
+                        .with_hint(format!("Specify the argument list to select the {kind} unambiguously.")));
+                }
+                first
+            }
+        };
+        match found {
+            Some(p) if p.routine.function != function => Err(Error::new(SqlState::WrongObjectType, format!("{} is not a {kind}", p.routine.identity))),
+            found => Ok(found),
+        }
+    }
+
+    /// 42883 for a routine [`named_routine`](Self::named_routine) did not find.
+    pub fn missing_routine(function: bool, name: &str, types: Option<&[crate::sql::plpgsql::PlType]>) -> Error {
+        let kind = if function { "function" } else { "procedure" };
+        match types {
+            None => Error::new(SqlState::UndefinedFunction, format!("could not find a {kind} named \"{name}\"")),
+            Some(types) => Error::new(SqlState::UndefinedFunction, format!("{kind} {} does not exist", crate::sql::plpgsql::signature_text(name, types.iter().map(|t| t.name())))),
+        }
+    }
+
     /// Whether `name` is taken by a table, an index, a view or a sequence (they share one
     /// namespace).
     pub fn relation_exists(&self, name: &str) -> bool {

@@ -1122,6 +1122,7 @@ impl Session {
             | Statement::Analyze(_) => (Kind::Utility, None),
             Statement::Pragma { name, value: None, .. } if name.to_string() == "checkpoint" => (Kind::Checkpoint, None),
             Statement::Pragma { name, .. } if name.to_string() == freshet_core::sql::parse::SET_CONSTRAINTS_PRAGMA => (Kind::Utility, None),
+            Statement::Pragma { name, .. } if name.to_string() == freshet_core::sql::parse::ALTER_ROUTINE_PRAGMA => (Kind::Utility, None),
             Statement::StartTransaction { modes, .. } => {
                 let (isolation, read_only) = txn_block::modes(modes);
                 (Kind::Transaction(TxnStatement::Begin { isolation, read_only }), None)
@@ -2748,6 +2749,17 @@ impl Session {
                     return Err(Error::new(SqlState::UndefinedTable, format!("relation \"{name}\" does not exist")));
                 }
                 Ok(StatementResult::command("ALTER TABLE"))
+            }
+            // Likewise `ALTER FUNCTION | PROCEDURE f(…) OWNER TO role`, once the routine is known
+            // (pg_dump writes one after each routine).
+            Statement::Pragma { name, value: Some(v), .. } if name.to_string() == freshet_core::sql::parse::ALTER_ROUTINE_PRAGMA => {
+                let ast::Value::SingleQuotedString(text) = &v.value else { return Err(Error::internal("ALTER FUNCTION without text")) };
+                let alter = freshet_core::sql::plpgsql::parser::parse_alter(text)?;
+                let catalog = self.db.inner.engine.catalog();
+                if catalog.named_routine(alter.function, &alter.name, alter.types.as_deref())?.is_none() {
+                    return Err(freshet_core::catalog::Catalog::missing_routine(alter.function, &alter.name, alter.types.as_deref()));
+                }
+                Ok(StatementResult::command(if alter.function { "ALTER FUNCTION" } else { "ALTER PROCEDURE" }))
             }
             Statement::Vacuum(_) => Ok(StatementResult::command("VACUUM")),
             Statement::Analyze(_) => Ok(StatementResult::command("ANALYZE")),

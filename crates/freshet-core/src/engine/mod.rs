@@ -567,31 +567,13 @@ impl Engine {
         let mut notices = Vec::new();
         let mut doomed = Vec::new();
         for (n, types) in names {
-            // By name alone, only routines of the statement's kind are looked at.
-            let all: Vec<&Arc<crate::catalog::ProcedureDef>> = catalog.routines(&n).iter().filter(|p| p.routine.function == function).collect();
-            let found = match &types {
-                Some(types) => catalog.routine(&n, types),
-                None if all.len() > 1 => {
-                    return Err(Error::new(SqlState::AmbiguousFunction, format!("{kind} name \"{n}\" is not unique"))
-                        .with_hint(format!("Specify the argument list to select the {kind} unambiguously.")));
-                }
-                None => all.first().copied(),
-            };
-            match found {
-                Some(p) if p.routine.function != function => {
-                    return Err(Error::new(SqlState::WrongObjectType, format!("{} is not a {kind}", p.routine.identity)));
-                }
+            match catalog.named_routine(function, &n, types.as_deref())? {
                 Some(p) => doomed.push(p.clone()),
-                None => {
+                None if if_exists => {
                     let shown = crate::sql::plpgsql::signature_text(&n, types.iter().flatten().map(PlType::name));
-                    if if_exists {
-                        notices.push(format!("{kind} {shown} does not exist, skipping"));
-                    } else if types.is_none() {
-                        return Err(Error::new(SqlState::UndefinedFunction, format!("could not find a {kind} named \"{n}\"")));
-                    } else {
-                        return Err(Error::new(SqlState::UndefinedFunction, format!("{kind} {shown} does not exist")));
-                    }
+                    notices.push(format!("{kind} {shown} does not exist, skipping"));
                 }
+                None => return Err(Catalog::missing_routine(function, &n, types.as_deref())),
             }
         }
         for p in doomed {

@@ -57,6 +57,7 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>> {
             match routine {
                 Some(RoutineStatement::Create) => out.push(routine_statement(&text, true)),
                 Some(RoutineStatement::Drop) => out.push(routine_statement(&text, false)),
+                Some(RoutineStatement::Alter) => out.push(pragma(ALTER_ROUTINE_PRAGMA, text)),
                 Some(RoutineStatement::Do) => out.push(pragma(DO_PRAGMA, text)),
                 None => out.extend(parse(&text)?),
             }
@@ -301,6 +302,8 @@ fn identity_with_sequence_name(sql: &str) -> Option<Statement> {
 /// parse PostgreSQL's form of them; Freshet's own parser does, in `plpgsql`).
 pub const CREATE_ROUTINE_PRAGMA: &str = "freshet_create_routine";
 pub const DROP_ROUTINE_PRAGMA: &str = "freshet_drop_routine";
+/// The pragma that carries `ALTER FUNCTION | PROCEDURE … OWNER TO …` text.
+pub const ALTER_ROUTINE_PRAGMA: &str = "freshet_alter_routine";
 
 fn routine_statement(text: &str, create: bool) -> Statement {
     let name = if create { CREATE_ROUTINE_PRAGMA } else { DROP_ROUTINE_PRAGMA };

@@ -914,27 +914,7 @@ pub fn parse_drop(sql: &str) -> Result<DropRoutines> {
     }
     let mut names = Vec::new();
     loop {
-        let name = c.routine_name()?;
-        let mut types = None;
-        if c.eat_op("(") {
-            let mut list = Vec::new();
-            while !c.eat_op(")") {
-                let output = c.eat_word("out");
-                let _ = output || c.eat_word("inout") || c.eat_word("in") || c.eat_word("variadic");
-                let (text, _) = c.until(|t| t.is_op(",") || t.is_op(")"));
-                // `[name] type`: the whole is a type, or what follows its first word is.
-                let ty = parse_type(&text).or_else(|e| text.trim().split_once(char::is_whitespace).map_or(Err(e), |(_, rest)| parse_type(rest)))?;
-                if !output {
-                    list.push(ty);
-                }
-                if !c.eat_op(",") {
-                    c.expect_op(")")?;
-                    break;
-                }
-            }
-            types = Some(list);
-        }
-        names.push((name, types));
+        names.push(routine_with_arguments(&mut c)?);
         if !c.eat_op(",") {
             break;
         }
@@ -945,6 +925,63 @@ pub fn parse_drop(sql: &str) -> Result<DropRoutines> {
         return Err(err(c.near()));
     }
     Ok(DropRoutines { function, if_exists, names })
+}
+
+/// A routine as DROP and ALTER name it: `name [([mode] [argname] argtype, …)]`, with the types
+/// of its input parameters if the list is written (OUT ones left out).
+fn routine_with_arguments(c: &mut Cursor) -> Result<(String, Option<Vec<PlType>>)> {
+    let name = c.routine_name()?;
+    if !c.eat_op("(") {
+        return Ok((name, None));
+    }
+    let mut list = Vec::new();
+    while !c.eat_op(")") {
+        let output = c.eat_word("out");
+        let _ = output || c.eat_word("inout") || c.eat_word("in") || c.eat_word("variadic");
+        let (text, _) = c.until(|t| t.is_op(",") || t.is_op(")"));
+        // `[name] type`: the whole is a type, or what follows its first word is.
+        let ty = parse_type(&text).or_else(|e| text.trim().split_once(char::is_whitespace).map_or(Err(e), |(_, rest)| parse_type(rest)))?;
+        if !output {
+            list.push(ty);
+        }
+        if !c.eat_op(",") {
+            c.expect_op(")")?;
+            break;
+        }
+    }
+    Ok((name, Some(list)))
+}
+
+/// `ALTER FUNCTION | PROCEDURE name [(argtypes)] OWNER TO role`.
+#[derive(Clone, Debug)]
+pub struct AlterRoutine {
+    pub function: bool,
+    pub name: String,
+    pub types: Option<Vec<PlType>>,
+}
+
+/// Parses `ALTER FUNCTION | PROCEDURE name [(argtypes)] OWNER TO role` (what pg_dump writes
+/// after each routine); other actions are 0A000.
+pub fn parse_alter(sql: &str) -> Result<AlterRoutine> {
+    let mut c = Cursor::new(sql)?;
+    c.expect_word("alter")?;
+    let function = if c.eat_word("function") {
+        true
+    } else {
+        c.expect_word("procedure")?;
+        false
+    };
+    let (name, types) = routine_with_arguments(&mut c)?;
+    if !(c.eat_word("owner") && c.eat_word("to")) {
+        let kind = if function { "FUNCTION" } else { "PROCEDURE" };
+        return Err(Error::unsupported(format!("ALTER {kind} other than OWNER TO")).with_hint("Use CREATE OR REPLACE to change a routine."));
+    }
+    c.ident()?;
+    c.eat_op(";");
+    if c.peek().is_some() {
+        return Err(err(c.near()));
+    }
+    Ok(AlterRoutine { function, name, types })
 }
 
 /// Parses a PL/pgSQL body: `[DECLARE …] BEGIN … END [;]`.
@@ -1741,6 +1778,7 @@ pub fn routine_statement(tokens: &[Token]) -> Option<RoutineStatement> {
     match w.as_slice() {
         ["create", "procedure" | "function", ..] | ["create", "or", "replace", "procedure" | "function"] => Some(RoutineStatement::Create),
         ["drop", "procedure" | "function", ..] => Some(RoutineStatement::Drop),
+        ["alter", "procedure" | "function", ..] => Some(RoutineStatement::Alter),
         ["do", ..] => Some(RoutineStatement::Do),
         _ => None,
     }
@@ -1751,6 +1789,7 @@ pub fn routine_statement(tokens: &[Token]) -> Option<RoutineStatement> {
 pub enum RoutineStatement {
     Create,
     Drop,
+    Alter,
     /// An anonymous code block, `DO [LANGUAGE name] code` ([`do_as_procedure`]).
     Do,
 }
