@@ -165,6 +165,9 @@ fn fit(params: &[(&str, PlType, bool)], names: &[Option<String>]) -> Option<Vec<
 /// The routine among `candidates` (all of one name) that a call with arguments of `args`
 /// types (named as `names` says; `None` for a positional one) means.
 pub fn resolve<C: Candidate>(candidates: &[C], args: &[ArgType], names: &[Option<String>]) -> Resolution {
+    // One name (or none) per argument, whatever the caller gave.
+    let names: Vec<Option<String>> = (0..args.len()).map(|i| names.get(i).cloned().flatten()).collect();
+    let names = names.as_slice();
     let mut fitting: Vec<Form> = Vec::new();
     for (index, c) in candidates.iter().enumerate() {
         let params = c.parameters();
