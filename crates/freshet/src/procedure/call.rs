@@ -2028,6 +2028,20 @@ async fn run_instructions<S: RoutineStatements>(
                     }
                 }
             }
+            Instr::ArrayQuery { slot, sql, null_if_empty, sets_found } => {
+                let unit = &r.sql[*sql];
+                fill_params(params, &unit.params, vars, now)?;
+                let (rows, _) = statements.run(&compiled.prepared[*sql], params).await?;
+                let PlType::Array(elem) = r.slots[*slot].ty else { return Err(Error::internal("an array query into a scalar variable")) };
+                if rows.first().is_some_and(|row| row.len() != 1) {
+                    return Err(Error::syntax("subquery must return only one column"));
+                }
+                let elements = rows.into_iter().map(|row| row.into_iter().next().unwrap_or(Value::Null).cast(elem)).collect::<Result<Vec<_>>>()?;
+                vars.arrays[*slot] = if elements.is_empty() && *null_if_empty { None } else { Some(elements) };
+                if *sets_found {
+                    vars.set_status(r, 1);
+                }
+            }
             Instr::ExecuteOpen { exec, cursor } => {
                 let (rows, _, _) = run_dynamic(exec, vars, now, statements).await?;
                 cursors[*cursor] = Rows::new(rows);

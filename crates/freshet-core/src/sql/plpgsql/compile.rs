@@ -154,6 +154,11 @@ pub enum Instr {
     Assign { slot: usize, value: ExprUnit },
     /// `arr := …` (also an array's DECLARE default).
     ArrayAssign { slot: usize, value: ArrayValue },
+    /// An array built by a query: `arr := ARRAY(SELECT x …)`, `arr := (SELECT array_agg(x) …)`
+    /// or `SELECT array_agg(x) INTO arr …` ([`element_query`]). Statement `sql` lists the
+    /// elements, one row each; none gives NULL if `null_if_empty` (array_agg), else `{}`. A
+    /// SELECT … INTO sets FOUND (`sets_found`).
+    ArrayQuery { slot: usize, sql: usize, null_if_empty: bool, sets_found: bool },
     /// `arr[index] := value`: past the end the array grows, with NULLs between; a NULL array
     /// becomes one.
     ElementAssign { array: usize, index: ExprUnit, value: ExprUnit },
@@ -315,7 +320,9 @@ fn loop_prefetch(body: &[Instr], sql: &[SqlUnit], var: usize) -> Vec<LoopLookup>
     for instr in body {
         match instr {
             Instr::TryEnter { .. } => return Vec::new(),
-            Instr::Init { slot, .. } | Instr::Assign { slot, .. } | Instr::ArrayAssign { slot, .. } | Instr::ElementAssign { array: slot, .. } => assigned.push(*slot),
+            Instr::Init { slot, .. } | Instr::Assign { slot, .. } | Instr::ArrayAssign { slot, .. } | Instr::ArrayQuery { slot, .. } | Instr::ElementAssign { array: slot, .. } => {
+                assigned.push(*slot)
+            }
             Instr::Sql(i) => assigned.extend(&sql[*i].into),
             Instr::RangeInit { var, hi, step, .. } => assigned.extend([*var, *hi, *step]),
             Instr::RangeNext { var, .. } => assigned.push(*var),
@@ -360,6 +367,58 @@ fn unnamed_args(f: &ast::Function) -> Option<Vec<&ast::Expr>> {
             _ => None,
         })
         .collect()
+}
+
+/// The query listing the elements of the array that `e` builds with a query, and whether no
+/// rows make it NULL: `ARRAY(SELECT x …)` is that query (no rows: `{}`), `(SELECT array_agg(x
+/// [ORDER BY …]) …)` is [`aggregated_elements`] (no rows: NULL, as array_agg gives).
+fn element_query(e: &ast::Expr) -> Option<(ast::Query, bool)> {
+    match e {
+        ast::Expr::Nested(inner) => element_query(inner),
+        ast::Expr::Subquery(q) => aggregated_elements(q).map(|q| (q, true)),
+        ast::Expr::Function(f) if f.name.to_string().eq_ignore_ascii_case("array") => match &f.args {
+            ast::FunctionArguments::Subquery(q) => Some((q.as_ref().clone(), false)),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// `SELECT array_agg(x [ORDER BY o]) FROM … [WHERE …]` (one item, no grouping, DISTINCT,
+/// FILTER or window) as the query of its elements: `SELECT x FROM … [WHERE …] [ORDER BY o]`.
+fn aggregated_elements(q: &ast::Query) -> Option<ast::Query> {
+    let ast::SetExpr::Select(s) = q.body.as_ref() else { return None };
+    let [item] = s.projection.as_slice() else { return None };
+    let (ast::SelectItem::UnnamedExpr(ast::Expr::Function(f)) | ast::SelectItem::ExprWithAlias { expr: ast::Expr::Function(f), .. }) = item else { return None };
+    let ast::FunctionArguments::List(list) = &f.args else { return None };
+    let [ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(element))] = list.args.as_slice() else { return None };
+    let grouped = !matches!(&s.group_by, ast::GroupByExpr::Expressions(e, m) if e.is_empty() && m.is_empty());
+    if !f.name.to_string().eq_ignore_ascii_case("array_agg")
+        || f.filter.is_some()
+        || f.over.is_some()
+        || list.duplicate_treatment.is_some()
+        || grouped
+        || s.having.is_some()
+        || s.distinct.is_some()
+        || q.order_by.is_some()
+        || q.limit_clause.is_some()
+        || q.fetch.is_some()
+    {
+        return None;
+    }
+    let mut order = None;
+    for clause in &list.clauses {
+        match clause {
+            ast::FunctionArgumentClause::OrderBy(by) => order = Some(by.clone()),
+            _ => return None,
+        }
+    }
+    let mut select = s.as_ref().clone();
+    select.projection = vec![ast::SelectItem::UnnamedExpr(element.clone())];
+    let mut query = q.clone();
+    query.body = Box::new(ast::SetExpr::Select(Box::new(select)));
+    query.order_by = order.map(|exprs| ast::OrderBy { kind: ast::OrderByKind::Expressions(exprs), interpolate: None });
+    Some(query)
 }
 
 /// Whether `e` builds an array with a query: `ARRAY(SELECT …)` or a scalar subquery (whose
@@ -733,6 +792,18 @@ impl Compiler<'_> {
         Ok(())
     }
 
+    /// The instruction that assigns `e` to the array variable in `slot`: [`Instr::ArrayQuery`]
+    /// for an array a query builds, else [`Instr::ArrayAssign`].
+    fn array_assignment(&mut self, slot: usize, e: &ast::Expr, elem: DataType) -> Result<Instr> {
+        if let Some((query, null_if_empty)) = element_query(e) {
+            let statement = ast::Statement::Query(Box::new(query));
+            let unit = self.sql_unit(&statement, &statement.to_string(), Vec::new(), false)?;
+            self.sql.push(unit);
+            return Ok(Instr::ArrayQuery { slot, sql: self.sql.len() - 1, null_if_empty, sets_found: false });
+        }
+        Ok(Instr::ArrayAssign { slot, value: self.array_value(e, elem)? })
+    }
+
     /// The value `e` gives an array variable of element type `elem`: NULL, `ARRAY[…]`, another
     /// array variable, concatenations of arrays and elements (`||`, `array_cat`,
     /// `array_append`, `array_prepend`), or any other expression as the array's text form.
@@ -750,7 +821,9 @@ impl Compiler<'_> {
                 }
             }
             ast::Expr::Subquery(_) | ast::Expr::Function(_) if array_subquery(e) => {
-                Err(Error::unsupported("an array built by a query (ARRAY(SELECT …), array_agg): assign its elements one by one"))
+                Err(Error::unsupported("this array built by a query").with_hint(
+                    "ARRAY(SELECT x …) and a subquery or SELECT … INTO of array_agg(x [ORDER BY …]) alone, without GROUP BY, DISTINCT or FILTER, build arrays.",
+                ))
             }
             _ => match self.array_parts(e, elem)? {
                 Some(parts) => Ok(ArrayValue::Concat(parts)),
@@ -862,7 +935,7 @@ impl Compiler<'_> {
             // An array's default is assigned after the NULL its Init gives. Either is compiled
             // before the variable is declared, so that it cannot read itself.
             let (value, array_default) = match (ty, &d.default) {
-                (PlType::Array(elem), Some(e)) => (None, Some(self.array_value(e, elem)?)),
+                (PlType::Array(elem), Some(e)) => (None, Some(self.array_assignment(usize::MAX, e, elem)?)),
                 (_, Some(e)) if pending => (Some(self.expr(e, None).unwrap_or_else(|_| unresolved_expr())), None),
                 (_, Some(e)) => (Some(self.expr(e, hint(ty))?), None),
                 (_, None) => (None, None),
@@ -875,8 +948,12 @@ impl Compiler<'_> {
                 self.constants.push(slot);
             }
             self.code.push(Instr::Init { slot, value });
-            if let Some(value) = array_default {
-                self.code.push(Instr::ArrayAssign { slot, value });
+            if let Some(mut assign) = array_default {
+                // Compiled before the variable had its slot.
+                if let Instr::ArrayAssign { slot: s, .. } | Instr::ArrayQuery { slot: s, .. } = &mut assign {
+                    *s = slot;
+                }
+                self.code.push(assign);
             }
         }
         // With an EXCEPTION section: TryEnter; body; TryExit; jump to the end; then each
@@ -1227,8 +1304,8 @@ impl Compiler<'_> {
                 let slot = self.lookup(target).expect("checked");
                 self.check_not_constant(slot, target)?;
                 let PlType::Array(elem) = self.slots[slot].ty else { unreachable!("checked") };
-                let value = self.array_value(value, elem)?;
-                self.code.push(Instr::ArrayAssign { slot, value });
+                let value = self.array_assignment(slot, value, elem)?;
+                self.code.push(value);
             }
             SynStmt::AssignElement { target, index, value } => {
                 let slot = self.lookup(target).ok_or_else(|| Error::syntax(format!("\"{target}\" is not a known variable")))?;
@@ -1253,6 +1330,19 @@ impl Compiler<'_> {
                     self.expr(value, hint(self.slots[slot].ty))?
                 };
                 self.code.push(Instr::Assign { slot, value });
+            }
+            // `SELECT array_agg(x) INTO arr …`: the array's elements, one row each.
+            SynStmt::Sql { statement, into, .. }
+                if let [target] = into.as_slice()
+                    && let Some(slot) = self.lookup(target).filter(|s| matches!(self.slots[*s].ty, PlType::Array(_)))
+                    && let ast::Statement::Query(q) = statement.as_ref()
+                    && let Some(query) = aggregated_elements(q) =>
+            {
+                self.check_not_constant(slot, target)?;
+                let statement = ast::Statement::Query(Box::new(query));
+                let unit = self.sql_unit(&statement, &statement.to_string(), Vec::new(), false)?;
+                self.sql.push(unit);
+                self.code.push(Instr::ArrayQuery { slot, sql: self.sql.len() - 1, null_if_empty: true, sets_found: true });
             }
             SynStmt::Sql { statement, text, into, strict } => {
                 let mut unit = self.sql_unit(statement, text, Vec::new(), *strict)?;
@@ -1308,14 +1398,23 @@ impl Compiler<'_> {
                 self.scopes.pop();
             }
             SynStmt::Foreach { var, array, body } => {
-                let ast::Expr::Identifier(name) = array else {
-                    return Err(Error::unsupported("FOREACH over anything but an array variable"));
+                let v = self.scalar_slot(var)?;
+                let a = match array {
+                    ast::Expr::Identifier(name) => self.lookup(&fold_ident(name)).ok_or_else(|| Error::syntax(format!("\"{}\" is not a known variable", name.value)))?,
+                    // Another array expression (`ARRAY(SELECT …)`, `ARRAY[…]`, `a || b`): into
+                    // a hidden array of the loop variable's type first.
+                    other => {
+                        let PlType::Scalar(elem) = self.slots[v].ty else { return Err(Error::internal("a FOREACH variable that is an array")) };
+                        let hidden = self.slots.len();
+                        self.slots.push(Slot { name: String::new(), ty: PlType::Array(elem) });
+                        let assign = self.array_assignment(hidden, other, elem)?;
+                        self.code.push(assign);
+                        hidden
+                    }
                 };
-                let a = self.lookup(&fold_ident(name)).ok_or_else(|| Error::syntax(format!("\"{}\" is not a known variable", name.value)))?;
                 let PlType::Array(elem) = self.slots[a].ty else {
                     return Err(Error::mismatch(format!("FOREACH expression must yield an array, not type {}", self.slots[a].ty.name())));
                 };
-                let v = self.scalar_slot(var)?;
                 if let PlType::Scalar(t) = self.slots[v].ty
                     && t.family() != elem.family()
                 {
