@@ -40,6 +40,7 @@ pub(crate) fn all() -> Vec<ScalarUDF> {
         ScalarUDF::new_from_impl(MakeTimestamp { signature: Signature::any(6, Volatility::Immutable) }),
         ScalarUDF::new_from_impl(TimePrecision { signature: Signature::any(2, Volatility::Immutable) }),
         ScalarUDF::new_from_impl(Nullable { signature: Signature::any(1, Volatility::Immutable) }),
+        ScalarUDF::new_from_impl(ClockTimestamp { signature: Signature::nullary(Volatility::Volatile) }),
     ]
 }
 
@@ -72,6 +73,32 @@ impl ScalarUDFImpl for Nullable {
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
         args.args.into_iter().next().ok_or_else(|| to_datafusion(Error::internal("freshet_nullable without an argument")))
+    }
+}
+
+/// `clock_timestamp()`: the time when it is evaluated (once per batch of rows), where now()
+/// is the statement's (or transaction's) start.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct ClockTimestamp {
+    signature: Signature,
+}
+
+impl ScalarUDFImpl for ClockTimestamp {
+    fn name(&self) -> &str {
+        "clock_timestamp"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _args: &[ArrowType]) -> DfResult<ArrowType> {
+        Ok(ArrowType::Timestamp(TimeUnit::Microsecond, Some(crate::types::UTC.into())))
+    }
+
+    fn invoke_with_args(&self, _args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        Ok(ColumnarValue::Scalar(datafusion::common::ScalarValue::TimestampMicrosecond(Some(since.as_micros() as i64), Some(crate::types::UTC.into()))))
     }
 }
 

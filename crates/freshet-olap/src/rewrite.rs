@@ -998,6 +998,14 @@ pub fn postgres_functions(statement: &mut ast::Statement) {
             // A keyword without parentheses, which DataFusion would look up as a column; the
             // time now without a zone.
             *e = without_zone(call_with("now", vec![]));
+        } else if let Expr::Function(f) = e
+            && let [ast::ObjectNamePart::Identifier(i)] = f.name.0.as_slice()
+            && i.quote_style.is_none()
+            && i.value.eq_ignore_ascii_case("transaction_timestamp")
+            && matches!(&f.args, ast::FunctionArguments::List(l) if l.args.is_empty())
+        {
+            // The transaction's start: now().
+            *e = call_with("now", vec![]);
         } else if let Some(rows) = row_comparison(e) {
             *e = rows;
         } else if let Some(exists) = match e {

@@ -437,7 +437,7 @@ pub fn column_default(e: &ast::Expr, ty: DataType, column: &str) -> Result<Optio
     let mut time_dependent = false;
     let mut sequence = false;
     bound.visit(&mut |n| {
-        if matches!(n, Expr::Func { func: Func::Now | Func::CurrentDate, .. }) {
+        if matches!(n, Expr::Func { func: Func::Now | Func::ClockTimestamp | Func::CurrentDate, .. }) {
             time_dependent = true;
         }
         if matches!(n, Expr::Func { func, .. } if func.is_sequence()) {

@@ -90,6 +90,8 @@ pub enum Func {
     Greatest,
     Least,
     Now,
+    /// `clock_timestamp()`: the time when it is evaluated (it changes during a statement).
+    ClockTimestamp,
     CurrentDate,
     Replace,
     Repeat,

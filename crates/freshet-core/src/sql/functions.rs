@@ -31,7 +31,8 @@ pub fn lookup(name: &str) -> Option<Func> {
         "mod" => Func::Mod,
         "greatest" => Func::Greatest,
         "least" => Func::Least,
-        "now" | "current_timestamp" | "localtimestamp" => Func::Now,
+        "now" | "current_timestamp" | "localtimestamp" | "transaction_timestamp" => Func::Now,
+        "clock_timestamp" => Func::ClockTimestamp,
         "current_date" => Func::CurrentDate,
         "replace" => Func::Replace,
         "repeat" => Func::Repeat,
@@ -55,7 +56,7 @@ fn arity(func: Func, n: usize) -> bool {
         Func::Btrim | Func::Ltrim | Func::Rtrim | Func::Round => n == 1 || n == 2,
         Func::Replace => n == 3,
         Func::Coalesce | Func::Greatest | Func::Least | Func::Concat => n >= 1,
-        Func::Now | Func::CurrentDate | Func::Lastval | Func::GenRandomUuid => n == 0,
+        Func::Now | Func::ClockTimestamp | Func::CurrentDate | Func::Lastval | Func::GenRandomUuid => n == 0,
         Func::Nextval | Func::Currval => n == 1,
         Func::Setval => n == 2 || n == 3,
         Func::PgGetSerialSequence => n == 2,
@@ -128,7 +129,7 @@ pub fn result_type(name: &str, func: Func, args: &[DataType]) -> Result<DataType
         Func::Coalesce | Func::Greatest | Func::Least | Func::NullIf => common_type(args).map_err(|_| {
             Error::mismatch(format!("{} types cannot be matched", name.to_uppercase()))
         })?,
-        Func::Now => DataType::TimestampTz,
+        Func::Now | Func::ClockTimestamp => DataType::TimestampTz,
         Func::CurrentDate => DataType::Date,
         Func::Extract => DataType::Float64,
         Func::TimePrecision => {
@@ -208,6 +209,10 @@ pub fn call(func: Func, args: Vec<Value>, ty: DataType, cx: &EvalContext) -> Res
     }
     if matches!(func, Func::Now) {
         return Ok(Value::TimestampTz(cx.now));
+    }
+    if func == Func::ClockTimestamp {
+        let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        return Ok(Value::TimestampTz(since.as_micros() as i64));
     }
     if func == Func::GenRandomUuid {
         return Ok(Value::Text(crate::types::uuid::random()));
@@ -291,6 +296,7 @@ pub fn call(func: Func, args: Vec<Value>, ty: DataType, cx: &EvalContext) -> Res
         | Func::Least
         | Func::Concat
         | Func::Now
+        | Func::ClockTimestamp
         | Func::CurrentDate
         | Func::Nextval
         | Func::Currval
