@@ -494,12 +494,7 @@ pub fn parse_header(sql: &str) -> Result<Header> {
     if or_replace {
         c.expect_word("replace")?;
     }
-    let function = if c.eat_word("function") {
-        true
-    } else {
-        c.expect_word("procedure")?;
-        false
-    };
+    let function = routine_kind(&mut c)?;
     let name = c.routine_name()?;
     c.expect_op("(")?;
     let mut params = Vec::new();
@@ -902,12 +897,7 @@ fn sql_as_plpgsql(body: SqlBody, function: bool, returns: Option<&PlType>, set: 
 pub fn parse_drop(sql: &str) -> Result<DropRoutines> {
     let mut c = Cursor::new(sql)?;
     c.expect_word("drop")?;
-    let function = if c.eat_word("function") {
-        true
-    } else {
-        c.expect_word("procedure")?;
-        false
-    };
+    let function = routine_kind(&mut c)?;
     let if_exists = c.eat_word("if");
     if if_exists {
         c.expect_word("exists")?;
@@ -925,6 +915,15 @@ pub fn parse_drop(sql: &str) -> Result<DropRoutines> {
         return Err(err(c.near()));
     }
     Ok(DropRoutines { function, if_exists, names })
+}
+
+/// `FUNCTION` (true) or `PROCEDURE` (false), after CREATE, DROP or ALTER.
+fn routine_kind(c: &mut Cursor) -> Result<bool> {
+    if c.eat_word("function") {
+        return Ok(true);
+    }
+    c.expect_word("procedure")?;
+    Ok(false)
 }
 
 /// A routine as DROP and ALTER name it: `name [([mode] [argname] argtype, …)]`, with the types
@@ -965,12 +964,7 @@ pub struct AlterRoutine {
 pub fn parse_alter(sql: &str) -> Result<AlterRoutine> {
     let mut c = Cursor::new(sql)?;
     c.expect_word("alter")?;
-    let function = if c.eat_word("function") {
-        true
-    } else {
-        c.expect_word("procedure")?;
-        false
-    };
+    let function = routine_kind(&mut c)?;
     let (name, types) = routine_with_arguments(&mut c)?;
     if !(c.eat_word("owner") && c.eat_word("to")) {
         let kind = if function { "FUNCTION" } else { "PROCEDURE" };
