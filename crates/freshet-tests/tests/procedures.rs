@@ -493,6 +493,23 @@ fn procedures_survive_restarts() {
     let db = Database::open(durable_config(&dir.0, 1)).unwrap();
     let mut s = db.session();
     assert_eq!(int(&s.execute_blocking("SELECT balance_of(1)").unwrap().remove(0).rows()), 120);
+    // Overloads: three routines of one name in a checkpoint, then one dropped by its
+    // argument types in the log only; the other two come back, the dropped one does not.
+    for (ty, value) in [("INT", "1"), ("TEXT", "2"), ("BIGINT", "3")] {
+        s.execute_blocking(&format!("CREATE FUNCTION which(a {ty}) RETURNS INT LANGUAGE plpgsql AS $$ BEGIN RETURN {value}; END $$")).unwrap();
+    }
+    s.execute_blocking("CHECKPOINT").unwrap();
+    s.execute_blocking("DROP FUNCTION which(text)").unwrap();
+    drop(s);
+    drop(db);
+    let db = Database::open(durable_config(&dir.0, 1)).unwrap();
+    let mut s = db.session();
+    let which = |s: &mut freshet::Session, sql: &str| int(&s.execute_blocking(sql).unwrap().remove(0).rows());
+    assert_eq!(which(&mut s, "SELECT which(1)"), 1);
+    assert_eq!(which(&mut s, "SELECT which(1::bigint)"), 3);
+    assert_eq!(which(&mut s, "SELECT count(*) FROM pg_proc WHERE proname = 'which'"), 2);
+    let err = s.execute_blocking("SELECT which('x'::text)").unwrap_err();
+    assert_eq!(err.state, SqlState::UndefinedFunction, "{err}");
 }
 
 /// The classification notice of CREATE (HyPer §4.3) with partitioned and replicated tables.
