@@ -117,7 +117,7 @@ impl OlapEngine {
         let state = self.execution_state(None, now);
         let tables = plan.tables.clone();
         let plan = plan.clone();
-        let taken_at = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(0);
+        let taken_at = freshet_core::types::datetime::now_micros();
         let taken = Instant::now();
         let child = Box::new(move |snapshots: Result<Vec<TableSnapshot>>| -> Infallible {
             let code = child_main(child_end, snapshots, state, plan, params);

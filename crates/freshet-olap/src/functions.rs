@@ -97,8 +97,8 @@ impl ScalarUDFImpl for ClockTimestamp {
     }
 
     fn invoke_with_args(&self, _args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
-        let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-        Ok(ColumnarValue::Scalar(datafusion::common::ScalarValue::TimestampMicrosecond(Some(since.as_micros() as i64), Some(crate::types::UTC.into()))))
+        let now = freshet_core::types::datetime::now_micros();
+        Ok(ColumnarValue::Scalar(datafusion::common::ScalarValue::TimestampMicrosecond(Some(now), Some(crate::types::UTC.into()))))
     }
 }
 

@@ -13,7 +13,6 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use freshet_core::catalog::{ColumnDef, ColumnDefault, TableDef};
 use freshet_core::storage::{DbSnapshot, SnapshotMode, SnapshotScope, TxnView};
@@ -41,10 +40,7 @@ use crate::transaction::{self as txn_block, SessionTxn};
 use crate::sequences::SessionSequences;
 use crate::views;
 
-/// Microseconds since 1970-01-01 now.
-pub fn now_micros() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(0)
-}
+pub use freshet_core::types::datetime::now_micros;
 
 /// The value a column gets when an INSERT or COPY does not give one.
 pub fn default_value(col: &ColumnDef, cx: &EvalContext) -> Result<Value> {

@@ -743,7 +743,7 @@ impl Engine {
     /// (23502) when it is NOT NULL without a default and the table has rows: checked on every
     /// partition, with all of them quiesced, before any changes.
     async fn add_column(&self, catalog: &Catalog, table: &str, column: ColumnDef, if_not_exists: bool) -> Result<DdlOutcome> {
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as i64);
+        let now = crate::types::datetime::now_micros();
         let def = catalog.require_table(table)?;
         if def.column_index(&column.name).is_some() {
             let message = format!("column \"{}\" of relation \"{table}\" already exists", column.name);

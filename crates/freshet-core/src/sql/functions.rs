@@ -211,8 +211,7 @@ pub fn call(func: Func, args: Vec<Value>, ty: DataType, cx: &EvalContext) -> Res
         return Ok(Value::TimestampTz(cx.now));
     }
     if func == Func::ClockTimestamp {
-        let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-        return Ok(Value::TimestampTz(since.as_micros() as i64));
+        return Ok(Value::TimestampTz(crate::types::datetime::now_micros()));
     }
     if func == Func::GenRandomUuid {
         return Ok(Value::Text(crate::types::uuid::random()));

@@ -13,6 +13,11 @@ pub const MICROS_PER_DAY: i64 = 86_400 * MICROS_PER_SECOND;
 /// Days from 1970-01-01 to 2000-01-01, PostgreSQL's epoch for binary dates and timestamps.
 pub const PG_EPOCH_DAYS: i32 = 10_957;
 
+/// Microseconds since 1970-01-01 00:00:00 UTC now (the system clock; 0 if it is before 1970).
+pub fn now_micros() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as i64)
+}
+
 /// Days since 1970-01-01 of a civil date (Hinnant's algorithm).
 pub fn days_from_civil(year: i32, month: u32, day: u32) -> i32 {
     let y = if month <= 2 { year - 1 } else { year };
