@@ -179,6 +179,8 @@ impl<'a> Binder<'a> {
                 Item::Typed(if *negated { Expr::Not(Box::new(both)) } else { both })
             }
             A::InList { expr, list, negated } => self.in_list(expr, list, *negated)?,
+            A::AnyOp { left, compare_op, right, .. } => self.quantified(left, compare_op, right, false)?,
+            A::AllOp { left, compare_op, right } => self.quantified(left, compare_op, right, true)?,
             A::Like { negated, any: false, expr, pattern, escape_char: None } => self.like(expr, pattern, *negated, false)?,
             A::ILike { negated, any: false, expr, pattern, escape_char: None } => self.like(expr, pattern, *negated, true)?,
             A::Case { operand, conditions, else_result, .. } => self.case(operand.as_deref(), conditions, else_result.as_deref())?,
@@ -483,6 +485,52 @@ impl<'a> Binder<'a> {
             check_comparable(subject.ty(), e.ty(), "IN")?;
         }
         Ok(Item::Typed(Expr::InList { expr: Box::new(subject), list, negated }))
+    }
+
+    /// `x op ANY (ARRAY[…])` (`SOME`) and `x op ALL (ARRAY[…])`: `x IN (…)` for `= ANY`, `x NOT IN
+    /// (…)` for `<> ALL` (so a key's lookups can use the list), otherwise the comparisons joined
+    /// by OR (ANY) or AND (ALL), which give the same three-valued result: true if one (every)
+    /// comparison is, else NULL if one is NULL, else false. Over an empty array ANY is false
+    /// and ALL true, whatever `x`; over anything but an `ARRAY[…]` of values, a subquery on
+    /// the analytical side.
+    fn quantified(&mut self, left: &ast::Expr, op: &ast::BinaryOperator, right: &ast::Expr, all: bool) -> Result<Item> {
+        use ast::BinaryOperator as B;
+        let quantifier = if all { "ALL" } else { "ANY" };
+        let mut right = right;
+        while let ast::Expr::Nested(inner) = right {
+            right = inner;
+        }
+        let ast::Expr::Array(array) = right else {
+            return Err(unsupported(format!("{quantifier} over {right}")));
+        };
+        if array.elem.iter().any(|e| matches!(e, ast::Expr::Array(_))) {
+            return Err(unsupported(format!("{quantifier} over a multi-dimensional array")));
+        }
+        if array.elem.is_empty() {
+            return Err(Error::new(SqlState::Custom("42P18"), "cannot determine type of empty array")
+                .with_hint("Explicitly cast to the desired type, for example ARRAY[]::integer[]."));
+        }
+        let op = match op {
+            B::Eq if !all => return self.in_list(left, &array.elem, false),
+            B::NotEq if all => return self.in_list(left, &array.elem, true),
+            B::Eq => BinaryOp::Eq,
+            B::NotEq => BinaryOp::NotEq,
+            B::Lt => BinaryOp::Lt,
+            B::LtEq => BinaryOp::LtEq,
+            B::Gt => BinaryOp::Gt,
+            B::GtEq => BinaryOp::GtEq,
+            other => return Err(unsupported(format!("operator {other} {quantifier}"))),
+        };
+        let join = if all { BinaryOp::And } else { BinaryOp::Or };
+        let mut out: Option<Expr> = None;
+        for e in &array.elem {
+            let c = self.comparison(left, op, e)?;
+            out = Some(match out {
+                None => c,
+                Some(prev) => Expr::Binary { op: join, left: Box::new(prev), right: Box::new(c), ty: DataType::Bool },
+            });
+        }
+        Ok(Item::Typed(out.expect("not empty")))
     }
 
     fn like(&mut self, expr: &ast::Expr, pattern: &ast::Expr, negated: bool, ci: bool) -> Result<Item> {
