@@ -845,6 +845,32 @@ fn an_upsert_in_a_plpgsql_function_runs_inside_the_one_job_call() {
     assert!(in_one_job >= 3, "{in_one_job} of {calls} calls ran as one job");
 }
 
+/// `x = ANY(ids)` over an array variable runs in a form planned for the array's length: a
+/// call needing a form not yet planned runs the ordinary way and plans it, later calls whose
+/// lengths round to it run as one job.
+#[test]
+fn a_comparison_with_an_array_runs_inside_the_one_job_call_once_its_form_is_planned() {
+    let db = Database::open(Config { olap_threads: 2, ..Config::default() }).unwrap();
+    let mut s = db.session();
+    s.execute_blocking("CREATE TABLE stock (id INT PRIMARY KEY, qty INT)").unwrap();
+    s.execute_blocking("INSERT INTO stock SELECT g, 10 FROM generate_series(1, 20) g").unwrap();
+    s.execute_blocking(
+        "CREATE FUNCTION take(ids INT[]) RETURNS INT LANGUAGE plpgsql AS $$ DECLARE n INT; BEGIN \
+         UPDATE stock SET qty = qty - 1 WHERE id = ANY(ids); SELECT sum(qty) INTO n FROM stock WHERE id = ANY(ids); RETURN n; END $$",
+    )
+    .unwrap();
+    let take = |s: &mut freshet::Session, ids: &str| s.execute_blocking(&format!("SELECT take('{{{ids}}}')")).unwrap().remove(0).rows()[0][0].clone();
+    assert_eq!(take(&mut s, "1,2,3"), Value::Int32(27));
+    assert_eq!(take(&mut s, "3,4,5,3"), Value::Int32(26), "3 taken once more, as the row is updated once");
+    assert_eq!(take(&mut s, "6,7"), Value::Int32(18));
+    assert_eq!(native_counts(&db, "take"), (3, 1), "lengths 3 and 4 share a form; 2 needs its own");
+    assert_eq!(take(&mut s, "8,9"), Value::Int32(18));
+    assert_eq!(take(&mut s, "1,2,3,4,5,6,7,8,9"), Value::Int32(71));
+    assert_eq!(native_counts(&db, "take"), (5, 2));
+    let rows = s.execute_blocking("SELECT sum(qty) FROM stock").unwrap().remove(0).rows();
+    assert_eq!(rows, vec![vec![Value::Int64(200 - 3 - 3 - 2 - 2 - 9)]]);
+}
+
 /// A database with a table `name (k INT PRIMARY KEY)` holding the row k = 1, for routines
 /// that fail on a duplicate key.
 fn database_with_key_one(name: &str) -> Database {

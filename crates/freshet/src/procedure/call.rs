@@ -729,6 +729,8 @@ fn source_value(p: &ParamSource, vars: &Vars, now: Clock) -> Result<Value> {
             None => Value::Null,
         }),
         ParamSource::ArrayIsNull { array, negated } => Ok(Value::Bool(vars.array(*array).is_none() != *negated)),
+        // Stands for a comparison the statement's form for the array's length makes.
+        ParamSource::Quantified { .. } => Ok(Value::Null),
     }
 }
 
@@ -1161,7 +1163,7 @@ impl Session {
         )?;
         let home = plpgsql::home_parameter(&routine, &catalog);
         let anywhere = plpgsql::classify(&routine, &catalog) == plpgsql::Classification::Constrained { parameter: None };
-        let compiled = Arc::new(CompiledCall { catalog_version: version, routine, prepared, home, anywhere });
+        let compiled = Arc::new(CompiledCall { catalog_version: version, routine, prepared, home, anywhere, spread: Default::default() });
         let routines = Arc::make_mut(&mut self.procedures.routines);
         // What was prepared for an older catalog is prepared again when next called.
         routines.retain(|_, c| c.catalog_version == version);
@@ -1365,6 +1367,10 @@ trait RoutineStatements {
     /// row count and result columns.
     async fn run_text(&mut self, sql: &str, types: &[DataType], params: Vec<Value>) -> Result<TextResult>;
 
+    /// Parses and plans SQL text with `$n` parameters of these types, to run with
+    /// [`run`](Self::run).
+    async fn prepare_text(&mut self, sql: &str, types: &[DataType]) -> Result<Arc<crate::session::Prepared>>;
+
     /// FETCH (`fetch`) or MOVE on the session's cursor `name`, a `refcursor` the routine did
     /// not open: the row a FETCH returns, and how many rows it passed.
     async fn fetch_portal(&mut self, name: &str, direction: FetchDirection, fetch: bool) -> Result<(Option<Vec<Value>>, u64)>;
@@ -1464,6 +1470,11 @@ impl RoutineStatements for InSession<'_> {
         self.in_try = open;
     }
 
+    async fn prepare_text(&mut self, sql: &str, types: &[DataType]) -> Result<Arc<crate::session::Prepared>> {
+        let declared: Vec<Option<DataType>> = types.iter().copied().map(Some).collect();
+        Box::pin(self.session.prepare(sql, &declared)).await
+    }
+
     async fn fetch_portal(&mut self, name: &str, direction: FetchDirection, fetch: bool) -> Result<(Option<Vec<Value>>, u64)> {
         let statement = freshet_core::sql::parse::FetchStatement { move_only: !fetch, direction, cursor: name.to_string() };
         let result = self.session.fetch_cursor(&statement, None).await?;
@@ -1529,6 +1540,10 @@ impl RoutineStatements for InJob<'_> {
 
     /// Dynamic SQL is parsed and planned by the session: the call runs the ordinary way.
     async fn run_text(&mut self, _sql: &str, _types: &[DataType], _params: Vec<Value>) -> Result<TextResult> {
+        Err(self.job.give_up())
+    }
+
+    async fn prepare_text(&mut self, _sql: &str, _types: &[DataType]) -> Result<Arc<crate::session::Prepared>> {
         Err(self.job.give_up())
     }
 
@@ -1900,6 +1915,53 @@ fn fill_params(params: &mut Vec<Value>, sources: &[ParamSource], vars: &Vars, no
     Ok(())
 }
 
+/// Runs statement `i` of the routine with its parameters' values (filled into `params`): as
+/// prepared, or if it compares with an array variable's elements (`x = ANY(ids)`), in its
+/// form for the arrays' lengths now, planned the first time a length needs it
+/// ([`plpgsql::Routine::spread`]).
+async fn run_unit<S: RoutineStatements>(
+    compiled: &CompiledCall,
+    i: usize,
+    vars: &Vars,
+    now: Clock<'_>,
+    params: &mut Vec<Value>,
+    statements: &mut S,
+) -> Result<(Vec<Vec<Value>>, u64)> {
+    let unit = &compiled.routine.sql[i];
+    fill_params(params, &unit.params, vars, now)?;
+    if !unit.spreads() {
+        return statements.run(&compiled.prepared[i], params).await;
+    }
+    let lengths: Vec<Option<usize>> = unit
+        .params
+        .iter()
+        .filter_map(|p| match p {
+            ParamSource::Quantified { array, .. } => Some(vars.array(*array).map(|items| plpgsql::spread::spread_length(items.len()))),
+            _ => None,
+        })
+        .collect();
+    let key = (i, lengths);
+    let known = compiled.spread.lock().unwrap_or_else(|e| e.into_inner()).get(&key).cloned();
+    let form = match known {
+        Some(form) => form,
+        None => {
+            let spread = compiled.routine.spread(i, &key.1)?;
+            let prepared = statements.prepare_text(&spread.text, &spread.param_types).await?;
+            let form = Arc::new(super::SpreadForm { prepared, blocks: spread.blocks });
+            let mut forms = compiled.spread.lock().unwrap_or_else(|e| e.into_inner());
+            if forms.len() < super::MAX_SPREAD_FORMS {
+                forms.insert(key, form.clone());
+            }
+            form
+        }
+    };
+    for &(array, count) in &form.blocks {
+        let items = vars.array(array).map(Vec::as_slice).unwrap_or_default();
+        params.extend((0..count).map(|k| items.get(k).or(items.last()).cloned().unwrap_or(Value::Null)));
+    }
+    statements.run(&form.prepared, params).await
+}
+
 /// Runs instructions from `st.pc` until the routine returns (its result rows) or fails.
 async fn run_instructions<S: RoutineStatements>(
     r: &plpgsql::Routine,
@@ -1943,9 +2005,7 @@ async fn run_instructions<S: RoutineStatements>(
             }
             Instr::Sql(i) => {
                 let unit = &r.sql[*i];
-                let prepared = &compiled.prepared[*i];
-                fill_params(params, &unit.params, vars, now)?;
-                let (rows, count) = statements.run(prepared, params).await?;
+                let (rows, count) = run_unit(compiled, *i, vars, now, params, statements).await?;
                 if !unit.expression {
                     vars.set_status(r, count);
                 }
@@ -2029,9 +2089,7 @@ async fn run_instructions<S: RoutineStatements>(
                 }
             }
             Instr::ArrayQuery { slot, sql, null_if_empty, sets_found } => {
-                let unit = &r.sql[*sql];
-                fill_params(params, &unit.params, vars, now)?;
-                let (rows, _) = statements.run(&compiled.prepared[*sql], params).await?;
+                let (rows, _) = run_unit(compiled, *sql, vars, now, params, statements).await?;
                 let PlType::Array(elem) = r.slots[*slot].ty else { return Err(Error::internal("an array query into a scalar variable")) };
                 if rows.first().is_some_and(|row| row.len() != 1) {
                     return Err(Error::syntax("subquery must return only one column"));
@@ -2047,9 +2105,7 @@ async fn run_instructions<S: RoutineStatements>(
                 cursors[*cursor] = Rows::new(rows);
             }
             Instr::QueryOpen { sql, cursor } => {
-                let unit = &r.sql[*sql];
-                fill_params(params, &unit.params, vars, now)?;
-                let (rows, _) = statements.run(&compiled.prepared[*sql], params).await?;
+                let (rows, _) = run_unit(compiled, *sql, vars, now, params, statements).await?;
                 cursors[*cursor] = Rows::new(rows);
             }
             Instr::QueryNext { cursor, targets, exit } => {
@@ -2076,9 +2132,7 @@ async fn run_instructions<S: RoutineStatements>(
                     return Err(Error::new(SqlState::FeatureNotSupported, "DECLARE SCROLL CURSOR ... FOR UPDATE/SHARE is not supported").with_detail("Scrollable cursors must be READ ONLY."));
                 };
                 let portal = portal_name(opened, cursors, *cursor, *var, vars)?;
-                let unit = &r.sql[*sql];
-                fill_params(params, &unit.params, vars, now)?;
-                let (rows, _) = statements.run(&compiled.prepared[*sql], params).await?;
+                let (rows, _) = run_unit(compiled, *sql, vars, now, params, statements).await?;
                 cursors[*cursor] = Rows { rows, pos: 0, keep: true, scroll, portal, columns: compiled.prepared[*sql].columns.clone() };
                 opened[*cursor] = if *in_loop { CursorState::InLoop } else { CursorState::Open };
             }
@@ -2189,9 +2243,7 @@ async fn run_instructions<S: RoutineStatements>(
                 out.push(freshet_core::try_vec(slots.iter().zip(columns).map(|(s, (_, ty))| vars.scalar(*s)?.clone().cast(*ty)))?);
             }
             Instr::ReturnQuery(sql) => {
-                let unit = &r.sql[*sql];
-                fill_params(params, &unit.params, vars, now)?;
-                let (rows, count) = statements.run(&compiled.prepared[*sql], params).await?;
+                let (rows, count) = run_unit(compiled, *sql, vars, now, params, statements).await?;
                 append_query_rows(r, out, rows)?;
                 vars.set(r.found, Value::Bool(count > 0));
             }

@@ -191,7 +191,21 @@ pub(crate) struct CompiledCall {
     /// The routine writes nothing partitioned and reads only replicated tables (classified
     /// partition-constrained without a parameter): any partition can run its call.
     pub anywhere: bool,
+    /// The forms planned so far of statements that compare with an array variable's elements
+    /// (`plpgsql::spread`), by statement and the arrays' lengths. Filled by calls that run the
+    /// ordinary way; a call running as one job that needs a form not here gives the job up.
+    pub spread: std::sync::Mutex<HashMap<(usize, Vec<Option<usize>>), Arc<SpreadForm>>>,
 }
+
+/// A statement planned for arrays of given lengths (`plpgsql::spread::Spread`).
+pub(crate) struct SpreadForm {
+    pub prepared: Arc<Prepared>,
+    pub blocks: Vec<(usize, usize)>,
+}
+
+/// At most this many forms of one routine's statements are kept ([`CompiledCall::spread`]);
+/// beyond them a form is planned for the call that needs it and dropped after.
+pub(crate) const MAX_SPREAD_FORMS: usize = 256;
 
 /// Per-session state of procedures: prepared routines and native statements.
 #[derive(Default)]

@@ -35,6 +35,11 @@ pub enum ParamSource {
     /// `arr IS NULL` (`arr IS NOT NULL` when `negated`): whether the array variable is NULL
     /// (an empty array is not).
     ArrayIsNull { array: usize, negated: bool },
+    /// `left op ANY (array)` (`all`: `op ALL`) over an array variable, the whole comparison
+    /// standing as this one placeholder, whose value is not used: the statement runs in a form
+    /// with a parameter per element ([`Routine::spread`]). `left` is rewritten already (its
+    /// variables are parameters of the statement).
+    Quantified { array: usize, left: Box<ast::Expr>, op: ast::BinaryOperator, all: bool },
 }
 
 /// The value an array variable is assigned (`arr := …`, or its DECLARE default), compiled.
@@ -436,7 +441,7 @@ fn array_subquery(e: &ast::Expr) -> bool {
 fn for_each_source_slot(sources: &[ParamSource], f: &mut dyn FnMut(usize)) {
     for source in sources {
         match source {
-            ParamSource::Var(slot) | ParamSource::Length { array: slot, .. } | ParamSource::ArrayIsNull { array: slot, .. } => f(*slot),
+            ParamSource::Var(slot) | ParamSource::Length { array: slot, .. } | ParamSource::ArrayIsNull { array: slot, .. } | ParamSource::Quantified { array: slot, .. } => f(*slot),
             ParamSource::Row(fields) => fields.iter().for_each(|(s, _)| f(*s)),
             ParamSource::Element { array, index } => {
                 f(*array);
@@ -886,6 +891,30 @@ impl Compiler<'_> {
         let ast::Expr::Identifier(id) = e else { return None };
         let slot = self.lookup(&fold_ident(id))?;
         matches!(self.slots[slot].ty, PlType::Array(_)).then_some(slot)
+    }
+
+    /// The array variable `ANY (…)` or `ALL (…)` compares with: a variable (in parentheses or
+    /// not) or `$n` naming an array parameter.
+    fn quantified_array(&self, e: &ast::Expr) -> Option<usize> {
+        match e {
+            ast::Expr::Nested(inner) => self.quantified_array(inner),
+            ast::Expr::Value(v) => {
+                let ast::Value::Placeholder(p) = &v.value else { return None };
+                let n: usize = p.trim_start_matches('$').parse().ok()?;
+                let slot = n.checked_sub(1).filter(|&s| s < self.header.params.len())?;
+                matches!(self.slots[slot].ty, PlType::Array(_)).then_some(slot)
+            }
+            e => self.array_slot(e),
+        }
+    }
+
+    /// Whether an expression compares with an array variable's elements (`x = ANY(ids)`).
+    fn quantifies_array(&self, e: &ast::Expr) -> bool {
+        ast::visit_expressions(e, |e| match e {
+            ast::Expr::AnyOp { right, .. } | ast::Expr::AllOp { right, .. } if self.quantified_array(right).is_some() => ControlFlow::Break(()),
+            _ => ControlFlow::Continue(()),
+        })
+        .is_break()
     }
 
     fn patch(&mut self, at: usize, target: usize) {
@@ -1761,7 +1790,7 @@ impl Compiler<'_> {
     /// PostgreSQL's expressions do.
     fn expr(&mut self, e: &ast::Expr, hint: Option<DataType>) -> Result<ExprUnit> {
         let Some(ty) = hint else { return self.bound_expr(e, hint) };
-        if has_subquery(e) {
+        if has_subquery(e) || self.quantifies_array(e) {
             return self.statement_expr(e, ty);
         }
         match self.bound_expr(e, hint) {
@@ -1834,6 +1863,9 @@ impl Compiler<'_> {
         if unresolved {
             return Ok(unresolved_expr());
         }
+        if params.iter().any(|p| matches!(p, ParamSource::Quantified { .. })) {
+            return Err(Error::unsupported(format!("ANY or ALL over an array variable in \"{e}\" here (it works in an expression of known type and in SQL statements)")));
+        }
         let mut types: Vec<Option<DataType>> = params.iter().map(|p| Some(self.source_type(p))).collect();
         let mut binder = Binder::new(None, &mut types);
         let expr = binder.bind_expr(&e, hint).map_err(|err| {
@@ -1876,7 +1908,7 @@ impl Compiler<'_> {
             },
             ParamSource::Length { .. } => DataType::Int32,
             ParamSource::Row(_) => DataType::Text,
-            ParamSource::ArrayIsNull { .. } => DataType::Bool,
+            ParamSource::ArrayIsNull { .. } | ParamSource::Quantified { .. } => DataType::Bool,
         }
     }
 }
@@ -2023,7 +2055,7 @@ impl<'a> Rewriter<'a, '_> {
         let key = match &source {
             ParamSource::Var(slot) => Some(SharedSource::Var(*slot)),
             ParamSource::Element { array, index } => bare_var(index).map(|i| SharedSource::Element(*array, i)),
-            ParamSource::Length { .. } | ParamSource::Row(_) | ParamSource::ArrayIsNull { .. } => None,
+            ParamSource::Length { .. } | ParamSource::Row(_) | ParamSource::ArrayIsNull { .. } | ParamSource::Quantified { .. } => None,
         };
         let n = match key.and_then(|k| self.shared.get(&k)) {
             Some(n) => *n,
@@ -2078,6 +2110,18 @@ impl<'a> Rewriter<'a, '_> {
                 let array = self.array_var(inner).expect("checked");
                 let negated = matches!(expr, ast::Expr::IsNotNull(_));
                 *expr = self.placeholder(ParamSource::ArrayIsNull { array, negated });
+            }
+            // A comparison with an array variable's elements: one placeholder for all of it,
+            // whose children the visit does not reach, so `left` is rewritten here first.
+            ast::Expr::AnyOp { left, compare_op, right, .. } | ast::Expr::AllOp { left, compare_op, right } if self.c.quantified_array(right).is_some() => {
+                let array = self.c.quantified_array(right).expect("checked");
+                let (mut left, op) = (left.clone(), compare_op.clone());
+                let all = matches!(expr, ast::Expr::AllOp { .. });
+                let _ = VisitMut::visit(&mut *left, &mut *self);
+                if let Some(e) = self.error.take() {
+                    return Err(e);
+                }
+                *expr = self.placeholder(ParamSource::Quantified { array, left, op, all });
             }
             ast::Expr::CompoundFieldAccess { root, access_chain } if self.array_var(root).is_some() => {
                 let array = self.array_var(root).expect("checked");
@@ -2140,7 +2184,7 @@ impl<'a> Rewriter<'a, '_> {
                     }
                     if matches!(self.c.slots[slot].ty, PlType::Array(_)) {
                         return Err(Error::unsupported(format!(
-                            "the array \"{name}\" as a value (use {name}[i], array_length({name}, 1), cardinality({name}) or FOREACH)"
+                            "the array \"{name}\" as a value (use {name}[i], array_length({name}, 1), cardinality({name}), FOREACH or x = ANY({name}))"
                         )));
                     }
                     *expr = self.placeholder(ParamSource::Var(slot));

@@ -16,7 +16,8 @@
 //! INVARIANTS. A [`Routine`] is immutable once in the catalog; its source text is what the
 //! redo log and checkpoints store, and recovery compiles it again. Arrays exist only as
 //! procedure parameters and variables ([`PlValue::Array`]): they are never stored in a table
-//! and never passed to SQL whole, only as elements or lengths.
+//! and never passed to SQL whole, only as elements or lengths, or spread one parameter per
+//! element into a comparison `x op ANY|ALL (ARRAY[…])` (`spread`).
 //!
 //! Record variables (`record`, `%ROWTYPE`) and `%TYPE` get their types when the session first
 //! runs the routine ([`compile::compile_with`]); a record is a set of hidden scalar slots, one
@@ -28,16 +29,17 @@
 //! open when the routine returns stays open for the caller under that name (in the session,
 //! `freshet::cursor::Portal`).
 //!
-//! NOT IMPLEMENTED: OPEN … FOR
-//! EXECUTE, FETCH from a cursor the routine did not open, VARIADIC parameters, whole-record
-//! assignment (`r := …`), record parameters and results (but `RETURNS SETOF table`),
-//! `FOR r IN EXECUTE` over a plain `record`, overloading (a name identifies one routine), a set-returning function inside a larger
-//! query (it is called only as `SELECT * FROM f(…)` or `SELECT f(…)`).
+//! NOT IMPLEMENTED: whole-record assignment (`r := …`), record parameters and results (but
+//! `RETURNS SETOF table`), `FOR r IN EXECUTE` over a plain `record`, an array as a whole
+//! inside SQL other than in `ANY`/`ALL` (`unnest(arr)`), the VARIADIC keyword in a call, a
+//! set-returning function inside a larger query (it is called only as `SELECT * FROM f(…)`
+//! or `SELECT f(…)`).
 
 pub mod compile;
 pub mod lexer;
 pub mod overload;
 pub mod parser;
+pub mod spread;
 
 pub use compile::{classify, compile, home_parameter, compile_with, Classification, Described, ExecuteCode, ExprUnit, FetchStep, HandlerCode, Instr, ParamSource, Routine, SqlUnit, UnitKey};
 

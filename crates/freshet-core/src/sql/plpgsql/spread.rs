@@ -1,0 +1,151 @@
+//! An array variable compared with as a whole inside a statement: `WHERE id = ANY(ids)`,
+//! `x <> ALL(arr)`, `v > ANY(limits)`.
+//!
+//! SQL statements take scalar parameters only, so the compiler puts one placeholder in the
+//! place of the whole comparison ([`ParamSource::Quantified`]), and the session runs the
+//! statement in a form made for the array's length: the comparison with `ARRAY[$m+1, …]`,
+//! one parameter per element after the statement's own. The forms are few: a length is
+//! rounded up ([`spread_length`]) and the last element repeated to fill it, which changes no
+//! ANY or ALL result (and `id IN (…)`, which `= ANY` becomes, looks each distinct key up
+//! once). Each form is planned once per session and kept with the routine's statements.
+
+use std::ops::ControlFlow;
+
+use sqlparser::ast::{self, VisitMut, VisitorMut};
+use sqlparser::dialect::PostgreSqlDialect;
+use sqlparser::parser::Parser;
+
+use super::compile::{ParamSource, Routine, SqlUnit};
+use super::PlType;
+use crate::error::{Error, Result};
+use crate::sql::plan::MAX_IN_LOOKUPS;
+use crate::types::DataType;
+
+/// The length the form for an array of `n` elements has: the next power of two, but not past
+/// the longest list a key's lookups use, so that lists that fit still fit.
+pub fn spread_length(n: usize) -> usize {
+    match n {
+        0 => 0,
+        n if n <= MAX_IN_LOOKUPS => n.next_power_of_two().min(MAX_IN_LOOKUPS),
+        n => n.next_power_of_two(),
+    }
+}
+
+/// A statement in the form for given array lengths ([`Routine::spread`]).
+#[derive(Clone, Debug)]
+pub struct Spread {
+    pub text: String,
+    /// The statement's own parameters' types, then one per added parameter.
+    pub param_types: Vec<DataType>,
+    /// The added parameters, in order: blocks of (array variable, count), each filled with
+    /// the array's elements, the last repeated up to the count.
+    pub blocks: Vec<(usize, usize)>,
+}
+
+impl SqlUnit {
+    /// Whether a parameter of the statement compares with an array variable's elements.
+    pub fn spreads(&self) -> bool {
+        self.params.iter().any(|p| matches!(p, ParamSource::Quantified { .. }))
+    }
+}
+
+impl Routine {
+    /// Statement `unit` (which [`SqlUnit::spreads`]) in the form for arrays of `lengths`
+    /// elements, one per [`ParamSource::Quantified`] parameter in order (as
+    /// [`spread_length`] gives them; `None` for a NULL array): each such placeholder becomes
+    /// `(left op ANY|ALL (ARRAY[$a, …]))`, or for no element FALSE (ANY) or TRUE (ALL), for a
+    /// NULL array NULL, as PostgreSQL's comparisons with an array give.
+    pub fn spread(&self, unit: usize, lengths: &[Option<usize>]) -> Result<Spread> {
+        let unit = &self.sql[unit];
+        let mut statement = unit.statement.clone();
+        let mut spreader = Spreader { routine: self, unit, lengths, param_types: unit.param_types.clone(), blocks: Vec::new(), error: None };
+        let _ = statement.visit(&mut spreader);
+        if let Some(e) = spreader.error {
+            return Err(e);
+        }
+        Ok(Spread { text: statement.to_string(), param_types: spreader.param_types, blocks: spreader.blocks })
+    }
+}
+
+struct Spreader<'a> {
+    routine: &'a Routine,
+    unit: &'a SqlUnit,
+    lengths: &'a [Option<usize>],
+    param_types: Vec<DataType>,
+    blocks: Vec<(usize, usize)>,
+    error: Option<Error>,
+}
+
+impl Spreader<'_> {
+    /// The replacement of placeholder `$n`, if it stands for a comparison with an array.
+    fn replacement(&mut self, n: usize) -> Result<Option<ast::Expr>> {
+        let Some(ParamSource::Quantified { array, left, op, all }) = self.unit.params.get(n.wrapping_sub(1)) else { return Ok(None) };
+        let ordinal = self.unit.params[..n - 1].iter().filter(|p| matches!(p, ParamSource::Quantified { .. })).count();
+        let length = *self.lengths.get(ordinal).ok_or_else(|| Error::internal("a spread statement without the length of an array"))?;
+        let text = match length {
+            None => "CAST(NULL AS BOOLEAN)".to_string(),
+            Some(0) => if *all { "TRUE" } else { "FALSE" }.to_string(),
+            Some(count) => {
+                let PlType::Array(elem) = self.routine.slots[*array].ty else { return Err(Error::internal("ANY over a scalar variable")) };
+                let first = self.param_types.len() + 1;
+                let elements: Vec<String> = (first..first + count).map(|i| format!("${i}")).collect();
+                self.param_types.extend(std::iter::repeat_n(elem, count));
+                self.blocks.push((*array, count));
+                format!("({left} {op} {}(ARRAY[{}]))", if *all { "ALL" } else { "ANY" }, elements.join(", "))
+            }
+        };
+        let parsed = Parser::new(&PostgreSqlDialect {}).try_with_sql(&text).and_then(|mut p| p.parse_expr());
+        parsed.map(Some).map_err(|e| Error::internal(format!("the form of \"{text}\" for an array's elements: {e}")))
+    }
+}
+
+impl VisitorMut for Spreader<'_> {
+    type Break = ();
+
+    fn pre_visit_expr(&mut self, expr: &mut ast::Expr) -> ControlFlow<()> {
+        let ast::Expr::Value(v) = expr else { return ControlFlow::Continue(()) };
+        let ast::Value::Placeholder(p) = &v.value else { return ControlFlow::Continue(()) };
+        let Ok(n) = p.trim_start_matches('$').parse::<usize>() else { return ControlFlow::Continue(()) };
+        match self.replacement(n) {
+            Ok(Some(e)) => *expr = e,
+            Ok(None) => {}
+            Err(e) => {
+                self.error = Some(e);
+                return ControlFlow::Break(());
+            }
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sql::plpgsql::compile;
+
+    #[test]
+    fn lengths_round_up_but_keep_lists_a_key_looks_up() {
+        let lengths: Vec<usize> = [0, 1, 2, 3, 5, 8, 9, 600, 1000, 1001, 3000].into_iter().map(spread_length).collect();
+        assert_eq!(lengths, vec![0, 1, 2, 4, 8, 8, 16, MAX_IN_LOOKUPS, MAX_IN_LOOKUPS, 1024, 4096]);
+    }
+
+    #[test]
+    fn a_form_per_length() {
+        let r = compile(
+            "CREATE FUNCTION f(ids INT[], k INT) RETURNS INT LANGUAGE plpgsql AS $$
+             DECLARE n INT; names TEXT[];
+             BEGIN SELECT count(*) INTO n FROM t WHERE a = k AND b = ANY(ids) AND c <> ALL(names) AND d > k; RETURN n; END $$",
+        )
+        .unwrap();
+        let i = r.sql.iter().position(SqlUnit::spreads).unwrap();
+        assert_eq!(r.sql[i].param_types, vec![DataType::Int32, DataType::Bool, DataType::Bool], "k is one parameter, each comparison one");
+        let form = r.spread(i, &[Some(2), Some(1)]).unwrap();
+        assert_eq!(form.text, "SELECT count(*) FROM t WHERE a = $1 AND (b = ANY(ARRAY[$4, $5])) AND (c <> ALL(ARRAY[$6])) AND d > $1");
+        assert_eq!(form.param_types, vec![DataType::Int32, DataType::Bool, DataType::Bool, DataType::Int32, DataType::Int32, DataType::Text]);
+        let names = r.slots.iter().position(|s| s.name == "names").unwrap();
+        assert_eq!(form.blocks, vec![(0, 2), (names, 1)]);
+        let form = r.spread(i, &[Some(0), None]).unwrap();
+        assert_eq!(form.text, "SELECT count(*) FROM t WHERE a = $1 AND false AND CAST(NULL AS BOOLEAN) AND d > $1");
+        assert!(form.blocks.is_empty());
+    }
+}
