@@ -351,6 +351,13 @@ pub fn catalog_spellings(statement: &mut ast::Statement, names: &dyn CatalogName
             {
                 alias.columns = vec![ast::TableAliasColumnDef { name: alias.name.clone(), data_type: None }];
             }
+            // `FROM unnest(a) u` likewise names its column `u`.
+            if let ast::TableFactor::UNNEST { alias: Some(alias), array_exprs, with_offset: false, with_ordinality: false, .. } = factor
+                && alias.columns.is_empty()
+                && array_exprs.len() == 1
+            {
+                alias.columns = vec![ast::TableAliasColumnDef { name: alias.name.clone(), data_type: None }];
+            }
             ControlFlow::Continue(())
         }
     }
