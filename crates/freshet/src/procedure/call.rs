@@ -729,8 +729,8 @@ fn source_value(p: &ParamSource, vars: &Vars, now: Clock) -> Result<Value> {
             None => Value::Null,
         }),
         ParamSource::ArrayIsNull { array, negated } => Ok(Value::Bool(vars.array(*array).is_none() != *negated)),
-        // Stands for a comparison the statement's form for the array's length makes.
-        ParamSource::Quantified { .. } => Ok(Value::Null),
+        // Stands for what the statement's form for the array's length puts in its place.
+        ParamSource::Quantified { .. } | ParamSource::WholeArray { .. } => Ok(Value::Null),
     }
 }
 
@@ -1134,13 +1134,23 @@ impl Session {
         let mut described = plpgsql::Described::default();
         let mut columns_of = std::collections::HashMap::new();
         loop {
-            for unit in routine.sql.iter().filter(|u| u.resolved) {
+            for (i, unit) in routine.sql.iter().enumerate().filter(|(_, u)| u.resolved) {
                 let key = unit.key();
                 if prepared.contains_key(&key) {
                     continue;
                 }
-                let declared: Vec<Option<DataType>> = unit.param_types.iter().copied().map(Some).collect();
-                let p = Box::pin(self.prepare_statement(unit.statement.clone(), &key.0, &declared)).await.map_err(|e| {
+                let p = if unit.spreads() {
+                    // A statement with an array as a whole: its form for NULL arrays stands
+                    // for it (its columns, the keys a loop prefetches).
+                    let spreads = unit.params.iter().filter(|p| p.spreads()).count();
+                    let form = routine.spread(i, &vec![None; spreads])?;
+                    let declared: Vec<Option<DataType>> = form.param_types.iter().copied().map(Some).collect();
+                    Box::pin(self.prepare(&form.text, &declared)).await
+                } else {
+                    let declared: Vec<Option<DataType>> = unit.param_types.iter().copied().map(Some).collect();
+                    Box::pin(self.prepare_statement(unit.statement.clone(), &key.0, &declared)).await
+                };
+                let p = p.map_err(|e| {
                     let message = format!("{} (in statement \"{}\" of {} {})", e.message, unit.text, routine.kind(), routine.name);
                     let mut e = e;
                     e.message = message;
@@ -1936,7 +1946,7 @@ async fn run_unit<S: RoutineStatements>(
         .params
         .iter()
         .filter_map(|p| match p {
-            ParamSource::Quantified { array, .. } => Some(vars.array(*array).map(|items| plpgsql::spread::spread_length(items.len()))),
+            ParamSource::Quantified { array, .. } | ParamSource::WholeArray { array } => Some(vars.array(*array).map(|items| plpgsql::spread::form_length(p, items.len()))),
             _ => None,
         })
         .collect();

@@ -40,6 +40,17 @@ pub enum ParamSource {
     /// with a parameter per element ([`Routine::spread`]). `left` is rewritten already (its
     /// variables are parameters of the statement).
     Quantified { array: usize, left: Box<ast::Expr>, op: ast::BinaryOperator, all: bool },
+    /// An array variable as a whole elsewhere in a statement (`unnest(ids)`, `g(ids)`,
+    /// `array_to_string(ids, ',')`): the statement runs in a form with `ARRAY[$a, …]`, one
+    /// parameter per element, in its place ([`Routine::spread`]); the placeholder is not used.
+    WholeArray { array: usize },
+}
+
+impl ParamSource {
+    /// Whether the statement runs in a form made for an array's length.
+    pub fn spreads(&self) -> bool {
+        matches!(self, ParamSource::Quantified { .. } | ParamSource::WholeArray { .. })
+    }
 }
 
 /// The value an array variable is assigned (`arr := …`, or its DECLARE default), compiled.
@@ -117,7 +128,17 @@ pub type UnitKey = (String, Vec<DataType>);
 
 impl SqlUnit {
     pub fn key(&self) -> UnitKey {
-        (self.statement.to_string(), self.param_types.clone())
+        let mut text = self.statement.to_string();
+        // A placeholder standing for an array, or a comparison with one, is told apart from
+        // a scalar parameter of its type, and from another array or comparison.
+        for (i, p) in self.params.iter().enumerate() {
+            match p {
+                ParamSource::Quantified { array, left, op, all } => text += &format!(" /* ${}: {left} {op} {} (array {array}) */", i + 1, if *all { "ALL" } else { "ANY" }),
+                ParamSource::WholeArray { array } => text += &format!(" /* ${}: array {array} */", i + 1),
+                _ => {}
+            }
+        }
+        (text, self.param_types.clone())
     }
 }
 
@@ -441,7 +462,11 @@ fn array_subquery(e: &ast::Expr) -> bool {
 fn for_each_source_slot(sources: &[ParamSource], f: &mut dyn FnMut(usize)) {
     for source in sources {
         match source {
-            ParamSource::Var(slot) | ParamSource::Length { array: slot, .. } | ParamSource::ArrayIsNull { array: slot, .. } | ParamSource::Quantified { array: slot, .. } => f(*slot),
+            ParamSource::Var(slot)
+            | ParamSource::Length { array: slot, .. }
+            | ParamSource::ArrayIsNull { array: slot, .. }
+            | ParamSource::Quantified { array: slot, .. }
+            | ParamSource::WholeArray { array: slot } => f(*slot),
             ParamSource::Row(fields) => fields.iter().for_each(|(s, _)| f(*s)),
             ParamSource::Element { array, index } => {
                 f(*array);
@@ -887,34 +912,33 @@ impl Compiler<'_> {
         }
     }
 
+    /// The array variable `e` names: a variable, or `$n` naming an array parameter.
     fn array_slot(&self, e: &ast::Expr) -> Option<usize> {
-        let ast::Expr::Identifier(id) = e else { return None };
-        let slot = self.lookup(&fold_ident(id))?;
-        matches!(self.slots[slot].ty, PlType::Array(_)).then_some(slot)
-    }
-
-    /// The array variable `ANY (…)` or `ALL (…)` compares with: a variable (in parentheses or
-    /// not) or `$n` naming an array parameter.
-    fn quantified_array(&self, e: &ast::Expr) -> Option<usize> {
-        match e {
-            ast::Expr::Nested(inner) => self.quantified_array(inner),
+        let slot = match e {
+            ast::Expr::Identifier(id) => self.lookup(&fold_ident(id))?,
             ast::Expr::Value(v) => {
                 let ast::Value::Placeholder(p) = &v.value else { return None };
                 let n: usize = p.trim_start_matches('$').parse().ok()?;
-                let slot = n.checked_sub(1).filter(|&s| s < self.header.params.len())?;
-                matches!(self.slots[slot].ty, PlType::Array(_)).then_some(slot)
+                n.checked_sub(1).filter(|&s| s < self.header.params.len())?
             }
+            _ => return None,
+        };
+        matches!(self.slots[slot].ty, PlType::Array(_)).then_some(slot)
+    }
+
+    /// The array variable `ANY (…)` or `ALL (…)` compares with (in parentheses or not).
+    fn quantified_array(&self, e: &ast::Expr) -> Option<usize> {
+        match e {
+            ast::Expr::Nested(inner) => self.quantified_array(inner),
             e => self.array_slot(e),
         }
     }
 
-    /// Whether an expression compares with an array variable's elements (`x = ANY(ids)`).
-    fn quantifies_array(&self, e: &ast::Expr) -> bool {
-        ast::visit_expressions(e, |e| match e {
-            ast::Expr::AnyOp { right, .. } | ast::Expr::AllOp { right, .. } if self.quantified_array(right).is_some() => ControlFlow::Break(()),
-            _ => ControlFlow::Continue(()),
-        })
-        .is_break()
+    /// Whether an expression uses an array variable as a whole (`x = ANY(ids)`, `g(ids)`),
+    /// which only a statement's form for the array's length can ([`Routine::spread`]).
+    fn spreads_array(&self, e: &ast::Expr) -> bool {
+        let mut e = e.clone();
+        self.rewrite(&mut e).is_ok_and(|(params, _)| params.iter().any(ParamSource::spreads))
     }
 
     fn patch(&mut self, at: usize, target: usize) {
@@ -1790,7 +1814,9 @@ impl Compiler<'_> {
     /// PostgreSQL's expressions do.
     fn expr(&mut self, e: &ast::Expr, hint: Option<DataType>) -> Result<ExprUnit> {
         let Some(ty) = hint else { return self.bound_expr(e, hint) };
-        if has_subquery(e) || self.quantifies_array(e) {
+        // An array as a whole needs a statement, unless it is only in the arguments of calls
+        // the short path hoists anyway (`n := total(ids) + 1`, see below).
+        if has_subquery(e) || (self.spreads_array(e) && (foreign_calls(e) != Some(false) || self.spreads_array(&without_foreign_calls(e)))) {
             return self.statement_expr(e, ty);
         }
         match self.bound_expr(e, hint) {
@@ -1863,8 +1889,8 @@ impl Compiler<'_> {
         if unresolved {
             return Ok(unresolved_expr());
         }
-        if params.iter().any(|p| matches!(p, ParamSource::Quantified { .. })) {
-            return Err(Error::unsupported(format!("ANY or ALL over an array variable in \"{e}\" here (it works in an expression of known type and in SQL statements)")));
+        if params.iter().any(ParamSource::spreads) {
+            return Err(Error::unsupported(format!("an array variable as a whole in \"{e}\" here (it works in an expression of known type and in SQL statements)")));
         }
         let mut types: Vec<Option<DataType>> = params.iter().map(|p| Some(self.source_type(p))).collect();
         let mut binder = Binder::new(None, &mut types);
@@ -1908,7 +1934,7 @@ impl Compiler<'_> {
             },
             ParamSource::Length { .. } => DataType::Int32,
             ParamSource::Row(_) => DataType::Text,
-            ParamSource::ArrayIsNull { .. } | ParamSource::Quantified { .. } => DataType::Bool,
+            ParamSource::ArrayIsNull { .. } | ParamSource::Quantified { .. } | ParamSource::WholeArray { .. } => DataType::Bool,
         }
     }
 }
@@ -1943,6 +1969,18 @@ impl VisitorMut for Hoister<'_, '_> {
         }
         ControlFlow::Continue(())
     }
+}
+
+/// `e` with its calls of functions the short path does not evaluate replaced by NULL.
+fn without_foreign_calls(e: &ast::Expr) -> ast::Expr {
+    let mut e = e.clone();
+    let _ = ast::visit_expressions_mut(&mut e, |e| {
+        if foreign_call(e) {
+            *e = ast::Expr::Value(ast::Value::Null.with_empty_span());
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    e
 }
 
 /// A call of a function the short path does not evaluate (and not an aggregate).
@@ -2055,7 +2093,7 @@ impl<'a> Rewriter<'a, '_> {
         let key = match &source {
             ParamSource::Var(slot) => Some(SharedSource::Var(*slot)),
             ParamSource::Element { array, index } => bare_var(index).map(|i| SharedSource::Element(*array, i)),
-            ParamSource::Length { .. } | ParamSource::Row(_) | ParamSource::ArrayIsNull { .. } | ParamSource::Quantified { .. } => None,
+            ParamSource::Length { .. } | ParamSource::Row(_) | ParamSource::ArrayIsNull { .. } | ParamSource::Quantified { .. } | ParamSource::WholeArray { .. } => None,
         };
         let n = match key.and_then(|k| self.shared.get(&k)) {
             Some(n) => *n,
@@ -2182,22 +2220,14 @@ impl<'a> Rewriter<'a, '_> {
                         *expr = ast::Expr::Value(ast::Value::Null.with_empty_span());
                         return Ok(());
                     }
-                    if matches!(self.c.slots[slot].ty, PlType::Array(_)) {
-                        return Err(Error::unsupported(format!(
-                            "the array \"{name}\" as a value (use {name}[i], array_length({name}, 1), cardinality({name}), FOREACH or x = ANY({name}))"
-                        )));
-                    }
-                    *expr = self.placeholder(ParamSource::Var(slot));
+                    *expr = self.placeholder(if matches!(self.c.slots[slot].ty, PlType::Array(_)) { ParamSource::WholeArray { array: slot } } else { ParamSource::Var(slot) });
                 }
             }
             ast::Expr::CompoundIdentifier(parts) if parts.len() == 2 && fold_ident(&parts[0]) == self.c.header.name => {
                 // `routine_name.parameter`, PostgreSQL's way to name a parameter a column hides.
                 let name = fold_ident(&parts[1]);
                 let slot = self.c.lookup(&name).ok_or_else(|| Error::syntax(format!("\"{}.{name}\" is not a known variable", self.c.header.name)))?;
-                if matches!(self.c.slots[slot].ty, PlType::Array(_)) {
-                    return Err(Error::unsupported(format!("the array \"{name}\" as a value")));
-                }
-                *expr = self.placeholder(ParamSource::Var(slot));
+                *expr = self.placeholder(if matches!(self.c.slots[slot].ty, PlType::Array(_)) { ParamSource::WholeArray { array: slot } } else { ParamSource::Var(slot) });
             }
             ast::Expr::Value(v) => {
                 if let ast::Value::Placeholder(p) = &v.value {
@@ -2206,7 +2236,8 @@ impl<'a> Rewriter<'a, '_> {
                     if n == 0 || n > self.c.header.params.len() {
                         return Err(Error::new(SqlState::UndefinedParameter, format!("there is no parameter ${n}")));
                     }
-                    *expr = self.placeholder(ParamSource::Var(n - 1));
+                    let slot = n - 1;
+                    *expr = self.placeholder(if matches!(self.c.slots[slot].ty, PlType::Array(_)) { ParamSource::WholeArray { array: slot } } else { ParamSource::Var(slot) });
                 }
             }
             _ => {}

@@ -1,13 +1,15 @@
-//! An array variable compared with as a whole inside a statement: `WHERE id = ANY(ids)`,
-//! `x <> ALL(arr)`, `v > ANY(limits)`.
+//! An array variable as a whole inside a statement: compared with (`WHERE id = ANY(ids)`,
+//! `x <> ALL(arr)`, `v > ANY(limits)`) or as any other value (`unnest(ids)`, `g(ids)`).
 //!
 //! SQL statements take scalar parameters only, so the compiler puts one placeholder in the
-//! place of the whole comparison ([`ParamSource::Quantified`]), and the session runs the
-//! statement in a form made for the array's length: the comparison with `ARRAY[$m+1, …]`,
-//! one parameter per element after the statement's own. The forms are few: a length is
-//! rounded up ([`spread_length`]) and the last element repeated to fill it, which changes no
-//! ANY or ALL result (and `id IN (…)`, which `= ANY` becomes, looks each distinct key up
-//! once). Each form is planned once per session and kept with the routine's statements.
+//! place of the whole comparison ([`ParamSource::Quantified`]) or of the array
+//! ([`ParamSource::WholeArray`]), and the session runs the statement in a form made for the
+//! array's length: the comparison with, or in place of the array, `ARRAY[$m+1, …]`, one
+//! parameter per element after the statement's own. A comparison's forms are few: its length
+//! is rounded up ([`spread_length`]) and the last element repeated to fill it, which changes
+//! no ANY or ALL result (and `id IN (…)`, which `= ANY` becomes, looks each distinct key up
+//! once); an array as a value has a form per length. Each form is planned once per session
+//! and kept with the routine's statements.
 
 use std::ops::ControlFlow;
 
@@ -31,6 +33,15 @@ pub fn spread_length(n: usize) -> usize {
     }
 }
 
+/// The length of the form parameter `p` (which [`ParamSource::spreads`]) has for an array of
+/// `n` elements.
+pub fn form_length(p: &ParamSource, n: usize) -> usize {
+    match p {
+        ParamSource::Quantified { .. } => spread_length(n),
+        _ => n,
+    }
+}
+
 /// A statement in the form for given array lengths ([`Routine::spread`]).
 #[derive(Clone, Debug)]
 pub struct Spread {
@@ -45,16 +56,17 @@ pub struct Spread {
 impl SqlUnit {
     /// Whether a parameter of the statement compares with an array variable's elements.
     pub fn spreads(&self) -> bool {
-        self.params.iter().any(|p| matches!(p, ParamSource::Quantified { .. }))
+        self.params.iter().any(ParamSource::spreads)
     }
 }
 
 impl Routine {
     /// Statement `unit` (which [`SqlUnit::spreads`]) in the form for arrays of `lengths`
-    /// elements, one per [`ParamSource::Quantified`] parameter in order (as
-    /// [`spread_length`] gives them; `None` for a NULL array): each such placeholder becomes
-    /// `(left op ANY|ALL (ARRAY[$a, …]))`, or for no element FALSE (ANY) or TRUE (ALL), for a
-    /// NULL array NULL, as PostgreSQL's comparisons with an array give.
+    /// elements, one per parameter that [`ParamSource::spreads`], in order (as
+    /// [`form_length`] gives them; `None` for a NULL array). A comparison's placeholder
+    /// becomes `(left op ANY|ALL (ARRAY[$a, …]))`, or for no element FALSE (ANY) or TRUE
+    /// (ALL), for a NULL array NULL, as PostgreSQL's comparisons with an array give; an
+    /// array's becomes `ARRAY[$a, …]`, or an empty or NULL array of the element type.
     pub fn spread(&self, unit: usize, lengths: &[Option<usize>]) -> Result<Spread> {
         let unit = &self.sql[unit];
         let mut statement = unit.statement.clone();
@@ -79,20 +91,33 @@ struct Spreader<'a> {
 impl Spreader<'_> {
     /// The replacement of placeholder `$n`, if it stands for a comparison with an array.
     fn replacement(&mut self, n: usize) -> Result<Option<ast::Expr>> {
-        let Some(ParamSource::Quantified { array, left, op, all }) = self.unit.params.get(n.wrapping_sub(1)) else { return Ok(None) };
-        let ordinal = self.unit.params[..n - 1].iter().filter(|p| matches!(p, ParamSource::Quantified { .. })).count();
+        let Some(p) = self.unit.params.get(n.wrapping_sub(1)).filter(|p| p.spreads()) else { return Ok(None) };
+        let ordinal = self.unit.params[..n - 1].iter().filter(|p| p.spreads()).count();
         let length = *self.lengths.get(ordinal).ok_or_else(|| Error::internal("a spread statement without the length of an array"))?;
-        let text = match length {
-            None => "CAST(NULL AS BOOLEAN)".to_string(),
-            Some(0) => if *all { "TRUE" } else { "FALSE" }.to_string(),
-            Some(count) => {
-                let PlType::Array(elem) = self.routine.slots[*array].ty else { return Err(Error::internal("ANY over a scalar variable")) };
+        let (ParamSource::Quantified { array, .. } | ParamSource::WholeArray { array }) = p else { return Ok(None) };
+        let PlType::Array(elem) = self.routine.slots[*array].ty else { return Err(Error::internal("a scalar variable spread as an array")) };
+        let elements = match length {
+            Some(count) if count > 0 => {
                 let first = self.param_types.len() + 1;
                 let elements: Vec<String> = (first..first + count).map(|i| format!("${i}")).collect();
                 self.param_types.extend(std::iter::repeat_n(elem, count));
                 self.blocks.push((*array, count));
-                format!("({left} {op} {}(ARRAY[{}]))", if *all { "ALL" } else { "ANY" }, elements.join(", "))
+                Some(format!("ARRAY[{}]", elements.join(", ")))
             }
+            _ => None,
+        };
+        // The element type as an array's (modifiers aside; a character type as text).
+        let array_type = match elem {
+            DataType::Char(_) | DataType::Varchar(_) => "text[]".to_string(),
+            t => format!("{}[]", t.pg_name()),
+        };
+        let text = match (p, elements) {
+            (ParamSource::Quantified { left, op, all, .. }, Some(elements)) => format!("({left} {op} {}({elements}))", if *all { "ALL" } else { "ANY" }),
+            (ParamSource::Quantified { all, .. }, None) if length == Some(0) => if *all { "TRUE" } else { "FALSE" }.to_string(),
+            (ParamSource::Quantified { .. }, None) => "CAST(NULL AS BOOLEAN)".to_string(),
+            (_, Some(elements)) => elements,
+            (_, None) if length == Some(0) => format!("CAST(ARRAY[] AS {array_type})"),
+            (_, None) => format!("CAST(NULL AS {array_type})"),
         };
         let parsed = Parser::new(&PostgreSqlDialect {}).try_with_sql(&text).and_then(|mut p| p.parse_expr());
         parsed.map(Some).map_err(|e| Error::internal(format!("the form of \"{text}\" for an array's elements: {e}")))
@@ -146,6 +171,25 @@ mod tests {
         assert_eq!(form.blocks, vec![(0, 2), (names, 1)]);
         let form = r.spread(i, &[Some(0), None]).unwrap();
         assert_eq!(form.text, "SELECT count(*) FROM t WHERE a = $1 AND false AND CAST(NULL AS BOOLEAN) AND d > $1");
+        assert!(form.blocks.is_empty());
+    }
+
+    #[test]
+    fn an_array_as_a_value_has_a_form_per_length() {
+        let r = compile(
+            "CREATE FUNCTION f(ids INT[]) RETURNS INT LANGUAGE plpgsql AS $$
+             DECLARE n INT;
+             BEGIN SELECT count(*) INTO n FROM unnest(ids) u WHERE u = ANY($1); RETURN n; END $$",
+        )
+        .unwrap();
+        let i = r.sql.iter().position(SqlUnit::spreads).unwrap();
+        assert_eq!(form_length(&r.sql[i].params[0], 3), 3, "as it is");
+        assert_eq!(form_length(&r.sql[i].params[1], 3), 4, "rounded up");
+        let form = r.spread(i, &[Some(3), Some(4)]).unwrap();
+        assert_eq!(form.text, "SELECT count(*) FROM UNNEST(ARRAY[$3, $4, $5]) u WHERE (u = ANY(ARRAY[$6, $7, $8, $9]))");
+        assert_eq!(form.blocks, vec![(0, 3), (0, 4)]);
+        let form = r.spread(i, &[Some(0), None]).unwrap();
+        assert_eq!(form.text, "SELECT count(*) FROM UNNEST(CAST(ARRAY[] AS INTEGER[])) u WHERE CAST(NULL AS BOOLEAN)");
         assert!(form.blocks.is_empty());
     }
 }
