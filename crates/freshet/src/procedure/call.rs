@@ -1173,7 +1173,8 @@ impl Session {
         )?;
         let home = plpgsql::home_parameter(&routine, &catalog);
         let anywhere = plpgsql::classify(&routine, &catalog) == plpgsql::Classification::Constrained { parameter: None };
-        let compiled = Arc::new(CompiledCall { catalog_version: version, routine, prepared, home, anywhere, spread: Default::default() });
+        let call_outputs = routine.sql.iter().zip(&prepared).map(|(unit, p)| call_outputs(unit, p, &catalog)).collect();
+        let compiled = Arc::new(CompiledCall { catalog_version: version, routine, prepared, home, anywhere, spread: Default::default(), call_outputs });
         let routines = Arc::make_mut(&mut self.procedures.routines);
         // What was prepared for an older catalog is prepared again when next called.
         routines.retain(|_, c| c.catalog_version == version);
@@ -1346,6 +1347,32 @@ impl Session {
 /// (`in_query::reads_only` checks the last two). Such a call needs no executor job and no
 /// transaction: the session interprets it where it is (a stored function in a query runs
 /// once per argument list this way).
+/// Where a routine's statement `unit`, if it is a CALL of a procedure with OUT or INOUT
+/// parameters, puts their values: the variables given as those arguments.
+fn call_outputs(unit: &plpgsql::SqlUnit, prepared: &crate::session::Prepared, catalog: &Catalog) -> super::CallOutputs {
+    let Some(plan) = crate::session::call_plan(prepared).filter(|plan| !plan.select) else { return super::CallOutputs::None };
+    let Some(def) = plan.routine(catalog) else { return super::CallOutputs::None };
+    let r = &def.routine;
+    let mut slots = Vec::with_capacity(r.outs.len());
+    for (name, _) in &r.outs {
+        let variable = r.params.iter().position(|(p, _)| p == name).and_then(|at| match plan.args.get(at) {
+            Some(ast::Expr::Value(v)) => match &v.value {
+                ast::Value::Placeholder(p) => match unit.params.get(p.trim_start_matches('$').parse::<usize>().ok()?.checked_sub(1)?) {
+                    Some(&ParamSource::Var(slot)) => Some(slot),
+                    _ => None,
+                },
+                _ => None,
+            },
+            _ => None,
+        });
+        match variable {
+            Some(slot) => slots.push(slot),
+            None => return super::CallOutputs::NotWritable(name.clone()),
+        }
+    }
+    if slots.is_empty() { super::CallOutputs::None } else { super::CallOutputs::Slots(slots) }
+}
+
 fn computes_only(def: &ProcedureDef, catalog: &Catalog) -> bool {
     let r = &def.routine;
     r.sql.is_empty() && r.handlers.is_empty() && r.unresolved.is_none() && super::in_query::reads_only(def, catalog, 0)
@@ -1631,7 +1658,12 @@ impl RoutineStatements for InJob<'_> {
         self.depth -= 1;
         // Notices of a nested call are dropped, as the ordinary path drops them.
         let (rows, _) = result?;
-        let rows = if plan.select { plan.shape_rows(&def.routine, rows) } else { Vec::new() };
+        let rows = match () {
+            _ if plan.select => plan.shape_rows(&def.routine, rows),
+            // A procedure's OUT and INOUT values, for the caller's variables.
+            _ if !def.routine.outs.is_empty() => rows,
+            _ => Vec::new(),
+        };
         let count = rows.len() as u64;
         Ok((rows, count))
     }
@@ -1697,7 +1729,10 @@ async fn interpret<S: RoutineStatements>(
 /// one, then the routine and the line, as PostgreSQL writes them.
 fn in_context(r: &plpgsql::Routine, pc: usize, e: Error) -> Error {
     let e = match r.code.get(pc) {
-        Some(Instr::Sql(i) | Instr::QueryOpen { sql: i, .. } | Instr::CursorOpen { sql: i, .. } | Instr::ReturnQuery(i)) if !r.sql[*i].expression => {
+        // (A CALL's line says CALL, as PostgreSQL's does, without the statement.)
+        Some(Instr::Sql(i) | Instr::QueryOpen { sql: i, .. } | Instr::CursorOpen { sql: i, .. } | Instr::ReturnQuery(i))
+            if !r.sql[*i].expression && !matches!(r.sql[*i].statement, ast::Statement::Call(_)) =>
+        {
             e.within(format!("SQL statement \"{}\"", r.sql[*i].text.trim()))
         }
         _ => e,
@@ -2015,12 +2050,23 @@ async fn run_instructions<S: RoutineStatements>(
             }
             Instr::Sql(i) => {
                 let unit = &r.sql[*i];
+                let outputs = &compiled.call_outputs[*i];
+                if let super::CallOutputs::NotWritable(name) = outputs {
+                    return Err(Error::syntax(format!("procedure parameter \"{name}\" is an output parameter but corresponding argument is not writable")));
+                }
                 let (rows, count) = run_unit(compiled, *i, vars, now, params, statements).await?;
                 if !unit.expression {
                     vars.set_status(r, count);
                 }
                 if !unit.into.is_empty() {
                     assign_into(r, vars, rows, &unit.into, unit.strict)?;
+                } else if let super::CallOutputs::Slots(slots) = outputs
+                    && let Some(row) = rows.into_iter().next()
+                {
+                    // A CALL's OUT and INOUT values, into the variables given for them.
+                    for (slot, v) in slots.iter().zip(row) {
+                        vars.set(*slot, v.cast(slot_type(r.slots[*slot].ty))?);
+                    }
                 }
             }
             Instr::Execute(x) => {

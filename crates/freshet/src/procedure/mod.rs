@@ -195,6 +195,22 @@ pub(crate) struct CompiledCall {
     /// (`plpgsql::spread`), by statement and the arrays' lengths. Filled by calls that run the
     /// ordinary way; a call running as one job that needs a form not here gives the job up.
     pub spread: std::sync::Mutex<HashMap<(usize, Vec<Option<usize>>), Arc<SpreadForm>>>,
+    /// Per statement of `routine.sql`: for a CALL of a procedure with OUT or INOUT
+    /// parameters, the variables that receive their values.
+    pub call_outputs: Vec<CallOutputs>,
+}
+
+/// Where a CALL inside a routine puts its procedure's OUT and INOUT values, as PostgreSQL's
+/// PL/pgSQL does: into the variables given as those arguments.
+#[derive(Clone, Debug, Default)]
+pub(crate) enum CallOutputs {
+    /// Not a CALL, or one of a procedure without OUT or INOUT parameters.
+    #[default]
+    None,
+    /// The slots, in the order of the procedure's result columns.
+    Slots(Vec<usize>),
+    /// The argument for this output parameter is not a variable: 42601 when the CALL runs.
+    NotWritable(String),
 }
 
 /// A statement planned for arrays of given lengths (`plpgsql::spread::Spread`).

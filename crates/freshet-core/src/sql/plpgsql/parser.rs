@@ -1126,6 +1126,7 @@ impl SynStmt {
     fn kind(&self) -> &'static str {
         match self {
             SynStmt::Assign { .. } | SynStmt::AssignElement { .. } => "assignment",
+            SynStmt::Sql { statement, .. } if matches!(**statement, ast::Statement::Call(_)) => "CALL",
             SynStmt::Sql { .. } => "SQL statement",
             SynStmt::If { .. } => "IF",
             SynStmt::ForRange { .. } => "FOR with integer loop variable",
