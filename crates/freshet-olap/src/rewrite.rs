@@ -351,6 +351,22 @@ pub fn catalog_spellings(statement: &mut ast::Statement, names: &dyn CatalogName
             {
                 alias.columns = vec![ast::TableAliasColumnDef { name: alias.name.clone(), data_type: None }];
             }
+            // `FROM unnest(a, …) WITH ORDINALITY`: the element numbers are one more array to
+            // unnest beside the others, `generate_series(1, <the longest one's length>)`
+            // (DataFusion has no ordinality; its unnest, as PostgreSQL's, pads the shorter
+            // arrays with NULLs). Its column is `ordinality` unless the alias names it.
+            if let ast::TableFactor::UNNEST { alias, array_exprs, with_offset: false, with_ordinality: with_ordinality @ true, .. } = factor {
+                let lengths = array_exprs.iter().map(|a| call("cardinality", a.clone())).collect();
+                let longest = call_with("coalesce", vec![call_with("greatest", lengths), Expr::value(ast::Value::Number("0".into(), false))]);
+                array_exprs.push(call_with("generate_series", vec![Expr::value(ast::Value::Number("1".into(), false)), cast_to(longest, ast::DataType::BigInt(None))]));
+                *with_ordinality = false;
+                if let Some(alias) = alias
+                    && alias.columns.is_empty()
+                    && array_exprs.len() == 2
+                {
+                    alias.columns = [alias.name.clone(), ast::Ident::new("ordinality")].into_iter().map(|name| ast::TableAliasColumnDef { name, data_type: None }).collect();
+                }
+            }
             // `FROM unnest(a) u` likewise names its column `u`.
             if let ast::TableFactor::UNNEST { alias: Some(alias), array_exprs, with_offset: false, with_ordinality: false, .. } = factor
                 && alias.columns.is_empty()
