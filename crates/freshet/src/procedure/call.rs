@@ -1140,10 +1140,10 @@ impl Session {
                     continue;
                 }
                 let p = if unit.spreads() {
-                    // A statement with an array as a whole: its form for NULL arrays stands
-                    // for it (its columns, the keys a loop prefetches).
+                    // A statement with an array as a whole: its form for arrays of one element
+                    // stands for it (its columns, the keys a loop prefetches).
                     let spreads = unit.params.iter().filter(|p| p.spreads()).count();
-                    let form = routine.spread(i, &vec![None; spreads])?;
+                    let form = routine.spread(i, &vec![Some(1); spreads])?;
                     let declared: Vec<Option<DataType>> = form.param_types.iter().copied().map(Some).collect();
                     Box::pin(self.prepare(&form.text, &declared)).await
                 } else {
