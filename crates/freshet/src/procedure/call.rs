@@ -2253,6 +2253,11 @@ async fn run_instructions<S: RoutineStatements>(
                 };
                 return Ok(result_rows(r, v, std::mem::take(out)));
             }
+            Instr::ReturnArray { array } => {
+                let PlType::Array(elem) = r.slots[*array].ty else { return Err(Error::internal("RETURN of an array from a scalar slot")) };
+                let v = vars.array(*array).map_or(Value::Null, |items| Value::Text(plpgsql::array_text(items, elem)));
+                return Ok(result_rows(r, Some(v), std::mem::take(out)));
+            }
             Instr::TryEnter { table } => {
                 let savepoint = statements.savepoint().await?;
                 tries.push((savepoint, *table));

@@ -226,6 +226,9 @@ pub enum Instr {
     /// the session's cursor its value names.
     CursorClose { cursor: usize, var: usize, bound: bool, name: String },
     Return(Option<ExprUnit>),
+    /// RETURN of a function returning an array: the array in `array` (a hidden slot the
+    /// instruction before assigns), as its text form, the form arrays reach clients in.
+    ReturnArray { array: usize },
     /// Enters a block with an EXCEPTION section: sets a savepoint and makes
     /// `Routine::handlers[table]` the innermost handlers.
     TryEnter { table: usize },
@@ -1638,6 +1641,14 @@ impl Compiler<'_> {
                     (Some(_), false, _) => return Err(Error::syntax("RETURN cannot have a parameter in a procedure")),
                     (Some(_), true, None) => return Err(Error::syntax("RETURN cannot have a parameter in function returning void")),
                     (None, true, Some(_)) => return Err(Error::syntax("missing expression at or near \";\" (RETURN needs a value)")),
+                    (Some(e), true, Some(PlType::Array(elem))) => {
+                        let hidden = self.slots.len();
+                        self.slots.push(Slot { name: String::new(), ty: PlType::Array(elem) });
+                        let assign = self.array_assignment(hidden, e, elem)?;
+                        self.code.push(assign);
+                        self.code.push(Instr::ReturnArray { array: hidden });
+                        return Ok(());
+                    }
                     (Some(e), true, Some(t)) => Some(self.expr(e, hint(t))?),
                     (None, _, _) => None,
                 };
@@ -1889,8 +1900,8 @@ impl Compiler<'_> {
         if unresolved {
             return Ok(unresolved_expr());
         }
-        if params.iter().any(ParamSource::spreads) {
-            return Err(Error::unsupported(format!("an array variable as a whole in \"{e}\" here (it works in an expression of known type and in SQL statements)")));
+        if let Some(ParamSource::Quantified { array, .. } | ParamSource::WholeArray { array }) = params.iter().find(|p| p.spreads()) {
+            return Err(Error::unsupported(format!("the array \"{}\" as a whole here", self.slots[*array].name)));
         }
         let mut types: Vec<Option<DataType>> = params.iter().map(|p| Some(self.source_type(p))).collect();
         let mut binder = Binder::new(None, &mut types);

@@ -164,15 +164,33 @@ pub fn parse_array_text(text: &str, elem: DataType) -> Result<Vec<Value>> {
     }
 }
 
-/// PostgreSQL's text form of an array (for RAISE and casts to text).
+/// PostgreSQL's text form of an array (for RAISE, casts to text and an array a function
+/// returns): an element is quoted when it is empty, says NULL, or holds a brace, comma,
+/// quote, backslash or white space, with its quotes and backslashes escaped.
 pub fn array_text(items: &[Value], elem: DataType) -> String {
-    let parts: Vec<String> = items.iter().map(|v| v.to_text(elem).unwrap_or_else(|| "NULL".into())).collect();
+    let parts: Vec<String> = items
+        .iter()
+        .map(|v| match v.to_text(elem) {
+            None => "NULL".into(),
+            Some(t) if t.is_empty() || t.eq_ignore_ascii_case("null") || t.chars().any(|c| matches!(c, '{' | '}' | ',' | '"' | '\\') || c.is_whitespace()) => {
+                format!("\"{}\"", t.replace('\\', "\\\\").replace('"', "\\\""))
+            }
+            Some(t) => t,
+        })
+        .collect();
     format!("{{{}}}", parts.join(","))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn array_text_quotes_as_postgresql_does() {
+        let items: Vec<Value> = ["a", "b c", "", "x\"y", "NULL", "p\\q", "{}"].iter().map(|t| Value::Text(t.to_string())).chain([Value::Null]).collect();
+        assert_eq!(array_text(&items, DataType::Text), r#"{a,"b c","","x\"y","NULL","p\\q","{}",NULL}"#);
+        assert_eq!(array_text(&[Value::Int32(1), Value::Int32(-2)], DataType::Int32), "{1,-2}");
+    }
 
     #[test]
     fn array_literals() {
