@@ -522,15 +522,21 @@ impl<'a> Binder<'a> {
             other => return Err(unsupported(format!("operator {other} {quantifier}"))),
         };
         let join = if all { BinaryOp::And } else { BinaryOp::Or };
-        let mut out: Option<Expr> = None;
-        for e in &array.elem {
-            let c = self.comparison(left, op, e)?;
-            out = Some(match out {
-                None => c,
-                Some(prev) => Expr::Binary { op: join, left: Box::new(prev), right: Box::new(c), ty: DataType::Bool },
-            });
+        let mut level: Vec<Expr> = array.elem.iter().map(|e| self.comparison(left, op, e)).collect::<Result<_>>()?;
+        // Joined pairwise, level by level: a long array makes a shallow tree, not a chain as
+        // deep as the array is long (which evaluation and drop would recurse down).
+        while level.len() > 1 {
+            let mut next = Vec::with_capacity(level.len().div_ceil(2));
+            let mut items = level.into_iter();
+            while let Some(a) = items.next() {
+                next.push(match items.next() {
+                    Some(b) => Expr::Binary { op: join, left: Box::new(a), right: Box::new(b), ty: DataType::Bool },
+                    None => a,
+                });
+            }
+            level = next;
         }
-        Ok(Item::Typed(out.expect("not empty")))
+        Ok(Item::Typed(level.pop().expect("not empty")))
     }
 
     fn like(&mut self, expr: &ast::Expr, pattern: &ast::Expr, negated: bool, ci: bool) -> Result<Item> {

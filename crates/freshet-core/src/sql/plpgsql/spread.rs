@@ -19,17 +19,22 @@ use sqlparser::parser::Parser;
 
 use super::compile::{ParamSource, Routine, SqlUnit};
 use super::PlType;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, SqlState};
 use crate::sql::plan::MAX_IN_LOOKUPS;
 use crate::types::DataType;
 
+/// The most parameters a statement's form may have (as a client's statement may; `$65536`
+/// does not parse).
+pub const MAX_FORM_PARAMETERS: usize = 65_535;
+
 /// The length the form for an array of `n` elements has: the next power of two, but not past
-/// the longest list a key's lookups use, so that lists that fit still fit.
+/// the longest list a key's lookups use, so that lists that fit still fit, nor past the most
+/// parameters a form may have.
 pub fn spread_length(n: usize) -> usize {
     match n {
         0 => 0,
         n if n <= MAX_IN_LOOKUPS => n.next_power_of_two().min(MAX_IN_LOOKUPS),
-        n => n.next_power_of_two(),
+        n => n.next_power_of_two().min(MAX_FORM_PARAMETERS).max(n),
     }
 }
 
@@ -74,6 +79,13 @@ impl Routine {
         let _ = statement.visit(&mut spreader);
         if let Some(e) = spreader.error {
             return Err(e);
+        }
+        if spreader.param_types.len() > MAX_FORM_PARAMETERS {
+            let elements: usize = spreader.blocks.iter().map(|&(_, n)| n).sum();
+            return Err(Error::new(
+                SqlState::ProgramLimitExceeded,
+                format!("a statement with arrays of {elements} elements in all (at most {MAX_FORM_PARAMETERS} parameters, the statement's own included)"),
+            ));
         }
         Ok(Spread { text: statement.to_string(), param_types: spreader.param_types, blocks: spreader.blocks })
     }
@@ -150,8 +162,8 @@ mod tests {
 
     #[test]
     fn lengths_round_up_but_keep_lists_a_key_looks_up() {
-        let lengths: Vec<usize> = [0, 1, 2, 3, 5, 8, 9, 600, 1000, 1001, 3000].into_iter().map(spread_length).collect();
-        assert_eq!(lengths, vec![0, 1, 2, 4, 8, 8, 16, MAX_IN_LOOKUPS, MAX_IN_LOOKUPS, 1024, 4096]);
+        let lengths: Vec<usize> = [0, 1, 2, 3, 5, 8, 9, 600, 1000, 1001, 3000, 40_000, 70_000].into_iter().map(spread_length).collect();
+        assert_eq!(lengths, vec![0, 1, 2, 4, 8, 8, 16, MAX_IN_LOOKUPS, MAX_IN_LOOKUPS, 1024, 4096, MAX_FORM_PARAMETERS, 70_000]);
     }
 
     #[test]
@@ -190,6 +202,8 @@ mod tests {
         assert_eq!(form.blocks, vec![(0, 3), (0, 4)]);
         let form = r.spread(i, &[Some(0), None]).unwrap();
         assert_eq!(form.text, "SELECT count(*) FROM UNNEST(CAST(ARRAY[] AS INTEGER[])) u WHERE CAST(NULL AS BOOLEAN)");
+        let e = r.spread(i, &[Some(40_000), Some(spread_length(40_000))]).unwrap_err();
+        assert_eq!(e.state, SqlState::ProgramLimitExceeded, "{e:?}");
         assert!(form.blocks.is_empty());
     }
 }
