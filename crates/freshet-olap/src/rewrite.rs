@@ -394,6 +394,16 @@ pub fn catalog_spellings(statement: &mut ast::Statement, names: &dyn CatalogName
                     *e = mapped;
                 }
             }
+            // `x = ANY('{1,2}')`, `x <> ALL('{a,b}'::text[])`: the text's elements as an
+            // `ARRAY[…]` (DataFusion reads the text as one element); no element: false (ANY) or
+            // true (ALL). Malformed text is left for the planner to refuse.
+            Expr::AnyOp { right, .. } | Expr::AllOp { right, .. } if let Ok(Some(elements)) = freshet_core::sql::bind::array_text_elements(right) => {
+                if elements.is_empty() {
+                    *e = Expr::value(ast::Value::Boolean(matches!(e, Expr::AllOp { .. })));
+                } else {
+                    **right = Expr::Array(ast::Array { elem: elements, named: true });
+                }
+            }
             Expr::CompoundFieldAccess { root, access_chain } if matches!(root.as_ref(), Expr::Nested(_)) => {
                 // `(row).field`: DataFusion takes the field's name as a string.
                 for access in access_chain {

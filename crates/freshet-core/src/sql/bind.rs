@@ -500,9 +500,16 @@ impl<'a> Binder<'a> {
         while let ast::Expr::Nested(inner) = right {
             right = inner;
         }
+        // An array's text form, `'{1,2}'` or `'{1,2}'::int[]`: its elements, as literals.
+        let written = array_text_elements(right)?.map(|elem| ast::Expr::Array(ast::Array { elem, named: true }));
+        let right = written.as_ref().unwrap_or(right);
         let ast::Expr::Array(array) = right else {
             return Err(unsupported(format!("{quantifier} over {right}")));
         };
+        if array.elem.is_empty() && written.is_some() {
+            // `x = ANY('{}')`: an empty array of the element type.
+            return Ok(Item::Typed(Expr::literal(Value::Bool(all), DataType::Bool)));
+        }
         if array.elem.iter().any(|e| matches!(e, ast::Expr::Array(_))) {
             return Err(unsupported(format!("{quantifier} over a multi-dimensional array")));
         }
@@ -947,4 +954,37 @@ fn with_precision(e: Expr, precision: u64) -> Expr {
     }
     let ty = e.ty();
     Expr::Func { func: Func::TimePrecision, args: vec![e, Expr::literal(Value::Int32(precision as i32), DataType::Int32)], ty }
+}
+
+/// The elements of an array written in its text form, `'{1,"a b",NULL}'` or `'{1,2}'::int[]`
+/// (as the right side of ANY or ALL): each a string literal (cast to the element type if the
+/// text is) or NULL; `None` if `e` is not such text.
+pub fn array_text_elements(e: &ast::Expr) -> Result<Option<Vec<ast::Expr>>> {
+    let (text, elem) = match e {
+        ast::Expr::Value(v) if let ast::Value::SingleQuotedString(text) = &v.value => (text, None),
+        ast::Expr::Cast { expr, data_type: ast::DataType::Array(elem), .. }
+            if let ast::Expr::Value(v) = expr.as_ref()
+                && let ast::Value::SingleQuotedString(text) = &v.value =>
+        {
+            let elem = match elem {
+                ast::ArrayElemTypeDef::AngleBracket(t) | ast::ArrayElemTypeDef::SquareBracket(t, _) | ast::ArrayElemTypeDef::Parenthesis(t) => Some(t.as_ref().clone()),
+                ast::ArrayElemTypeDef::None => None,
+            };
+            (text, elem)
+        }
+        _ => return Ok(None),
+    };
+    let items = crate::sql::plpgsql::parse_array_text(text, DataType::Text)?;
+    let element = |v: Value| {
+        let literal = match v {
+            Value::Text(t) => ast::Value::SingleQuotedString(t),
+            _ => ast::Value::Null,
+        };
+        let e = ast::Expr::Value(literal.with_empty_span());
+        match &elem {
+            Some(t) => ast::Expr::Cast { kind: ast::CastKind::Cast, expr: Box::new(e), data_type: t.clone(), array: false, format: None },
+            None => e,
+        }
+    };
+    Ok(Some(items.into_iter().map(element).collect()))
 }
