@@ -163,21 +163,10 @@ fn array_literal(array: &ArrayRef, i: usize) -> String {
                 s
             }
         };
-        let quote = !nested
-            && (text.is_empty()
-                || text.eq_ignore_ascii_case("null")
-                || text.chars().any(|c| matches!(c, '{' | '}' | ',' | '"' | '\\') || c.is_whitespace()));
-        if quote {
-            out.push('"');
-            for c in text.chars() {
-                if c == '"' || c == '\\' {
-                    out.push('\\');
-                }
-                out.push(c);
-            }
-            out.push('"');
-        } else {
+        if nested {
             out.push_str(&text);
+        } else {
+            freshet_core::sql::plpgsql::push_array_element(&text, &mut out);
         }
     }
     out.push('}');

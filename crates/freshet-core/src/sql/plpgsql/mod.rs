@@ -168,17 +168,36 @@ pub fn parse_array_text(text: &str, elem: DataType) -> Result<Vec<Value>> {
 /// returns): an element is quoted when it is empty, says NULL, or holds a brace, comma,
 /// quote, backslash or white space, with its quotes and backslashes escaped.
 pub fn array_text(items: &[Value], elem: DataType) -> String {
-    let parts: Vec<String> = items
-        .iter()
-        .map(|v| match v.to_text(elem) {
-            None => "NULL".into(),
-            Some(t) if t.is_empty() || t.eq_ignore_ascii_case("null") || t.chars().any(|c| matches!(c, '{' | '}' | ',' | '"' | '\\') || c.is_whitespace()) => {
-                format!("\"{}\"", t.replace('\\', "\\\\").replace('"', "\\\""))
-            }
-            Some(t) => t,
-        })
-        .collect();
-    format!("{{{}}}", parts.join(","))
+    let mut out = String::from("{");
+    for (i, v) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        match v.to_text(elem) {
+            None => out.push_str("NULL"),
+            Some(t) => push_array_element(&t, &mut out),
+        }
+    }
+    out.push('}');
+    out
+}
+
+/// Appends an element's text to an array's text form, quoted when it is empty, says NULL, or
+/// holds a brace, comma, quote, backslash or white space (its quotes and backslashes escaped).
+pub fn push_array_element(text: &str, out: &mut String) {
+    let quote = text.is_empty() || text.eq_ignore_ascii_case("null") || text.chars().any(|c| matches!(c, '{' | '}' | ',' | '"' | '\\') || c.is_whitespace());
+    if !quote {
+        out.push_str(text);
+        return;
+    }
+    out.push('"');
+    for c in text.chars() {
+        if c == '"' || c == '\\' {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('"');
 }
 
 #[cfg(test)]
