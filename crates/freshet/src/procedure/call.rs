@@ -850,8 +850,11 @@ fn prefetch_loop<S: RoutineStatements>(
     if !(2..=MAX_PREFETCHED_ITERATIONS).contains(&iterations) {
         return;
     }
+    // (A statement with an array as a whole runs in a form for the array's length, which
+    // the prepared one stands for but is not: it is not prefetched.)
     let units: SmallVec<[(usize, u64); 8]> = units
         .iter()
+        .filter(|u| !compiled.routine.sql[u.unit].spreads())
         .filter_map(|u| Some((u.unit, statements.key_params(&compiled.prepared[u.unit]).filter(|&key| u.covers(key))?)))
         .collect();
     if units.is_empty() {
@@ -1342,11 +1345,6 @@ impl Session {
     }
 }
 
-/// Whether a function only computes: it runs no SQL (no statements, no dynamic SQL), has no
-/// EXCEPTION blocks (their savepoints belong to a transaction) and calls no session function
-/// (`in_query::reads_only` checks the last two). Such a call needs no executor job and no
-/// transaction: the session interprets it where it is (a stored function in a query runs
-/// once per argument list this way).
 /// Where a routine's statement `unit`, if it is a CALL of a procedure with OUT or INOUT
 /// parameters, puts their values: the variables given as those arguments.
 fn call_outputs(unit: &plpgsql::SqlUnit, prepared: &crate::session::Prepared, catalog: &Catalog) -> super::CallOutputs {
@@ -1373,6 +1371,11 @@ fn call_outputs(unit: &plpgsql::SqlUnit, prepared: &crate::session::Prepared, ca
     if slots.is_empty() { super::CallOutputs::None } else { super::CallOutputs::Slots(slots) }
 }
 
+/// Whether a function only computes: it runs no SQL (no statements, no dynamic SQL), has no
+/// EXCEPTION blocks (their savepoints belong to a transaction) and calls no session function
+/// (`in_query::reads_only` checks the last two). Such a call needs no executor job and no
+/// transaction: the session interprets it where it is (a stored function in a query runs
+/// once per argument list this way).
 fn computes_only(def: &ProcedureDef, catalog: &Catalog) -> bool {
     let r = &def.routine;
     r.sql.is_empty() && r.handlers.is_empty() && r.unresolved.is_none() && super::in_query::reads_only(def, catalog, 0)
