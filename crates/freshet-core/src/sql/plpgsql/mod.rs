@@ -17,7 +17,7 @@
 //! redo log and checkpoints store, and recovery compiles it again. Arrays exist only as
 //! procedure parameters and variables ([`PlValue::Array`]): they are never stored in a table
 //! and never passed to SQL whole, only as elements or lengths, or spread one parameter per
-//! element into a comparison `x op ANY|ALL (ARRAY[…])` (`spread`).
+//! element into `ARRAY[…]` in a statement's form for the array's length (`spread`).
 //!
 //! Record variables (`record`, `%ROWTYPE`) and `%TYPE` get their types when the session first
 //! runs the routine ([`compile::compile_with`]); a record is a set of hidden scalar slots, one
@@ -30,10 +30,9 @@
 //! `freshet::cursor::Portal`).
 //!
 //! NOT IMPLEMENTED: whole-record assignment (`r := …`), record parameters and results (but
-//! `RETURNS SETOF table`), `FOR r IN EXECUTE` over a plain `record`, an array as a whole
-//! inside SQL other than in `ANY`/`ALL` (`unnest(arr)`), the VARIADIC keyword in a call, a
-//! set-returning function inside a larger query (it is called only as `SELECT * FROM f(…)`
-//! or `SELECT f(…)`).
+//! `RETURNS SETOF table`), `FOR r IN EXECUTE` over a plain `record`, array OUT parameters,
+//! the VARIADIC keyword in a call, a set-returning function inside a larger query (it is
+//! called only as `SELECT * FROM f(…)` or `SELECT f(…)`).
 
 pub mod compile;
 pub mod lexer;
