@@ -341,16 +341,10 @@ impl<'a> Binder<'a> {
             B::Multiply => BinaryOp::Mul,
             B::Divide => BinaryOp::Div,
             B::Modulo => BinaryOp::Mod,
-            B::Eq => BinaryOp::Eq,
-            B::NotEq => BinaryOp::NotEq,
-            B::Lt => BinaryOp::Lt,
-            B::LtEq => BinaryOp::LtEq,
-            B::Gt => BinaryOp::Gt,
-            B::GtEq => BinaryOp::GtEq,
             B::And => BinaryOp::And,
             B::Or => BinaryOp::Or,
             B::StringConcat => BinaryOp::Concat,
-            other => return Err(unsupported(format!("operator {other}"))),
+            other => comparison_op(other).ok_or_else(|| unsupported(format!("operator {other}")))?,
         };
         if let Some(item) = self.interval_arithmetic(left, op, right)? {
             return Ok(Item::Typed(item));
@@ -520,13 +514,7 @@ impl<'a> Binder<'a> {
         let op = match op {
             B::Eq if !all => return self.in_list(left, &array.elem, false),
             B::NotEq if all => return self.in_list(left, &array.elem, true),
-            B::Eq => BinaryOp::Eq,
-            B::NotEq => BinaryOp::NotEq,
-            B::Lt => BinaryOp::Lt,
-            B::LtEq => BinaryOp::LtEq,
-            B::Gt => BinaryOp::Gt,
-            B::GtEq => BinaryOp::GtEq,
-            other => return Err(unsupported(format!("operator {other} {quantifier}"))),
+            other => comparison_op(other).ok_or_else(|| unsupported(format!("operator {other} {quantifier}")))?,
         };
         let join = if all { BinaryOp::And } else { BinaryOp::Or };
         let mut level: Vec<Expr> = array.elem.iter().map(|e| self.comparison(left, op, e)).collect::<Result<_>>()?;
@@ -954,6 +942,20 @@ fn with_precision(e: Expr, precision: u64) -> Expr {
     }
     let ty = e.ty();
     Expr::Func { func: Func::TimePrecision, args: vec![e, Expr::literal(Value::Int32(precision as i32), DataType::Int32)], ty }
+}
+
+/// The comparison an operator is (`=`, `<>`, `<`, `<=`, `>`, `>=`), if it is one.
+fn comparison_op(op: &ast::BinaryOperator) -> Option<BinaryOp> {
+    use ast::BinaryOperator as B;
+    Some(match op {
+        B::Eq => BinaryOp::Eq,
+        B::NotEq => BinaryOp::NotEq,
+        B::Lt => BinaryOp::Lt,
+        B::LtEq => BinaryOp::LtEq,
+        B::Gt => BinaryOp::Gt,
+        B::GtEq => BinaryOp::GtEq,
+        _ => return None,
+    })
 }
 
 /// The elements of an array written in its text form, `'{1,"a b",NULL}'` or `'{1,2}'::int[]`
