@@ -194,7 +194,7 @@ pub(crate) struct CompiledCall {
     /// The forms planned so far of statements that compare with an array variable's elements
     /// (`plpgsql::spread`), by statement and the arrays' lengths. Filled by calls that run the
     /// ordinary way; a call running as one job that needs a form not here gives the job up.
-    pub spread: std::sync::Mutex<HashMap<(usize, Vec<Option<usize>>), Arc<SpreadForm>>>,
+    pub spread: std::sync::Mutex<HashMap<SpreadKey, Arc<SpreadForm>>>,
     /// Per statement of `routine.sql`: for a CALL of a procedure with OUT or INOUT
     /// parameters, the variables that receive their values.
     pub call_outputs: Vec<CallOutputs>,
@@ -212,6 +212,10 @@ pub(crate) enum CallOutputs {
     /// The argument for this output parameter is not a variable: 42601 when the CALL runs.
     NotWritable(String),
 }
+
+/// A statement of a routine and the lengths of its arrays' forms (`plpgsql::spread::form_length`;
+/// `None` for a NULL array).
+pub(crate) type SpreadKey = (usize, Vec<Option<usize>>);
 
 /// A statement planned for arrays of given lengths (`plpgsql::spread::Spread`).
 pub(crate) struct SpreadForm {
