@@ -724,6 +724,17 @@ fn call_with_parameters_over_the_wire() {
         let missing = client.query_one("SELECT balance_of($1)", &[&5i32]).await.unwrap();
         assert_eq!(missing.get::<_, Option<i32>>(0), None);
 
+        // Parameters inside an argument count and take their types from the parameter's
+        // (as pgbench's `f(ARRAY[:a, :a + 1])` becomes `f(ARRAY[$1, $2 + 1])`).
+        client
+            .batch_execute("CREATE FUNCTION sum_of(xs INT[], k INT) RETURNS INT LANGUAGE plpgsql AS $$ DECLARE s INT := 0; x INT; BEGIN FOREACH x IN ARRAY xs LOOP s := s + x; END LOOP; RETURN s * k; END $$")
+            .await
+            .unwrap();
+        let nested = client.prepare("SELECT sum_of(ARRAY[$1, $2 + 1], $3 * 2)").await.unwrap();
+        assert_eq!(nested.params(), &[tokio_postgres::types::Type::INT4; 3]);
+        let row = client.query_one(&nested, &[&1i32, &2i32, &3i32]).await.unwrap();
+        assert_eq!(row.get::<_, i32>(0), (1 + 3) * 6);
+
         // A set-returning function, prepared: its result columns describe the statement.
         client
             .batch_execute(
