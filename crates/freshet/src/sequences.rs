@@ -297,6 +297,46 @@ pub(crate) fn session_select(
     Ok(plan_select(q, &mut tried).ok().inspect(|_| *params = tried))
 }
 
+/// A SELECT without FROM, WHERE or any other clause whose items all bind on the short path
+/// (`SELECT 1`, `SELECT now()`, `SELECT $1::int + 1`): the items for the session to evaluate
+/// and the result columns, named as PostgreSQL names them. A pool's `SELECT 1` thus costs
+/// an evaluation, not an analytical plan. `None` for any other query, or if an item does not
+/// bind (a stored function, a function only the analytical side has): that side answers it.
+pub(crate) fn constant_select(
+    q: &sqlparser::ast::Query,
+    params: &mut Vec<Option<freshet_core::types::DataType>>,
+) -> Option<(Vec<freshet_core::sql::expr::Expr>, Vec<crate::result::ColumnInfo>)> {
+    use sqlparser::ast;
+    let ast::SetExpr::Select(select) = q.body.as_ref() else { return None };
+    if !is_plain_select(q) || select.projection.is_empty() || select.into.is_some() || !q.locks.is_empty() {
+        return None;
+    }
+    // Casts to the catalog's types (`'t'::regclass` looks the relation up) are the analytical
+    // side's.
+    let catalog_cast = ast::visit_expressions(q, |e| match e {
+        ast::Expr::Cast { data_type: ast::DataType::Regclass | ast::DataType::Custom(..), .. } => std::ops::ControlFlow::Break(()),
+        _ => std::ops::ControlFlow::Continue(()),
+    });
+    if catalog_cast.is_break() {
+        return None;
+    }
+    let mut tried = params.clone();
+    let mut items = Vec::with_capacity(select.projection.len());
+    let mut columns = Vec::with_capacity(select.projection.len());
+    for item in &select.projection {
+        let (e, name) = match item {
+            ast::SelectItem::UnnamedExpr(e) => (e, freshet_core::sql::names::column_name(e)),
+            ast::SelectItem::ExprWithAlias { expr, alias } => (expr, freshet_core::sql::names::fold_ident(alias)),
+            _ => return None,
+        };
+        let bound = freshet_core::sql::bind::Binder::new(None, &mut tried).bind_expr(e, None).ok()?;
+        columns.push(crate::result::ColumnInfo { name, ty: bound.ty() });
+        items.push(bound);
+    }
+    *params = tried;
+    Some((items, columns))
+}
+
 /// Sequence functions where they cannot run: in a query over tables (which runs on the
 /// analytical side or on an executor, away from the session).
 pub(crate) fn not_in_queries() -> Error {

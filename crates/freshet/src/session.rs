@@ -918,6 +918,7 @@ impl Session {
                 query.drawn = drawn;
                 (Kind::Query(query), Some(columns))
             }
+            Statement::Query(q) if let Some((items, columns)) = crate::sequences::constant_select(q, params) => (Kind::SessionSelect(items), Some(columns)),
             Statement::Query(q) => {
                 let (query, columns) = self.plan_query(q, statement, catalog, params).await?;
                 (Kind::Query(query), Some(columns))
@@ -1929,6 +1930,9 @@ impl Session {
                 Ok(result)
             }
             Kind::SessionSelect(items) => {
+                // A query, even one that reads no table, takes the block's snapshot (after it
+                // SET TRANSACTION ISOLATION LEVEL is too late, as in PostgreSQL).
+                let _ = self.statement_txn();
                 let columns = prepared.columns.clone().unwrap_or_default();
                 let rows = Box::pin(self.eval_rows(vec![Vec::new()], items.iter().enumerate(), &params, now)).await?;
                 Ok(StatementResult::rows(columns, RowStream::from_values(rows)).with_notices(self.sequences.locks.take_warnings()))
