@@ -299,9 +299,9 @@ pub(crate) fn session_select(
 
 /// A SELECT without FROM, WHERE or any other clause whose items all bind on the short path
 /// (`SELECT 1`, `SELECT now()`, `SELECT $1::int + 1`): the items for the session to evaluate
-/// and the result columns, named as PostgreSQL names them. A pool's `SELECT 1` thus costs
-/// an evaluation, not an analytical plan. `None` for any other query, or if an item does not
-/// bind (a stored function, a function only the analytical side has): that side answers it.
+/// and the result columns ([`bind_items`]). A pool's `SELECT 1` thus costs an evaluation,
+/// not an analytical plan. `None` for any other query, or if an item does not bind (a stored
+/// function, a function only the analytical side has): that side answers it.
 pub(crate) fn constant_select(
     q: &sqlparser::ast::Query,
     params: &mut Vec<Option<freshet_core::types::DataType>>,
@@ -321,20 +321,9 @@ pub(crate) fn constant_select(
         return None;
     }
     let mut tried = params.clone();
-    let mut items = Vec::with_capacity(select.projection.len());
-    let mut columns = Vec::with_capacity(select.projection.len());
-    for item in &select.projection {
-        let (e, name) = match item {
-            ast::SelectItem::UnnamedExpr(e) => (e, freshet_core::sql::names::column_name(e)),
-            ast::SelectItem::ExprWithAlias { expr, alias } => (expr, freshet_core::sql::names::fold_ident(alias)),
-            _ => return None,
-        };
-        let bound = freshet_core::sql::bind::Binder::new(None, &mut tried).bind_expr(e, None).ok()?;
-        columns.push(crate::result::ColumnInfo { name, ty: bound.ty() });
-        items.push(bound);
-    }
+    let bound = bind_items(select, &mut tried).ok()?;
     *params = tried;
-    Some((items, columns))
+    Some(bound)
 }
 
 /// Sequence functions where they cannot run: in a query over tables (which runs on the
@@ -435,19 +424,25 @@ pub(crate) fn plan_select(
     if !is_plain_select(q) {
         return Err(not_in_queries());
     }
-    let mut items = Vec::new();
-    let mut columns = Vec::new();
+    bind_items(select, params)
+}
+
+/// The select list of a SELECT without FROM bound on the short path, and its columns, named
+/// as PostgreSQL names them (`names::column_name`).
+fn bind_items(
+    select: &sqlparser::ast::Select,
+    params: &mut Vec<Option<freshet_core::types::DataType>>,
+) -> Result<(Vec<freshet_core::sql::expr::Expr>, Vec<crate::result::ColumnInfo>)> {
+    use sqlparser::ast;
+    let mut items = Vec::with_capacity(select.projection.len());
+    let mut columns = Vec::with_capacity(select.projection.len());
     for item in &select.projection {
-        let (e, alias) = match item {
-            ast::SelectItem::UnnamedExpr(e) => (e, None),
-            ast::SelectItem::ExprWithAlias { expr, alias } => (expr, Some(freshet_core::sql::names::fold_ident(alias))),
+        let (e, name) = match item {
+            ast::SelectItem::UnnamedExpr(e) => (e, freshet_core::sql::names::column_name(e)),
+            ast::SelectItem::ExprWithAlias { expr, alias } => (expr, freshet_core::sql::names::fold_ident(alias)),
             _ => return Err(Error::syntax("SELECT * with no tables specified is not valid")),
         };
         let bound = freshet_core::sql::bind::Binder::new(None, params).bind_expr(e, None)?;
-        let name = alias.unwrap_or_else(|| match e {
-            ast::Expr::Function(f) => f.name.0.last().and_then(|p| p.as_ident()).map(|i| i.value.to_lowercase()).unwrap_or_default(),
-            _ => "?column?".to_string(),
-        });
         columns.push(crate::result::ColumnInfo { name, ty: bound.ty() });
         items.push(bound);
     }

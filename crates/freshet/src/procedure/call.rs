@@ -202,7 +202,6 @@ pub(crate) fn plan_call(
     // `RETURNS SETOF table`: the table's columns now.
     let mut table_columns = Vec::new();
     let mut signature = None;
-    let mut routine_params = None;
     let (types, columns): (Vec<DataType>, Option<Vec<ColumnInfo>>) = if let Some((def, expanded)) = resolve_routine(catalog, &name, kind, &arg_types, &names)? {
         if let Some(table) = def.routine.set.as_ref().and_then(|s| s.relation.as_ref()) {
             let def = catalog.table(table).ok_or_else(|| Error::undefined_table(table))?;
@@ -227,7 +226,7 @@ pub(crate) fn plan_call(
         }
         let names = if expanded { vec![None; args.len()] } else { names };
         args = complete_arguments(r, kind, args, &names)?;
-        routine_params = Some(r.params.clone());
+        type_nested_placeholders(&args, &r.params, params);
         let types = r.params.iter().map(|(_, t)| if let PlType::Scalar(t) = t { *t } else { DataType::Text }).collect();
         let columns = if !select {
             // A procedure's OUT parameters: CALL returns their values as a row.
@@ -273,9 +272,6 @@ pub(crate) fn plan_call(
         return Err(no_such(kind, &name, &arg_types, &names));
     };
     type_placeholders(&args, &types, params);
-    if let Some(of) = &routine_params {
-        type_nested_placeholders(&args, of, params);
-    }
     // Every `$n` counts, however deep in an argument (`f(ARRAY[$1, $2 + 1])`); one of no type
     // yet is text.
     for a in &args {
@@ -313,9 +309,10 @@ fn type_placeholders(args: &[ast::Expr], types: &[DataType], params: &mut Vec<Op
     }
 }
 
-/// Types the `$n` inside a routine's arguments as the binder infers them from the parameters'
-/// types: `ARRAY[$1, $2 + 1]` for an `INT[]` parameter types both as integers, `$3 * 2` for
-/// a numeric one `$3` as numeric. An argument the short path cannot bind is left as it is.
+/// Types the `$n` in a routine's arguments as the binder infers them from the parameters'
+/// types: `ARRAY[$1, $2 + 1]` for an `INT[]` parameter types both as integers, `$3 * 2` or
+/// `$3` for a numeric one `$3` as numeric. An argument the short path cannot bind is left as
+/// it is.
 fn type_nested_placeholders(args: &[ast::Expr], params_of: &[(String, PlType)], params: &mut Vec<Option<DataType>>) {
     for (a, (_, ty)) in args.iter().zip(params_of) {
         match (a, ty) {
