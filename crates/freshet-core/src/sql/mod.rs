@@ -7,6 +7,7 @@
 //! `Expr::Column{index: 2}` over the primary key `Access::Index{eq: [Param 0]}`, and runs as
 //! one hash lookup on the partition's executor.
 
+pub mod array_params;
 pub mod bind;
 pub mod copy_options;
 pub mod ddl;

@@ -164,6 +164,49 @@ impl DataType {
         })
     }
 
+    /// The OID of the PostgreSQL array type whose elements are of this type (`int4[]` is
+    /// 1007).
+    pub fn array_oid(self) -> u32 {
+        match self {
+            DataType::Bool => 1000,
+            DataType::Int16 => 1005,
+            DataType::Int32 => 1007,
+            DataType::Int64 => 1016,
+            DataType::Float32 => 1021,
+            DataType::Float64 => 1022,
+            DataType::Decimal { .. } => 1231,
+            DataType::Char(_) => 1014,
+            DataType::Varchar(_) => 1015,
+            DataType::Text => 1009,
+            DataType::Date => 1182,
+            DataType::Timestamp => 1115,
+            DataType::TimestampTz => 1185,
+            DataType::Uuid => 2951,
+        }
+    }
+
+    /// The element type of the PostgreSQL array type `oid` (`_int4`, OID 1007, has
+    /// integer elements), for array parameters a client declares.
+    pub fn from_array_oid(oid: u32) -> Option<DataType> {
+        Some(match oid {
+            1000 => DataType::Bool,
+            1005 => DataType::Int16,
+            1007 => DataType::Int32,
+            1016 => DataType::Int64,
+            1021 => DataType::Float32,
+            1022 => DataType::Float64,
+            1231 => DEFAULT_NUMERIC,
+            1014 => DataType::Char(1),
+            1015 => DataType::Varchar(None),
+            1009 | 1003 => DataType::Text,
+            1182 => DataType::Date,
+            1115 => DataType::Timestamp,
+            1185 => DataType::TimestampTz,
+            2951 => DataType::Uuid,
+            _ => return None,
+        })
+    }
+
     /// The type modifier PostgreSQL reports in RowDescription (-1 for none).
     pub fn typmod(self) -> i32 {
         match self {

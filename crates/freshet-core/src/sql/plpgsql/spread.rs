@@ -108,32 +108,45 @@ impl Spreader<'_> {
         let length = *self.lengths.get(ordinal).ok_or_else(|| Error::internal("a spread statement without the length of an array"))?;
         let (ParamSource::Quantified { array, .. } | ParamSource::WholeArray { array }) = p else { return Ok(None) };
         let PlType::Array(elem) = self.routine.slots[*array].ty else { return Err(Error::internal("a scalar variable spread as an array")) };
-        let elements = match length {
-            Some(count) if count > 0 => {
-                let first = self.param_types.len() + 1;
-                let elements: Vec<String> = (first..first + count).map(|i| format!("${i}")).collect();
-                self.param_types.extend(std::iter::repeat_n(elem, count));
-                self.blocks.push((*array, count));
-                Some(format!("ARRAY[{}]", elements.join(", ")))
-            }
+        let first = self.param_types.len() + 1;
+        if let Some(count) = length.filter(|&c| c > 0) {
+            self.param_types.extend(std::iter::repeat_n(elem, count));
+            self.blocks.push((*array, count));
+        }
+        let quantified = match p {
+            ParamSource::Quantified { left, op, all, .. } => Some((left.as_ref(), op, *all)),
             _ => None,
         };
-        // The element type as an array's (modifiers aside; a character type as text).
-        let array_type = match elem {
-            DataType::Char(_) | DataType::Varchar(_) => "text[]".to_string(),
-            t => format!("{}[]", t.pg_name()),
-        };
-        let text = match (p, elements) {
-            (ParamSource::Quantified { left, op, all, .. }, Some(elements)) => format!("({left} {op} {}({elements}))", if *all { "ALL" } else { "ANY" }),
-            (ParamSource::Quantified { all, .. }, None) if length == Some(0) => if *all { "TRUE" } else { "FALSE" }.to_string(),
-            (ParamSource::Quantified { .. }, None) => "CAST(NULL AS BOOLEAN)".to_string(),
-            (_, Some(elements)) => elements,
-            (_, None) if length == Some(0) => format!("CAST(ARRAY[] AS {array_type})"),
-            (_, None) => format!("CAST(NULL AS {array_type})"),
-        };
-        let parsed = Parser::new(&PostgreSqlDialect {}).try_with_sql(&text).and_then(|mut p| p.parse_expr());
-        parsed.map(Some).map_err(|e| Error::internal(format!("the form of \"{text}\" for an array's elements: {e}")))
+        array_form(quantified, elem, first, length).map(Some)
     }
+}
+
+/// What stands in a statement's form for an array of `length` elements (`None`: a NULL
+/// array) whose elements are the parameters from `$first` on: compared with (`quantified`:
+/// the left side, the operator and whether ALL) or used as a value of element type `elem`.
+/// A comparison becomes `(left op ANY|ALL (ARRAY[$a, …]))`, or for no element FALSE (ANY)
+/// or TRUE (ALL), for a NULL array NULL, as PostgreSQL's comparisons with an array give; an
+/// array becomes `ARRAY[$a, …]`, or an empty or NULL array of the element type.
+pub(crate) fn array_form(quantified: Option<(&ast::Expr, &ast::BinaryOperator, bool)>, elem: DataType, first: usize, length: Option<usize>) -> Result<ast::Expr> {
+    let elements = match length {
+        Some(count) if count > 0 => Some(format!("ARRAY[{}]", (first..first + count).map(|i| format!("${i}")).collect::<Vec<_>>().join(", "))),
+        _ => None,
+    };
+    // The element type as an array's (modifiers aside; a character type as text).
+    let array_type = match elem {
+        DataType::Char(_) | DataType::Varchar(_) => "text[]".to_string(),
+        t => format!("{}[]", t.pg_name()),
+    };
+    let text = match (quantified, elements) {
+        (Some((left, op, all)), Some(elements)) => format!("({left} {op} {}({elements}))", if all { "ALL" } else { "ANY" }),
+        (Some((_, _, all)), None) if length == Some(0) => if all { "TRUE" } else { "FALSE" }.to_string(),
+        (Some(_), None) => "CAST(NULL AS BOOLEAN)".to_string(),
+        (None, Some(elements)) => elements,
+        (None, None) if length == Some(0) => format!("CAST(ARRAY[] AS {array_type})"),
+        (None, None) => format!("CAST(NULL AS {array_type})"),
+    };
+    let parsed = Parser::new(&PostgreSqlDialect {}).try_with_sql(&text).and_then(|mut p| p.parse_expr());
+    parsed.map_err(|e| Error::internal(format!("the form of \"{text}\" for an array's elements: {e}")))
 }
 
 impl VisitorMut for Spreader<'_> {
