@@ -141,11 +141,11 @@ pub fn row_description(out: &mut BytesMut, columns: &[ColumnInfo], formats: &[i1
     finish(out, at);
 }
 
-pub fn parameter_description(out: &mut BytesMut, types: &[freshet::DataType]) {
+pub fn parameter_description(out: &mut BytesMut, oids: &[u32]) {
     let at = begin(out, b't');
-    out.put_i16(types.len() as i16);
-    for t in types {
-        out.put_u32(t.oid());
+    out.put_i16(oids.len() as i16);
+    for &oid in oids {
+        out.put_u32(oid);
     }
     finish(out, at);
 }

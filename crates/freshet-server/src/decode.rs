@@ -93,19 +93,72 @@ pub fn decode_binary(index: usize, raw: &[u8], wire: DataType) -> Result<Value, 
     })
 }
 
-/// The parameter type a client declared by OID, for decoding and for planning. OID 0 and
-/// OIDs Freshet has no type for leave the type to inference.
+/// The parameter type a client declared by OID, for decoding and for planning (of an array
+/// type, its element type). OID 0 and OIDs Freshet has no type for leave the type to
+/// inference.
 pub fn declared_type(oid: u32) -> Option<DataType> {
-    DataType::from_oid(oid)
+    DataType::from_oid(oid).or_else(|| DataType::from_array_oid(oid))
+}
+
+/// Whether `oid` is an array type's.
+pub fn is_array(oid: u32) -> bool {
+    DataType::from_array_oid(oid).is_some()
 }
 
 /// The declared type handed to the planner. `bpchar` without a length would mean CHAR(1),
 /// which would reject longer values; it is left to inference instead (the column's CHAR(n)).
 pub fn planning_type(oid: u32) -> Option<DataType> {
     match oid {
-        1042 => None,
+        1042 | 1014 => None,
         other => declared_type(other),
     }
+}
+
+/// Decodes array parameter `index` of element type `elem` into the array's text form,
+/// which the statement takes (`Prepared::is_array_param`): in text format it is that
+/// already; in binary (dimensions, a null flag, the element type's OID, per dimension its
+/// length and lower bound, then each element as a length, -1 for NULL, and its bytes in
+/// its type's binary layout) each element is read and converted to `elem`.
+pub fn decode_array_param(index: usize, raw: Option<&Bytes>, format: i16, elem: DataType) -> Result<Value, SqlError> {
+    let Some(raw) = raw else { return Ok(Value::Null) };
+    if format == 0 {
+        return Ok(Value::Text(utf8(raw)?.to_string()));
+    }
+    let bad = || SqlError::binary_format(index);
+    let mut rest: &[u8] = raw;
+    let mut take = |n: usize| -> Result<&[u8], SqlError> {
+        let (head, tail) = rest.split_at_checked(n).ok_or_else(bad)?;
+        rest = tail;
+        Ok(head)
+    };
+    let word = |bytes: &[u8]| i32::from_be_bytes(bytes.try_into().expect("four bytes"));
+    let dims = word(take(4)?);
+    let _has_nulls = take(4)?;
+    let wire = DataType::from_oid(word(take(4)?) as u32).unwrap_or(elem);
+    let count = match dims {
+        0 => 0,
+        1 => {
+            let n = word(take(4)?);
+            let _lower = take(4)?;
+            usize::try_from(n).map_err(|_| bad())?
+        }
+        d if d > 1 => return Err(SqlError::new(codes::FEATURE_NOT_SUPPORTED, "multidimensional array parameters are not supported")),
+        _ => return Err(bad()),
+    };
+    let mut items = Vec::with_capacity(count.min(raw.len() / 4));
+    for _ in 0..count {
+        let len = word(take(4)?);
+        if len < 0 {
+            items.push(Value::Null);
+            continue;
+        }
+        let bytes = take(len as usize)?;
+        items.push(decode_binary(index, bytes, wire)?.assign_to(elem).map_err(SqlError::from)?);
+    }
+    if !rest.is_empty() {
+        return Err(bad());
+    }
+    Ok(Value::Text(freshet_core::sql::plpgsql::array_text(&items, elem)))
 }
 
 #[cfg(test)]
@@ -143,5 +196,46 @@ mod tests {
         assert_eq!(param_formats(&[1], 3).unwrap(), vec![1, 1, 1]);
         assert!(param_formats(&[0, 1], 3).is_err());
         assert!(result_formats(&[2], 1).is_err());
+    }
+
+    fn binary_array(dims: &[i32], oid: u32, items: &[Option<&[u8]>]) -> Bytes {
+        let mut b = Vec::new();
+        b.extend((dims.len() as i32).to_be_bytes());
+        b.extend(1i32.to_be_bytes());
+        b.extend(oid.to_be_bytes());
+        for d in dims {
+            b.extend(d.to_be_bytes());
+            b.extend(1i32.to_be_bytes());
+        }
+        for item in items {
+            match item {
+                Some(bytes) => {
+                    b.extend((bytes.len() as i32).to_be_bytes());
+                    b.extend(*bytes);
+                }
+                None => b.extend((-1i32).to_be_bytes()),
+            }
+        }
+        Bytes::from(b)
+    }
+
+    #[test]
+    fn array_parameters_become_their_text_form() {
+        let seven = 7i16.to_be_bytes();
+        let raw = binary_array(&[2], 21, &[Some(&seven), None]);
+        assert_eq!(decode_array_param(0, Some(&raw), 1, DataType::Int64).unwrap(), Value::Text("{7,NULL}".into()), "int2 elements as bigint");
+        let raw = binary_array(&[2], 25, &[Some(b"a b"), Some(b"")]);
+        assert_eq!(decode_array_param(0, Some(&raw), 1, DataType::Text).unwrap(), Value::Text(r#"{"a b",""}"#.into()));
+        assert_eq!(decode_array_param(0, Some(&binary_array(&[], 23, &[])), 1, DataType::Int32).unwrap(), Value::Text("{}".into()));
+        let text = Bytes::from_static(b"{1,2}");
+        assert_eq!(decode_array_param(0, Some(&text), 0, DataType::Int32).unwrap(), Value::Text("{1,2}".into()));
+        assert_eq!(decode_array_param(0, None, 1, DataType::Int32).unwrap(), Value::Null);
+        let square = binary_array(&[1, 1], 23, &[Some(&1i32.to_be_bytes())]);
+        assert_eq!(decode_array_param(0, Some(&square), 1, DataType::Int32).unwrap_err().code, "0A000");
+        let short = binary_array(&[2], 23, &[Some(&1i32.to_be_bytes())]);
+        assert_eq!(decode_array_param(0, Some(&short), 1, DataType::Int32).unwrap_err().code, "22P03");
+        let mut long = binary_array(&[1], 23, &[Some(&1i32.to_be_bytes())]).to_vec();
+        long.push(0);
+        assert_eq!(decode_array_param(0, Some(&Bytes::from(long)), 1, DataType::Int32).unwrap_err().code, "22P03");
     }
 }

@@ -66,13 +66,14 @@ impl Connection<'_> {
             return Err(SqlError::new(codes::DUPLICATE_PREPARED_STATEMENT, message).into());
         }
         let planning: Vec<Option<DataType>> = oids.iter().map(|&o| decode::planning_type(o)).collect();
+        let arrays: Vec<bool> = oids.iter().map(|&o| decode::is_array(o)).collect();
         let mut parsed = self.session.parse(&sql)?;
         let (prepared, is_copy) = match parsed.len() {
             0 => (Box::pin(self.session.prepare(&sql, &planning)).await?, false),
             1 => {
                 let statement = parsed.remove(0);
                 let is_copy = matches!(statement, Statement::Copy { .. });
-                let prepare = Box::pin(self.session.prepare_statement(statement, &sql, &planning));
+                let prepare = Box::pin(self.session.prepare_typed(statement, &sql, &planning, &arrays));
                 (self.cancel.race(prepare, freshet::Error::canceled).await?, is_copy)
             }
             _ => return Err(freshet::Error::syntax("cannot insert multiple commands into a prepared statement").into()),
@@ -111,7 +112,7 @@ impl Connection<'_> {
                 let statement = self.statements.get(name).cloned().ok_or_else(|| {
                     SqlError::new(codes::INVALID_SQL_STATEMENT_NAME, format!("prepared statement \"{name}\" does not exist"))
                 })?;
-                backend::parameter_description(out, &statement.prepared.param_types);
+                backend::parameter_description(out, &statement.prepared.param_oids());
                 match statement.described_columns() {
                     Some(columns) => backend::row_description(out, columns, &vec![0; columns.len()]),
                     None => backend::no_data(out),
@@ -201,6 +202,10 @@ fn bind_params(statement: &PreparedStatement, bind: &Bind) -> Result<Vec<Value>,
     let formats = decode::param_formats(&bind.param_formats, bind.params.len())?;
     let mut values = Vec::with_capacity(types.len());
     for (i, (raw, &ty)) in bind.params.iter().zip(types).enumerate() {
+        if statement.prepared.is_array_param(i) {
+            values.push(decode::decode_array_param(i, raw.as_ref(), formats[i], ty)?);
+            continue;
+        }
         let wire = statement.wire_type(i).unwrap_or(ty);
         values.push(decode::decode_param(i, raw.as_ref(), formats[i], wire, ty)?);
     }

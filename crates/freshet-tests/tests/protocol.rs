@@ -505,6 +505,71 @@ async fn describe_statement_reports_parameters_and_columns() {
     assert!(insert.columns().is_empty());
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn array_parameters_compare_and_spread_on_both_paths() {
+    let server = TestServer::start().await;
+    let client = server.client().await;
+    client.batch_execute("CREATE TABLE a (id INT PRIMARY KEY, w BIGINT, name TEXT)").await.unwrap();
+    client.batch_execute("INSERT INTO a SELECT g, g * 10, 'n' || g FROM generate_series(1, 20) g").await.unwrap();
+    let ids = |rows: Vec<tokio_postgres::Row>| rows.iter().map(|r| r.get::<_, i32>(0)).collect::<Vec<_>>();
+    // `= ANY($1)`: the parameter is an int4[], typed from the column; lists of any length.
+    let any = client.prepare("SELECT id FROM a WHERE id = ANY($1) ORDER BY id").await.unwrap();
+    assert_eq!(any.params(), &[Type::INT4_ARRAY]);
+    assert_eq!(ids(client.query(&any, &[&vec![7i32, 3, 5, 99]]).await.unwrap()), vec![3, 5, 7]);
+    assert_eq!(ids(client.query(&any, &[&(1..=20).collect::<Vec<i32>>()]).await.unwrap()), (1..=20).collect::<Vec<_>>());
+    assert_eq!(ids(client.query(&any, &[&vec![Some(4i32), None]]).await.unwrap()), vec![4], "a NULL element matches nothing");
+    assert!(client.query(&any, &[&Vec::<i32>::new()]).await.unwrap().is_empty());
+    assert!(client.query(&any, &[&None::<Vec<i32>>]).await.unwrap().is_empty());
+    // ALL, another operator, the statement's own parameters after the array.
+    let all = client.prepare("SELECT count(*) FROM a WHERE id <> ALL($1) AND w > $2 AND id < ANY($3::int[])").await.unwrap();
+    assert_eq!(all.params(), &[Type::INT4_ARRAY, Type::INT8, Type::INT4_ARRAY]);
+    let n: i64 = client.query_one(&all, &[&vec![1i32, 2, 3], &0i64, &vec![10i32, 5]]).await.unwrap().get(0);
+    assert_eq!(n, 6, "ids 4 to 9");
+    let n: i64 = client.query_one(&all, &[&Vec::<i32>::new(), &0i64, &vec![10i32]]).await.unwrap().get(0);
+    assert_eq!(n, 9, "<> ALL of nothing holds");
+    let n: i64 = client.query_one(&all, &[&vec![Some(1i32), None], &0i64, &vec![10i32]]).await.unwrap().get(0);
+    assert_eq!(n, 0, "a NULL element leaves <> ALL unknown");
+    // Text elements, and an array type the client declares.
+    let named = client.prepare("SELECT id FROM a WHERE name = ANY($1) ORDER BY id").await.unwrap();
+    assert_eq!(named.params(), &[Type::TEXT_ARRAY]);
+    assert_eq!(ids(client.query(&named, &[&vec!["n2", "n11", "x"]]).await.unwrap()), vec![2, 11]);
+    let declared = client.prepare_typed("SELECT id FROM a WHERE id = ANY($1) ORDER BY id", &[Type::INT8_ARRAY]).await.unwrap();
+    assert_eq!(declared.params(), &[Type::INT8_ARRAY]);
+    assert_eq!(ids(client.query(&declared, &[&vec![2i64, 4]]).await.unwrap()), vec![2, 4]);
+    // The analytical path: a grouped query.
+    let grouped = client.prepare("SELECT w % 20, count(*) FROM a WHERE id = ANY($1) GROUP BY 1 ORDER BY 1").await.unwrap();
+    let rows = client.query(&grouped, &[&vec![1i32, 2, 3, 4, 5]]).await.unwrap();
+    let groups: Vec<(i64, i64)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+    assert_eq!(groups, vec![(0, 2), (10, 3)]);
+    // Changes: UPDATE and DELETE by a list, INSERT of an array's elements.
+    let update = client.prepare("UPDATE a SET w = w + $2 WHERE id = ANY($1)").await.unwrap();
+    assert_eq!(client.execute(&update, &[&vec![1i32, 2, 50], &1i64]).await.unwrap(), 2);
+    let insert = client.prepare("INSERT INTO a (id, w) SELECT u, u * 10 FROM unnest($1::int[]) u").await.unwrap();
+    assert_eq!(insert.params(), &[Type::INT4_ARRAY]);
+    assert_eq!(client.execute(&insert, &[&vec![21i32, 22, 23]]).await.unwrap(), 3);
+    assert_eq!(client.execute(&insert, &[&Vec::<i32>::new()]).await.unwrap(), 0);
+    let delete = client.prepare("DELETE FROM a WHERE id = ANY($1)").await.unwrap();
+    assert_eq!(client.execute(&delete, &[&vec![21i32, 23]]).await.unwrap(), 2);
+    let rows = text_rows(&client, "SELECT id, w FROM a WHERE id IN (1, 2, 3, 22) ORDER BY id").await;
+    let expected: Vec<Vec<Option<String>>> = [("1", "11"), ("2", "21"), ("3", "30"), ("22", "220")].iter().map(|(a, b)| vec![Some(a.to_string()), Some(b.to_string())]).collect();
+    assert_eq!(rows, expected);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn array_parameters_in_text_format() {
+    let server = TestServer::start().await;
+    let mut raw = Raw::connect(server.addr).await;
+    raw.send(&[Raw::message(b'Q', &cstr("CREATE TABLE r (id INT PRIMARY KEY); INSERT INTO r VALUES (1), (2), (3)"))]).await;
+    raw.until_ready().await;
+    raw.send(&[parse_msg("s", "SELECT count(*) FROM r WHERE id = ANY($1)"), bind_msg("", "s", &["{1, 3,\"2\"}"]), execute_msg("", 0), sync_msg()]).await;
+    let answer = raw.until_ready().await;
+    assert_eq!(tags(&answer), "12DCZ");
+    assert!(answer[2].1.ends_with(b"3"), "{:?}", answer[2]);
+    raw.send(&[bind_msg("", "s", &["{1,x}"]), execute_msg("", 0), sync_msg()]).await;
+    let answer = raw.until_ready().await;
+    assert_eq!(error_field(&answer[1].1, b'C').as_deref(), Some("22P02"), "{answer:?}");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Pipelining, errors, concurrency
 

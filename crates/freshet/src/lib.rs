@@ -17,6 +17,7 @@
 //! protocol layer over [`Session`].
 
 mod advisory;
+mod array_params;
 mod copy;
 mod cursor;
 pub mod notify;

@@ -751,9 +751,13 @@ fn rows(name: &str, catalog: &Catalog) -> Vec<Vec<V>> {
             .iter()
             .map(|&(oid, name, len, category)| {
                 let collation = if category == "S" { DEFAULT_COLLATION_OID } else { 0 };
+                let oid32 = u32::try_from(oid).unwrap_or(0);
+                // An array type names its element type; a type Freshet has arrays of names its array type.
+                let elem = DataType::from_array_oid(oid32).map_or(0, |e| e.oid() as i64);
+                let array = DataType::from_oid(oid32).filter(|_| category != "A" && oid != 19).map_or(0, |t| t.array_oid() as i64);
                 vec![
                     i(oid), t(name), i(PG_CATALOG_OID), i(ROLE_OID), i(len), b(len > 0), t("b"), t(category), b(false), b(true),
-                    t(","), i(0), i(0), i(0), b(false), i(0), i(-1), i(0), i(collation), null,
+                    t(","), i(0), i(elem), i(array), b(false), i(0), i(-1), i(0), i(collation), null,
                 ]
             })
             .collect(),
@@ -945,9 +949,20 @@ const TYPES: &[(i64, &str, i64, &str)] = &[
     (1184, "timestamptz", 8, "D"),
     (1700, "numeric", -1, "N"),
     (2950, "uuid", 16, "U"),
+    (1000, "_bool", -1, "A"),
     (1005, "_int2", -1, "A"),
+    (1007, "_int4", -1, "A"),
     (1009, "_text", -1, "A"),
+    (1014, "_bpchar", -1, "A"),
+    (1015, "_varchar", -1, "A"),
     (1016, "_int8", -1, "A"),
+    (1021, "_float4", -1, "A"),
+    (1022, "_float8", -1, "A"),
+    (1115, "_timestamp", -1, "A"),
+    (1182, "_date", -1, "A"),
+    (1185, "_timestamptz", -1, "A"),
+    (1231, "_numeric", -1, "A"),
+    (2951, "_uuid", -1, "A"),
 ];
 
 /// `format_type(oid, typmod)`: the type's SQL name with its modifiers.

@@ -174,7 +174,8 @@ enum Kind {
     /// items, evaluated in the session.
     SessionSelect(Vec<freshet_core::sql::expr::Expr>),
     /// `PREPARE name [(types)] AS statement`: planned when it runs, kept by the session.
-    PrepareSql { name: String, statement: Box<Statement>, declared: Vec<Option<DataType>> },
+    /// `arrays[i]`: `$i+1` is an array of `declared[i]` (`PREPARE p(int[])`).
+    PrepareSql { name: String, statement: Box<Statement>, declared: Vec<Option<DataType>>, arrays: Vec<bool> },
     /// `EXECUTE name [(arguments)]` of a statement PREPARE made.
     ExecuteSql { name: String, args: Vec<ast::Expr> },
     /// `DEALLOCATE [PREPARE] name | ALL` (`None`: all).
@@ -188,6 +189,9 @@ enum Kind {
     FetchCursor(freshet_core::sql::parse::FetchStatement),
     /// `CLOSE name` or `CLOSE ALL` (`None`).
     CloseCursor(Option<String>),
+    /// A statement with parameters of array type, run in a form for the arrays' lengths
+    /// (`array_params`).
+    ArrayForms(Arc<crate::array_params::ArrayForms>),
 }
 
 /// A query calling stored functions inside its expressions, planned: the split query, and
@@ -300,6 +304,22 @@ impl Prepared {
     /// Whether executing it can return rows (a client describes it as RowDescription).
     pub fn returns_rows(&self) -> bool {
         self.columns.is_some()
+    }
+
+    /// Whether parameter `i` (`$1` is 0) is an array of `param_types[i]`: its value is the
+    /// array's text form (`'{1,2,3}'`) or NULL.
+    pub fn is_array_param(&self, i: usize) -> bool {
+        matches!(&self.kind, Kind::ArrayForms(forms) if forms.is_array(i))
+    }
+
+    /// The type OIDs of the parameters, as ParameterDescription reports them.
+    pub fn param_oids(&self) -> Vec<u32> {
+        self.param_types.iter().enumerate().map(|(i, t)| if self.is_array_param(i) { t.array_oid() } else { t.oid() }).collect()
+    }
+
+    /// A statement with parameters of array type (`array_params`).
+    pub(crate) fn with_array_forms(sql: &str, statement: Statement, param_types: Vec<DataType>, columns: Option<Arc<Vec<ColumnInfo>>>, forms: crate::array_params::ArrayForms) -> Prepared {
+        Prepared { sql: sql.to_string(), param_types, columns, statement: Some(statement), declared: Vec::new(), kind: Kind::ArrayForms(Arc::new(forms)), catalog_version: 0 }
     }
 }
 
@@ -788,6 +808,18 @@ impl Session {
 
     /// Prepares an already parsed statement.
     pub async fn prepare_statement(&mut self, statement: Statement, sql: &str, declared: &[Option<DataType>]) -> Result<Arc<Prepared>> {
+        self.prepare_typed(statement, sql, declared, &[]).await
+    }
+
+    /// [`Self::prepare_statement`] with the parameters the client declared as arrays
+    /// (`arrays[i]`: `$i+1` is an array of `declared[i]`, as `int4[]` is of integers).
+    pub async fn prepare_typed(&mut self, statement: Statement, sql: &str, declared: &[Option<DataType>], arrays: &[bool]) -> Result<Arc<Prepared>> {
+        if (sql.contains('$') || arrays.contains(&true)) && crate::array_params::applies(&statement) {
+            let (found, count) = self.failed_before_running(freshet_core::sql::array_params::find(&statement, declared, arrays))?;
+            if !found.is_empty() {
+                return Box::pin(self.prepare_array_forms(statement, sql, declared, found, count)).await;
+            }
+        }
         let catalog = self.catalog();
         let mut params: Vec<Option<DataType>> = declared.to_vec();
         let planned = self.plan(&statement, &catalog, &mut params).await;
@@ -1459,6 +1491,9 @@ impl Session {
         if self.txn.as_ref().is_some_and(|t| t.failed) && !matches!(prepared.kind, Kind::Transaction(_)) {
             return Err(txn_block::aborted_error());
         }
+        if let Kind::ArrayForms(forms) = &prepared.kind {
+            return Box::pin(self.execute_array_forms(forms, params)).await;
+        }
         let current = self.catalog_version();
         let replanned;
         let prepared = if prepared.catalog_version != current && needs_catalog(&prepared.kind) {
@@ -1540,8 +1575,14 @@ impl Session {
     fn plan_session_statement(&self, statement: &Statement) -> Result<Option<(Kind, Option<Vec<ColumnInfo>>)>> {
         Ok(Some(match statement {
             Statement::Prepare { name, data_types, statement } => {
-                let declared = data_types.iter().map(|t| freshet_core::sql::bind::sql_type(t).map(Some)).collect::<Result<_>>()?;
-                (Kind::PrepareSql { name: fold_ident(name), statement: statement.clone(), declared }, None)
+                let (declared, arrays) = data_types
+                    .iter()
+                    .map(|t| match freshet_core::sql::array_params::element_type(t) {
+                        Some(elem) => elem.map(|e| (Some(e), true)),
+                        None => freshet_core::sql::bind::sql_type(t).map(|t| (Some(t), false)),
+                    })
+                    .collect::<Result<(Vec<_>, Vec<_>)>>()?;
+                (Kind::PrepareSql { name: fold_ident(name), statement: statement.clone(), declared, arrays }, None)
             }
             Statement::Execute { name: Some(name), parameters, immediate: false, into, using, .. } if into.is_empty() && using.is_empty() => {
                 let name = name.0.iter().filter_map(|p| p.as_ident()).map(fold_ident).collect::<Vec<_>>().join(".");
@@ -1601,12 +1642,12 @@ impl Session {
     /// `PREPARE name AS statement`: plans the statement and keeps it (42P05 if the name is
     /// taken). (The SQL-level statements run in functions of their own, out of
     /// `execute_planned`, whose poll frame every nested call adds to the stack.)
-    async fn prepare_sql(&mut self, name: &str, statement: &Statement, declared: &[Option<DataType>]) -> Result<StatementResult> {
+    async fn prepare_sql(&mut self, name: &str, statement: &Statement, declared: &[Option<DataType>], arrays: &[bool]) -> Result<StatementResult> {
         if self.prepared_sql.contains_key(name) {
             return Err(Error::new(SqlState::DuplicatePreparedStatement, format!("prepared statement \"{name}\" already exists")));
         }
         let sql = statement.to_string();
-        let planned = self.prepare_statement(statement.clone(), &sql, declared).await?;
+        let planned = self.prepare_typed(statement.clone(), &sql, declared, arrays).await?;
         self.prepared_sql.insert(name.to_string(), planned);
         Ok(StatementResult::command("PREPARE"))
     }
@@ -1640,10 +1681,30 @@ impl Session {
         }
         let mut outer_types: Vec<Option<DataType>> = outer.iter().map(|v| v.data_type()).collect();
         let mut values = Vec::with_capacity(args.len());
-        for (e, ty) in args.iter().zip(&target.param_types) {
-            let bound = freshet_core::sql::bind::Binder::new(None, &mut outer_types).bind_expr(e, Some(*ty))?;
-            let value = bound.eval(&NoRow, &self.eval_context(outer, now))?;
-            values.push(value.assign_to(*ty)?);
+        for (i, (e, ty)) in args.iter().zip(&target.param_types).enumerate() {
+            let mut eval = |e: &ast::Expr, ty: DataType| -> Result<Value> {
+                let bound = freshet_core::sql::bind::Binder::new(None, &mut outer_types).bind_expr(e, Some(ty))?;
+                bound.eval(&NoRow, &self.eval_context(outer, now))?.assign_to(ty)
+            };
+            if !target.is_array_param(i) {
+                values.push(eval(e, *ty)?);
+                continue;
+            }
+            // An array: `ARRAY[…]` of values, or its text form (`'{1,2}'`, also cast).
+            let e = match e {
+                ast::Expr::Cast { expr, data_type: ast::DataType::Array(_), .. } => expr.as_ref(),
+                e => e,
+            };
+            values.push(match e {
+                ast::Expr::Array(array) => {
+                    let items = array.elem.iter().map(|item| eval(item, *ty)).collect::<Result<Vec<_>>>()?;
+                    Value::Text(freshet_core::sql::plpgsql::array_text(&items, *ty))
+                }
+                e => eval(e, DataType::Text)?,
+            });
+        }
+        if let Kind::ArrayForms(forms) = &target.kind {
+            return Box::pin(self.execute_array_forms(forms, values)).await;
         }
         if target.catalog_version != self.catalog_version() && needs_catalog(&target.kind) {
             target = self.replan(&target).await?;
@@ -2010,12 +2071,14 @@ impl Session {
                 let statement = prepared.statement.as_ref().ok_or_else(|| Error::internal("statement missing"))?;
                 self.run_utility(statement, prepared.columns.clone())
             }
-            Kind::PrepareSql { name, statement, declared } => Box::pin(self.prepare_sql(name, statement, declared)).await,
+            Kind::PrepareSql { name, statement, declared, arrays } => Box::pin(self.prepare_sql(name, statement, declared, arrays)).await,
             Kind::ExecuteSql { name, args } => Box::pin(self.execute_sql_prepared(name, args, &params, now)).await,
             Kind::DeallocateSql(name) => self.deallocate_sql(name.as_deref()),
             Kind::DeclareCursor(declare) => Box::pin(self.declare_cursor(declare, params)).await,
             Kind::FetchCursor(fetch) => Box::pin(self.fetch_cursor(fetch, prepared.columns.as_ref())).await,
             Kind::CloseCursor(name) => self.close_cursor(name.as_deref()),
+            // `execute` runs the array's form.
+            Kind::ArrayForms(_) => Err(Error::internal("a statement with array parameters run without its form")),
             Kind::Checkpoint => {
                 // Writing a checkpoint takes seconds on a large database: it runs on a thread
                 // of its own while this session waits without holding up its caller's runtime.
