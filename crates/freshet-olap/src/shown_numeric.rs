@@ -4,6 +4,10 @@
 //! value to text, explicit (`x::text`) or put in by type coercion (`'total: ' || x`), must read
 //! the same: [`ShownNumericText`], an analyzer rule that runs after DataFusion's type coercion,
 //! makes each such cast read `freshet_shown_numeric(x)`, the text output shows.
+//!
+//! An array (an Arrow list) as text is the same case: Arrow's cast writes `[1, 2]`, output
+//! shows PostgreSQL's `{1,2}` (`values::array_literal`), so the rule makes such a cast read
+//! `freshet_array_text(x)`.
 
 use std::sync::Arc;
 
@@ -67,15 +71,63 @@ impl ScalarUDFImpl for ShownNumeric {
     }
 }
 
-/// The analyzer rule (see the module documentation); it carries the function it calls.
+const ARRAY_NAME: &str = "freshet_array_text";
+
+fn is_list(ty: &ArrowType) -> bool {
+    matches!(ty, ArrowType::List(_) | ArrowType::LargeList(_) | ArrowType::FixedSizeList(..))
+}
+
+/// `freshet_array_text(anyarray) → text`: PostgreSQL's text form of an array.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct ArrayText {
+    signature: Signature,
+}
+
+impl ScalarUDFImpl for ArrayText {
+    fn name(&self) -> &str {
+        ARRAY_NAME
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, args: &[ArrowType]) -> DfResult<ArrowType> {
+        match args {
+            [t] if is_list(t) => Ok(ArrowType::Utf8),
+            _ => Err(no_function_for(ARRAY_NAME, args)),
+        }
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let scalar = matches!(args.args[0], ColumnarValue::Scalar(_));
+        let values = args.args[0].to_array(args.number_rows)?;
+        let mut out = StringBuilder::with_capacity(values.len(), values.len() * 8);
+        for i in 0..values.len() {
+            if values.is_null(i) {
+                out.append_null();
+            } else {
+                out.append_value(crate::values::array_literal(&values, i));
+            }
+        }
+        columnar(Arc::new(out.finish()), scalar)
+    }
+}
+
+/// The analyzer rule (see the module documentation); it carries the functions it calls.
 #[derive(Debug)]
 pub struct ShownNumericText {
     function: Arc<ScalarUDF>,
+    array: Arc<ScalarUDF>,
 }
 
 impl Default for ShownNumericText {
     fn default() -> Self {
-        ShownNumericText { function: Arc::new(ScalarUDF::new_from_impl(ShownNumeric { signature: Signature::any(1, Volatility::Immutable) })) }
+        let signature = Signature::any(1, Volatility::Immutable);
+        ShownNumericText {
+            function: Arc::new(ScalarUDF::new_from_impl(ShownNumeric { signature: signature.clone() })),
+            array: Arc::new(ScalarUDF::new_from_impl(ArrayText { signature })),
+        }
     }
 }
 
@@ -86,13 +138,16 @@ impl ShownNumericText {
             Expr::TryCast(TryCast { expr, field }) => (expr, field, true),
             _ => return Ok(Transformed::no(e)),
         };
-        if !matches!(field.data_type(), ArrowType::Utf8 | ArrowType::Utf8View | ArrowType::LargeUtf8)
-            || !inner.get_type(schema as &dyn ExprSchema).is_ok_and(|t| is_unscaled_numeric(&t))
-        {
+        if !matches!(field.data_type(), ArrowType::Utf8 | ArrowType::Utf8View | ArrowType::LargeUtf8) {
             return Ok(Transformed::no(e));
         }
+        let function = match inner.get_type(schema as &dyn ExprSchema) {
+            Ok(t) if is_unscaled_numeric(&t) => &self.function,
+            Ok(t) if is_list(&t) => &self.array,
+            _ => return Ok(Transformed::no(e)),
+        };
         // The cast stays (from text now), keeping its result field.
-        let text = Box::new(Expr::ScalarFunction(ScalarFunction::new_udf(self.function.clone(), vec![inner.as_ref().clone()])));
+        let text = Box::new(Expr::ScalarFunction(ScalarFunction::new_udf(function.clone(), vec![inner.as_ref().clone()])));
         let field = field.clone();
         Ok(Transformed::yes(if try_cast { Expr::TryCast(TryCast { expr: text, field }) } else { Expr::Cast(Cast::new_from_field(text, field)) }))
     }

@@ -138,7 +138,7 @@ fn interval_text(months: i64, days: i64, micros: i64) -> String {
 
 /// A list cell in PostgreSQL's array text form: `{1,2,NULL}`, `{"a b","x\"y"}`, nested
 /// lists as `{{1,2},{3}}`.
-fn array_literal(array: &ArrayRef, i: usize) -> String {
+pub(crate) fn array_literal(array: &ArrayRef, i: usize) -> String {
     let elements = match array.data_type() {
         ArrowType::List(_) => array.as_list::<i32>().value(i),
         ArrowType::LargeList(_) => array.as_list::<i64>().value(i),

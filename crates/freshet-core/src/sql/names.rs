@@ -103,6 +103,7 @@ fn figure(e: &ast::Expr) -> (String, u8) {
         A::Floor { .. } => strong("floor".into()),
         // NOT EXISTS is an operator over EXISTS in PostgreSQL's grammar: no name of its own.
         A::Exists { negated: false, .. } => strong("exists".into()),
+        A::Array(_) => strong("array".into()),
         A::Subquery(q) => match q.body.as_ref() {
             ast::SetExpr::Select(s) if s.projection.len() == 1 => match &s.projection[0] {
                 ast::SelectItem::UnnamedExpr(e) => strong(column_name(e)),
@@ -148,6 +149,7 @@ mod tests {
     #[test]
     fn result_column_names_follow_postgres() {
         assert_eq!(column_name(&expr("Abc")), "abc");
+        assert_eq!(column_name(&expr("ARRAY[1, 2]::text")), "array");
         assert_eq!(column_name(&expr("\"Abc\"")), "Abc");
         assert_eq!(column_name(&expr("t.x")), "x");
         assert_eq!(column_name(&expr("sum(x)")), "sum");
