@@ -202,7 +202,8 @@ impl Sites<'_> {
         {
             return Err(Error::unsupported(format!("DISTINCT, ORDER BY or another clause in the arguments of the stored function {name}()")));
         }
-        let (args, names) = call_arguments(&f.args).ok_or_else(|| Error::unsupported(format!("this form of argument to the stored function {name}()")))?;
+        let (mut args, names) = call_arguments(&f.args).ok_or_else(|| Error::unsupported(format!("this form of argument to the stored function {name}()")))?;
+        array_arguments_as_text(self.catalog, &name, &mut args, &names);
         if args.iter().any(aggregates) {
             return Err(Error::unsupported(format!("an aggregate or window function in the arguments of the stored function {name}()"))
                 .with_hint(format!("Aggregate in a subquery first: SELECT {name}(total) FROM (SELECT sum(…) AS total …) s.")));
@@ -220,6 +221,34 @@ impl Sites<'_> {
             }
         };
         Ok(Some(self.first + k))
+    }
+}
+
+/// An array argument travels as its text form (`{1,2}`), which the call takes as it takes
+/// `'{1,2}'`: the analytical side's arrays are lists, and the site's relation, typed from the
+/// calls' values (`CallSitePlan::rowless`), has no list columns to match them with. An
+/// argument is cast to text where every routine of that name takes an array for it (none is
+/// VARIADIC).
+fn array_arguments_as_text(catalog: &Catalog, name: &str, args: &mut [ast::Expr], names: &[Option<String>]) {
+    use freshet_core::sql::plpgsql::{PlType, Routine};
+    let overloads = catalog.routines(name);
+    if overloads.iter().any(|d| d.routine.variadic) {
+        return;
+    }
+    // The type of the input parameter argument `i` is for, in routine `r`.
+    let parameter = |r: &Routine, i: usize| -> Option<PlType> {
+        let inputs = r.params.iter().zip(&r.out_only).filter(|(_, out)| !**out).map(|(p, _)| p);
+        match names.get(i).cloned().flatten() {
+            Some(n) => inputs.zip(&r.signature).find(|((p, _), _)| *p == n).map(|(_, t)| *t),
+            None => r.signature.get(i).copied(),
+        }
+    };
+    for (i, arg) in args.iter_mut().enumerate() {
+        let arrays = overloads.iter().all(|d| matches!(parameter(&d.routine, i), Some(PlType::Array(_))));
+        if arrays && !overloads.is_empty() && !matches!(arg, ast::Expr::Value(_)) {
+            let written = std::mem::replace(arg, ast::Expr::Value(ast::Value::Null.with_empty_span()));
+            *arg = ast::Expr::Cast { kind: ast::CastKind::Cast, expr: Box::new(written), data_type: ast::DataType::Text, array: false, format: None };
+        }
     }
 }
 
