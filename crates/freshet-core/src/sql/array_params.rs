@@ -20,7 +20,7 @@ use std::ops::ControlFlow;
 use sqlparser::ast::{self, Visit, VisitMut, Visitor, VisitorMut};
 
 use super::bind::sql_type;
-use super::plpgsql::spread::{array_form, spread_length, MAX_FORM_PARAMETERS};
+use super::plpgsql::spread::{array_form, replace, spread_length, MAX_FORM_PARAMETERS};
 use crate::error::{Error, Result, SqlState};
 use crate::types::DataType;
 
@@ -273,15 +273,8 @@ impl VisitorMut for Spreader<'_> {
     type Break = ();
 
     fn pre_visit_expr(&mut self, expr: &mut ast::Expr) -> ControlFlow<()> {
-        match self.replacement(expr) {
-            Ok(Some(e)) => *expr = e,
-            Ok(None) => {}
-            Err(e) => {
-                self.error = Some(e);
-                return ControlFlow::Break(());
-            }
-        }
-        ControlFlow::Continue(())
+        let replacement = self.replacement(expr);
+        replace(expr, replacement, &mut self.error)
     }
 }
 

@@ -156,16 +156,23 @@ impl VisitorMut for Spreader<'_> {
         let ast::Expr::Value(v) = expr else { return ControlFlow::Continue(()) };
         let ast::Value::Placeholder(p) = &v.value else { return ControlFlow::Continue(()) };
         let Ok(n) = p.trim_start_matches('$').parse::<usize>() else { return ControlFlow::Continue(()) };
-        match self.replacement(n) {
-            Ok(Some(e)) => *expr = e,
-            Ok(None) => {}
-            Err(e) => {
-                self.error = Some(e);
-                return ControlFlow::Break(());
-            }
-        }
-        ControlFlow::Continue(())
+        let replacement = self.replacement(n);
+        replace(expr, replacement, &mut self.error)
     }
+}
+
+/// Puts `replacement`'s expression, if any, in `expr`'s place; an error is kept in `error`
+/// and stops the visit.
+pub(crate) fn replace(expr: &mut ast::Expr, replacement: Result<Option<ast::Expr>>, error: &mut Option<Error>) -> ControlFlow<()> {
+    match replacement {
+        Ok(Some(e)) => *expr = e,
+        Ok(None) => {}
+        Err(e) => {
+            *error = Some(e);
+            return ControlFlow::Break(());
+        }
+    }
+    ControlFlow::Continue(())
 }
 
 #[cfg(test)]
