@@ -64,7 +64,61 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>> {
         }
         return Ok(out);
     }
+    if lower.contains("variadic")
+        && let Some(text) = without_variadic(sql)
+    {
+        return parse_plain(&text);
+    }
     parse_plain(sql)
+}
+
+/// Built-in functions that take a VARIADIC array of their own: `concat(VARIADIC a)` joins
+/// the elements, which the call without the keyword would not.
+const VARIADIC_BUILTINS: &[&str] = &["concat", "concat_ws", "format", "greatest", "least", "num_nulls", "num_nonnulls", "json_build_array", "json_build_object", "jsonb_build_array", "jsonb_build_object"];
+
+/// The text without the keyword VARIADIC in front of a call's argument (`f(VARIADIC arr)`,
+/// `f(1, VARIADIC arr)`), which the parser does not take: a stored function's VARIADIC
+/// parameter takes an array as it is written, so `f(VARIADIC arr)` is `f(arr)`. `None` if
+/// there is none, or one in a call of a built-in function ([`VARIADIC_BUILTINS`]).
+fn without_variadic(sql: &str) -> Option<String> {
+    use sqlparser::tokenizer::Tokenizer;
+    let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql).tokenize_with_location().ok()?;
+    let solid: Vec<usize> = (0..tokens.len()).filter(|&i| !matches!(tokens[i].token, Token::Whitespace(_))).collect();
+    // Per open parenthesis, the word in front of it (the function a call names).
+    let mut calls: Vec<Option<String>> = Vec::new();
+    let mut cuts = Vec::new();
+    for (k, &i) in solid.iter().enumerate() {
+        let before = k.checked_sub(1).map(|p| &tokens[solid[p]].token);
+        match &tokens[i].token {
+            Token::LParen => calls.push(match before {
+                Some(Token::Word(w)) => Some(w.value.to_ascii_lowercase()),
+                _ => None,
+            }),
+            Token::RParen => {
+                calls.pop();
+            }
+            t if is_word(t, "variadic") && matches!(before, Some(Token::LParen | Token::Comma)) => {
+                let function = calls.last().cloned().flatten()?;
+                if VARIADIC_BUILTINS.contains(&function.as_str()) {
+                    return None;
+                }
+                let next = solid.get(k + 1).map(|&j| tokens[j].span.start)?;
+                cuts.push((byte_offset(sql, tokens[i].span.start)?, byte_offset(sql, next)?));
+            }
+            _ => {}
+        }
+    }
+    if cuts.is_empty() {
+        return None;
+    }
+    let mut out = String::with_capacity(sql.len());
+    let mut at = 0;
+    for (from, to) in cuts {
+        out.push_str(&sql[at..from]);
+        at = to;
+    }
+    out.push_str(&sql[at..]);
+    Some(out)
 }
 
 /// The pragma names that carry `ALTER SEQUENCE` text (sqlparser does not parse it; see
@@ -682,6 +736,14 @@ mod tests {
         assert!(do_as_procedure("DO $$ BEGIN END $$ $$ x $$").is_err());
         // A word that merely starts with "do" is not a DO block.
         assert!(parse("SELECT 'done' AS double").unwrap().iter().all(|s| pragma_text(s).is_none()));
+    }
+
+    #[test]
+    fn variadic_in_front_of_an_argument() {
+        assert_eq!(without_variadic("SELECT f(VARIADIC ARRAY[1, 2]), g(1,  variadic xs)").as_deref(), Some("SELECT f(ARRAY[1, 2]), g(1,  xs)"));
+        assert_eq!(parse("SELECT f(VARIADIC ARRAY[1])").unwrap()[0].to_string(), "SELECT f(ARRAY[1])");
+        assert!(without_variadic("SELECT concat(VARIADIC ARRAY['a'])").is_none(), "a built-in's own VARIADIC");
+        assert!(without_variadic("SELECT 'variadic' AS variadic").is_none());
     }
 
     #[test]
