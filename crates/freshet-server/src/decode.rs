@@ -115,7 +115,7 @@ pub fn planning_type(oid: u32) -> Option<DataType> {
 }
 
 /// Decodes array parameter `index` of element type `elem` into the array's text form,
-/// which the statement takes (`Prepared::is_array_param`): in text format it is that
+/// which the statement takes (`Prepared::array_param`): in text format it is that
 /// already; in binary (dimensions, a null flag, the element type's OID, per dimension its
 /// length and lower bound, then each element as a length, -1 for NULL, and its bytes in
 /// its type's binary layout) each element is read and converted to `elem`.

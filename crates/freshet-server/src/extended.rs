@@ -202,8 +202,8 @@ fn bind_params(statement: &PreparedStatement, bind: &Bind) -> Result<Vec<Value>,
     let formats = decode::param_formats(&bind.param_formats, bind.params.len())?;
     let mut values = Vec::with_capacity(types.len());
     for (i, (raw, &ty)) in bind.params.iter().zip(types).enumerate() {
-        if statement.prepared.is_array_param(i) {
-            values.push(decode::decode_array_param(i, raw.as_ref(), formats[i], ty)?);
+        if let Some(elem) = statement.prepared.array_param(i) {
+            values.push(decode::decode_array_param(i, raw.as_ref(), formats[i], elem)?);
             continue;
         }
         let wire = statement.wire_type(i).unwrap_or(ty);

@@ -550,6 +550,15 @@ async fn array_parameters_compare_and_spread_on_both_paths() {
     assert_eq!(client.execute(&insert, &[&Vec::<i32>::new()]).await.unwrap(), 0);
     let delete = client.prepare("DELETE FROM a WHERE id = ANY($1)").await.unwrap();
     assert_eq!(client.execute(&delete, &[&vec![21i32, 23]]).await.unwrap(), 2);
+    // A routine's array parameter: `f($1)` takes the array as its own parameter does.
+    client
+        .batch_execute("CREATE FUNCTION a_sum(ids INT[], k BIGINT) RETURNS BIGINT LANGUAGE plpgsql AS $$ DECLARE s BIGINT; BEGIN SELECT sum(w) INTO s FROM a WHERE id = ANY(ids); RETURN s * k; END $$")
+        .await
+        .unwrap();
+    let call = client.prepare("SELECT a_sum($1, $2)").await.unwrap();
+    assert_eq!(call.params(), &[Type::INT4_ARRAY, Type::INT8]);
+    let total: i64 = client.query_one(&call, &[&vec![3i32, 4], &2i64]).await.unwrap().get(0);
+    assert_eq!(total, 140);
     let rows = text_rows(&client, "SELECT id, w FROM a WHERE id IN (1, 2, 3, 22) ORDER BY id").await;
     let expected: Vec<Vec<Option<String>>> = [("1", "11"), ("2", "21"), ("3", "30"), ("22", "220")].iter().map(|(a, b)| vec![Some(a.to_string()), Some(b.to_string())]).collect();
     assert_eq!(rows, expected);

@@ -306,15 +306,21 @@ impl Prepared {
         self.columns.is_some()
     }
 
-    /// Whether parameter `i` (`$1` is 0) is an array of `param_types[i]`: its value is the
-    /// array's text form (`'{1,2,3}'`) or NULL.
-    pub fn is_array_param(&self, i: usize) -> bool {
-        matches!(&self.kind, Kind::ArrayForms(forms) if forms.is_array(i))
+    /// When parameter `i` (`$1` is 0) is an array, its element type: its value is the array's
+    /// text form (`'{1,2,3}'`) or NULL. A statement with array parameters has them
+    /// (`array_params`), and so has a call that passes `$n` as it is to a routine's array
+    /// parameter (`SELECT f($1)` for `f(ids INT[])`), which takes the text form.
+    pub fn array_param(&self, i: usize) -> Option<DataType> {
+        match &self.kind {
+            Kind::ArrayForms(forms) if forms.is_array(i) => self.param_types.get(i).copied(),
+            Kind::Call(call) => call.array_params.iter().find(|(n, _)| *n == i).map(|(_, elem)| *elem),
+            _ => None,
+        }
     }
 
     /// The type OIDs of the parameters, as ParameterDescription reports them.
     pub fn param_oids(&self) -> Vec<u32> {
-        self.param_types.iter().enumerate().map(|(i, t)| if self.is_array_param(i) { t.array_oid() } else { t.oid() }).collect()
+        self.param_types.iter().enumerate().map(|(i, t)| self.array_param(i).map_or_else(|| t.oid(), DataType::array_oid)).collect()
     }
 
     /// A statement with parameters of array type (`array_params`).
@@ -1686,10 +1692,10 @@ impl Session {
                 let bound = freshet_core::sql::bind::Binder::new(None, &mut outer_types).bind_expr(e, Some(ty))?;
                 bound.eval(&NoRow, &self.eval_context(outer, now))?.assign_to(ty)
             };
-            if !target.is_array_param(i) {
+            let Some(elem) = target.array_param(i) else {
                 values.push(eval(e, *ty)?);
                 continue;
-            }
+            };
             // An array: `ARRAY[…]` of values, or its text form (`'{1,2}'`, also cast).
             let e = match e {
                 ast::Expr::Cast { expr, data_type: ast::DataType::Array(_), .. } => expr.as_ref(),
@@ -1697,8 +1703,8 @@ impl Session {
             };
             values.push(match e {
                 ast::Expr::Array(array) => {
-                    let items = array.elem.iter().map(|item| eval(item, *ty)).collect::<Result<Vec<_>>>()?;
-                    Value::Text(freshet_core::sql::plpgsql::array_text(&items, *ty))
+                    let items = array.elem.iter().map(|item| eval(item, elem)).collect::<Result<Vec<_>>>()?;
+                    Value::Text(freshet_core::sql::plpgsql::array_text(&items, elem))
                 }
                 e => eval(e, DataType::Text)?,
             });

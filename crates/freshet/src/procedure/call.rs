@@ -46,6 +46,10 @@ pub(crate) struct CallPlan {
     pub from: bool,
     /// A `RETURNS SETOF table` function's column types when the call was planned.
     pub row_types: Vec<DataType>,
+    /// The statement's parameters passed as they are to an array parameter (`f($1)` for
+    /// `f(ids INT[])`, `$1` is 0), with its element type: a client binds an array there,
+    /// whose text form the call takes (`Prepared::array_param`).
+    pub array_params: Vec<(usize, DataType)>,
 }
 
 impl CallPlan {
@@ -198,6 +202,7 @@ pub(crate) fn plan_call(
 ) -> Result<(CallPlan, Option<Vec<ColumnInfo>>)> {
     let FunctionCall { name, mut args, names, from, alias, column_names } = call;
     let kind = if select { "function" } else { "procedure" };
+    let mut array_params = Vec::new();
     let arg_types = argument_types(&args, params);
     // `RETURNS SETOF table`: the table's columns now.
     let mut table_columns = Vec::new();
@@ -227,6 +232,13 @@ pub(crate) fn plan_call(
         let names = if expanded { vec![None; args.len()] } else { names };
         args = complete_arguments(r, kind, args, &names)?;
         type_nested_placeholders(&args, &r.params, params);
+        for (a, (_, ty)) in args.iter().zip(&r.params) {
+            if let (PlType::Array(elem), Some(n)) = (ty, placeholder_number(a))
+                && params.get(n).copied().flatten().is_none_or(|t| t == DataType::Text)
+            {
+                array_params.push((n, *elem));
+            }
+        }
         let types = r.params.iter().map(|(_, t)| if let PlType::Scalar(t) = t { *t } else { DataType::Text }).collect();
         let columns = if !select {
             // A procedure's OUT parameters: CALL returns their values as a row.
@@ -287,7 +299,14 @@ pub(crate) fn plan_call(
         });
     }
     let row_types = table_columns.iter().map(|c| c.ty).collect();
-    Ok((CallPlan { name, signature, args, select, from, row_types }, columns))
+    Ok((CallPlan { name, signature, args, select, from, row_types, array_params }, columns))
+}
+
+/// The parameter `$n` stands for (0 for `$1`), if the expression is a placeholder.
+fn placeholder_number(e: &ast::Expr) -> Option<usize> {
+    let ast::Expr::Value(v) = e else { return None };
+    let ast::Value::Placeholder(p) = &v.value else { return None };
+    p.strip_prefix('$')?.parse::<usize>().ok()?.checked_sub(1)
 }
 
 /// Gives each argument that is a `$n` of no type yet the type its parameter has (`types`, in
