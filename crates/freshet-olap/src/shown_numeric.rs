@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, AsArray, StringBuilder};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringBuilder};
 use datafusion::arrow::datatypes::{DataType as ArrowType, Decimal128Type};
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::Transformed;
@@ -58,16 +58,8 @@ impl ScalarUDFImpl for ShownNumeric {
         let scalar = matches!(args.args[0], ColumnarValue::Scalar(_));
         let values = args.args[0].to_array(args.number_rows)?;
         let ArrowType::Decimal128(_, scale) = values.data_type().clone() else { return Err(no_function_for(NAME, &[values.data_type().clone()])) };
-        let values = values.as_primitive::<Decimal128Type>();
-        let mut out = StringBuilder::with_capacity(values.len(), values.len() * 8);
-        for i in 0..values.len() {
-            if values.is_null(i) {
-                out.append_null();
-            } else {
-                out.append_value(Decimal { value: values.value(i), scale: scale.max(0) as u8 }.trimmed().to_string());
-            }
-        }
-        columnar(Arc::new(out.finish()), scalar)
+        let decimals = values.as_primitive::<Decimal128Type>();
+        each_as_text(&values, scalar, |i| Decimal { value: decimals.value(i), scale: scale.max(0) as u8 }.trimmed().to_string())
     }
 }
 
@@ -102,16 +94,22 @@ impl ScalarUDFImpl for ArrayText {
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
         let scalar = matches!(args.args[0], ColumnarValue::Scalar(_));
         let values = args.args[0].to_array(args.number_rows)?;
-        let mut out = StringBuilder::with_capacity(values.len(), values.len() * 8);
-        for i in 0..values.len() {
-            if values.is_null(i) {
-                out.append_null();
-            } else {
-                out.append_value(crate::values::array_literal(&values, i));
-            }
-        }
-        columnar(Arc::new(out.finish()), scalar)
+        each_as_text(&values, scalar, |i| crate::values::array_literal(&values, i))
     }
+}
+
+/// A one-argument function's result: the text of each non-null row of `values` (`text` of
+/// its position; a NULL stays NULL), as a scalar if the argument was one.
+fn each_as_text(values: &ArrayRef, scalar: bool, text: impl Fn(usize) -> String) -> DfResult<ColumnarValue> {
+    let mut out = StringBuilder::with_capacity(values.len(), values.len() * 8);
+    for i in 0..values.len() {
+        if values.is_null(i) {
+            out.append_null();
+        } else {
+            out.append_value(text(i));
+        }
+    }
+    columnar(Arc::new(out.finish()), scalar)
 }
 
 /// The analyzer rule (see the module documentation); it carries the functions it calls.

@@ -22,6 +22,7 @@ use freshet_core::txn::Isolation;
 use freshet_core::sql::ddl::{self, DdlPlan};
 use freshet_core::sql::expr::{EvalContext, NoRow};
 use freshet_core::sql::names::{column_name, fold_ident, user_relation};
+use freshet_core::sql::parse::placeholder_index as placeholder;
 use freshet_core::sql::plan::{self, InsertPlan, InsertSource, OltpPlan};
 use freshet_core::types::{value::assignable, DataType, Value};
 use freshet_core::{Error, Result, SqlState};
@@ -56,16 +57,6 @@ pub fn default_value(col: &ColumnDef, cx: &EvalContext) -> Result<Value> {
     }
 }
 
-/// The 0-based index of a `$n` parameter.
-fn placeholder(e: &ast::Expr) -> Option<usize> {
-    match e {
-        ast::Expr::Value(v) => match &v.value {
-            ast::Value::Placeholder(p) => p.strip_prefix('$')?.parse::<usize>().ok()?.checked_sub(1),
-            _ => None,
-        },
-        _ => None,
-    }
-}
 
 /// The arguments of `SELECT [pg_catalog.]set_config(name, value, is_local)`, the whole query.
 fn set_config_call(q: &ast::Query) -> Option<Vec<ast::Expr>> {

@@ -20,6 +20,7 @@ use std::ops::ControlFlow;
 use sqlparser::ast::{self, Visit, VisitMut, Visitor, VisitorMut};
 
 use super::bind::sql_type;
+use super::parse::placeholder_index as placeholder;
 use super::plpgsql::spread::{array_form, replace, spread_length, MAX_FORM_PARAMETERS};
 use crate::error::{Error, Result, SqlState};
 use crate::types::DataType;
@@ -78,13 +79,6 @@ pub fn find(statement: &ast::Statement, declared: &[Option<DataType>], arrays: &
         }
     }
     Ok((params, finder.count))
-}
-
-/// The parameter number of placeholder `$n` (0 for `$1`).
-fn placeholder(e: &ast::Expr) -> Option<usize> {
-    let ast::Expr::Value(v) = e else { return None };
-    let ast::Value::Placeholder(p) = &v.value else { return None };
-    p.strip_prefix('$')?.parse::<usize>().ok()?.checked_sub(1)
 }
 
 /// The element type of an array type (`int[]`, `text ARRAY`).

@@ -136,6 +136,14 @@ pub const SET_CONSTRAINTS_PRAGMA: &str = "freshet_set_constraints";
 /// The pragma that carries a `DO` block's text (see `plpgsql::parser::do_as_procedure`).
 pub const DO_PRAGMA: &str = "freshet_do";
 
+/// The parameter a placeholder `$n` stands for, 0-based (`$1` is 0); `None` for any other
+/// expression.
+pub fn placeholder_index(e: &sqlparser::ast::Expr) -> Option<usize> {
+    let sqlparser::ast::Expr::Value(v) = e else { return None };
+    let sqlparser::ast::Value::Placeholder(p) = &v.value else { return None };
+    p.strip_prefix('$')?.parse::<usize>().ok()?.checked_sub(1)
+}
+
 fn pragma(name: &str, text: String) -> Statement {
     Statement::Pragma {
         name: vec![sqlparser::ast::Ident::new(name)].into(),

@@ -233,7 +233,7 @@ pub(crate) fn plan_call(
         args = complete_arguments(r, kind, args, &names)?;
         type_nested_placeholders(&args, &r.params, params);
         for (a, (_, ty)) in args.iter().zip(&r.params) {
-            if let (PlType::Array(elem), Some(n)) = (ty, placeholder_number(a))
+            if let (PlType::Array(elem), Some(n)) = (ty, freshet_core::sql::parse::placeholder_index(a))
                 && params.get(n).copied().flatten().is_none_or(|t| t == DataType::Text)
             {
                 array_params.push((n, *elem));
@@ -300,13 +300,6 @@ pub(crate) fn plan_call(
     }
     let row_types = table_columns.iter().map(|c| c.ty).collect();
     Ok((CallPlan { name, signature, args, select, from, row_types, array_params }, columns))
-}
-
-/// The parameter `$n` stands for (0 for `$1`), if the expression is a placeholder.
-fn placeholder_number(e: &ast::Expr) -> Option<usize> {
-    let ast::Expr::Value(v) = e else { return None };
-    let ast::Value::Placeholder(p) = &v.value else { return None };
-    p.strip_prefix('$')?.parse::<usize>().ok()?.checked_sub(1)
 }
 
 /// Gives each argument that is a `$n` of no type yet the type its parameter has (`types`, in
